@@ -1,0 +1,165 @@
+// The immutable configuration snapshot, loaded from a PgBouncer-format ini file.
+//
+// A Config is built once by load_config() and then only read; reload builds a new one and swaps the
+// shared pointer, so a worker never sees a half-applied change.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pgtether {
+
+using Duration = std::chrono::microseconds;
+
+enum class PoolMode { Session, Transaction, Statement };
+// PgBouncer's auth_type values; Cert, Hba and Any are parsed so that a real pgbouncer.ini loads, and
+// refused at start-up while unsupported (see docs/configuration.md).
+enum class AuthType { Any, Trust, Plain, Md5, ScramSha256, Cert, Hba, Pam };
+// advisory_lock_tracking: when the tether probes a backend for session advisory locks.
+enum class LockTracking { On, EveryTransaction, Off };
+
+const char* to_string(PoolMode mode);
+const char* to_string(AuthType type);
+const char* to_string(LockTracking tracking);
+
+// A problem in a config or auth file. what() is "FILE:LINE: KEY: message" (KEY omitted when the
+// problem is not about one key, LINE 0 when it is about the whole file).
+class ConfigError : public std::runtime_error {
+public:
+    ConfigError(std::string file, int line, std::string key, const std::string& message);
+    const std::string& file() const { return file_; }
+    int line() const { return line_; }
+    const std::string& key() const { return key_; }
+
+private:
+    std::string file_;
+    int line_;
+    std::string key_;
+};
+
+// One [databases] entry. Unset optionals fall back to the [pgbouncer] defaults.
+struct DatabaseConfig {
+    std::string name;     // the name clients connect to; "*" for the fallback entry
+    std::string host;     // empty or starting with '/': Unix socket (directory); else host name / IP
+    int port = 5432;
+    std::string dbname;   // the database on the server; empty = same as name
+    std::string user;     // forced server user; empty = the client's user
+    std::string password; // password for `user` (or for the client's user) on the server
+    std::string auth_user;
+    std::string connect_query;
+    std::optional<int> pool_size;
+    std::optional<int> min_pool_size;
+    std::optional<int> reserve_pool_size;  // key "reserve_pool"
+    std::optional<PoolMode> pool_mode;
+    std::optional<int> max_db_connections;
+    // Startup parameters PgBouncer lets a database entry preset for its server connections.
+    std::optional<std::string> client_encoding;
+    std::optional<std::string> datestyle;
+    std::optional<std::string> timezone;
+    std::optional<std::string> application_name;
+    std::string source_file;
+    int source_line = 0;
+};
+
+// One [users] entry.
+struct UserConfig {
+    std::string name;
+    std::optional<PoolMode> pool_mode;
+    std::optional<int> max_user_connections;
+};
+
+struct Config {
+    std::string config_file;  // absolute path of the main file
+
+    // --- [pgbouncer] (also accepted as [pgtether]); defaults are PgBouncer 1.18's ---
+    std::string logfile;
+    std::string pidfile;
+    std::vector<std::string> listen_addr;  // empty: Unix socket only; "*" = all IPv4 and IPv6
+    int listen_port = 6432;
+    std::string unix_socket_dir = "/tmp";  // empty: no Unix socket
+    int unix_socket_mode = 0777;
+    std::string unix_socket_group;
+    AuthType auth_type = AuthType::Md5;
+    std::string auth_file;
+    std::string auth_hba_file;
+    std::string auth_user;
+    std::string auth_query = "SELECT usename, passwd FROM pg_shadow WHERE usename=$1";
+    std::string auth_dbname;
+    PoolMode pool_mode = PoolMode::Session;
+    int max_client_conn = 100;
+    int default_pool_size = 20;
+    int min_pool_size = 0;
+    int reserve_pool_size = 0;
+    Duration reserve_pool_timeout = std::chrono::seconds(5);
+    int max_db_connections = 0;    // 0 = unlimited
+    int max_user_connections = 0;  // 0 = unlimited
+    bool server_round_robin = false;
+    std::vector<std::string> ignore_startup_parameters;
+    bool application_name_add_host = false;
+    Duration stats_period = std::chrono::seconds(60);
+    bool syslog = false;
+    std::string syslog_ident = "pgbouncer";
+    std::string syslog_facility = "daemon";
+    bool log_connections = true;
+    bool log_disconnections = true;
+    bool log_pooler_errors = true;
+    bool log_stats = true;
+    int verbose = 0;
+    std::vector<std::string> admin_users;
+    std::vector<std::string> stats_users;
+    std::string server_reset_query = "DISCARD ALL";
+    bool server_reset_query_always = false;
+    Duration server_check_delay = std::chrono::seconds(30);
+    std::string server_check_query = "select 1";  // empty: no check
+    bool server_fast_close = false;
+    Duration server_lifetime = std::chrono::seconds(3600);
+    Duration server_idle_timeout = std::chrono::seconds(600);
+    Duration server_connect_timeout = std::chrono::seconds(15);
+    Duration server_login_retry = std::chrono::seconds(15);
+    Duration client_login_timeout = std::chrono::seconds(60);
+    Duration query_timeout{0};
+    Duration query_wait_timeout = std::chrono::seconds(120);
+    Duration client_idle_timeout{0};
+    Duration idle_transaction_timeout{0};
+    Duration suspend_timeout = std::chrono::seconds(10);
+    int pkt_buf = 4096;
+    int max_packet_size = 2147483647;
+    int listen_backlog = 128;
+    int sbuf_loopcnt = 5;
+    bool so_reuseport = false;
+    bool tcp_defer_accept = true;
+    int tcp_socket_buffer = 0;
+    bool tcp_keepalive = true;
+    int tcp_keepcnt = 0;
+    int tcp_keepidle = 0;
+    int tcp_keepintvl = 0;
+    int tcp_user_timeout = 0;
+
+    // --- pgtether's own keys (in the same section) ---
+    LockTracking advisory_lock_tracking = LockTracking::On;
+    std::vector<std::string> advisory_lock_functions;  // extra names, lower-cased
+    Duration tethered_idle_timeout{0};                 // 0 = never
+
+    // --- [databases] and [users] ---
+    std::vector<DatabaseConfig> databases;  // in file order, without the "*" entry
+    std::optional<DatabaseConfig> fallback_database;
+    std::map<std::string, UserConfig> users;
+
+    // Recognised PgBouncer keys that pgtether accepts but does not act on, as
+    // "FILE:LINE: KEY: recognised but not supported by pgtether", in file order. main() logs each once.
+    std::vector<std::string> unsupported_keys;
+
+    const DatabaseConfig* find_database(const std::string& name) const;
+    const UserConfig* find_user(const std::string& name) const;
+};
+
+// Reads `path` and everything it %includes. Throws ConfigError on any problem: unreadable file,
+// syntax error, unknown section or key, invalid value, include loop.
+std::shared_ptr<const Config> load_config(const std::string& path);
+
+}  // namespace pgtether
