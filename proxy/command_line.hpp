@@ -1,0 +1,26 @@
+// pgtether's command line, PgBouncer-compatible: pgtether [-d] [-v] [-q] [-V] [-h] CONFIG.ini
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pgtether {
+
+struct CommandLine {
+    std::string config_file;
+    bool daemonize = false;  // -d / --daemon
+    int verbose = 0;         // each -v adds one
+    bool quiet = false;      // -q / --quiet: no logging to stderr
+    bool show_version = false;
+    bool show_help = false;
+};
+
+struct CommandLineError {
+    std::string message;
+};
+
+std::variant<CommandLine, CommandLineError> parse_command_line(const std::vector<std::string>& args);
+std::string usage_text(const std::string& program);
+
+}  // namespace pgtether
