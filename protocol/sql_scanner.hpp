@@ -4,6 +4,28 @@
 // decides that a client holds a lock — the backend's pg_locks does — it only decides whether a
 // transaction is worth asking about. A miss is dangerous, a false hit costs one probe, so when in
 // doubt it reports a hit.
+//
+// What is looked at (the lexical rules follow PostgreSQL's scan.l, §4.1 "Lexical Structure"):
+//  * Function names (kEffectAdvisoryLock, plus `set_config` and `pg_temp`) are found as
+//    case-insensitive substrings of every identifier, quoted identifier, string literal (with E''
+//    and U&'' escapes decoded as well as raw) and dollar-quoted body, so dynamic SQL in DO blocks
+//    and EXECUTE '...' is covered. Only comments at the top level hide a name; inside a string or
+//    a body nothing is skipped. A name that merely contains one (my_pg_advisory_lock_wrapper) is a
+//    hit: a wrapper of that name very likely takes the lock.
+//  * Statement kinds (the other flags) come from the leading keywords of each top-level statement,
+//    statements being separated by ';' outside quotes, parentheses, comments and dollar bodies.
+//    Bodies of DO blocks and functions are not split into statements.
+//
+// The server's lexing of '...' depends on standard_conforming_strings, which the scanner is not
+// told: if a plain literal contains a backslash, the text is lexed once more with backslash
+// escapes in plain literals and the flags of both readings are combined.
+//
+// Cost: O(n) in the text length with a small constant — one pass over the bytes (two when a
+// plain literal contains a backslash; U&'' bodies and the gaps after literals are looked at at
+// most twice more), a two-load table step per identifier or body byte, no allocation and no copy.
+// Unterminated quotes, dollar bodies and comments run to the end of the text; the rest of the
+// text after an unterminated block comment is still searched for names (the server rejects such
+// a text, but a difference between its lexing and ours must never hide a name).
 #pragma once
 
 #include <cstdint>
@@ -11,29 +33,46 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/substring_matcher.hpp"
+
 namespace pgtether::protocol {
 
 // Bit flags, combined with |.
 enum SessionEffect : std::uint32_t {
     kEffectNone = 0,
     // A call to a session-level advisory lock or unlock function (pg_advisory_lock[_shared],
-    // pg_try_advisory_lock[_shared], pg_advisory_unlock[_shared], pg_advisory_unlock_all), or to one
-    // of the configured extra function names. The _xact_ variants alone do not set it.
+    // pg_try_advisory_lock[_shared], pg_advisory_unlock[_shared], pg_advisory_unlock_all), or to
+    // one of the configured extra function names. The _xact_ variants alone do not set it.
     kEffectAdvisoryLock = 1u << 0,
     // DISCARD ALL / DISCARD ... (releases session state, including advisory locks).
     kEffectDiscard = 1u << 1,
+    // CREATE [OR REPLACE] [GLOBAL|LOCAL] TEMP|TEMPORARY ..., SELECT ... INTO [GLOBAL|LOCAL]
+    // TEMP|TEMPORARY ..., or any mention of the pg_temp schema.
+    kEffectTempObject = 1u << 2,
+    // LISTEN, UNLISTEN.
+    kEffectListen = 1u << 3,
+    // DECLARE ... WITH HOLD (a cursor that outlives its transaction), CLOSE.
+    kEffectCursor = 1u << 4,
+    // SQL-level PREPARE, EXECUTE, DEALLOCATE (not the protocol's Parse/Bind).
+    kEffectSqlPrepare = 1u << 5,
+    // LOAD (a shared library stays loaded in the backend).
+    kEffectLoad = 1u << 6,
+    // SET / RESET of a session setting (not SET LOCAL, SET TRANSACTION, SET CONSTRAINTS), or any
+    // mention of set_config. SET SESSION CHARACTERISTICS counts: it changes the session's defaults.
+    kEffectSet = 1u << 7,
 };
 
 class SqlScanner {
-public:
-    // `extra_lock_functions`: lower-case names (unqualified) that also count as kEffectAdvisoryLock.
-    explicit SqlScanner(std::vector<std::string> extra_lock_functions = {});
+  public:
+    // `extra_lock_functions`: names (unqualified, any case) that also count as kEffectAdvisoryLock,
+    // for user functions that take session locks internally.
+    explicit SqlScanner(const std::vector<std::string>& extra_lock_functions = {});
 
     // Scans one statement text (a Query string, possibly with many statements, or a Parse query).
     [[nodiscard]] std::uint32_t scan(std::string_view sql) const;
 
-private:
-    std::vector<std::string> extra_lock_functions_;
+  private:
+    SubstringMatcher matcher_;  // the function names, and which flag each one sets
 };
 
 }  // namespace pgtether::protocol

@@ -1,0 +1,1 @@
+SELECT 'a\' -- ', pg_advisory_lock(1); SELECT 'C:\temp'

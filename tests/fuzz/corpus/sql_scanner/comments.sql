@@ -1,0 +1,1 @@
+SELECT 1 /* a /* nested */ pg_advisory_lock(1) */ -- pg_advisory_unlock(1)SELECT 2

@@ -1,0 +1,1 @@
+LOAD 'auto_explain'; DISCARD ALL; select set_config('search_path', 'pg_temp', false)

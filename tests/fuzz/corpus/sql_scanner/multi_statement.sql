@@ -1,0 +1,1 @@
+BEGIN; SET statement_timeout = 1; SET LOCAL lock_timeout = 2; RESET ALL; COMMIT

@@ -1,0 +1,1 @@
+SELECT "PG_CATALOG"."pg_try_advisory_lock_shared"(1, 2);

@@ -1,0 +1,1 @@
+SELECT U&'pg_!0061dvisory_lock' UESCAPE '!', U&"d\0061t\+000061"

@@ -1,0 +1,1 @@
+SELECT $tag$ pg_advisory_lock(1) $ta

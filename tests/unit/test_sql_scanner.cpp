@@ -1,0 +1,421 @@
+// The trigger half of the tether: which texts may take or release a session advisory lock, and
+// which statements change other session state. Every expectation is the exact flag set, so a
+// case also fails when the scanner reports something it should not.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/sql_scanner.hpp"
+
+using namespace pgtether::protocol;
+
+namespace {
+
+constexpr std::uint32_t L = kEffectAdvisoryLock;
+constexpr std::uint32_t D = kEffectDiscard;
+constexpr std::uint32_t T = kEffectTempObject;
+constexpr std::uint32_t N = kEffectListen;
+constexpr std::uint32_t C = kEffectCursor;
+constexpr std::uint32_t P = kEffectSqlPrepare;
+constexpr std::uint32_t O = kEffectLoad;
+constexpr std::uint32_t S = kEffectSet;
+
+// Names the flags, so a failing case prints "AdvisoryLock|Set" instead of a number.
+std::string describe(std::uint32_t flags) {
+    static constexpr std::pair<std::uint32_t, std::string_view> kNames[] = {
+        {L, "AdvisoryLock"}, {D, "Discard"},    {T, "TempObject"}, {N, "Listen"},
+        {C, "Cursor"},       {P, "SqlPrepare"}, {O, "Load"},       {S, "Set"},
+    };
+    std::string out;
+    for (const auto& [bit, name] : kNames) {
+        if ((flags & bit) == 0) continue;
+        if (!out.empty()) out += '|';
+        out += name;
+        flags &= ~bit;
+    }
+    if (flags != 0) out += (out.empty() ? "" : "|") + std::string("unknown bits");
+    return out.empty() ? "none" : out;
+}
+
+struct Case {
+    std::string_view sql;
+    std::uint32_t expected;
+};
+
+void check_cases(const SqlScanner& scanner, std::initializer_list<Case> cases) {
+    for (const Case& c : cases) {
+        INFO("sql: ", std::string(c.sql));
+        CHECK(describe(scanner.scan(c.sql)) == describe(c.expected));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("sql scanner: every session lock function, in any case and form") {
+    check_cases(
+        SqlScanner{},
+        {
+            {"SELECT pg_advisory_lock(1)", L},
+            {"SELECT pg_advisory_lock_shared(1)", L},
+            {"SELECT pg_try_advisory_lock(1)", L},
+            {"SELECT pg_try_advisory_lock_shared(1, 2)", L},
+            {"SELECT pg_advisory_unlock(1)", L},
+            {"SELECT pg_advisory_unlock_shared(1)", L},
+            {"SELECT pg_advisory_unlock_all()", L},
+            {"select PG_ADVISORY_LOCK(42)", L},
+            {"SeLeCt Pg_Try_Advisory_Lock_Shared(1)", L},
+            {"SELECT pg_catalog.pg_advisory_lock(1)", L},
+            {"SELECT PG_CATALOG . pg_advisory_unlock(1)", L},
+            {"SELECT \"pg_advisory_lock\"(1)", L},
+            {"SELECT \"pg_catalog\".\"pg_advisory_lock\"(1)", L},
+            {"SELECT \"PG_CATALOG\".\"pg_advisory_lock\"(1)", L},
+            // The server would not find this function, but quoted names match in any case anyway.
+            {"SELECT \"PG_ADVISORY_UNLOCK_ALL\"()", L},
+            {"SELECT pg_advisory_lock /* why */ (1)", L},
+            {"SELECT pg_advisory_lock\n-- why\n(1)", L},
+            {"SELECT pg_advisory_lock\t\r\n(1)", L},
+            // A mention without a call still counts (e.g. a function reference in a FROM list).
+            {"SELECT * FROM pg_advisory_lock(1) AS l", L},
+            {"SELECT 'pg_advisory_lock'::regproc", L},
+            {"SELECT pg_advisory_lock", L},
+            // Parameters and casts around the call.
+            {"SELECT pg_advisory_lock($1::bigint)", L},
+            {"SELECT pg_try_advisory_lock(hashtext('job')::bigint)", L},
+            // Identifiers that contain a name are hits: a wrapper with such a name most likely
+            // takes the lock (over-inclusive by design).
+            {"SELECT my_pg_advisory_lock_wrapper(1)", L},
+            {"SELECT app.pg_advisory_lock_or_wait(1)", L},
+            {"SELECT x$pg_advisory_unlock$y", L},
+        });
+}
+
+TEST_CASE("sql scanner: _xact_ variants alone do not need a tether") {
+    check_cases(SqlScanner{},
+                {
+                    {"SELECT pg_advisory_xact_lock(1)", 0},
+                    {"SELECT pg_advisory_xact_lock_shared(1)", 0},
+                    {"SELECT pg_try_advisory_xact_lock(1)", 0},
+                    {"SELECT PG_TRY_ADVISORY_XACT_LOCK_SHARED(1, 2)", 0},
+                    {"BEGIN; SELECT pg_advisory_xact_lock(1); COMMIT", 0},
+                    {"SELECT pg_advisory_xact_lock(1); SELECT pg_advisory_unlock(2)", L},
+                    {"SELECT pg_advisory_xact_lock(1), pg_try_advisory_lock(2)", L},
+                });
+}
+
+TEST_CASE("sql scanner: comments hide names") {
+    check_cases(SqlScanner{},
+                {
+                    {"SELECT 1 -- pg_advisory_lock(1)", 0},
+                    {"-- pg_advisory_lock(1)\nSELECT 1", 0},
+                    {"SELECT 1 /* pg_advisory_lock(1) */", 0},
+                    {"SELECT /* outer /* pg_advisory_lock(1) */ still outer */ 1", 0},
+                    {"SELECT /* outer /* inner */ pg_advisory_lock(1) is still a comment */ 1", 0},
+                    {"SELECT /**/ 1 /*/ pg_advisory_lock(1) */", 0},
+                    {"SELECT 1 --+ pg_advisory_lock(1)", 0},
+                    // ... but only until they end.
+                    {"SELECT /* a */ pg_advisory_lock(1)", L},
+                    {"SELECT /* a /* b */ c */ pg_advisory_lock(1)", L},
+                    {"SELECT 1 -- a\nSELECT pg_advisory_lock(1)", L},
+                    {"SELECT 1 -- a\rSELECT pg_advisory_lock(1)", L},  // \r ends a line comment too
+                    {"SELECT 1+-- a\n pg_advisory_lock(1)", L},
+                    {"SELECT 2 - 1, pg_advisory_lock(1)", L},  // a single '-' is an operator
+                    {"SELECT 4 / 2, pg_advisory_lock(1)", L},
+                    // A name split by a comment is two identifiers.
+                    {"SELECT pg_advisory/**/_lock(1)", 0},
+                });
+}
+
+TEST_CASE("sql scanner: string literals are searched (dynamic SQL)") {
+    check_cases(SqlScanner{},
+                {
+                    {"SELECT 'pg_advisory_lock(1)'", L},
+                    {"SELECT 'it''s pg_advisory_lock'", L},
+                    {"DO $$BEGIN EXECUTE 'SELECT pg_advisory_lock(1)'; END$$", L},
+                    // A comment inside a literal is text: nothing is skipped there.
+                    {"SELECT '-- pg_advisory_lock(1)'", L},
+                    // Literal continuation across a newline is one literal (§4.1.2.1).
+                    {"SELECT 'SELECT pg_advisory'\n'_lock(1)'", L},
+                    {"SELECT 'SELECT pg_advisory' -- split\n   '_lock(1)'", L},
+                    {"SELECT 'pg_advisory', '_lock'", 0},
+                    // E'' escapes: \' does not end the literal; what follows the real end is code.
+                    {"SELECT E'it\\'s -- ', pg_advisory_lock(1)", L},
+                    {"SELECT E'\\\\', pg_advisory_lock(1)", L},
+                    {"SELECT e'a\\'b' -- pg_advisory_lock(1)", 0},
+                    // ... and names spelt with escapes are decoded.
+                    {"SELECT E'pg_\\x61dvisory_lock(1)'", L},
+                    {"SELECT E'pg_\\141dvisory_lock(1)'", L},
+                    {"SELECT E'pg_\\u0061dvisory_lock(1)'", L},
+                    {"SELECT E'pg_\\U00000061dvisory_lock(1)'", L},
+                    {"SELECT E'pg_\\advisory_lock(1)'", L},
+                    {"SELECT E'pg_\\x61dvisory'\n'_lock(1)'", L},
+                    // U&'' and U&"": default escape, 6-digit escape, and a UESCAPE character after
+                    // the body.
+                    {"SELECT U&'pg_\\0061dvisory_lock(1)'", L},
+                    {"SELECT U&\"pg_\\+000061dvisory_lock\"(1)", L},
+                    {"SELECT u&'pg_!0061dvisory_lock(1)' UESCAPE '!'", L},
+                    {"SELECT U&\"pg_#0061dvisory_lock\" /* c */ UESCAPE\n'#' (1)", L},
+                    {"SELECT U&'pg_advisory_lock'", L},
+                    // B'', X'' and N'' literals are lexed as literals.
+                    {"SELECT N'pg_advisory_lock'", L},
+                    {"SELECT X'00', B'1' -- pg_advisory_lock", 0},
+                });
+}
+
+TEST_CASE("sql scanner: backslashes under either standard_conforming_strings setting") {
+    check_cases(SqlScanner{},
+                {
+                    // With the setting off, 'a\' -- ' is one literal and the call is code.
+                    {"SELECT 'a\\' -- ', pg_advisory_lock(1)", L},
+                    // With it on (the default), 'a\' ends early and '-- x' is a literal.
+                    {"SELECT 'a\\', '-- x', pg_advisory_lock(1)", L},
+                    {"SELECT 'a\\'; SET x = 1; SELECT '\\'", S},
+                    {"SELECT 'C:\\temp' -- pg_advisory_lock(1)", 0},
+                });
+}
+
+TEST_CASE("sql scanner: dollar-quoted bodies (DO blocks, function bodies)") {
+    check_cases(
+        SqlScanner{},
+        {
+            {"SELECT $$pg_advisory_lock$$", L},
+            {"DO $$ BEGIN PERFORM pg_advisory_lock(1); END $$", L},
+            {"DO $body$ BEGIN PERFORM PG_ADVISORY_UNLOCK_ALL(); END $body$", L},
+            {"DO $$ BEGIN PERFORM pg_advisory_xact_lock(1); END $$", 0},
+            {"DO $outer$ BEGIN EXECUTE $inner$SELECT pg_advisory_lock(1)$inner$; END $outer$", L},
+            {"DO $a$ BEGIN EXECUTE $b$ SELECT $c$x$c$ $b$; PERFORM pg_advisory_lock(1); END $a$",
+             L},
+            {"CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $fn$ BEGIN "
+             "PERFORM pg_try_advisory_lock(1); END $fn$",
+             L},
+            {"CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'SELECT pg_advisory_unlock(1)'", L},
+            // Inside a body nothing is skipped: a commented-out call still counts (over-inclusive).
+            {"DO $$ BEGIN -- PERFORM pg_advisory_lock(1)\n END $$", L},
+            // The body ends at its own tag only; other tags and '$' are body text.
+            {"SELECT $a$ $b$ $a$, 1 -- pg_advisory_lock(1)", 0},
+            {"SELECT $a$ x $A$ pg_advisory_lock $a$", L},
+            {"SELECT $$ ' $$ -- pg_advisory_lock(1)", 0},
+            {"SELECT $$a$$||$$b$$ -- pg_advisory_lock(1)", 0},
+            // '$' inside an identifier or after a parameter number does not open a body.
+            {"SELECT a$$ -- $$, pg_advisory_lock(1)", 0},
+            {"SELECT $1, pg_advisory_lock($2)", L},
+            {"SELECT 1$$ pg_advisory_lock $$", L},
+        });
+}
+
+TEST_CASE("sql scanner: many statements in one Query") {
+    check_cases(SqlScanner{}, {
+                                  {"SELECT 1; SELECT pg_advisory_lock(1); SELECT 2", L},
+                                  {"BEGIN; SELECT pg_advisory_lock(1); COMMIT;", L},
+                                  {"SELECT 1;SELECT 2;", 0},
+                                  {";;;", 0},
+                                  {"DISCARD ALL; SELECT pg_advisory_lock(1)", D | L},
+                              });
+}
+
+TEST_CASE("sql scanner: extra configured lock functions") {
+    const SqlScanner scanner({"take_job_lock", "app.Acquire_Mutex", ""});
+    check_cases(scanner, {
+                             {"SELECT take_job_lock(1)", L},
+                             {"SELECT TAKE_JOB_LOCK(1)", L},
+                             {"SELECT jobs.\"take_job_lock\"(1)", L},
+                             {"SELECT app.acquire_mutex()",
+                              L},  // configured qualified, matched by its last part
+                             {"SELECT acquire_mutex()", L},
+                             {"SELECT 'take_job_lock(1)'", L},
+                             {"SELECT 1 -- take_job_lock(1)", 0},
+                             {"SELECT take_job(1)", 0},
+                             {"SELECT pg_advisory_lock(1)", L},  // the built-in names still count
+                             {"SELECT 1", 0},  // and the empty name matches nothing
+                         });
+    check_cases(SqlScanner{}, {{"SELECT take_job_lock(1)", 0}});
+}
+
+TEST_CASE("sql scanner: unterminated constructs end the scan safely") {
+    check_cases(
+        SqlScanner{},
+        {
+            {"", 0},
+            {"SELECT 'pg_advisory_lock(1)", L},
+            {"SELECT E'pg_advisory_lock(1)\\", L},
+            {"SELECT E'\\", 0},
+            {"SELECT E'\\x", 0},
+            {"SELECT E'\\u00", 0},
+            {"SELECT U&'", 0},
+            {"SELECT U&\"pg_advisory_lock", L},
+            {"SELECT U&'\\+0000", 0},
+            {"SELECT U&'x' UESCAPE '", 0},
+            {"SELECT \"pg_advisory_lock", L},
+            {"SELECT $$ pg_advisory_lock(1)", L},
+            {"SELECT $tag$ pg_advisory_lock(1) $tag", L},
+            {"SELECT $tag", 0},
+            {"SELECT $", 0},
+            {"SELECT 'a' -- ", 0},
+            {"SELECT 'a'\n", 0},
+            // The server rejects an unterminated block comment; the scanner still looks inside.
+            {"SELECT 1 /* pg_advisory_lock(1)", L},
+            {"SELECT 1 /* /* */ pg_advisory_lock(1)", L},
+            {"/*", 0},
+            {"--", 0},
+            {"(((((", 0},
+            {")))) ; SET x = 1", S},
+        });
+}
+
+TEST_CASE("sql scanner: unterminated constructs in very long texts") {
+    const SqlScanner scanner;
+    std::string text(1 << 20, '(');
+    CHECK(scanner.scan(text) == 0);
+    text.assign(1 << 20, '\'');  // a million doubled quotes: one long literal
+    CHECK(scanner.scan(text) == 0);
+    text = "/*";
+    for (int i = 0; i < 100000; ++i)
+        text += "/*";
+    text += "pg_advisory_lock";
+    CHECK(scanner.scan(text) == L);
+    text = "SELECT $xy$";  // many near-misses of the closing tag
+    for (int i = 0; i < 100000; ++i)
+        text += "$x";
+    text += "pg_advisory_lock";
+    CHECK(scanner.scan(text) == L);
+    text = "SELECT E'";
+    for (int i = 0; i < 100000; ++i)
+        text += "\\'";
+    CHECK(scanner.scan(text) == 0);
+    text += "pg_advisory_unlock_all";
+    CHECK(scanner.scan(text) == L);
+}
+
+TEST_CASE("sql scanner: SET and RESET at statement level") {
+    check_cases(
+        SqlScanner{},
+        {
+            {"set search_path = x", S},
+            {"SET statement_timeout TO 1000", S},
+            {"SET SESSION statement_timeout = 1", S},
+            {"SET SESSION AUTHORIZATION alice", S},
+            {"SET ROLE alice", S},
+            {"SET TIME ZONE 'UTC'", S},
+            {"SET \"search_path\" = x", S},
+            // SET SESSION CHARACTERISTICS changes the session's default transaction modes.
+            {"SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", S},
+            {"RESET ALL", S},
+            {"reset search_path", S},
+            {"BEGIN; SET statement_timeout=1; COMMIT", S},
+            {"  (SELECT 1);\n\tSet x = 1", S},
+            {"SELECT 1; SET", S},
+            // Transaction-scoped forms.
+            {"SET LOCAL statement_timeout = 1", 0},
+            {"set local search_path = x", 0},
+            {"SET/**/LOCAL x = 1", 0},
+            {"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", 0},
+            {"SET CONSTRAINTS ALL DEFERRED", 0},
+            // SET that is not a statement.
+            {"UPDATE t SET x = 1", 0},
+            {"UPDATE t SET x = 1; UPDATE u SET y = 2", 0},
+            {"ALTER TABLE t ALTER c SET DEFAULT 1", 0},
+            {"INSERT INTO t VALUES (1) ON CONFLICT (id) DO UPDATE SET x = 2", 0},
+            {"CREATE FUNCTION f() RETURNS int LANGUAGE sql SET search_path = x AS 'SELECT 1'", 0},
+            {"SELECT 'SET x = 1'", 0},
+            {"SELECT ';SET x = 1'", 0},
+            {"SELECT $$;SET x = 1$$", 0},
+            {"SELECT \";SET x\"", 0},
+            {"SELECT 1 -- ;SET x = 1", 0},
+            {"SELECT 1 /* ;SET x = 1 */", 0},
+            {"SELECT (1;SET x = 1)", 0},
+            {"SELECT settings FROM t", 0},
+            // set_config anywhere, even in a literal or body; a transaction-local call counts too.
+            {"select set_config('a','b',false)", S},
+            {"SELECT pg_catalog.set_config('search_path', '', true)", S},
+            {"DO $$ BEGIN PERFORM set_config('a', 'b', false); END $$", S},
+            {"SELECT 1 -- set_config('a', 'b', false)", 0},
+        });
+}
+
+TEST_CASE("sql scanner: temporary objects") {
+    check_cases(SqlScanner{}, {
+                                  {"create temporary table t (a int)", T},
+                                  {"CREATE TEMP TABLE t (a int)", T},
+                                  {"CREATE GLOBAL TEMPORARY TABLE t (a int)", T},
+                                  {"CREATE LOCAL TEMP SEQUENCE s", T},
+                                  {"CREATE TEMP VIEW v AS SELECT 1", T},
+                                  {"CREATE OR REPLACE TEMPORARY VIEW v AS SELECT 1", T},
+                                  {"CREATE TEMP TABLE t AS SELECT 1; SELECT * FROM t", T},
+                                  {"EXPLAIN ANALYZE CREATE TEMP TABLE t AS SELECT 1", T},
+                                  {"EXPLAIN ANALYZE SELECT 1 AS a INTO TEMP t",
+                                   T},  // creates it, checked on PG 15
+                                  {"CREATE TABLE pg_temp.t (a int)", T},
+                                  {"SELECT * FROM PG_TEMP_3.t", T},
+                                  {"SELECT * INTO TEMP t FROM x", T},
+                                  {"SELECT * INTO TEMPORARY TABLE t FROM x", T},
+                                  {"SELECT * INTO LOCAL TEMP t FROM x", T},
+                                  {"WITH q AS (SELECT 1) SELECT * INTO TEMP t FROM q", T},
+                                  {"CREATE UNLOGGED TABLE t (a int)", 0},
+                                  {"CREATE TABLE t (a int)", 0},
+                                  {"CREATE TABLE temp (a int)", 0},
+                                  {"SELECT * INTO t FROM x", 0},
+                                  {"INSERT INTO temp VALUES (1)", 0},
+                                  {"MERGE INTO temp USING s ON true WHEN MATCHED THEN DELETE", 0},
+                                  {"SELECT create, temp FROM t", 0},
+                                  {"SELECT 'CREATE TEMP TABLE t'", 0},
+                                  {"SELECT 1 -- CREATE TEMP TABLE t", 0},
+                              });
+}
+
+TEST_CASE("sql scanner: LISTEN, cursors, SQL PREPARE, LOAD, DISCARD") {
+    check_cases(SqlScanner{},
+                {
+                    {"LISTEN x", N},
+                    {"listen \"Chan\"", N},
+                    {"UNLISTEN *", N},
+                    {"SELECT 1; LISTEN x", N},
+                    {"NOTIFY x", 0},
+                    {"SELECT pg_notify('x', 'y')", 0},
+                    {"DECLARE c CURSOR WITH HOLD FOR SELECT 1", C},
+                    {"declare c no scroll cursor with hold for select 1", C},
+                    {"DECLARE c CURSOR FOR SELECT 1", 0},
+                    {"DECLARE c CURSOR WITHOUT HOLD FOR SELECT 1", 0},
+                    {"BEGIN; DECLARE c CURSOR FOR SELECT 1; FETCH c; COMMIT", 0},
+                    {"SELECT 1 FROM t WITH hold", 0},  // WITH HOLD counts only after DECLARE
+                    {"CLOSE c", C},
+                    {"CLOSE ALL", C},
+                    {"PREPARE p AS SELECT 1", P},
+                    {"PREPARE p (int) AS SELECT $1", P},
+                    {"EXECUTE p (1)", P},
+                    {"DEALLOCATE ALL", P},
+                    {"deallocate prepare p", P},
+                    {"SELECT * FROM execute", 0},
+                    {"DO $$ BEGIN EXECUTE 'SELECT 1'; END $$", 0},
+                    {"LOAD 'auto_explain'", O},
+                    {"SELECT load FROM t", 0},
+                    {"DISCARD ALL", D},
+                    {"discard plans", D},
+                    {"SELECT discard FROM t", 0},
+                });
+}
+
+TEST_CASE("substring matcher: overlapping patterns, case and masks") {
+    const SubstringMatcher::Pattern patterns[] = {
+        {"he", 1}, {"she", 2}, {"his", 4}, {"hers", 8}, {"", 16},
+    };
+    const SubstringMatcher matcher(patterns);
+    CHECK(matcher.min_length() == 2);
+    CHECK(matcher.find_all("") == 0);
+    CHECK(matcher.find_all("ushers") == (1 | 2 | 8));
+    CHECK(matcher.find_all("USHERS") == (1 | 2 | 8));
+    CHECK(matcher.find_all("ahishe") == (1 | 2 | 4));
+    CHECK(matcher.find_all("h e s") == 0);
+    CHECK(matcher.find_all("hhhhhis") == 4);
+    CHECK(matcher.find_all("sh\xc3\xa9") == 0);
+
+    const SubstringMatcher empty(std::span<const SubstringMatcher::Pattern>{});
+    CHECK(empty.min_length() == 0);
+    CHECK(empty.find_all("anything") == 0);
+
+    // A pattern that is a suffix of another's prefix: "ab" must be found inside "aab".
+    const SubstringMatcher::Pattern nested[] = {{"aac", 1}, {"ab", 2}};
+    const SubstringMatcher m2(nested);
+    CHECK(m2.find_all("aab") == 2);
+    CHECK(m2.find_all("aaac") == 1);
+}
