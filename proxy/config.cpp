@@ -14,6 +14,8 @@
 #include <map>
 #include <span>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "proxy/config_keys.hpp"
@@ -402,11 +404,20 @@ std::string lowered(std::string_view s) {
     return out;
 }
 
+// Builds the variant in place inside the optional: moving a Value temporary through
+// Parsed::ok() trips GCC 12's -Wmaybe-uninitialized (a false positive) in sanitizer builds.
+template <typename T>
+Parsed<Value> value_of(T&& v) {
+    Parsed<Value> out;
+    out.value.emplace(std::in_place_type<std::decay_t<T>>, std::forward<T>(v));
+    return out;
+}
+
 template <typename Owner>
 Parsed<Value> parse_value(const KeySpec<Owner>& spec, std::string_view text) {
     auto from = [](auto parsed) -> Parsed<Value> {
         if (!parsed) return Parsed<Value>::fail(parsed.error);
-        return Parsed<Value>::ok(Value(*parsed.value));
+        return value_of(*parsed.value);
     };
     switch (spec.kind) {
         case Kind::Int:
@@ -416,7 +427,7 @@ Parsed<Value> parse_value(const KeySpec<Owner>& spec, std::string_view text) {
         case Kind::Bool: {
             auto b = parse_boolean(text);
             if (!b) return Parsed<Value>::fail(b.error);
-            return Parsed<Value>::ok(Value(std::int64_t{*b.value ? 1 : 0}));
+            return value_of(std::int64_t{*b.value ? 1 : 0});
         }
         case Kind::Seconds:
             return from(parse_seconds(text));
@@ -425,12 +436,12 @@ Parsed<Value> parse_value(const KeySpec<Owner>& spec, std::string_view text) {
             auto n = spec.kind == Kind::IntSeconds ? parse_integer(text, spec.min, spec.max)
                                                    : parse_decimal(text, spec.min, spec.max);
             if (!n) return Parsed<Value>::fail(n.error + " (whole seconds)");
-            return Parsed<Value>::ok(Value(Duration(std::chrono::seconds(*n.value))));
+            return value_of(Duration(std::chrono::seconds(*n.value)));
         }
         case Kind::String:
-            return Parsed<Value>::ok(Value(std::string(text)));
+            return value_of(std::string(text));
         case Kind::List:
-            return Parsed<Value>::ok(Value(split_list(text)));
+            return value_of(split_list(text));
         case Kind::FunctionList: {
             auto names = split_list(text);
             for (auto& name : names) {
@@ -447,12 +458,12 @@ Parsed<Value> parse_value(const KeySpec<Owner>& spec, std::string_view text) {
                 }
                 name = lowered(name);
             }
-            return Parsed<Value>::ok(Value(std::move(names)));
+            return value_of(std::move(names));
         }
         case Kind::Mode: {
             auto m = parse_file_mode(text);
             if (!m) return Parsed<Value>::fail(m.error);
-            return Parsed<Value>::ok(Value(std::int64_t{*m.value}));
+            return value_of(std::int64_t{*m.value});
         }
         case Kind::Choice:
             return from(parse_choice(text, spec.choices));
