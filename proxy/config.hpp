@@ -88,7 +88,9 @@ struct Config {
     std::string auth_file;
     std::string auth_hba_file;
     std::string auth_user;
-    std::string auth_query = "SELECT usename, passwd FROM pg_shadow WHERE usename=$1";
+    std::string auth_query =
+        "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END FROM "
+        "pg_authid WHERE rolname=$1 AND rolcanlogin";
     std::string auth_dbname;
     PoolMode pool_mode = PoolMode::Session;
     int max_client_conn = 100;
@@ -154,6 +156,8 @@ struct Config {
     // "FILE:LINE: KEY: recognised but not supported by pgtether", in file order. main() logs each once.
     std::vector<std::string> unsupported_keys;
 
+    // The entry for `name`, else the "*" fallback entry (whose empty dbname means "the name the
+    // client asked for"), else nullptr.
     const DatabaseConfig* find_database(const std::string& name) const;
     const UserConfig* find_user(const std::string& name) const;
 };

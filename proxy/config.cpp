@@ -1,0 +1,841 @@
+// Loads a PgBouncer-format ini file into a Config.
+//
+// Behaviour follows PgBouncer (src/main.c's key table, src/loader.c's [databases]/[users]/[peers]
+// parsers, libusual's cfparser.c); docs/configuration.md is the user-facing reference and lists
+// every place where pgtether is deliberately stricter. The tables below are the single place that
+// says which keys exist and which ones pgtether honours.
+#include "proxy/config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "proxy/config_keys.hpp"
+#include "proxy/config_values.hpp"
+#include "proxy/ini_file.hpp"
+
+namespace pgtether {
+
+// ---------------------------------------------------------------------------------------------
+// ConfigError, to_string, lookups
+
+namespace {
+
+std::string format_error(const std::string& file, int line, const std::string& key,
+                         const std::string& message) {
+    std::string text = file;
+    if (line > 0) text += ":" + std::to_string(line);
+    text += ": ";
+    if (!key.empty()) text += key + ": ";
+    return text + message;
+}
+
+}  // namespace
+
+ConfigError::ConfigError(std::string file, int line, std::string key, const std::string& message)
+    : std::runtime_error(format_error(file, line, key, message)),
+      file_(std::move(file)),
+      line_(line),
+      key_(std::move(key)) {}
+
+const char* to_string(PoolMode mode) {
+    switch (mode) {
+        case PoolMode::Session:
+            return "session";
+        case PoolMode::Transaction:
+            return "transaction";
+        case PoolMode::Statement:
+            return "statement";
+    }
+    return "?";
+}
+
+const char* to_string(AuthType type) {
+    switch (type) {
+        case AuthType::Any:
+            return "any";
+        case AuthType::Trust:
+            return "trust";
+        case AuthType::Plain:
+            return "plain";
+        case AuthType::Md5:
+            return "md5";
+        case AuthType::ScramSha256:
+            return "scram-sha-256";
+        case AuthType::Cert:
+            return "cert";
+        case AuthType::Hba:
+            return "hba";
+        case AuthType::Pam:
+            return "pam";
+    }
+    return "?";
+}
+
+const char* to_string(LockTracking tracking) {
+    switch (tracking) {
+        case LockTracking::On:
+            return "on";
+        case LockTracking::EveryTransaction:
+            return "every_transaction";
+        case LockTracking::Off:
+            return "off";
+    }
+    return "?";
+}
+
+const DatabaseConfig* Config::find_database(const std::string& name) const {
+    for (const auto& db : databases) {
+        if (db.name == name) return &db;
+    }
+    return fallback_database ? &*fallback_database : nullptr;
+}
+
+const UserConfig* Config::find_user(const std::string& name) const {
+    auto it = users.find(name);
+    return it == users.end() ? nullptr : &it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key tables
+
+namespace {
+
+constexpr auto kIntMax = std::int64_t{std::numeric_limits<int>::max()};
+
+enum class Kind {
+    Int,             // cf_set_int: strtol base 0 (decimal, 0x hex, 0 octal), within [min, max]
+    Decimal,         // atoi-style value in a connection string, within [min, max]
+    Bool,            // an integer, non-zero = on (PgBouncer's booleans are CF_INT)
+    Seconds,         // cf_set_time_usec: seconds, fractions allowed
+    IntSeconds,      // whole seconds read like Int (stats_period)
+    DecimalSeconds,  // whole seconds in a connection string (atoi(val) * USEC)
+    String,          // verbatim
+    List,            // comma/space separated
+    FunctionList,    // List of SQL function names, lower-cased
+    Mode,            // octal file mode
+    Choice,          // one of `choices`, case-insensitive
+};
+
+// Parsed values. Bool and Mode are stored as integers so that comparison with a key's neutral
+// value is plain equality.
+using Value = std::variant<std::int64_t, Duration, std::string, std::vector<std::string>>;
+
+template <typename Owner>
+using Target =
+    std::variant<std::monostate, int Owner::*, bool Owner::*, Duration Owner::*,
+                 std::string Owner::*, std::vector<std::string> Owner::*, PoolMode Owner::*,
+                 AuthType Owner::*, LockTracking Owner::*, std::optional<int> Owner::*,
+                 std::optional<PoolMode> Owner::*, std::optional<std::string> Owner::*>;
+
+template <typename Owner>
+struct KeySpec {
+    std::string_view name;
+    Kind kind = Kind::String;
+    // Whether pgtether acts on the key (kHonoured). Unsupported keys (kIgnored) are still parsed,
+    // validated and stored (when Owner has a field), and reported unless the value equals
+    // `neutral`.
+    bool supported = false;
+    Target<Owner> target = {};
+    // The value that changes nothing. Honoured keys: the default (PgBouncer 1.18's, matching
+    // Config's initialiser). Unsupported keys: the value that asks for nothing pgtether lacks --
+    // PgBouncer 1.18's default, or for keys added later the value that leaves the feature off.
+    // nullopt: no such value (per-database/per-user overrides); every use is reported.
+    std::optional<std::string_view> neutral = std::nullopt;
+    std::int64_t min = 0;
+    std::int64_t max = kIntMax;
+    std::span<const std::string_view> choices = {};
+
+    KeySpec range(std::int64_t lo, std::int64_t hi) const {
+        KeySpec k = *this;
+        k.min = lo;
+        k.max = hi;
+        return k;
+    }
+    KeySpec among(std::span<const std::string_view> c) const {
+        KeySpec k = *this;
+        k.choices = c;
+        return k;
+    }
+};
+
+constexpr bool kHonoured = true;
+constexpr bool kIgnored = false;
+
+template <typename Owner>
+KeySpec<Owner> key(std::string_view name, Kind kind, bool supported,
+                   std::optional<std::string_view> neutral, Target<Owner> target = {}) {
+    return KeySpec<Owner>{name, kind, supported, target, neutral};
+}
+
+constexpr std::array<std::string_view, 3> kPoolModes = {"session", "transaction", "statement"};
+// PgBouncer also has "ldap" (1.25, LDAP builds only); pgtether refuses it as an invalid value.
+constexpr std::array<std::string_view, 8> kAuthTypes = {"any",           "trust", "plain", "md5",
+                                                        "scram-sha-256", "cert",  "hba",   "pam"};
+constexpr std::array<std::string_view, 6> kSslModes = {"disable", "allow",     "prefer",
+                                                       "require", "verify-ca", "verify-full"};
+constexpr std::array<std::string_view, 3> kLockTracking = {"on", "every_transaction", "off"};
+constexpr std::array<std::string_view, 2> kLoadBalanceHosts = {"disable", "round-robin"};
+constexpr std::array<std::string_view, 6> kTargetSessionAttrs = {
+    "any", "read-write", "read-only", "primary", "standby", "prefer-standby"};
+
+// auth_type values pgtether can run; the others load (a real pgbouncer.ini must load) and are
+// reported as unsupported.
+bool auth_type_supported(AuthType t) {
+    return t == AuthType::Trust || t == AuthType::Plain || t == AuthType::Md5 ||
+           t == AuthType::ScramSha256;
+}
+
+using GlobalKey = KeySpec<Config>;
+using C = Config;
+
+// Every [pgbouncer] key of PgBouncer 1.18 and of later releases up to 1.25, plus pgtether's own.
+// kHonoured rows are acted on by pgtether; flip a row from kIgnored to kHonoured when the daemon
+// implements the setting.
+const std::vector<GlobalKey>& global_keys() {
+    static const std::vector<GlobalKey> keys = {
+        key<C>("admin_users", Kind::List, kIgnored, "", &C::admin_users),
+        key<C>("application_name_add_host", Kind::Bool, kIgnored, "0",
+               &C::application_name_add_host),
+        key<C>("auth_dbname", Kind::String, kIgnored, "", &C::auth_dbname),  // 1.20
+        key<C>("auth_file", Kind::String, kHonoured, "", &C::auth_file),
+        key<C>("auth_hba_file", Kind::String, kIgnored, "", &C::auth_hba_file),
+        key<C>("auth_ident_file", Kind::String, kIgnored, ""),    // 1.23
+        key<C>("auth_ldap_options", Kind::String, kIgnored, ""),  // 1.25
+        key<C>("auth_query", Kind::String, kIgnored,
+               "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword "
+               "END FROM pg_authid WHERE rolname=$1 AND rolcanlogin",
+               &C::auth_query),
+        key<C>("auth_type", Kind::Choice, kHonoured, "md5", &C::auth_type).among(kAuthTypes),
+        key<C>("auth_user", Kind::String, kIgnored, "", &C::auth_user),
+        key<C>("autodb_idle_timeout", Kind::Seconds, kIgnored, "3600"),
+        key<C>("cancel_wait_timeout", Kind::Seconds, kIgnored, "0"),  // 1.22
+        key<C>("client_idle_timeout", Kind::Seconds, kHonoured, "0", &C::client_idle_timeout),
+        key<C>("client_login_timeout", Kind::Seconds, kHonoured, "60", &C::client_login_timeout),
+        key<C>("client_tls13_ciphers", Kind::String, kIgnored, ""),  // 1.21
+        key<C>("client_tls_ca_file", Kind::String, kIgnored, ""),
+        key<C>("client_tls_cert_file", Kind::String, kIgnored, ""),
+        key<C>("client_tls_ciphers", Kind::String, kIgnored, "fast"),
+        key<C>("client_tls_dheparams", Kind::String, kIgnored, "auto"),
+        key<C>("client_tls_ecdhcurve", Kind::String, kIgnored, "auto"),
+        key<C>("client_tls_key_file", Kind::String, kIgnored, ""),
+        key<C>("client_tls_protocols", Kind::String, kIgnored, "secure"),
+        key<C>("client_tls_sslmode", Kind::Choice, kIgnored, "disable").among(kSslModes),
+        key<C>("conffile", Kind::String, kIgnored, ""),
+        key<C>("default_pool_size", Kind::Int, kHonoured, "20", &C::default_pool_size),
+        key<C>("disable_pqexec", Kind::Bool, kIgnored, "0"),
+        key<C>("dns_max_ttl", Kind::Seconds, kIgnored, "15"),
+        key<C>("dns_nxdomain_ttl", Kind::Seconds, kIgnored, "15"),
+        key<C>("dns_zone_check_period", Kind::Seconds, kIgnored, "0"),
+        key<C>("idle_transaction_timeout", Kind::Seconds, kHonoured, "0",
+               &C::idle_transaction_timeout),
+        key<C>("ignore_startup_parameters", Kind::List, kHonoured, "",
+               &C::ignore_startup_parameters),
+        key<C>("job_name", Kind::String, kIgnored, "pgbouncer"),
+        key<C>("listen_addr", Kind::List, kHonoured, "", &C::listen_addr),
+        key<C>("listen_backlog", Kind::Int, kHonoured, "128", &C::listen_backlog),
+        key<C>("listen_port", Kind::Int, kHonoured, "6432", &C::listen_port).range(1, 65535),
+        key<C>("log_connections", Kind::Bool, kHonoured, "1", &C::log_connections),
+        key<C>("log_disconnections", Kind::Bool, kHonoured, "1", &C::log_disconnections),
+        key<C>("log_pooler_errors", Kind::Bool, kHonoured, "1", &C::log_pooler_errors),
+        key<C>("log_stats", Kind::Bool, kIgnored, "1", &C::log_stats),
+        key<C>("logfile", Kind::String, kHonoured, "", &C::logfile),
+        key<C>("max_client_conn", Kind::Int, kHonoured, "100", &C::max_client_conn)
+            .range(1, kIntMax),
+        key<C>("max_db_client_connections", Kind::Int, kIgnored, "0"),  // 1.24
+        key<C>("max_db_connections", Kind::Int, kHonoured, "0", &C::max_db_connections),
+        key<C>("max_packet_size", Kind::Int, kHonoured, "2147483647", &C::max_packet_size)
+            .range(1, kIntMax),
+        key<C>("max_prepared_statements", Kind::Int, kIgnored, "0"),      // 1.21
+        key<C>("max_user_client_connections", Kind::Int, kIgnored, "0"),  // 1.24
+        key<C>("max_user_connections", Kind::Int, kHonoured, "0", &C::max_user_connections),
+        key<C>("min_pool_size", Kind::Int, kHonoured, "0", &C::min_pool_size),
+        key<C>("peer_id", Kind::Int, kIgnored, "0").range(0, 16383),  // 1.19
+        key<C>("pidfile", Kind::String, kHonoured, "", &C::pidfile),
+        key<C>("pkt_buf", Kind::Int, kHonoured, "4096", &C::pkt_buf).range(1, kIntMax),
+        key<C>("pool_mode", Kind::Choice, kHonoured, "session", &C::pool_mode).among(kPoolModes),
+        key<C>("query_timeout", Kind::Seconds, kHonoured, "0", &C::query_timeout),
+        key<C>("query_wait_notify", Kind::Int, kIgnored, "0"),  // 1.23
+        key<C>("query_wait_timeout", Kind::Seconds, kHonoured, "120", &C::query_wait_timeout),
+        key<C>("reserve_pool_size", Kind::Int, kHonoured, "0", &C::reserve_pool_size),
+        key<C>("reserve_pool_timeout", Kind::Seconds, kHonoured, "5", &C::reserve_pool_timeout),
+        key<C>("resolv_conf", Kind::String, kIgnored, ""),
+        key<C>("sbuf_loopcnt", Kind::Int, kIgnored, "5", &C::sbuf_loopcnt),
+        key<C>("scram_iterations", Kind::Int, kIgnored, "4096").range(1, kIntMax),  // 1.21
+        key<C>("server_check_delay", Kind::Seconds, kHonoured, "30", &C::server_check_delay),
+        key<C>("server_check_query", Kind::String, kHonoured, "select 1", &C::server_check_query),
+        key<C>("server_connect_timeout", Kind::Seconds, kHonoured, "15",
+               &C::server_connect_timeout),
+        key<C>("server_fast_close", Kind::Bool, kIgnored, "0", &C::server_fast_close),
+        key<C>("server_idle_timeout", Kind::Seconds, kHonoured, "600", &C::server_idle_timeout),
+        key<C>("server_lifetime", Kind::Seconds, kHonoured, "3600", &C::server_lifetime),
+        key<C>("server_login_retry", Kind::Seconds, kHonoured, "15", &C::server_login_retry),
+        key<C>("server_reset_query", Kind::String, kHonoured, "DISCARD ALL",
+               &C::server_reset_query),
+        key<C>("server_reset_query_always", Kind::Bool, kHonoured, "0",
+               &C::server_reset_query_always),
+        key<C>("server_round_robin", Kind::Bool, kHonoured, "0", &C::server_round_robin),
+        key<C>("server_tls13_ciphers", Kind::String, kIgnored, ""),  // 1.21
+        key<C>("server_tls_ca_file", Kind::String, kIgnored, ""),
+        key<C>("server_tls_cert_file", Kind::String, kIgnored, ""),
+        key<C>("server_tls_ciphers", Kind::String, kIgnored, "fast"),
+        key<C>("server_tls_key_file", Kind::String, kIgnored, ""),
+        key<C>("server_tls_protocols", Kind::String, kIgnored, "secure"),
+        key<C>("server_tls_sslmode", Kind::Choice, kIgnored, "disable").among(kSslModes),
+        key<C>("service_name", Kind::String, kIgnored, "pgbouncer"),  // Windows builds only
+        key<C>("so_reuseport", Kind::Bool, kIgnored, "0", &C::so_reuseport),
+        key<C>("stats_period", Kind::IntSeconds, kHonoured, "60", &C::stats_period)
+            .range(1, kIntMax),
+        key<C>("stats_users", Kind::List, kIgnored, "", &C::stats_users),
+        key<C>("suspend_timeout", Kind::Seconds, kIgnored, "10", &C::suspend_timeout),
+        key<C>("syslog", Kind::Bool, kIgnored, "0", &C::syslog),
+        key<C>("syslog_facility", Kind::String, kIgnored, "daemon", &C::syslog_facility),
+        key<C>("syslog_ident", Kind::String, kIgnored, "pgbouncer", &C::syslog_ident),
+        key<C>("tcp_defer_accept", Kind::Bool, kIgnored, "1", &C::tcp_defer_accept),
+        key<C>("tcp_keepalive", Kind::Bool, kHonoured, "1", &C::tcp_keepalive),
+        key<C>("tcp_keepcnt", Kind::Int, kHonoured, "0", &C::tcp_keepcnt),
+        key<C>("tcp_keepidle", Kind::Int, kHonoured, "0", &C::tcp_keepidle),
+        key<C>("tcp_keepintvl", Kind::Int, kHonoured, "0", &C::tcp_keepintvl),
+        key<C>("tcp_socket_buffer", Kind::Int, kIgnored, "0", &C::tcp_socket_buffer),
+        key<C>("tcp_user_timeout", Kind::Int, kIgnored, "0", &C::tcp_user_timeout),
+        key<C>("track_extra_parameters", Kind::List, kIgnored, ""),   // 1.20
+        key<C>("transaction_timeout", Kind::Seconds, kIgnored, "0"),  // 1.25
+        key<C>("unix_socket_dir", Kind::String, kHonoured, "/tmp", &C::unix_socket_dir),
+        key<C>("unix_socket_group", Kind::String, kIgnored, "", &C::unix_socket_group),
+        key<C>("unix_socket_mode", Kind::Mode, kHonoured, "0777", &C::unix_socket_mode),
+        key<C>("user", Kind::String, kIgnored, ""),
+        key<C>("verbose", Kind::Int, kHonoured, "0", &C::verbose),
+        // pgtether's own keys.
+        key<C>("advisory_lock_tracking", Kind::Choice, kHonoured, "on", &C::advisory_lock_tracking)
+            .among(kLockTracking),
+        key<C>("advisory_lock_functions", Kind::FunctionList, kHonoured, "",
+               &C::advisory_lock_functions),
+        key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
+    };
+    return keys;
+}
+
+using D = DatabaseConfig;
+
+// Connection-string keys of a [databases] entry (PgBouncer's parse_database).
+const std::vector<KeySpec<D>>& database_keys() {
+    static const std::vector<KeySpec<D>> keys = {
+        key<D>("dbname", Kind::String, kHonoured, std::nullopt, &D::dbname),
+        key<D>("host", Kind::String, kHonoured, std::nullopt, &D::host),
+        key<D>("port", Kind::Decimal, kHonoured, "5432", &D::port).range(1, 65535),
+        key<D>("user", Kind::String, kHonoured, std::nullopt, &D::user),
+        key<D>("password", Kind::String, kHonoured, std::nullopt, &D::password),
+        key<D>("auth_user", Kind::String, kIgnored, std::nullopt, &D::auth_user),
+        key<D>("pool_size", Kind::Decimal, kHonoured, std::nullopt, &D::pool_size),
+        key<D>("min_pool_size", Kind::Decimal, kHonoured, std::nullopt, &D::min_pool_size),
+        key<D>("reserve_pool", Kind::Decimal, kHonoured, std::nullopt, &D::reserve_pool_size),
+        key<D>("reserve_pool_size", Kind::Decimal, kHonoured, std::nullopt,
+               &D::reserve_pool_size),  // 1.24 alias
+        key<D>("connect_query", Kind::String, kHonoured, std::nullopt, &D::connect_query),
+        key<D>("pool_mode", Kind::Choice, kHonoured, std::nullopt, &D::pool_mode).among(kPoolModes),
+        key<D>("max_db_connections", Kind::Decimal, kHonoured, std::nullopt,
+               &D::max_db_connections),
+        key<D>("client_encoding", Kind::String, kHonoured, std::nullopt, &D::client_encoding),
+        key<D>("datestyle", Kind::String, kHonoured, std::nullopt, &D::datestyle),
+        key<D>("timezone", Kind::String, kHonoured, std::nullopt, &D::timezone),
+        key<D>("application_name", Kind::String, kHonoured, std::nullopt, &D::application_name),
+        key<D>("auth_query", Kind::String, kIgnored, std::nullopt),               // 1.23
+        key<D>("auth_dbname", Kind::String, kIgnored, std::nullopt),              // 1.20
+        key<D>("server_lifetime", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.24
+        key<D>("load_balance_hosts", Kind::Choice, kIgnored, "round-robin")       // 1.24
+            .among(kLoadBalanceHosts),
+        key<D>("max_db_client_connections", Kind::Decimal, kIgnored, "0"),  // 1.24
+        key<D>("target_session_attrs", Kind::Choice, kIgnored, "any")       // after 1.25
+            .among(kTargetSessionAttrs),
+    };
+    return keys;
+}
+
+using U = UserConfig;
+
+// Keys of a [users] entry (PgBouncer's parse_user).
+const std::vector<KeySpec<U>>& user_keys() {
+    static const std::vector<KeySpec<U>> keys = {
+        key<U>("pool_mode", Kind::Choice, kHonoured, std::nullopt, &U::pool_mode).among(kPoolModes),
+        key<U>("max_user_connections", Kind::Decimal, kHonoured, std::nullopt,
+               &U::max_user_connections),
+        key<U>("pool_size", Kind::Decimal, kIgnored, std::nullopt),                        // 1.23
+        key<U>("reserve_pool_size", Kind::Decimal, kIgnored, std::nullopt),                // 1.24
+        key<U>("max_user_client_connections", Kind::Decimal, kIgnored, "0"),               // 1.24
+        key<U>("query_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),             // 1.24
+        key<U>("idle_transaction_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.24
+        key<U>("transaction_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),       // 1.25
+        key<U>("client_idle_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),       // 1.24
+    };
+    return keys;
+}
+
+// [peers] entries are validated but not stored: pgtether has no peering.
+struct Peer {};
+
+const std::vector<KeySpec<Peer>>& peer_keys() {
+    static const std::vector<KeySpec<Peer>> keys = {
+        key<Peer>("host", Kind::String, kIgnored, std::nullopt),
+        key<Peer>("port", Kind::Decimal, kIgnored, std::nullopt).range(1, 65535),
+        key<Peer>("pool_size", Kind::Decimal, kIgnored, std::nullopt),
+    };
+    return keys;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing and storing one value
+
+char ascii_lower(char c) {
+    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+std::string lowered(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out)
+        c = ascii_lower(c);
+    return out;
+}
+
+// Builds the variant in place inside the optional: moving a Value temporary through
+// Parsed::ok() trips GCC 12's -Wmaybe-uninitialized (a false positive) in sanitizer builds.
+template <typename T>
+Parsed<Value> value_of(T&& v) {
+    Parsed<Value> out;
+    out.value.emplace(std::in_place_type<std::decay_t<T>>, std::forward<T>(v));
+    return out;
+}
+
+template <typename Owner>
+Parsed<Value> parse_value(const KeySpec<Owner>& spec, std::string_view text) {
+    auto from = [](auto parsed) -> Parsed<Value> {
+        if (!parsed) return Parsed<Value>::fail(parsed.error);
+        return value_of(*parsed.value);
+    };
+    switch (spec.kind) {
+        case Kind::Int:
+            return from(parse_integer(text, spec.min, spec.max));
+        case Kind::Decimal:
+            return from(parse_decimal(text, spec.min, spec.max));
+        case Kind::Bool: {
+            auto b = parse_boolean(text);
+            if (!b) return Parsed<Value>::fail(b.error);
+            return value_of(std::int64_t{*b.value ? 1 : 0});
+        }
+        case Kind::Seconds:
+            return from(parse_seconds(text));
+        case Kind::IntSeconds:
+        case Kind::DecimalSeconds: {
+            auto n = spec.kind == Kind::IntSeconds ? parse_integer(text, spec.min, spec.max)
+                                                   : parse_decimal(text, spec.min, spec.max);
+            if (!n) return Parsed<Value>::fail(n.error + " (whole seconds)");
+            return value_of(Duration(std::chrono::seconds(*n.value)));
+        }
+        case Kind::String:
+            return value_of(std::string(text));
+        case Kind::List:
+            return value_of(split_list(text));
+        case Kind::FunctionList: {
+            auto names = split_list(text);
+            for (auto& name : names) {
+                bool ok =
+                    !(name[0] >= '0' && name[0] <= '9') && name[0] != '.' && name.back() != '.';
+                for (char c : name) {
+                    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                (c >= '0' && c <= '9') || c == '_' || c == '$' || c == '.');
+                }
+                if (!ok) {
+                    return Parsed<Value>::fail("\"" + name +
+                                               "\" is not a function name: expected a comma "
+                                               "separated list such as my_lock, app.take_lock");
+                }
+                name = lowered(name);
+            }
+            return value_of(std::move(names));
+        }
+        case Kind::Mode: {
+            auto m = parse_file_mode(text);
+            if (!m) return Parsed<Value>::fail(m.error);
+            return value_of(std::int64_t{*m.value});
+        }
+        case Kind::Choice:
+            return from(parse_choice(text, spec.choices));
+    }
+    return Parsed<Value>::fail("internal error: unknown value kind");
+}
+
+template <typename E, std::size_t N>
+E enum_from(const std::array<std::string_view, N>& names, const std::string& value) {
+    for (std::size_t i = 0; i < N; ++i) {
+        if (names[i] == value) return static_cast<E>(i);
+    }
+    return static_cast<E>(0);  // unreachable: parse_choice only yields listed spellings
+}
+
+// The choice arrays are in enum order, so the index is the enumerator.
+static_assert(static_cast<int>(PoolMode::Statement) == 2);
+static_assert(static_cast<int>(AuthType::Pam) == 7 && static_cast<int>(AuthType::Hba) == 6);
+static_assert(static_cast<int>(LockTracking::Off) == 2);
+
+template <class... Ts>
+struct Overloaded : Ts... {
+    using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+template <typename Owner>
+void store(Owner& owner, const Target<Owner>& target, const Value& v) {
+    auto as_int = [&] { return static_cast<int>(std::get<std::int64_t>(v)); };
+    auto as_string = [&]() -> const std::string& { return std::get<std::string>(v); };
+    std::visit(
+        Overloaded{
+            [](std::monostate) {},
+            [&](int Owner::*m) { owner.*m = as_int(); },
+            [&](bool Owner::*m) { owner.*m = std::get<std::int64_t>(v) != 0; },
+            [&](Duration Owner::*m) { owner.*m = std::get<Duration>(v); },
+            [&](std::string Owner::*m) { owner.*m = as_string(); },
+            [&](std::vector<std::string> Owner::*m) {
+                owner.*m = std::get<std::vector<std::string>>(v);
+            },
+            [&](PoolMode Owner::*m) { owner.*m = enum_from<PoolMode>(kPoolModes, as_string()); },
+            [&](AuthType Owner::*m) { owner.*m = enum_from<AuthType>(kAuthTypes, as_string()); },
+            [&](LockTracking Owner::*m) {
+                owner.*m = enum_from<LockTracking>(kLockTracking, as_string());
+            },
+            [&](std::optional<int> Owner::*m) { owner.*m = as_int(); },
+            [&](std::optional<PoolMode> Owner::*m) {
+                owner.*m = enum_from<PoolMode>(kPoolModes, as_string());
+            },
+            [&](std::optional<std::string> Owner::*m) { owner.*m = as_string(); },
+        },
+        target);
+}
+
+template <typename Owner>
+const KeySpec<Owner>* find_key(const std::vector<KeySpec<Owner>>& keys, std::string_view name) {
+    for (const auto& k : keys) {
+        if (k.name == name) return &k;
+    }
+    return nullptr;
+}
+
+// "unknown ..." with a hint when only the case is wrong: PgBouncer's keys are case-sensitive.
+template <typename Owner>
+std::string unknown_key_message(const std::vector<KeySpec<Owner>>& keys, std::string_view name,
+                                std::string what) {
+    std::string low = lowered(name);
+    for (const auto& k : keys) {
+        if (k.name == low) {
+            return what + " (names are case-sensitive: did you mean \"" + std::string(k.name) +
+                   "\"?)";
+        }
+    }
+    return what;
+}
+
+template <typename Owner>
+bool is_neutral(const KeySpec<Owner>& spec, const Value& value) {
+    if (!spec.neutral) return false;
+    auto neutral = parse_value(spec, *spec.neutral);
+    return neutral && *neutral.value == value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loader
+
+// Where a recognised-but-unsupported setting was made. (seq, sub) orders reports in file order:
+// seq is the entry's position among all entries read, sub the key's position within a
+// connection string.
+struct Note {
+    std::string file;
+    int line = 0;
+    std::size_t seq = 0;
+    std::string key;  // as it appears in the report
+    std::size_t sub = 0;
+};
+
+class Loader {
+  public:
+    explicit Loader(std::string main_file) : main_file_(std::move(main_file)) {}
+
+    Config load(const std::vector<IniEntry>& entries) {
+        for (std::size_t seq = 0; seq < entries.size(); ++seq) {
+            const auto& e = entries[seq];
+            if (e.kind == IniEntry::Kind::Section) {
+                start_section(e);
+            } else {
+                switch (section_) {
+                    case Section::None:
+                        throw ConfigError(e.file, e.line, e.name, "setting outside of any section");
+                    case Section::Main:
+                        set_global(e, seq);
+                        break;
+                    case Section::Databases:
+                        set_database(e, seq);
+                        break;
+                    case Section::Users:
+                        set_user(e, seq);
+                        break;
+                    case Section::Peers:
+                        set_peer(e, seq);
+                        break;
+                }
+            }
+        }
+        finish();
+        return std::move(cfg_);
+    }
+
+  private:
+    enum class Section { None, Main, Databases, Users, Peers };
+
+    void start_section(const IniEntry& e) {
+        const std::string& name = e.name;
+        if (name == "pgbouncer" || name == "pgtether") {
+            if (saw_main_) reset_global_settings();
+            saw_main_ = true;
+            section_ = Section::Main;
+        } else if (name == "databases") {
+            section_ = Section::Databases;
+        } else if (name == "users") {
+            section_ = Section::Users;
+        } else if (name == "peers") {
+            section_ = Section::Peers;
+        } else {
+            std::string low = lowered(name);
+            bool case_only = low == "pgbouncer" || low == "pgtether" || low == "databases" ||
+                             low == "users" || low == "peers";
+            throw ConfigError(e.file, e.line, "",
+                              "unknown section [" + name + "]" +
+                                  (case_only ? " (section names are case-sensitive)"
+                                             : " (expected [pgbouncer], [pgtether], "
+                                               "[databases], [users] or [peers])"));
+        }
+    }
+
+    // PgBouncer fills in every [pgbouncer] default each time that section starts (cfparser.c
+    // fill_defaults), so a second [pgbouncer] header -- say in an included file -- undoes all
+    // earlier settings of that section. pgtether does the same so one file means the same thing
+    // to both.
+    void reset_global_settings() {
+        Config fresh;
+        fresh.databases = std::move(cfg_.databases);
+        fresh.fallback_database = std::move(cfg_.fallback_database);
+        fresh.users = std::move(cfg_.users);
+        cfg_ = std::move(fresh);
+        global_notes_.clear();
+        auth_type_note_.reset();
+    }
+
+    void set_global(const IniEntry& e, std::size_t seq) {
+        const auto* spec = find_key(global_keys(), e.name);
+        if (spec == nullptr) {
+            throw ConfigError(
+                e.file, e.line, e.name,
+                unknown_key_message(global_keys(), e.name, "unknown configuration key"));
+        }
+        auto parsed = parse_value(*spec, e.value);
+        if (!parsed) {
+            std::string message = parsed.error;
+            if (spec->name == "auth_type" && lowered(e.value) == "ldap") {
+                message = "ldap authentication is not supported by pgtether; " + message;
+            }
+            throw ConfigError(e.file, e.line, e.name,
+                              "invalid value \"" + e.value + "\": " + message);
+        }
+        store(cfg_, spec->target, *parsed.value);
+        if (!spec->supported) {
+            if (is_neutral(*spec, *parsed.value)) {
+                global_notes_.erase(std::string(spec->name));
+            } else {
+                global_notes_[std::string(spec->name)] = Note{e.file, e.line, seq, e.name};
+            }
+        }
+        if (spec->name == "auth_type") {
+            auth_type_note_ = Note{e.file, e.line, seq, "auth_type = " + e.value};
+        }
+    }
+
+    // Applies a connection string to `owner` using `keys`; notes unsupported settings. Returns the
+    // key/value pairs for checks across keys.
+    template <typename Owner>
+    std::vector<std::pair<std::string, std::string>> apply_connstring(
+        Owner& owner, const std::vector<KeySpec<Owner>>& keys, const IniEntry& e, std::size_t seq,
+        std::string_view section, std::vector<Note>& notes) {
+        auto pairs = parse_connstring(e.value);
+        if (!pairs) {
+            throw ConfigError(e.file, e.line, e.name,
+                              "invalid " + std::string(section) + " entry: " + pairs.error);
+        }
+        for (std::size_t i = 0; i < pairs.value->size(); ++i) {
+            const auto& [key, value] = (*pairs.value)[i];
+            const auto* spec = find_key(keys, key);
+            if (spec == nullptr) {
+                throw ConfigError(e.file, e.line, e.name,
+                                  unknown_key_message(keys, key,
+                                                      "unknown " + std::string(section) +
+                                                          " parameter \"" + key + "\""));
+            }
+            auto parsed = parse_value(*spec, value);
+            if (!parsed) {
+                throw ConfigError(
+                    e.file, e.line, e.name,
+                    "invalid value \"" + value + "\" for \"" + key + "\": " + parsed.error);
+            }
+            store(owner, spec->target, *parsed.value);
+            if (!spec->supported && !is_neutral(*spec, *parsed.value)) {
+                notes.push_back(Note{e.file, e.line, seq, std::string(section) + " " + key, i});
+            }
+        }
+        return std::move(*pairs.value);
+    }
+
+    void set_database(const IniEntry& e, std::size_t seq) {
+        // PgBouncer reserves "pgbouncer" for its admin console; pgtether's console answers to
+        // both names.
+        if (e.name == "pgbouncer" || e.name == "pgtether") {
+            throw ConfigError(e.file, e.line, e.name,
+                              "database name \"" + e.name + "\" is reserved for the admin console");
+        }
+        DatabaseConfig db;
+        db.name = e.name;
+        db.source_file = e.file;
+        db.source_line = e.line;
+        std::vector<Note> notes;
+        apply_connstring(db, database_keys(), e, seq, "[databases]", notes);
+        if (db.host.find(',') != std::string::npos) {
+            throw ConfigError(e.file, e.line, e.name,
+                              "host \"" + db.host +
+                                  "\": lists of hosts are not supported by pgtether (give one "
+                                  "host name, address or socket directory)");
+        }
+        database_notes_[db.name] = std::move(notes);
+        // A repeated name replaces the earlier entry, as in PgBouncer (last wins).
+        if (db.name == "*") {
+            cfg_.fallback_database = std::move(db);
+            return;
+        }
+        for (auto& existing : cfg_.databases) {
+            if (existing.name == db.name) {
+                existing = std::move(db);
+                return;
+            }
+        }
+        cfg_.databases.push_back(std::move(db));
+    }
+
+    void set_user(const IniEntry& e, std::size_t seq) {
+        UserConfig user;
+        user.name = e.name;
+        std::vector<Note> notes;
+        apply_connstring(user, user_keys(), e, seq, "[users]", notes);
+        user_notes_[user.name] = std::move(notes);
+        cfg_.users[user.name] = std::move(user);
+    }
+
+    void set_peer(const IniEntry& e, std::size_t seq) {
+        auto id = parse_decimal(e.name, 1, 65535);
+        if (!id) {
+            throw ConfigError(e.file, e.line, e.name, "a [peers] key is a peer id: " + id.error);
+        }
+        Peer peer;
+        std::vector<Note> per_key_notes;  // unused: the section is reported as a whole
+        auto pairs = apply_connstring(peer, peer_keys(), e, seq, "[peers]", per_key_notes);
+        bool has_host = std::any_of(pairs.begin(), pairs.end(),
+                                    [](const auto& kv) { return kv.first == "host"; });
+        if (!has_host) throw ConfigError(e.file, e.line, e.name, "a peer needs host=");
+        // The whole section is one unsupported feature: report it once, at its first entry.
+        if (!peers_note_) peers_note_ = Note{e.file, e.line, seq, "[peers]"};
+    }
+
+    static bool before(const Note& a, const Note& b) {
+        return a.seq != b.seq ? a.seq < b.seq : a.sub < b.sub;
+    }
+
+    void finish() {
+        if (!saw_main_) {
+            throw ConfigError(main_file_, 0, "",
+                              "no [pgbouncer] section (PgBouncer refuses such a file too)");
+        }
+        // PgBouncer dies with "nowhere to listen on" in this case.
+        if (cfg_.listen_addr.empty() && cfg_.unix_socket_dir.empty()) {
+            throw ConfigError(main_file_, 0, "",
+                              "nowhere to listen: listen_addr and unix_socket_dir are both "
+                              "empty");
+        }
+
+        std::vector<Note> notes;
+        for (auto& [key, note] : global_notes_)
+            notes.push_back(note);
+        if (auth_type_note_ && !auth_type_supported(cfg_.auth_type)) {
+            notes.push_back(*auth_type_note_);
+        }
+        // [databases] and [users] keys are reported once per key, at their first use among
+        // the entries that are in effect.
+        std::map<std::string, Note> first_use;
+        auto collect = [&](const std::vector<Note>& list) {
+            for (const auto& n : list) {
+                auto it = first_use.find(n.key);
+                if (it == first_use.end() || before(n, it->second)) first_use[n.key] = n;
+            }
+        };
+        for (const auto& [name, list] : database_notes_)
+            collect(list);
+        for (const auto& [name, list] : user_notes_)
+            collect(list);
+        for (auto& [key, note] : first_use)
+            notes.push_back(note);
+        if (peers_note_) notes.push_back(*peers_note_);
+
+        std::sort(notes.begin(), notes.end(), before);
+        for (const auto& n : notes) {
+            cfg_.unsupported_keys.push_back(n.file + ":" + std::to_string(n.line) + ": " + n.key +
+                                            ": recognised but not supported by pgtether");
+        }
+    }
+
+    std::string main_file_;
+    Config cfg_;
+    Section section_ = Section::None;
+    bool saw_main_ = false;
+    std::map<std::string, Note> global_notes_;  // unsupported [pgbouncer] key -> last setting
+    std::optional<Note> auth_type_note_;
+    std::map<std::string, std::vector<Note>> database_notes_;  // by database name
+    std::map<std::string, std::vector<Note>> user_notes_;      // by user name
+    std::optional<Note> peers_note_;
+};
+
+}  // namespace
+
+std::vector<ConfigKeyInfo> recognised_config_keys() {
+    std::vector<ConfigKeyInfo> out;
+    auto add = [&](std::string_view section, const auto& keys) {
+        for (const auto& k : keys)
+            out.push_back({section, k.name, k.supported, k.neutral});
+    };
+    add("pgbouncer", global_keys());
+    add("databases", database_keys());
+    add("users", user_keys());
+    add("peers", peer_keys());
+    return out;
+}
+
+std::shared_ptr<const Config> load_config(const std::string& path) {
+    auto entries = read_ini_file(path);
+    Loader loader(path);
+    auto cfg = std::make_shared<Config>(loader.load(entries));
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(path, ec);
+    cfg->config_file = ec ? path : absolute.lexically_normal().string();
+    return cfg;
+}
+
+}  // namespace pgtether

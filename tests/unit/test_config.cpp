@@ -1,0 +1,1074 @@
+// Config loader: value parsers, the ini reader, whole files (Debian's example, a production-style
+// file, conf/pgtether.ini), %include, every error class and the unsupported-key report.
+//
+// Behaviour expected here was checked against PgBouncer 1.18 itself (a config that loads gets as
+// far as "should not run as root"); the places where pgtether is deliberately stricter say so.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "proxy/config.hpp"
+#include "proxy/config_keys.hpp"
+#include "proxy/config_values.hpp"
+#include "proxy/ini_file.hpp"
+
+using namespace pgtether;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kData = PGTETHER_TEST_DATA_DIR;
+const std::string kConf = std::string(PGTETHER_TEST_DATA_DIR) + "/../../../conf";
+const std::string kDocs = std::string(PGTETHER_TEST_DATA_DIR) + "/../../../docs";
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE_MESSAGE(in.good(), "cannot read " << path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// 1-based number of the first line of `path` that contains `needle`.
+int line_of(const std::string& path, const std::string& needle) {
+    std::istringstream in(read_text(path));
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        if (line.find(needle) != std::string::npos) return n;
+    }
+    FAIL("\"" << needle << "\" not in " << path);
+    return 0;
+}
+
+// Changes the working directory for one test: %include paths are relative to it.
+class CwdGuard {
+  public:
+    explicit CwdGuard(const fs::path& dir) : saved_(fs::current_path()) { fs::current_path(dir); }
+    ~CwdGuard() { fs::current_path(saved_); }
+    CwdGuard(const CwdGuard&) = delete;
+    CwdGuard& operator=(const CwdGuard&) = delete;
+
+  private:
+    fs::path saved_;
+};
+
+// A scratch directory for config files written by a test.
+class TempDir {
+  public:
+    TempDir() {
+        std::string pattern = (fs::temp_directory_path() / "pgtether-config-XXXXXX").string();
+        REQUIRE(mkdtemp(pattern.data()) != nullptr);
+        dir_ = pattern;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+
+    std::string write(const std::string& name, const std::string& text) const {
+        auto path = dir_ / name;
+        fs::create_directories(path.parent_path());
+        std::ofstream(path, std::ios::binary) << text;
+        return path.string();
+    }
+    const fs::path& path() const { return dir_; }
+
+  private:
+    fs::path dir_;
+};
+
+std::optional<ConfigError> error_of(const std::string& path) {
+    try {
+        load_config(path);
+    } catch (const ConfigError& e) {
+        return e;
+    }
+    return std::nullopt;
+}
+
+// Writes `text` as a config file and returns the ConfigError loading it must produce.
+ConfigError error_from_text(const std::string& text) {
+    TempDir tmp;
+    auto path = tmp.write("t.ini", text);
+    auto err = error_of(path);
+    REQUIRE_MESSAGE(err.has_value(), "no error for:\n" << text);
+    CHECK(err->file() == path);
+    return *err;
+}
+
+std::shared_ptr<const Config> load_text(const std::string& text) {
+    TempDir tmp;
+    return load_config(tmp.write("t.ini", text));
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+const std::string kMain = "[pgbouncer]\n";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Value parsers
+
+TEST_CASE("integers are read like strtol(base 0), as PgBouncer's cf_set_int") {
+    CHECK(*parse_integer("6432", 1, 65535).value == 6432);
+    CHECK(*parse_integer("+12", 0, 100).value == 12);
+    CHECK(*parse_integer("-5", -10, 10).value == -5);
+    CHECK(*parse_integer("0x1F", 0, 100).value == 31);
+    CHECK(*parse_integer("010", 0, 100).value == 8);  // leading 0 = octal, as in PgBouncer
+    CHECK(*parse_integer("0", 0, 100).value == 0);
+    CHECK_FALSE(parse_integer("08", 0, 100));  // PgBouncer refuses it too
+    CHECK_FALSE(parse_integer("", 0, 100));
+    CHECK_FALSE(parse_integer("12abc", 0, 100));
+    CHECK_FALSE(parse_integer("0x", 0, 100));
+    CHECK_FALSE(parse_integer(" 12", 0, 100));
+    auto out = parse_integer("70000", 1, 65535);
+    REQUIRE_FALSE(out);
+    CHECK(contains(out.error, "out of range"));
+    CHECK(contains(out.error, "1 to 65535"));
+    CHECK_FALSE(parse_integer("99999999999999999999999", 0, 100));
+}
+
+TEST_CASE("decimal integers for connection strings") {
+    CHECK(*parse_decimal("5433", 1, 65535).value == 5433);
+    CHECK(*parse_decimal("010", 0, 100).value == 10);  // atoi() is decimal
+    CHECK_FALSE(parse_decimal("0x10", 0, 100));
+    CHECK_FALSE(parse_decimal("10x", 0, 100));  // atoi would read 10; refused
+    CHECK_FALSE(parse_decimal("-1", 0, 100));
+}
+
+TEST_CASE("booleans are integers, as in PgBouncer") {
+    CHECK(*parse_boolean("0").value == false);
+    CHECK(*parse_boolean("1").value == true);
+    CHECK(*parse_boolean("2").value == true);
+    CHECK(*parse_boolean("-1").value == true);
+    for (auto word : {"on", "off", "true", "false", "yes", "no", ""}) {
+        auto b = parse_boolean(word);
+        CHECK_FALSE(b);
+        CHECK(contains(b.error, "0 (off) or 1 (on)"));
+    }
+}
+
+TEST_CASE("time values are seconds with fractions, no units, truncated to microseconds") {
+    CHECK(*parse_seconds("30").value == 30s);
+    CHECK(*parse_seconds("1.5").value == 1500ms);
+    CHECK(*parse_seconds(".25").value == 250ms);
+    CHECK(*parse_seconds("5.").value == 5s);
+    CHECK(*parse_seconds("+2").value == 2s);
+    CHECK(*parse_seconds("2e3").value == 2000s);
+    CHECK(*parse_seconds("1.5E-3").value == 1500us);
+    CHECK(*parse_seconds("0.000001").value == 1us);
+    CHECK(*parse_seconds("0.0000015").value == 1us);  // truncated like (usec_t)(USEC * v)
+    CHECK(*parse_seconds("0").value == 0us);
+    for (auto bad : {"10s", "1min", "-1", "", "abc", "1e", "inf", "nan", "0x10", "1,5", "1 5"}) {
+        CHECK_MESSAGE(!parse_seconds(bad), bad);
+    }
+    CHECK(contains(parse_seconds("-1").error, "negative"));
+    CHECK(contains(parse_seconds("1e10").error, "out of range"));
+}
+
+TEST_CASE("file modes must be octal with a leading 0") {
+    CHECK(*parse_file_mode("0777").value == 0777);
+    CHECK(*parse_file_mode("0660").value == 0660);
+    CHECK(*parse_file_mode("00").value == 0);
+    CHECK(*parse_file_mode("07777").value == 07777);
+    CHECK_FALSE(parse_file_mode("777"));  // PgBouncer would read decimal 777 = 01411
+    CHECK_FALSE(parse_file_mode("0999"));
+    CHECK_FALSE(parse_file_mode("010000"));
+    CHECK_FALSE(parse_file_mode(""));
+    CHECK_FALSE(parse_file_mode("0x1ff"));
+}
+
+TEST_CASE("choices are case-insensitive like cf_set_lookup") {
+    constexpr std::string_view modes[] = {"session", "transaction"};
+    CHECK(*parse_choice("Transaction", modes).value == "transaction");
+    auto bad = parse_choice("txn", modes);
+    CHECK_FALSE(bad);
+    CHECK(bad.error == "expected one of: session, transaction");
+}
+
+TEST_CASE("lists split on commas and whitespace") {
+    CHECK(split_list("") == std::vector<std::string>{});
+    CHECK(split_list("*") == std::vector<std::string>{"*"});
+    CHECK(split_list("a, b,c  d,,") == std::vector<std::string>{"a", "b", "c", "d"});
+    CHECK(split_list(" 127.0.0.1 ,::1 ") == std::vector<std::string>{"127.0.0.1", "::1"});
+}
+
+TEST_CASE("connection strings follow PgBouncer's cstr_get_pair") {
+    using Pairs = std::vector<std::pair<std::string, std::string>>;
+    auto ok = [](std::string_view text) {
+        auto p = parse_connstring(text);
+        REQUIRE_MESSAGE(p, text << ": " << p.error);
+        return *p.value;
+    };
+    CHECK(ok("") == Pairs{});
+    CHECK(ok("host=x port=5") == Pairs{{"host", "x"}, {"port", "5"}});
+    CHECK(ok("  host = x   port =5 ") == Pairs{{"host", "x"}, {"port", "5"}});
+    CHECK(ok("host=x\tport=5") == Pairs{{"host", "x"}, {"port", "5"}});  // tab separates here
+    CHECK(ok("password='it''s a secret'") == Pairs{{"password", "it's a secret"}});
+    CHECK(ok("password='a\\b'") == Pairs{{"password", "a\\b"}});  // no backslash escapes
+    CHECK(ok("q='''' x=1") == Pairs{{"q", "'"}, {"x", "1"}});
+    CHECK(ok("a=b=c") == Pairs{{"a", "b=c"}});
+
+    auto err = [](std::string_view text) {
+        auto p = parse_connstring(text);
+        REQUIRE_MESSAGE(!p, text);
+        return p.error;
+    };
+    CHECK(contains(err("host='x y"), "unterminated quoted value"));
+    CHECK(contains(err("password='a\\'b'"), "unexpected text after the closing quote"));
+    CHECK(contains(err("host"), "missing '=' after \"host\""));
+    CHECK(contains(err("host x"), "missing '='"));
+    CHECK(contains(err("host="), "empty value"));
+    CHECK(contains(err("host=''"), "empty value"));
+    CHECK(contains(err("=x"), "missing parameter name"));
+    CHECK(contains(err("host='x'y"), "unexpected text"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ini reader
+
+TEST_CASE("ini reader: sections, keys, comments and line numbers") {
+    auto entries = parse_ini_text(
+        "; comment\n"
+        "# another comment\n"
+        "\n"
+        "  [pgbouncer]  ; trailing comment\n"
+        "listen_port=6432\n"
+        "\tserver_reset_query =  DISCARD ALL   \r\n"
+        "logfile = /var/log/x.log ; not a comment\n"
+        "[databases]\n"
+        "\"my db\" = host=x\n"
+        "\"a\"\"b\" = \n"
+        "my.db-1* =\n",
+        "mem.ini");
+    REQUIRE(entries.size() == 8);
+    CHECK(entries[0].kind == IniEntry::Kind::Section);
+    CHECK(entries[0].name == "pgbouncer");
+    CHECK(entries[0].line == 4);
+    CHECK(entries[1].name == "listen_port");
+    CHECK(entries[1].value == "6432");
+    CHECK(entries[2].name == "server_reset_query");
+    CHECK(entries[2].value == "DISCARD ALL");
+    CHECK(entries[2].line == 6);
+    CHECK(entries[3].value == "/var/log/x.log ; not a comment");
+    CHECK(entries[4].name == "databases");
+    CHECK(entries[5].name == "my db");
+    CHECK(entries[5].value == "host=x");
+    CHECK(entries[6].name == "a\"b");
+    CHECK(entries[6].value == "");
+    CHECK(entries[7].name == "my.db-1*");
+    for (const auto& e : entries)
+        CHECK(e.file == "mem.ini");
+}
+
+TEST_CASE("ini reader: syntax errors name the file and line") {
+    struct Case {
+        const char* text;
+        int line;
+        const char* key;
+        const char* message;
+    };
+    const Case cases[] = {
+        {"[pgbouncer\n", 1, "", "missing ']'"},
+        {"\n[pgbouncer] listen_port=1\n", 2, "", "unexpected text after section header"},
+        {"[pgbouncer]\nlisten_port 6432\n", 2, "listen_port", "missing '='"},
+        {"[databases]\nmy db = host=x\n", 2, "my", "must be written in double quotes"},
+        {"[databases]\nmydb@x = host=x\n", 2, "mydb", "missing '='"},
+        {"[databases]\n\"my db = host=x\n", 2, "", "unterminated quoted name"},
+        {"[databases]\n\"\" = host=x\n", 2, "", "empty quoted name"},
+        {"[pgbouncer]\n= 5\n", 2, "", "syntax error"},
+        {"[pgbouncer]\n\n\n@x = 1\n", 4, "", "syntax error"},
+        {"%define x\n", 1, "", "unknown directive"},
+        {"%INCLUDE x.ini\n", 1, "", "unknown directive"},
+        {"[pgbouncer]\n%include   \n", 2, "", "%include needs a file name"},
+        {"%include\n", 1, "", "%include needs a file name"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.text);
+        try {
+            parse_ini_text(c.text, "mem.ini");
+            FAIL("no error");
+        } catch (const ConfigError& e) {
+            CHECK(e.file() == "mem.ini");
+            CHECK(e.line() == c.line);
+            CHECK(e.key() == c.key);
+            CHECK(contains(e.what(), c.message));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole files
+
+TEST_CASE("Debian's commented example pgbouncer.ini loads with its values") {
+    auto path = kData + "/debian-pgbouncer.ini";
+    auto cfg = load_config(path);
+    CHECK(cfg->config_file == fs::absolute(path).lexically_normal().string());
+    CHECK(cfg->logfile == "/var/log/postgresql/pgbouncer.log");
+    CHECK(cfg->pidfile == "/var/run/postgresql/pgbouncer.pid");
+    CHECK(cfg->listen_addr == std::vector<std::string>{"localhost"});
+    CHECK(cfg->listen_port == 6432);
+    CHECK(cfg->unix_socket_dir == "/var/run/postgresql");
+    CHECK(cfg->auth_type == AuthType::Md5);
+    CHECK(cfg->auth_file == "/etc/pgbouncer/userlist.txt");
+    CHECK(cfg->databases.empty());
+    CHECK_FALSE(cfg->fallback_database);
+    CHECK(cfg->users.empty());
+    // Everything else is commented out: PgBouncer 1.18's defaults.
+    CHECK(cfg->pool_mode == PoolMode::Session);
+    CHECK(cfg->max_client_conn == 100);
+    CHECK(cfg->default_pool_size == 20);
+    CHECK(cfg->server_lifetime == 3600s);
+    CHECK(cfg->unsupported_keys.empty());
+}
+
+TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupported keys") {
+    auto path = kData + "/production.ini";
+    auto cfg = load_config(path);
+
+    REQUIRE(cfg->databases.size() == 6);
+    const auto* orders = cfg->find_database("orders");
+    REQUIRE(orders != nullptr);
+    CHECK(orders->host == "10.0.1.15");
+    CHECK(orders->port == 5432);
+    CHECK(orders->dbname == "orders_prod");
+    CHECK(orders->pool_size == 40);
+    CHECK(orders->reserve_pool_size == 5);
+    CHECK(orders->connect_query == "SET statement_timeout = '30s'");
+    CHECK_FALSE(orders->min_pool_size);
+    CHECK_FALSE(orders->pool_mode);
+    CHECK(orders->source_file == path);
+    CHECK(orders->source_line == line_of(path, "orders = "));
+
+    const auto* ro = cfg->find_database("orders_ro");
+    REQUIRE(ro != nullptr);
+    CHECK(ro->port == 5433);
+    CHECK(ro->user == "readonly");
+    CHECK(ro->password == "s3cr3t'pw\\x");
+    CHECK(ro->pool_mode == PoolMode::Session);
+    CHECK(ro->max_db_connections == 60);
+
+    const auto* analytics = cfg->find_database("analytics");
+    REQUIRE(analytics != nullptr);
+    CHECK(analytics->host == "/var/run/postgresql");
+    CHECK(analytics->application_name == "pgbouncer-analytics");
+    CHECK(analytics->client_encoding == "UTF8");
+    CHECK(analytics->datestyle == "ISO");
+    CHECK(analytics->timezone == "UTC");
+
+    const auto* legacy = cfg->find_database("legacy");
+    REQUIRE(legacy != nullptr);
+    CHECK(legacy->auth_user == "pgbouncer_auth");  // stored although not honoured
+    CHECK(legacy->min_pool_size == 2);
+    CHECK(legacy->port == 6543);
+
+    REQUIRE(cfg->fallback_database);
+    CHECK(cfg->fallback_database->name == "*");
+    CHECK(cfg->fallback_database->host == "10.0.1.15");
+    CHECK(cfg->find_database("anything_else") == &*cfg->fallback_database);
+
+    REQUIRE(cfg->users.size() == 3);
+    CHECK(cfg->find_user("batch")->pool_mode == PoolMode::Session);
+    CHECK(cfg->find_user("batch")->max_user_connections == 10);
+    CHECK(cfg->find_user("web")->pool_mode == PoolMode::Transaction);
+    CHECK_FALSE(cfg->find_user("web")->max_user_connections);
+    CHECK(cfg->find_user("etl")->max_user_connections == 4);
+    CHECK(cfg->find_user("nobody") == nullptr);
+
+    CHECK(cfg->logfile == "/var/log/pgbouncer/pgbouncer.log");
+    CHECK(cfg->pidfile == "/run/pgbouncer/pgbouncer.pid");
+    CHECK(cfg->listen_addr == std::vector<std::string>{"0.0.0.0", "::"});
+    CHECK(cfg->listen_port == 6432);
+    CHECK(cfg->unix_socket_dir == "/run/pgbouncer");
+    CHECK(cfg->unix_socket_mode == 0770);
+    CHECK(cfg->unix_socket_group == "postgres");
+    CHECK(cfg->auth_type == AuthType::ScramSha256);
+    CHECK(cfg->auth_file == "/etc/pgbouncer/userlist.txt");
+    CHECK(cfg->auth_user == "pgbouncer_auth");
+    CHECK(cfg->auth_query == "SELECT usename, passwd FROM pgbouncer.get_auth($1)");
+    CHECK(cfg->admin_users == std::vector<std::string>{"postgres", "pgbouncer_admin"});
+    CHECK(cfg->stats_users == std::vector<std::string>{"datadog", "prometheus"});
+    CHECK(cfg->pool_mode == PoolMode::Transaction);
+    CHECK(cfg->server_reset_query == "DISCARD ALL");
+    CHECK_FALSE(cfg->server_reset_query_always);
+    CHECK(cfg->ignore_startup_parameters ==
+          std::vector<std::string>{"extra_float_digits", "options"});
+    CHECK(cfg->server_check_query == "select 1");
+    CHECK(cfg->server_check_delay == 10s);
+    CHECK(cfg->max_client_conn == 5000);
+    CHECK(cfg->default_pool_size == 25);
+    CHECK(cfg->min_pool_size == 5);
+    CHECK(cfg->reserve_pool_size == 5);
+    CHECK(cfg->reserve_pool_timeout == 2500ms);
+    CHECK(cfg->max_db_connections == 100);
+    CHECK(cfg->max_user_connections == 200);
+    CHECK(cfg->server_round_robin);
+    CHECK_FALSE(cfg->log_connections);
+    CHECK_FALSE(cfg->log_disconnections);
+    CHECK(cfg->log_pooler_errors);
+    CHECK(cfg->stats_period == 30s);
+    CHECK(cfg->verbose == 1);
+    CHECK(cfg->server_lifetime == 1800s);
+    CHECK(cfg->server_idle_timeout == 300s);
+    CHECK(cfg->server_connect_timeout == 5s);
+    CHECK(cfg->server_login_retry == 3s);
+    CHECK(cfg->query_timeout == 0s);
+    CHECK(cfg->query_wait_timeout == 60s);
+    CHECK(cfg->client_idle_timeout == 0s);
+    CHECK(cfg->client_login_timeout == 30s);
+    CHECK(cfg->idle_transaction_timeout == 120s);
+    CHECK(cfg->pkt_buf == 8192);
+    CHECK(cfg->max_packet_size == 1073741824);
+    CHECK(cfg->listen_backlog == 4096);
+    CHECK(cfg->tcp_keepalive);
+    CHECK(cfg->tcp_keepcnt == 5);
+    CHECK(cfg->tcp_keepidle == 60);
+    CHECK(cfg->tcp_keepintvl == 10);
+    CHECK(cfg->tcp_user_timeout == 30000);
+    CHECK(cfg->application_name_add_host);
+    // pgtether's own keys keep their defaults.
+    CHECK(cfg->advisory_lock_tracking == LockTracking::On);
+    CHECK(cfg->advisory_lock_functions.empty());
+    CHECK(cfg->tethered_idle_timeout == 0s);
+
+    // Exactly these, in file order, once per key. Keys set to the value that asks for nothing
+    // pgtether lacks (log_stats = 1, server_tls_sslmode = disable, dns_max_ttl = 15, so_reuseport
+    // = 0, load_balance_hosts=round-robin, ...) are not reported.
+    auto at = [&](const std::string& needle, const std::string& key) {
+        return path + ":" + std::to_string(line_of(path, needle)) + ": " + key +
+               ": recognised but not supported by pgtether";
+    };
+    std::vector<std::string> expected = {
+        at("legacy = ", "[databases] auth_user"),
+        at("reporting = ", "[databases] auth_dbname"),
+        at("reporting = ", "[databases] server_lifetime"),
+        at("etl = ", "[users] query_timeout"),
+        at("unix_socket_group =", "unix_socket_group"),
+        at("auth_user =", "auth_user"),
+        at("auth_query =", "auth_query"),
+        at("admin_users =", "admin_users"),
+        at("stats_users =", "stats_users"),
+        at("tcp_user_timeout =", "tcp_user_timeout"),
+        at("client_tls_sslmode =", "client_tls_sslmode"),
+        at("client_tls_key_file =", "client_tls_key_file"),
+        at("client_tls_cert_file =", "client_tls_cert_file"),
+        at("client_tls_ca_file =", "client_tls_ca_file"),
+        at("max_prepared_statements =", "max_prepared_statements"),
+        at("track_extra_parameters =", "track_extra_parameters"),
+        at("application_name_add_host =", "application_name_add_host"),
+    };
+    CHECK(cfg->unsupported_keys == expected);
+}
+
+TEST_CASE("conf/pgtether.ini loads and mentions every key") {
+    auto path = kConf + "/pgtether.ini";
+    auto cfg = load_config(path);
+    CHECK(cfg->unsupported_keys.empty());
+    CHECK(cfg->pool_mode == PoolMode::Transaction);
+    CHECK(cfg->advisory_lock_tracking == LockTracking::On);
+    CHECK(cfg->find_database("app") != nullptr);
+
+    // Every [pgbouncer] key appears as a (possibly commented-out) `key =` line, so the example
+    // stays a complete reference; docs/configuration.md names every key of every section.
+    auto conf = read_text(path);
+    auto docs = read_text(kDocs + "/configuration.md");
+    for (const auto& k : recognised_config_keys()) {
+        CAPTURE(k.section);
+        CAPTURE(k.name);
+        if (k.section == "pgbouncer") {
+            std::string name(k.name);
+            CHECK((contains(conf, "\n" + name + " =") || contains(conf, "\n;" + name + " =")));
+        }
+        CHECK(contains(docs, "`" + std::string(k.name) + "`"));
+    }
+}
+
+TEST_CASE("the table honours exactly the keys pgtether implements") {
+    std::set<std::string> honoured;
+    for (const auto& k : recognised_config_keys()) {
+        if (k.section == "pgbouncer" && k.supported) honoured.insert(std::string(k.name));
+    }
+    const std::set<std::string> expected = {"listen_addr",
+                                            "listen_port",
+                                            "unix_socket_dir",
+                                            "unix_socket_mode",
+                                            "auth_type",
+                                            "auth_file",
+                                            "pool_mode",
+                                            "default_pool_size",
+                                            "min_pool_size",
+                                            "reserve_pool_size",
+                                            "reserve_pool_timeout",
+                                            "max_client_conn",
+                                            "max_db_connections",
+                                            "max_user_connections",
+                                            "server_reset_query",
+                                            "server_reset_query_always",
+                                            "server_check_query",
+                                            "server_check_delay",
+                                            "server_lifetime",
+                                            "server_idle_timeout",
+                                            "server_connect_timeout",
+                                            "server_login_retry",
+                                            "query_timeout",
+                                            "query_wait_timeout",
+                                            "client_idle_timeout",
+                                            "client_login_timeout",
+                                            "idle_transaction_timeout",
+                                            "logfile",
+                                            "pidfile",
+                                            "ignore_startup_parameters",
+                                            "pkt_buf",
+                                            "max_packet_size",
+                                            "listen_backlog",
+                                            "tcp_keepalive",
+                                            "tcp_keepidle",
+                                            "tcp_keepintvl",
+                                            "tcp_keepcnt",
+                                            "log_connections",
+                                            "log_disconnections",
+                                            "log_pooler_errors",
+                                            "stats_period",
+                                            "verbose",
+                                            "server_round_robin",
+                                            "advisory_lock_tracking",
+                                            "advisory_lock_functions",
+                                            "tethered_idle_timeout"};
+    CHECK(honoured == expected);
+}
+
+TEST_CASE("every [pgbouncer] key at its neutral value changes nothing") {
+    // The table's neutral value of a supported key is its default, which must agree with
+    // Config's initialiser; an unsupported key at its neutral value is not reported.
+    std::string text = "[pgbouncer]\n";
+    for (const auto& k : recognised_config_keys()) {
+        if (k.section != "pgbouncer") continue;
+        REQUIRE_MESSAGE(k.neutral_value, k.name);
+        text += std::string(k.name) + " = " + std::string(*k.neutral_value) + "\n";
+    }
+    auto cfg = load_text(text);
+    const Config d;
+    CHECK(cfg->unsupported_keys.empty());
+    CHECK(cfg->logfile == d.logfile);
+    CHECK(cfg->pidfile == d.pidfile);
+    CHECK(cfg->listen_addr == d.listen_addr);
+    CHECK(cfg->listen_port == d.listen_port);
+    CHECK(cfg->unix_socket_dir == d.unix_socket_dir);
+    CHECK(cfg->unix_socket_mode == d.unix_socket_mode);
+    CHECK(cfg->unix_socket_group == d.unix_socket_group);
+    CHECK(cfg->auth_type == d.auth_type);
+    CHECK(cfg->auth_file == d.auth_file);
+    CHECK(cfg->auth_hba_file == d.auth_hba_file);
+    CHECK(cfg->auth_user == d.auth_user);
+    CHECK(cfg->auth_query == d.auth_query);
+    CHECK(cfg->auth_dbname == d.auth_dbname);
+    CHECK(cfg->pool_mode == d.pool_mode);
+    CHECK(cfg->max_client_conn == d.max_client_conn);
+    CHECK(cfg->default_pool_size == d.default_pool_size);
+    CHECK(cfg->min_pool_size == d.min_pool_size);
+    CHECK(cfg->reserve_pool_size == d.reserve_pool_size);
+    CHECK(cfg->reserve_pool_timeout == d.reserve_pool_timeout);
+    CHECK(cfg->max_db_connections == d.max_db_connections);
+    CHECK(cfg->max_user_connections == d.max_user_connections);
+    CHECK(cfg->server_round_robin == d.server_round_robin);
+    CHECK(cfg->ignore_startup_parameters == d.ignore_startup_parameters);
+    CHECK(cfg->application_name_add_host == d.application_name_add_host);
+    CHECK(cfg->stats_period == d.stats_period);
+    CHECK(cfg->syslog == d.syslog);
+    CHECK(cfg->syslog_ident == d.syslog_ident);
+    CHECK(cfg->syslog_facility == d.syslog_facility);
+    CHECK(cfg->log_connections == d.log_connections);
+    CHECK(cfg->log_disconnections == d.log_disconnections);
+    CHECK(cfg->log_pooler_errors == d.log_pooler_errors);
+    CHECK(cfg->log_stats == d.log_stats);
+    CHECK(cfg->verbose == d.verbose);
+    CHECK(cfg->admin_users == d.admin_users);
+    CHECK(cfg->stats_users == d.stats_users);
+    CHECK(cfg->server_reset_query == d.server_reset_query);
+    CHECK(cfg->server_reset_query_always == d.server_reset_query_always);
+    CHECK(cfg->server_check_delay == d.server_check_delay);
+    CHECK(cfg->server_check_query == d.server_check_query);
+    CHECK(cfg->server_fast_close == d.server_fast_close);
+    CHECK(cfg->server_lifetime == d.server_lifetime);
+    CHECK(cfg->server_idle_timeout == d.server_idle_timeout);
+    CHECK(cfg->server_connect_timeout == d.server_connect_timeout);
+    CHECK(cfg->server_login_retry == d.server_login_retry);
+    CHECK(cfg->client_login_timeout == d.client_login_timeout);
+    CHECK(cfg->query_timeout == d.query_timeout);
+    CHECK(cfg->query_wait_timeout == d.query_wait_timeout);
+    CHECK(cfg->client_idle_timeout == d.client_idle_timeout);
+    CHECK(cfg->idle_transaction_timeout == d.idle_transaction_timeout);
+    CHECK(cfg->suspend_timeout == d.suspend_timeout);
+    CHECK(cfg->pkt_buf == d.pkt_buf);
+    CHECK(cfg->max_packet_size == d.max_packet_size);
+    CHECK(cfg->listen_backlog == d.listen_backlog);
+    CHECK(cfg->sbuf_loopcnt == d.sbuf_loopcnt);
+    CHECK(cfg->so_reuseport == d.so_reuseport);
+    CHECK(cfg->tcp_defer_accept == d.tcp_defer_accept);
+    CHECK(cfg->tcp_socket_buffer == d.tcp_socket_buffer);
+    CHECK(cfg->tcp_keepalive == d.tcp_keepalive);
+    CHECK(cfg->tcp_keepcnt == d.tcp_keepcnt);
+    CHECK(cfg->tcp_keepidle == d.tcp_keepidle);
+    CHECK(cfg->tcp_keepintvl == d.tcp_keepintvl);
+    CHECK(cfg->tcp_user_timeout == d.tcp_user_timeout);
+    CHECK(cfg->advisory_lock_tracking == d.advisory_lock_tracking);
+    CHECK(cfg->advisory_lock_functions == d.advisory_lock_functions);
+    CHECK(cfg->tethered_idle_timeout == d.tethered_idle_timeout);
+}
+
+TEST_CASE("an empty [pgbouncer] section gives PgBouncer 1.18's defaults") {
+    auto cfg = load_text("[pgbouncer]\n");
+    const Config defaults;
+    CHECK(cfg->listen_addr.empty());
+    CHECK(cfg->unix_socket_dir == "/tmp");
+    CHECK(cfg->unix_socket_mode == 0777);
+    CHECK(cfg->auth_type == AuthType::Md5);
+    CHECK(cfg->auth_query == defaults.auth_query);
+    CHECK(contains(cfg->auth_query, "pg_authid"));
+    CHECK(cfg->query_wait_timeout == 120s);
+    CHECK(cfg->tcp_defer_accept);
+    CHECK(cfg->unsupported_keys.empty());
+    CHECK(cfg->databases.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// %include
+
+TEST_CASE("%include: nested, relative to the working directory, sections carry over") {
+    CwdGuard cwd(kData + "/include");
+    auto cfg = load_config("main.ini");
+    CHECK(cfg->config_file == (fs::path(kData) / "include/main.ini").lexically_normal().string());
+    REQUIRE(cfg->databases.size() == 3);
+    CHECK(cfg->databases[0].name == "from_sub");
+    CHECK(cfg->databases[0].source_file == "sub/databases.ini");
+    CHECK(cfg->databases[0].source_line == 2);
+    CHECK(cfg->databases[1].name == "from_deeper");
+    CHECK(cfg->databases[1].port == 5433);
+    CHECK(cfg->databases[1].source_file == "sub/deeper/users.ini");
+    CHECK(cfg->databases[1].source_line == 2);
+    CHECK(cfg->databases[2].name == "after_include");
+    CHECK(cfg->databases[2].source_file == "main.ini");
+    REQUIRE(cfg->find_user("deep_user") != nullptr);
+    CHECK(cfg->find_user("deep_user")->pool_mode == PoolMode::Statement);
+    CHECK(cfg->auth_type == AuthType::Trust);
+    CHECK(cfg->listen_port == 6432);  // reset by the second [pgbouncer], as in PgBouncer
+}
+
+TEST_CASE("%include: a relative path is not resolved against the including file") {
+    CwdGuard cwd(kData + "/include");
+    auto err = error_of("with-dir-relative.ini");
+    REQUIRE(err);
+    CHECK(err->file() == "sub/dir-relative.ini");
+    CHECK(err->line() == 3);
+    CHECK(contains(err->what(), "cannot read included file \"sibling.ini\""));
+    CHECK(contains(err->what(), "No such file or directory"));
+}
+
+TEST_CASE("%include: an error inside an included file names that file and line") {
+    CwdGuard cwd(kData + "/include");
+    auto err = error_of("with-bad-include.ini");
+    REQUIRE(err);
+    CHECK(err->file() == "sub/bad-value.ini");
+    CHECK(err->line() == 4);
+    CHECK(err->key() == "default_pool_size");
+    CHECK(std::string(err->what()) ==
+          "sub/bad-value.ini:4: default_pool_size: invalid value \"twenty\": expected an integer "
+          ">= 0");
+}
+
+TEST_CASE("%include: loops and missing files are errors at the %include line") {
+    CwdGuard cwd(kData + "/include");
+    auto loop = error_of("loop/a.ini");
+    REQUIRE(loop);
+    CHECK(loop->file() == "loop/b.ini");
+    CHECK(loop->line() == 2);
+    CHECK(contains(loop->what(), "include loop"));
+    CHECK(contains(loop->what(), "loop/a.ini -> loop/b.ini -> loop/a.ini"));
+
+    auto self = error_of("loop/self.ini");
+    REQUIRE(self);
+    CHECK(self->file() == "loop/self.ini");
+    CHECK(self->line() == 2);
+    CHECK(contains(self->what(), "include loop"));
+
+    auto missing = error_of("missing.ini");
+    REQUIRE(missing);
+    CHECK(missing->file() == "missing.ini");
+    CHECK(missing->line() == 3);
+    CHECK(contains(missing->what(), "cannot read included file \"sub/does-not-exist.ini\""));
+}
+
+TEST_CASE("%include: at most 10 levels, like PgBouncer's MAX_INCLUDE") {
+    TempDir tmp;
+    CwdGuard cwd(tmp.path());
+    // f0 includes f1 ... includes fN; fN sets the port.
+    auto chain = [&](int levels) {
+        for (int i = 0; i < levels; ++i) {
+            tmp.write(
+                "f" + std::to_string(i) + ".ini",
+                (i == 0 ? kMain : std::string()) + "%include f" + std::to_string(i + 1) + ".ini\n");
+        }
+        tmp.write("f" + std::to_string(levels) + ".ini", "listen_port = 7777\n");
+    };
+    chain(10);
+    CHECK(load_config("f0.ini")->listen_port == 7777);
+    chain(11);
+    auto err = error_of("f0.ini");
+    REQUIRE(err);
+    CHECK(err->file() == "f10.ini");
+    CHECK(contains(err->what(), "nested more than 10 levels"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors: every class names file, line and key
+
+TEST_CASE("unknown sections and keys") {
+    auto e = error_from_text("[pgbouncer]\n[other]\n");
+    CHECK(e.line() == 2);
+    CHECK(e.key().empty());
+    CHECK(contains(e.what(), ":2: unknown section [other]"));
+
+    e = error_from_text("[PgBouncer]\n");
+    CHECK(contains(e.what(), "section names are case-sensitive"));
+
+    e = error_from_text("[pgbouncer]\nlisten_port = 6432\nfrobnicate = 1\n");
+    CHECK(e.line() == 3);
+    CHECK(e.key() == "frobnicate");
+    CHECK(std::string(e.what()) == e.file() + ":3: frobnicate: unknown configuration key");
+
+    e = error_from_text("[pgbouncer]\nListen_Port = 6432\n");
+    CHECK(e.key() == "Listen_Port");
+    CHECK(contains(e.what(), "did you mean \"listen_port\""));
+
+    e = error_from_text("listen_port = 6432\n[pgbouncer]\n");
+    CHECK(e.line() == 1);
+    CHECK(contains(e.what(), "setting outside of any section"));
+}
+
+TEST_CASE("bad values of each type") {
+    struct Case {
+        const char* line;
+        const char* key;
+        const char* message;
+    };
+    const Case cases[] = {
+        {"default_pool_size = 20x", "default_pool_size", "expected an integer >= 0"},
+        {"default_pool_size = -1", "default_pool_size", "out of range"},
+        {"listen_port = 0", "listen_port", "expected an integer from 1 to 65535"},
+        {"listen_port = 70000", "listen_port", "out of range"},
+        {"listen_port = ", "listen_port", "expected an integer"},
+        {"max_client_conn = 0", "max_client_conn", "out of range"},
+        {"log_connections = on", "log_connections", "0 (off) or 1 (on)"},
+        {"server_round_robin = true", "server_round_robin", "0 (off) or 1 (on)"},
+        {"pool_mode = txn", "pool_mode", "expected one of: session, transaction, statement"},
+        {"auth_type = password", "auth_type", "expected one of: any, trust, plain, md5"},
+        {"auth_type = ldap", "auth_type", "ldap authentication is not supported"},
+        {"client_tls_sslmode = maybe", "client_tls_sslmode", "expected one of: disable"},
+        {"advisory_lock_tracking = sometimes", "advisory_lock_tracking",
+         "expected one of: on, every_transaction, off"},
+        {"unix_socket_mode = 777", "unix_socket_mode", "octal file mode with a leading 0"},
+        {"unix_socket_mode = 0789", "unix_socket_mode", "octal"},
+        {"server_lifetime = 1h", "server_lifetime", "no unit suffix"},
+        {"query_timeout = -5", "query_timeout", "negative"},
+        {"stats_period = 0", "stats_period", "out of range"},
+        {"stats_period = 1.5", "stats_period", "whole seconds"},
+        {"peer_id = 20000", "peer_id", "from 0 to 16383"},
+        {"advisory_lock_functions = my_lock, 1bad", "advisory_lock_functions",
+         "\"1bad\" is not a function name"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.line);
+        auto e = error_from_text(kMain + "\n" + c.line + "\n");
+        CHECK(e.line() == 3);
+        CHECK(e.key() == c.key);
+        CHECK(contains(e.what(), c.message));
+        CHECK(contains(e.what(), "invalid value"));
+    }
+}
+
+TEST_CASE("bad [databases], [users] and [peers] entries") {
+    struct Case {
+        const char* text;
+        const char* key;
+        const char* message;
+    };
+    const Case cases[] = {
+        {"[databases]\nmydb = host=x frob=1", "mydb", "unknown [databases] parameter \"frob\""},
+        {"[databases]\nmydb = Host=x", "mydb", "did you mean \"host\""},
+        {"[databases]\nmydb = host=x port=abc", "mydb", "invalid value \"abc\" for \"port\""},
+        {"[databases]\nmydb = port=0", "mydb", "from 1 to 65535"},
+        {"[databases]\nmydb = pool_size=-1", "mydb", "out of range"},
+        {"[databases]\nmydb = pool_mode=txn", "mydb", "expected one of"},
+        {"[databases]\nmydb = load_balance_hosts=random", "mydb", "expected one of"},
+        {"[databases]\nmydb = host='x", "mydb", "unterminated quoted value"},
+        {"[databases]\nmydb = host", "mydb", "missing '='"},
+        {"[databases]\nmydb = host=", "mydb", "empty value"},
+        {"[databases]\nmydb = host=a,b", "mydb", "lists of hosts are not supported"},
+        {"[databases]\npgbouncer = host=x", "pgbouncer", "reserved for the admin console"},
+        {"[databases]\npgtether = host=x", "pgtether", "reserved"},
+        {"[users]\nbob = pool_mode=session frob=1", "bob", "unknown [users] parameter"},
+        {"[users]\nbob = max_user_connections=many", "bob", "for \"max_user_connections\""},
+        {"[peers]\nabc = host=x", "abc", "peer id"},
+        {"[peers]\n1 = port=6432", "1", "a peer needs host="},
+        {"[peers]\n1 = host=x dbname=y", "1", "unknown [peers] parameter"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.text);
+        auto e = error_from_text(kMain + c.text + "\n");
+        CHECK(e.line() == 3);
+        CHECK(e.key() == c.key);
+        CHECK(contains(e.what(), c.message));
+    }
+}
+
+TEST_CASE("file-level errors") {
+    auto e = error_from_text("[databases]\nfoo = host=x\n");
+    CHECK(e.line() == 0);
+    CHECK(contains(e.what(), "no [pgbouncer] section"));
+
+    e = error_from_text("[pgbouncer]\nunix_socket_dir =\n");
+    CHECK(contains(e.what(), "nowhere to listen"));
+
+    auto missing = error_of("/nonexistent/pgtether.ini");
+    REQUIRE(missing);
+    CHECK(missing->line() == 0);
+    CHECK(std::string(missing->what()) ==
+          "/nonexistent/pgtether.ini: cannot read config file: No such file or directory");
+
+    auto dir = error_of(kData);
+    REQUIRE(dir);
+    CHECK(contains(dir->what(), "cannot read config file"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Duplicates, section re-entry, aliases
+
+TEST_CASE("duplicate keys and entries: the last one wins") {
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "listen_port = 7000\n"
+        "listen_port = 7001\n"
+        "[databases]\n"
+        "a = host=one port=5000\n"
+        "b = host=two\n"
+        "a = host=three\n"
+        "[users]\n"
+        "u = pool_mode=session max_user_connections=1\n"
+        "u = pool_mode=statement\n");
+    CHECK(cfg->listen_port == 7001);
+    REQUIRE(cfg->databases.size() == 2);
+    CHECK(cfg->databases[0].name == "a");  // keeps its first position
+    CHECK(cfg->databases[0].host == "three");
+    CHECK(cfg->databases[0].port == 5432);  // the whole entry is replaced
+    CHECK(cfg->databases[0].source_line == 7);
+    CHECK(cfg->databases[1].name == "b");
+    CHECK(cfg->find_user("u")->pool_mode == PoolMode::Statement);
+    CHECK_FALSE(cfg->find_user("u")->max_user_connections);
+}
+
+TEST_CASE("[pgtether] is the same section as [pgbouncer], and reopening it resets it") {
+    auto cfg = load_text(
+        "[pgtether]\n"
+        "listen_port = 7000\n"
+        "advisory_lock_tracking = every_transaction\n"
+        "advisory_lock_functions = App.Take_Lock, take_other\n"
+        "tethered_idle_timeout = 300\n");
+    CHECK(cfg->listen_port == 7000);
+    CHECK(cfg->advisory_lock_tracking == LockTracking::EveryTransaction);
+    CHECK(cfg->advisory_lock_functions == std::vector<std::string>{"app.take_lock", "take_other"});
+    CHECK(cfg->tethered_idle_timeout == 300s);
+
+    // PgBouncer refills every [pgbouncer] default when the section starts again (checked with
+    // PgBouncer 1.18: auth_type = hba before a second [pgbouncer] has no effect).
+    cfg = load_text(
+        "[pgbouncer]\n"
+        "listen_port = 7000\n"
+        "auth_type = hba\n"
+        "admin_users = root\n"
+        "[databases]\n"
+        "kept = host=x\n"
+        "[pgtether]\n"
+        "pool_mode = transaction\n");
+    CHECK(cfg->listen_port == 6432);
+    CHECK(cfg->auth_type == AuthType::Md5);
+    CHECK(cfg->admin_users.empty());
+    CHECK(cfg->pool_mode == PoolMode::Transaction);
+    CHECK(cfg->find_database("kept") != nullptr);
+    CHECK(cfg->unsupported_keys.empty());  // what was reset is not reported
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unsupported-key report
+
+TEST_CASE("unsupported keys: silent values, once per key, file order, included files") {
+    TempDir tmp;
+    CwdGuard cwd(tmp.path());
+    tmp.write("extra.ini",
+              "[databases]\n"
+              "x = host=h auth_query='SELECT 1'\n"
+              "y = host=h auth_query='SELECT 2' max_db_client_connections=0\n"
+              "z = host=h max_db_client_connections=5\n");
+    tmp.write("main.ini",
+              "[pgbouncer]\n"
+              "server_tls_sslmode = disable\n"
+              "admin_users =\n"
+              "syslog = 0\n"
+              "tcp_defer_accept = 1\n"
+              "client_tls_ciphers = fast\n"
+              "so_reuseport = 1\n"
+              "auth_type = hba\n"
+              "so_reuseport = 2\n"
+              "syslog_ident = pgbouncer\n"
+              "%include extra.ini\n"
+              "[peers]\n"
+              "1 = host=/tmp/p1\n"
+              "2 = host=/tmp/p2 port=6433 pool_size=3\n"
+              "[pgbouncer]\n"
+              "auth_type = hba\n"
+              "disable_pqexec = 1\n"
+              "disable_pqexec = 0\n");
+    auto cfg = load_config("main.ini");
+    const std::string suffix = ": recognised but not supported by pgtether";
+    std::vector<std::string> expected = {
+        "extra.ini:2: [databases] auth_query" + suffix,
+        "extra.ini:4: [databases] max_db_client_connections" + suffix,
+        "main.ini:13: [peers]" + suffix,
+        "main.ini:16: auth_type = hba" + suffix,
+    };
+    CHECK(cfg->unsupported_keys == expected);
+    CHECK(cfg->auth_type == AuthType::Hba);  // loads; the daemon decides whether it can run it
+
+    cfg = load_config((tmp.path() / "main.ini").string());
+    CHECK(cfg->unsupported_keys.size() == 4);  // names the files as given
+    CHECK(contains(cfg->unsupported_keys[3], (tmp.path() / "main.ini").string() + ":16:"));
+}
+
+TEST_CASE("unsupported keys: values stored where Config has a field") {
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "syslog = 1\n"
+        "syslog_facility = local0\n"
+        "suspend_timeout = 2.5\n"
+        "sbuf_loopcnt = 0\n"
+        "tcp_socket_buffer = 65536\n"
+        "auth_hba_file = /etc/pgbouncer/hba.conf\n"
+        "auth_dbname = authdb\n"
+        "server_fast_close = 1\n");
+    CHECK(cfg->syslog);
+    CHECK(cfg->syslog_facility == "local0");
+    CHECK(cfg->suspend_timeout == 2500ms);
+    CHECK(cfg->sbuf_loopcnt == 0);
+    CHECK(cfg->tcp_socket_buffer == 65536);
+    CHECK(cfg->auth_hba_file == "/etc/pgbouncer/hba.conf");
+    CHECK(cfg->auth_dbname == "authdb");
+    CHECK(cfg->server_fast_close);
+    CHECK(cfg->unsupported_keys.size() == 8);
+}
+
+TEST_CASE("newer PgBouncer keys are recognised") {
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "max_prepared_statements = 0\n"
+        "track_extra_parameters =\n"
+        "client_tls13_ciphers =\n"
+        "server_tls13_ciphers =\n"
+        "query_wait_notify = 0\n"
+        "peer_id = 0\n"
+        "scram_iterations = 4096\n"
+        "auth_dbname =\n"
+        "auth_ident_file =\n"
+        "cancel_wait_timeout = 0\n"
+        "transaction_timeout = 0\n"
+        "max_db_client_connections = 0\n"
+        "max_user_client_connections = 0\n"
+        "[databases]\n"
+        "d = host=x reserve_pool_size=3 load_balance_hosts=ROUND-ROBIN target_session_attrs=any\n"
+        "[users]\n"
+        "u = max_user_client_connections=0\n");
+    CHECK(cfg->unsupported_keys.empty());
+    CHECK(cfg->find_database("d")->reserve_pool_size == 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small things
+
+TEST_CASE("to_string gives the config spelling") {
+    CHECK(std::string(to_string(PoolMode::Session)) == "session");
+    CHECK(std::string(to_string(PoolMode::Transaction)) == "transaction");
+    CHECK(std::string(to_string(PoolMode::Statement)) == "statement");
+    CHECK(std::string(to_string(AuthType::Any)) == "any");
+    CHECK(std::string(to_string(AuthType::Trust)) == "trust");
+    CHECK(std::string(to_string(AuthType::Plain)) == "plain");
+    CHECK(std::string(to_string(AuthType::Md5)) == "md5");
+    CHECK(std::string(to_string(AuthType::ScramSha256)) == "scram-sha-256");
+    CHECK(std::string(to_string(AuthType::Cert)) == "cert");
+    CHECK(std::string(to_string(AuthType::Hba)) == "hba");
+    CHECK(std::string(to_string(AuthType::Pam)) == "pam");
+    CHECK(std::string(to_string(LockTracking::On)) == "on");
+    CHECK(std::string(to_string(LockTracking::EveryTransaction)) == "every_transaction");
+    CHECK(std::string(to_string(LockTracking::Off)) == "off");
+
+    // ... and that spelling loads back.
+    for (auto mode : {PoolMode::Session, PoolMode::Transaction, PoolMode::Statement}) {
+        CHECK(load_text(kMain + "pool_mode = " + to_string(mode) + "\n")->pool_mode == mode);
+    }
+    for (auto t : {AuthType::Any, AuthType::Trust, AuthType::Plain, AuthType::Md5,
+                   AuthType::ScramSha256, AuthType::Cert, AuthType::Hba, AuthType::Pam}) {
+        CHECK(load_text(kMain + "auth_type = " + to_string(t) + "\n")->auth_type == t);
+    }
+    for (auto t : {LockTracking::On, LockTracking::EveryTransaction, LockTracking::Off}) {
+        CHECK(load_text(kMain + "advisory_lock_tracking = " + to_string(t) + "\n")
+                  ->advisory_lock_tracking == t);
+    }
+}
+
+TEST_CASE("ConfigError::what() format") {
+    CHECK(std::string(ConfigError("a.ini", 3, "key", "bad").what()) == "a.ini:3: key: bad");
+    CHECK(std::string(ConfigError("a.ini", 3, "", "bad").what()) == "a.ini:3: bad");
+    CHECK(std::string(ConfigError("a.ini", 0, "", "bad").what()) == "a.ini: bad");
+    ConfigError e("f", 7, "k", "m");
+    CHECK(e.file() == "f");
+    CHECK(e.line() == 7);
+    CHECK(e.key() == "k");
+}
+
+TEST_CASE("quoted database names") {
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "[databases]\n"
+        "\"my db\" = host=x\n"
+        "\"we\"\"ird\" = host=y\n"
+        "\"user@host\" = host=z\n");
+    CHECK(cfg->find_database("my db")->host == "x");
+    CHECK(cfg->find_database("we\"ird")->host == "y");
+    CHECK(cfg->find_database("user@host")->host == "z");
+}
+
+TEST_CASE("databases: defaults and the fallback entry") {
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "[databases]\n"
+        "foodb =\n");
+    const auto* db = cfg->find_database("foodb");
+    REQUIRE(db != nullptr);
+    CHECK(db->host.empty());  // Unix socket
+    CHECK(db->port == 5432);
+    CHECK(db->dbname.empty());
+    CHECK_FALSE(db->pool_size);
+    CHECK(cfg->find_database("other") == nullptr);
+}
