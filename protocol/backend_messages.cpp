@@ -1,0 +1,195 @@
+#include "protocol/backend_messages.hpp"
+
+namespace pgtether::protocol {
+
+namespace {
+
+void append_fields(std::string& out, char type, const ErrorFields& f) {
+    MessageWriter w(out);
+    w.begin(type);
+    w.u8('S').cstring(f.severity);
+    w.u8('V').cstring(f.severity);  // non-localized severity (protocol 3.0, PostgreSQL 9.6+)
+    w.u8('C').cstring(f.sqlstate);
+    w.u8('M').cstring(f.message);
+    if (!f.detail.empty()) w.u8('D').cstring(f.detail);
+    if (!f.hint.empty()) w.u8('H').cstring(f.hint);
+    w.u8(0).end();
+}
+
+}  // namespace
+
+void append_error_response(std::string& out, const ErrorFields& fields) {
+    append_fields(out, be::kErrorResponse, fields);
+}
+
+void append_notice_response(std::string& out, const ErrorFields& fields) {
+    append_fields(out, be::kNoticeResponse, fields);
+}
+
+void append_authentication(std::string& out, AuthRequest code, std::string_view data) {
+    MessageWriter w(out);
+    w.begin(be::kAuthentication).i32(static_cast<std::int32_t>(code)).bytes(data).end();
+}
+
+void append_auth_md5(std::string& out, const std::array<std::uint8_t, 4>& salt) {
+    append_authentication(out, AuthRequest::Md5Password,
+                          std::string_view(reinterpret_cast<const char*>(salt.data()), salt.size()));
+}
+
+void append_auth_sasl(std::string& out, const std::vector<std::string>& mechanisms) {
+    MessageWriter w(out);
+    w.begin(be::kAuthentication).i32(static_cast<std::int32_t>(AuthRequest::Sasl));
+    for (const auto& m : mechanisms) w.cstring(m);
+    w.u8(0).end();
+}
+
+void append_parameter_status(std::string& out, std::string_view name, std::string_view value) {
+    MessageWriter w(out);
+    w.begin(be::kParameterStatus).cstring(name).cstring(value).end();
+}
+
+void append_backend_key_data(std::string& out, CancelKey key) {
+    MessageWriter w(out);
+    w.begin(be::kBackendKeyData).i32(key.pid).i32(key.secret).end();
+}
+
+void append_ready_for_query(std::string& out, char tx_status) {
+    MessageWriter w(out);
+    w.begin(be::kReadyForQuery).u8(static_cast<std::uint8_t>(tx_status)).end();
+}
+
+void append_row_description(std::string& out, const std::vector<ColumnDescription>& columns) {
+    MessageWriter w(out);
+    w.begin(be::kRowDescription).i16(static_cast<std::int16_t>(columns.size()));
+    for (const auto& c : columns) {
+        w.cstring(c.name)
+            .i32(0)   // table OID
+            .i16(0)   // column attribute number
+            .i32(static_cast<std::int32_t>(c.type_oid))
+            .i16(-1)  // type size: variable
+            .i32(-1)  // type modifier
+            .i16(0);  // text format
+    }
+    w.end();
+}
+
+void append_data_row(std::string& out, const std::vector<std::optional<std::string>>& values) {
+    MessageWriter w(out);
+    w.begin(be::kDataRow).i16(static_cast<std::int16_t>(values.size()));
+    for (const auto& v : values) {
+        if (!v) {
+            w.i32(-1);
+        } else {
+            w.i32(static_cast<std::int32_t>(v->size())).bytes(*v);
+        }
+    }
+    w.end();
+}
+
+void append_command_complete(std::string& out, std::string_view tag) {
+    MessageWriter w(out);
+    w.begin(be::kCommandComplete).cstring(tag).end();
+}
+
+void append_empty_query_response(std::string& out) {
+    MessageWriter w(out);
+    w.begin(be::kEmptyQueryResponse).end();
+}
+
+std::optional<ErrorFields> parse_error_fields(ByteSpan body) {
+    ByteReader r(body);
+    ErrorFields f;
+    std::string localized_severity;
+    while (true) {
+        std::uint8_t code = r.u8();
+        if (!r.ok()) return std::nullopt;
+        if (code == 0) break;
+        std::string_view value = r.cstring();
+        if (!r.ok()) return std::nullopt;
+        switch (code) {
+            case 'S': localized_severity = value; break;
+            case 'V': f.severity = value; break;
+            case 'C': f.sqlstate = value; break;
+            case 'M': f.message = value; break;
+            case 'D': f.detail = value; break;
+            case 'H': f.hint = value; break;
+            default: break;  // other fields (position, where, ...) are passed through, not needed
+        }
+    }
+    if (f.severity.empty()) f.severity = localized_severity;
+    return f;
+}
+
+std::optional<AuthenticationMessage> parse_authentication(ByteSpan body) {
+    ByteReader r(body);
+    auto code = r.i32();
+    if (!r.ok()) return std::nullopt;
+    AuthenticationMessage m{static_cast<AuthRequest>(code), r.rest()};
+    if (m.code == AuthRequest::Md5Password && m.data.size() != 4) return std::nullopt;
+    return m;
+}
+
+std::optional<std::vector<std::string_view>> parse_sasl_mechanisms(ByteSpan data) {
+    ByteReader r(data);
+    std::vector<std::string_view> names;
+    while (true) {
+        std::string_view name = r.cstring();
+        if (!r.ok()) return std::nullopt;
+        if (name.empty()) break;
+        names.push_back(name);
+    }
+    return names;
+}
+
+std::optional<ParameterStatus> parse_parameter_status(ByteSpan body) {
+    ByteReader r(body);
+    ParameterStatus p{r.cstring(), r.cstring()};
+    if (!r.at_end()) return std::nullopt;
+    return p;
+}
+
+std::optional<CancelKey> parse_backend_key_data(ByteSpan body) {
+    ByteReader r(body);
+    CancelKey key{r.i32(), r.i32()};
+    if (!r.at_end()) return std::nullopt;
+    return key;
+}
+
+std::optional<char> parse_ready_for_query(ByteSpan body) {
+    ByteReader r(body);
+    auto status = static_cast<char>(r.u8());
+    if (!r.at_end()) return std::nullopt;
+    if (status != kTxIdle && status != kTxInBlock && status != kTxFailed) return std::nullopt;
+    return status;
+}
+
+std::optional<std::string_view> parse_command_complete(ByteSpan body) {
+    ByteReader r(body);
+    auto tag = r.cstring();
+    if (!r.at_end()) return std::nullopt;
+    return tag;
+}
+
+std::optional<std::vector<std::optional<std::string_view>>> parse_data_row(ByteSpan body) {
+    ByteReader r(body);
+    auto count = r.i16();
+    if (!r.ok() || count < 0) return std::nullopt;
+    std::vector<std::optional<std::string_view>> values;
+    values.reserve(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) {
+        auto len = r.i32();
+        if (!r.ok()) return std::nullopt;
+        if (len == -1) {
+            values.emplace_back(std::nullopt);
+            continue;
+        }
+        if (len < 0) return std::nullopt;
+        auto bytes = r.bytes(static_cast<std::size_t>(len));
+        if (!r.ok()) return std::nullopt;
+        values.emplace_back(as_chars(bytes));
+    }
+    if (!r.at_end()) return std::nullopt;
+    return values;
+}
+
+}  // namespace pgtether::protocol

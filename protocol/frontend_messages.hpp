@@ -1,0 +1,59 @@
+// Builders and readers for the client-to-server messages pgtether generates or must inspect
+// (protocol §55.7). Readers take the message *body* and return nullopt when it is malformed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "protocol/bytes.hpp"
+#include "protocol/message_types.hpp"
+
+namespace pgtether::protocol {
+
+// ---- builders ----
+void append_query(std::string& out, std::string_view sql);
+void append_terminate(std::string& out);
+void append_sync(std::string& out);
+void append_flush(std::string& out);
+void append_copy_fail(std::string& out, std::string_view reason);
+void append_password_message(std::string& out, std::string_view password);
+void append_sasl_initial_response(std::string& out, std::string_view mechanism,
+                                  std::string_view data);
+void append_sasl_response(std::string& out, std::string_view data);
+
+// ---- readers ----
+[[nodiscard]] std::optional<std::string_view> parse_query(ByteSpan body);
+
+struct ParseMessage {
+    std::string_view statement;  // "" = unnamed
+    std::string_view query;
+    ByteSpan parameter_types;    // Int16 count followed by that many Int32 OIDs, as on the wire
+};
+[[nodiscard]] std::optional<ParseMessage> parse_parse(ByteSpan body);
+
+// Only the two names at the start of a Bind; the rest is forwarded untouched.
+struct BindNames {
+    std::string_view portal;
+    std::string_view statement;
+};
+[[nodiscard]] std::optional<BindNames> parse_bind_names(ByteSpan body);
+
+// Describe and Close share a layout: 'S' (statement) or 'P' (portal), then a name.
+struct TargetName {
+    char kind;  // 'S' or 'P'
+    std::string_view name;
+};
+[[nodiscard]] std::optional<TargetName> parse_describe_or_close(ByteSpan body);
+
+// PasswordMessage: a NUL-terminated password (cleartext or "md5...").
+[[nodiscard]] std::optional<std::string_view> parse_password_message(ByteSpan body);
+
+struct SaslInitialResponse {
+    std::string_view mechanism;
+    std::optional<std::string_view> data;  // nullopt when the length is -1
+};
+[[nodiscard]] std::optional<SaslInitialResponse> parse_sasl_initial_response(ByteSpan body);
+
+}  // namespace pgtether::protocol

@@ -1,0 +1,21 @@
+// SQLSTATE codes pgtether itself reports (PostgreSQL docs Appendix A).
+#pragma once
+
+namespace pgtether::protocol::sqlstate {
+
+inline constexpr const char* kProtocolViolation = "08P01";
+inline constexpr const char* kConnectionFailure = "08006";
+inline constexpr const char* kCannotConnectNow = "57P03";
+inline constexpr const char* kAdminShutdown = "57P01";
+inline constexpr const char* kQueryCanceled = "57014";
+inline constexpr const char* kIdleSessionTimeout = "57P05";
+inline constexpr const char* kIdleInTransactionTimeout = "25P03";
+inline constexpr const char* kInvalidPassword = "28P01";
+inline constexpr const char* kInvalidAuthorization = "28000";
+inline constexpr const char* kTooManyConnections = "53300";
+inline constexpr const char* kInvalidCatalogName = "3D000";
+inline constexpr const char* kFeatureNotSupported = "0A000";
+inline constexpr const char* kInsufficientPrivilege = "42501";
+inline constexpr const char* kInternalError = "XX000";
+
+}  // namespace pgtether::protocol::sqlstate

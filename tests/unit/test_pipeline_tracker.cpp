@@ -1,0 +1,94 @@
+// The transaction-boundary tracker: when may a backend go back to the pool?
+#include <doctest/doctest.h>
+
+#include "protocol/pipeline_tracker.hpp"
+
+using pgtether::protocol::PipelineTracker;
+
+TEST_CASE("simple query: idle again after its ReadyForQuery") {
+    PipelineTracker t;
+    CHECK(t.idle());
+    t.on_frontend('Q');
+    CHECK_FALSE(t.idle());
+    t.on_backend('T');
+    t.on_backend('D');
+    t.on_backend('C');
+    CHECK_FALSE(t.idle());
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+}
+
+TEST_CASE("an open transaction block keeps the backend") {
+    PipelineTracker t;
+    t.on_frontend('Q');
+    t.on_ready_for_query('T');
+    CHECK(t.quiet());
+    CHECK_FALSE(t.idle());
+    t.on_frontend('Q');
+    t.on_ready_for_query('E');
+    CHECK_FALSE(t.idle());
+    t.on_frontend('Q');
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+}
+
+TEST_CASE("pipelined extended protocol: idle only after the last Sync is answered") {
+    PipelineTracker t;
+    for (int i = 0; i < 3; ++i) {
+        t.on_frontend('P');
+        t.on_frontend('B');
+        t.on_frontend('E');
+        t.on_frontend('S');
+    }
+    CHECK(t.outstanding() == 3);
+    t.on_ready_for_query('I');
+    t.on_ready_for_query('I');
+    CHECK_FALSE(t.idle());
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+}
+
+TEST_CASE("extended messages without Sync keep the backend") {
+    PipelineTracker t;
+    t.on_frontend('P');
+    t.on_frontend('B');
+    t.on_frontend('E');
+    t.on_frontend('H');
+    CHECK(t.unsynced());
+    CHECK_FALSE(t.idle());
+    t.on_frontend('S');
+    CHECK_FALSE(t.unsynced());
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+}
+
+TEST_CASE("COPY FROM STDIN is tracked until it completes") {
+    PipelineTracker t;
+    t.on_frontend('Q');
+    t.on_backend('G');
+    CHECK(t.in_copy_in());
+    t.on_frontend('d');
+    t.on_frontend('c');
+    CHECK(t.in_copy_in());
+    t.on_backend('C');
+    CHECK_FALSE(t.in_copy_in());
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+}
+
+TEST_CASE("COPY TO STDOUT ends with CopyDone") {
+    PipelineTracker t;
+    t.on_frontend('Q');
+    t.on_backend('H');
+    CHECK(t.in_copy_out());
+    t.on_backend('d');
+    t.on_backend('c');
+    CHECK_FALSE(t.in_copy_out());
+}
+
+TEST_CASE("a ReadyForQuery nobody asked for does not underflow") {
+    PipelineTracker t;
+    t.on_ready_for_query('I');
+    CHECK(t.outstanding() == 0);
+    CHECK(t.idle());
+}
