@@ -190,8 +190,8 @@ constexpr std::array<std::string_view, 6> kTargetSessionAttrs = {
 // auth_type values pgtether can run; the others load (a real pgbouncer.ini must load) and are
 // reported as unsupported.
 bool auth_type_supported(AuthType t) {
-    return t == AuthType::Trust || t == AuthType::Plain || t == AuthType::Md5 ||
-           t == AuthType::ScramSha256;
+    return t == AuthType::Any || t == AuthType::Trust || t == AuthType::Plain ||
+           t == AuthType::Md5 || t == AuthType::ScramSha256;
 }
 
 using GlobalKey = KeySpec<Config>;

@@ -1,9 +1,93 @@
-// pgtether: entry point. Parses the command line; the daemon itself lives in the rest of proxy/.
+// pgtether: entry point. Loads the configuration, sets up logging, the pidfile and signals, and
+// runs the worker. Configuration errors are the only exceptions; they end here with exit code 1.
+#include <signal.h>
+
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+#include <uv.h>
+
+#include "proxy/auth_file.hpp"
+#include "proxy/cancel_registry.hpp"
 #include "proxy/command_line.hpp"
+#include "proxy/config.hpp"
+#include "proxy/daemon.hpp"
+#include "proxy/logging.hpp"
+#include "proxy/worker.hpp"
+
+namespace {
+
+using pgtether::AuthFile;
+using pgtether::Config;
+
+struct Loaded {
+    std::shared_ptr<const Config> config;
+    std::shared_ptr<const AuthFile> auth_file;
+};
+
+// Loads the config and its auth_file; throws ConfigError or std::runtime_error.
+Loaded load_everything(const std::string& path) {
+    Loaded loaded;
+    loaded.config = pgtether::load_config(path);
+    const auto& config = *loaded.config;
+    switch (config.auth_type) {
+        case pgtether::AuthType::Cert:
+        case pgtether::AuthType::Hba:
+        case pgtether::AuthType::Pam:
+            throw pgtether::ConfigError(config.config_file, 0, "auth_type",
+                                        std::string("auth_type = ") +
+                                            pgtether::to_string(config.auth_type) +
+                                            " is not supported by pgtether yet");
+        default:
+            break;
+    }
+    if (!config.auth_file.empty()) {
+        loaded.auth_file = std::make_shared<const AuthFile>(pgtether::load_auth_file(config.auth_file));
+    } else {
+        if (config.auth_type != pgtether::AuthType::Trust &&
+            config.auth_type != pgtether::AuthType::Any) {
+            throw pgtether::ConfigError(config.config_file, 0, "auth_file",
+                                        std::string("auth_type = ") +
+                                            pgtether::to_string(config.auth_type) +
+                                            " needs an auth_file");
+        }
+        loaded.auth_file = std::make_shared<const AuthFile>();
+    }
+    return loaded;
+}
+
+struct Signals {
+    uv_signal_t interrupt{};
+    uv_signal_t terminate{};
+    uv_signal_t hangup{};
+    pgtether::Worker* worker = nullptr;
+    std::string config_path;
+    pgtether::LogOptions log_options;
+};
+
+void on_shutdown_signal(uv_signal_t* handle, int signum) {
+    auto* signals = static_cast<Signals*>(handle->data);
+    spdlog::info("got signal {}: shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    signals->worker->begin_shutdown();
+}
+
+void on_reload_signal(uv_signal_t* handle, int) {
+    auto* signals = static_cast<Signals*>(handle->data);
+    spdlog::info("got SIGHUP: reloading {}", signals->config_path);
+    try {
+        auto loaded = load_everything(signals->config_path);
+        for (const auto& note : loaded.config->unsupported_keys) spdlog::warn("{}", note);
+        signals->worker->apply_config(loaded.config, loaded.auth_file);
+        spdlog::info("configuration reloaded");
+    } catch (const std::exception& e) {
+        spdlog::error("reload failed, keeping the running configuration: {}", e.what());
+    }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -22,6 +106,55 @@ int main(int argc, char** argv) {
         std::printf("pgtether %s\n", PGTETHER_VERSION);
         return 0;
     }
-    std::fprintf(stderr, "pgtether: the daemon is not built yet\n");
-    return 1;
+
+    Loaded loaded;
+    Signals signals;
+    try {
+        loaded = load_everything(cl.config_file);
+        const auto& config = *loaded.config;
+        if (cl.daemonize && config.pidfile.empty()) {
+            throw std::runtime_error("-d needs a pidfile in the configuration");
+        }
+        signals.config_path = cl.config_file;
+        signals.log_options = {cl.verbose + config.verbose, cl.quiet || cl.daemonize,
+                               config.logfile};
+        pgtether::setup_logging(signals.log_options);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "pgtether: %s\n", e.what());
+        return 1;
+    }
+    const auto& config = *loaded.config;
+    for (const auto& note : config.unsupported_keys) spdlog::warn("{}", note);
+
+    // A peer that closes while we write must not kill the process: libuv reports EPIPE instead.
+    signal(SIGPIPE, SIG_IGN);
+
+    pgtether::CancelRegistry cancels;
+    try {
+        if (cl.daemonize) pgtether::daemonize();
+        if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
+        pgtether::Worker worker(loaded.config, loaded.auth_file, cancels);
+        worker.start();
+        signals.worker = &worker;
+        uv_signal_init(worker.loop(), &signals.interrupt);
+        uv_signal_init(worker.loop(), &signals.terminate);
+        uv_signal_init(worker.loop(), &signals.hangup);
+        signals.interrupt.data = signals.terminate.data = signals.hangup.data = &signals;
+        uv_signal_start(&signals.interrupt, on_shutdown_signal, SIGINT);
+        uv_signal_start(&signals.terminate, on_shutdown_signal, SIGTERM);
+        uv_signal_start(&signals.hangup, on_reload_signal, SIGHUP);
+        worker.set_on_stopped([&signals]() {
+            uv_close(reinterpret_cast<uv_handle_t*>(&signals.interrupt), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&signals.terminate), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&signals.hangup), nullptr);
+        });
+        spdlog::info("pgtether {} started (pid {})", PGTETHER_VERSION, getpid());
+        worker.run();
+    } catch (const std::exception& e) {
+        spdlog::critical("{}", e.what());
+        pgtether::remove_pidfile(config.pidfile);
+        return 1;
+    }
+    pgtether::remove_pidfile(config.pidfile);
+    return 0;
 }

@@ -1,0 +1,648 @@
+#include "proxy/client.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/framing.hpp"
+#include "protocol/frontend_messages.hpp"
+#include "protocol/message_types.hpp"
+#include "protocol/sql_scanner.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/cancel_registry.hpp"
+#include "proxy/client_auth.hpp"
+#include "proxy/forward_batch.hpp"
+#include "proxy/pool.hpp"
+#include "proxy/worker.hpp"
+
+namespace pgtether {
+
+namespace fe = protocol::fe;
+using protocol::ByteSpan;
+using protocol::Frame;
+using protocol::FrameStatus;
+
+namespace {
+
+// How much of a statement is kept for SHOW LOCKS and leak reports.
+constexpr std::size_t kLastQueryLength = 200;
+// How long a closing client may linger (flushing its last error) before the socket is cut.
+constexpr std::uint64_t kLingerMs = 2000;
+
+std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
+
+// Messages a client sends that are only forwarded: streamed when larger than what has arrived.
+bool streamable_from_client(char type) { return type == fe::kCopyData; }
+
+bool is_known_frontend_type(char type) {
+    switch (type) {
+        case fe::kBind: case fe::kClose: case fe::kCopyData: case fe::kCopyDone:
+        case fe::kCopyFail: case fe::kDescribe: case fe::kExecute: case fe::kFlush:
+        case fe::kFunctionCall: case fe::kParse: case fe::kQuery: case fe::kSync:
+        case fe::kTerminate:
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
+Client::Client(Worker& worker, bool tcp)
+    : worker_(worker), stream_(worker, *this), id_(worker.next_id()), tcp_(tcp) {
+    worker_.register_client(*this);
+    connected_at_ms_ = state_since_ms_ = worker_.now_ms();
+}
+
+Client::~Client() { worker_.unregister_client(*this); }
+
+bool Client::accept(uv_stream_t* listener) {
+    int rc = tcp_ ? stream_.init_tcp() : stream_.init_pipe();
+    if (rc != 0) return false;
+    if (stream_.accept_from(listener) != 0) {
+        stream_.close();
+        return false;
+    }
+    const auto& config = worker_.config();
+    stream_.set_tcp_options(config.tcp_keepalive, config.tcp_keepidle, config.tcp_keepintvl,
+                            config.tcp_keepcnt);
+    peer_ = stream_.peer_name();
+    stream_.start_reading();
+    return true;
+}
+
+std::string Client::describe() const {
+    std::string out = "C-" + std::to_string(id_);
+    if (!database_.empty() || !user_.empty()) out += " " + database_ + "/" + user_;
+    out += "@" + peer_;
+    return out;
+}
+
+void Client::set_state(State state) {
+    state_ = state;
+    state_since_ms_ = worker_.now_ms();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input dispatch
+
+std::size_t Client::on_stream_data(ByteSpan data) {
+    std::size_t consumed = 0;
+    while (consumed < data.size()) {
+        ByteSpan rest = data.subspan(consumed);
+        std::size_t n = 0;
+        switch (state_) {
+            case State::Startup: n = handle_startup(rest); break;
+            case State::Auth: n = handle_auth(rest); break;
+            case State::Idle:
+            case State::Active: n = handle_requests(rest); break;
+            case State::WelcomeWait:
+            case State::Waiting:
+                // Held until a server (or its parameters) is available; stop reading meanwhile so
+                // a client cannot make us buffer without bound.
+                stream_.stop_reading();
+                return consumed;
+            case State::Closing: return data.size();
+        }
+        if (n == 0) break;
+        consumed += n;
+    }
+    return consumed;
+}
+
+void Client::on_stream_end(int status) {
+    close(status == UV_EOF ? "client closed the connection"
+                           : "client connection failed: " + std::string(uv_strerror(status)));
+}
+
+void Client::on_stream_drained() {
+    if (server_) server_->resume_input_from_client();
+}
+
+void Client::on_stream_closed() { delete this; }
+
+void Client::pause_input() {
+    input_paused_ = true;
+    stream_.stop_reading();
+}
+
+void Client::resume_input() {
+    if (!input_paused_ || state_ == State::Closing) return;
+    input_paused_ = false;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+bool Client::send(std::string_view bytes) { return stream_.write(bytes); }
+
+bool Client::send_from_server(const uv_buf_t* bufs, unsigned count) {
+    return stream_.writev(bufs, count);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up and authentication
+
+std::size_t Client::handle_startup(ByteSpan data) {
+    Frame frame = protocol::frame_startup_packet(data);
+    if (frame.status == FrameStatus::Invalid) {
+        fail(protocol::sqlstate::kProtocolViolation, "invalid length of startup packet");
+        return data.size();
+    }
+    if (frame.status == FrameStatus::NeedMore) return 0;
+    auto parsed = protocol::parse_startup_packet(data.first(frame.total));
+    if (!parsed.packet) {
+        fail(protocol::sqlstate::kProtocolViolation, parsed.error);
+        return data.size();
+    }
+    const auto& packet = *parsed.packet;
+    switch (packet.kind) {
+        case protocol::StartupKind::SslRequest:
+        case protocol::StartupKind::GssEncRequest:
+            // No TLS or GSSAPI encryption (yet): answer 'N' and the client continues in plain
+            // text, or gives up if it requires encryption (protocol §55.2.10, §55.2.11).
+            stream_.write(std::string_view("N"));
+            return frame.total;
+        case protocol::StartupKind::CancelRequest:
+            handle_cancel_request(packet.cancel_key);
+            return data.size();
+        case protocol::StartupKind::UnsupportedVersion:
+            fail(protocol::sqlstate::kFeatureNotSupported,
+                 "unsupported frontend protocol " + std::to_string(packet.code >> 16) + "." +
+                     std::to_string(packet.code & 0xffff) + ": server supports 3.0 to 3.0");
+            return data.size();
+        case protocol::StartupKind::Startup:
+            handle_startup_packet(packet);
+            return frame.total;
+    }
+    return data.size();
+}
+
+void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
+    const auto& config = worker_.config();
+    std::vector<std::string> unknown_protocol_options;
+    for (const auto& [name, value] : packet.parameters) {
+        if (name == "user") {
+            user_ = value;
+        } else if (name == "database") {
+            database_ = value;
+        } else if (auto tracked = find_tracked_param(name)) {
+            params_.set(*tracked, value);
+        } else if (name.starts_with("_pq_.")) {
+            unknown_protocol_options.push_back(name);
+        } else if (std::find(config.ignore_startup_parameters.begin(),
+                             config.ignore_startup_parameters.end(),
+                             name) == config.ignore_startup_parameters.end()) {
+            // PgBouncer's behaviour: a parameter it cannot keep consistent across servers is
+            // refused unless listed in ignore_startup_parameters.
+            fail(protocol::sqlstate::kProtocolViolation, "unsupported startup parameter: " + name);
+            return;
+        }
+    }
+    if (user_.empty()) {
+        fail(protocol::sqlstate::kInvalidAuthorization,
+             "no PostgreSQL user name specified in startup packet");
+        return;
+    }
+    if (database_.empty()) database_ = user_;
+    // A newer minor protocol version or protocol options: tell the client what we speak
+    // (NegotiateProtocolVersion, protocol §55.2.1).
+    if ((packet.code & 0xffff) != 0 || !unknown_protocol_options.empty()) {
+        std::string out;
+        protocol::MessageWriter w(out);
+        w.begin(protocol::be::kNegotiateProtocolVersion)
+            .i32(static_cast<std::int32_t>(protocol::kProtocolVersion3))
+            .i32(static_cast<std::int32_t>(unknown_protocol_options.size()));
+        for (const auto& option : unknown_protocol_options) w.cstring(option);
+        w.end();
+        stream_.write(out);
+    }
+    start_authentication();
+}
+
+void Client::start_authentication() {
+    const auto& config = worker_.config();
+    auth_ = std::make_unique<ClientAuth>(config.auth_type, worker_.auth_file(),
+                                         !config.auth_file.empty(), user_);
+    auto step = auth_->start();
+    set_state(State::Auth);
+    if (!step.reply.empty()) stream_.write(step.reply);
+    if (step.outcome == ClientAuth::Outcome::Failure) {
+        fail(step.sqlstate.c_str(), step.message);
+    } else if (step.outcome == ClientAuth::Outcome::Success) {
+        on_authenticated();
+    }
+}
+
+std::size_t Client::handle_auth(ByteSpan data) {
+    Frame frame = protocol::frame_message(data, kMaxAuthMessage);
+    if (frame.status == FrameStatus::Invalid) {
+        fail(protocol::sqlstate::kProtocolViolation, "invalid authentication message length");
+        return data.size();
+    }
+    if (frame.status == FrameStatus::NeedMore) return 0;
+    if (frame.type != fe::kPassword) {
+        fail(protocol::sqlstate::kProtocolViolation,
+             std::string("expected password response, got message type ") +
+                 std::to_string(static_cast<int>(frame.type)));
+        return data.size();
+    }
+    auto step = auth_->on_password_message(
+        data.subspan(protocol::kTypedHeaderSize, frame.total - protocol::kTypedHeaderSize));
+    if (!step.reply.empty()) stream_.write(step.reply);
+    if (step.outcome == ClientAuth::Outcome::Failure) {
+        fail(step.sqlstate.c_str(), step.message);
+        return data.size();
+    }
+    if (step.outcome == ClientAuth::Outcome::Success) on_authenticated();
+    return frame.total;
+}
+
+void Client::on_authenticated() {
+    const auto& config = worker_.config();
+    // The database is looked up only after authentication, as PostgreSQL does, so that an
+    // unauthenticated client cannot probe which databases exist.
+    auto found = worker_.resolve_database(database_);
+    if (!found) {
+        fail(protocol::sqlstate::kInvalidCatalogName,
+             "database \"" + database_ + "\" does not exist");
+        return;
+    }
+    const DatabaseConfig& resolved = *found;
+    if (config.auth_type == AuthType::Any && resolved.user.empty()) {
+        fail(protocol::sqlstate::kInvalidAuthorization,
+             "auth_type=any requires a forced user for database \"" + database_ + "\"");
+        return;
+    }
+    std::string server_user = resolved.user.empty() ? user_ : resolved.user;
+    pool_ = &worker_.pool_for(resolved, server_user);
+    if (auth_ && resolved.user.empty()) pool_->learn_client_credentials(*auth_);
+    auth_.reset();
+    cancel_key_ = worker_.cancels().add(worker_, *this);
+    has_cancel_key_ = true;
+    if (pool_->has_welcome()) {
+        finish_login();
+    } else {
+        set_state(State::WelcomeWait);
+        stream_.stop_reading();
+        pool_->wait_for_welcome(*this);
+    }
+}
+
+void Client::on_welcome_ready() {
+    if (state_ != State::WelcomeWait) return;
+    finish_login();
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+void Client::on_login_failed(const protocol::ErrorFields& error) {
+    protocol::ErrorFields fields = error;
+    fields.severity = "FATAL";
+    close("login failed: " + error.message, &fields);
+}
+
+void Client::finish_login() {
+    std::string out;
+    protocol::append_authentication(out, protocol::AuthRequest::Ok);
+    // The first server's greeting, with this client's own values for the parameters it chose.
+    for (const auto& [name, value] : pool_->welcome()) {
+        auto tracked = find_tracked_param(name);
+        const auto* own = tracked && params_.get(*tracked) ? &*params_.get(*tracked) : nullptr;
+        protocol::append_parameter_status(out, name, own ? *own : value);
+    }
+    protocol::append_backend_key_data(out, cancel_key_);
+    protocol::append_ready_for_query(out, protocol::kTxIdle);
+    stream_.write(out);
+    set_state(State::Idle);
+    if (worker_.config().log_connections) {
+        spdlog::info("{}: login attempt: db={} user={} tls=no", describe(), database_, user_);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancel requests
+
+void Client::handle_cancel_request(const protocol::CancelKey& key) {
+    // A cancel request arrives on its own connection; it gets no reply (protocol §55.2.8).
+    auto entry = worker_.cancels().find(key);
+    if (entry && entry->worker == &worker_) {
+        Client* target = entry->client;
+        if (target->server_ && target->state_ == State::Active) {
+            spdlog::debug("{}: forwarding cancel request for {}", describe(), target->describe());
+            worker_.forward_cancel(*target->server_);
+        }
+    }
+    // A stale or unknown key is ignored silently, as PostgreSQL does.
+    set_state(State::Closing);
+    stream_.close();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests: borrowing a server and forwarding
+
+std::size_t Client::handle_requests(ByteSpan data) {
+    if (state_ == State::Idle) {
+        // A lone Terminate needs no server.
+        Frame first = protocol::frame_message(data, kMaxAuthMessage);
+        if (first.status == FrameStatus::Complete && first.type == fe::kTerminate) {
+            close("client closed the connection (Terminate)");
+            return data.size();
+        }
+        set_state(State::Waiting);
+        pool_->request_server(*this);
+        if (state_ != State::Active) {
+            // Queued (or closed by a fast failure): hold the request, read nothing more.
+            stream_.stop_reading();
+            return 0;
+        }
+    }
+    if (server_->busy() || input_paused_) {
+        stream_.stop_reading();
+        return 0;
+    }
+    ForwardBatch batch;
+    std::size_t consumed = 0;
+    auto& tracker = server_->tracker();
+    auto flush = [&]() -> bool {
+        if (batch.empty()) return true;
+        pool_->stats().bytes_received += batch.bytes();
+        bool done = server_->send_from_client(batch.bufs(), batch.count());
+        batch.clear();
+        if (!done) pause_input();
+        return done;
+    };
+    auto forward = [&](const std::uint8_t* p, std::size_t n) {
+        if (!batch.add(p, n)) {
+            flush();
+            batch.add(p, n);
+        }
+    };
+    if (passthrough_remaining_ > 0) {
+        std::size_t n = std::min(passthrough_remaining_, data.size());
+        forward(data.data(), n);
+        passthrough_remaining_ -= n;
+        consumed += n;
+    }
+    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
+    const auto& scanner = worker_.sql_scanner();
+    while (consumed < data.size()) {
+        ByteSpan rest = data.subspan(consumed);
+        Frame frame = protocol::frame_message(rest, max_length);
+        if (frame.status == FrameStatus::Invalid) {
+            flush();
+            fail(protocol::sqlstate::kProtocolViolation,
+                 frame.length > max_length ? "message too large (max_packet_size)"
+                                           : "invalid message length");
+            return data.size();
+        }
+        if (frame.status == FrameStatus::NeedMore) {
+            if (frame.has_header() && streamable_from_client(frame.type)) {
+                tracker.on_frontend(frame.type);
+                forward(rest.data(), rest.size());
+                passthrough_remaining_ = frame.total - rest.size();
+                consumed = data.size();
+            }
+            break;
+        }
+        ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
+                                     frame.total - protocol::kTypedHeaderSize);
+        switch (frame.type) {
+            case fe::kQuery: {
+                auto sql = protocol::parse_query(body);
+                if (!sql) {
+                    flush();
+                    fail(protocol::sqlstate::kProtocolViolation, "invalid Query message");
+                    return data.size();
+                }
+                if (scanner.scan(*sql) & kLockTrigger) server_->mark_lock_relevant();
+                remember_query(*sql);
+                break;
+            }
+            case fe::kParse: {
+                auto parse = protocol::parse_parse(body);
+                if (!parse) {
+                    flush();
+                    fail(protocol::sqlstate::kProtocolViolation, "invalid Parse message");
+                    return data.size();
+                }
+                bool relevant = (scanner.scan(parse->query) & kLockTrigger) != 0;
+                if (relevant) server_->mark_lock_relevant();
+                if (!parse->statement.empty()) remember_statement(parse->statement, relevant);
+                remember_query(parse->query);
+                break;
+            }
+            case fe::kBind: {
+                auto names = protocol::parse_bind_names(body);
+                if (names && statement_is_lock_relevant(names->statement)) {
+                    server_->mark_lock_relevant();
+                }
+                break;
+            }
+            case fe::kFunctionCall:
+                // A fast-path call names its function by OID: it could be a lock function.
+                server_->mark_lock_relevant();
+                break;
+            case fe::kTerminate:
+                consumed += frame.total;
+                flush();
+                close("client closed the connection (Terminate)");
+                return data.size();
+            default:
+                if (!is_known_frontend_type(frame.type)) {
+                    flush();
+                    fail(protocol::sqlstate::kProtocolViolation,
+                         "invalid frontend message type " +
+                             std::to_string(static_cast<unsigned char>(frame.type)));
+                    return data.size();
+                }
+                break;
+        }
+        if (tracker.quiet()) query_started_ms_ = worker_.now_ms();
+        tracker.on_frontend(frame.type);
+        forward(rest.data(), frame.total);
+        consumed += frame.total;
+    }
+    last_activity_ms_ = worker_.now_ms();
+    flush();
+    return consumed;
+}
+
+void Client::remember_query(std::string_view sql) {
+    last_query_.assign(sql.substr(0, kLastQueryLength));
+    if (server_) server_->last_statement_ = last_query_;
+}
+
+void Client::remember_statement(std::string_view name, bool lock_relevant) {
+    auto it = std::find(lock_statements_.begin(), lock_statements_.end(), name);
+    if (lock_relevant && it == lock_statements_.end()) {
+        lock_statements_.emplace_back(name);
+    } else if (!lock_relevant && it != lock_statements_.end()) {
+        lock_statements_.erase(it);
+    }
+}
+
+bool Client::statement_is_lock_relevant(std::string_view name) const {
+    if (name.empty()) return false;  // the unnamed statement's Parse was scanned just before
+    return std::find(lock_statements_.begin(), lock_statements_.end(), name) !=
+           lock_statements_.end();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Servers coming and going
+
+void Client::on_server_assigned(Server& server) {
+    server_ = &server;
+    pool_->stats().wait_time_us += (worker_.now_ms() - state_since_ms_) * 1000;
+    set_state(State::Active);
+    last_activity_ms_ = worker_.now_ms();
+    server.link(*this);
+    if (!server.busy()) on_server_ready();
+}
+
+void Client::on_server_ready() {
+    if (state_ != State::Active) return;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+void Client::on_server_released() {
+    server_ = nullptr;
+    if (state_ != State::Active) return;
+    set_state(State::Idle);
+    passthrough_remaining_ = 0;
+    input_paused_ = false;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+void Client::on_server_lost(const std::string& reason, bool server_saw_requests) {
+    server_ = nullptr;
+    if (state_ == State::Closing) return;
+    if (!server_saw_requests && !tethered_ && state_ == State::Active) {
+        // The server failed before it served us anything (a failed check or parameter sync):
+        // quietly ask for another one.
+        set_state(State::Idle);
+        stream_.start_reading();
+        stream_.redeliver_pending_input();
+        return;
+    }
+    fail(protocol::sqlstate::kConnectionFailure, "server connection lost: " + reason);
+}
+
+void Client::set_tether(std::vector<AdvisoryLockKey> keys, bool tethered) {
+    if (tethered && !tethered_) tethered_since_ms_ = worker_.now_ms();
+    tethered_ = tethered;
+    held_locks_ = std::move(keys);
+}
+
+void Client::detach_from_server() {
+    Server* server = server_;
+    if (!server) return;
+    server_ = nullptr;
+    if (server->busy()) {
+        // It is working for us (parameter sync, check, probe); it finishes and cleans up alone.
+        server->unlink();
+        return;
+    }
+    bool clean = server->tracker().idle() && !tethered_ && !server->lock_relevant();
+    server->unlink();
+    if (clean) {
+        server->pool().release(*server);
+    } else {
+        server->scrub();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeouts and closing
+
+void Client::janitor(std::uint64_t now) {
+    const auto& config = worker_.config();
+    auto expired = [&](std::uint64_t since, Duration limit) {
+        return limit.count() > 0 && now - since >= to_ms(limit);
+    };
+    switch (state_) {
+        case State::Startup:
+        case State::Auth:
+        case State::WelcomeWait:
+            if (expired(connected_at_ms_, config.client_login_timeout)) {
+                fail(protocol::sqlstate::kProtocolViolation, "client_login_timeout");
+            }
+            break;
+        case State::Waiting:
+            if (expired(state_since_ms_, config.query_wait_timeout)) {
+                fail(protocol::sqlstate::kProtocolViolation, "query_wait_timeout");
+            }
+            break;
+        case State::Idle:
+            if (expired(last_activity_ms_ ? last_activity_ms_ : state_since_ms_,
+                        config.client_idle_timeout)) {
+                fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
+            }
+            break;
+        case State::Active: {
+            if (!server_ || server_->busy()) break;
+            auto& tracker = server_->tracker();
+            if (!tracker.quiet()) {
+                if (expired(query_started_ms_, config.query_timeout)) {
+                    fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
+                }
+            } else if (tracker.tx_status() != protocol::kTxIdle) {
+                if (expired(last_activity_ms_, config.idle_transaction_timeout)) {
+                    fail(protocol::sqlstate::kIdleInTransactionTimeout,
+                         "idle transaction timeout");
+                }
+            } else if (tethered_ && expired(last_activity_ms_, config.tethered_idle_timeout)) {
+                fail(protocol::sqlstate::kIdleSessionTimeout,
+                     "tethered client idle for longer than tethered_idle_timeout; its advisory "
+                     "locks have been released");
+            } else if (expired(last_activity_ms_, config.client_idle_timeout) &&
+                       pool_->mode() == PoolMode::Session) {
+                fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
+            }
+            break;
+        }
+        case State::Closing:
+            if (now - state_since_ms_ >= kLingerMs) stream_.close();
+            break;
+    }
+}
+
+void Client::fail(const char* sqlstate, const std::string& message) {
+    protocol::ErrorFields error{"FATAL", sqlstate, message, {}, {}};
+    close(message, &error);
+}
+
+void Client::close(const std::string& reason, const protocol::ErrorFields* error) {
+    if (state_ == State::Closing) return;
+    State previous = state_;
+    bool logged_in = previous != State::Startup && previous != State::Auth;
+    const auto& config = worker_.config();
+    if (logged_in ? config.log_disconnections : config.log_pooler_errors && error) {
+        spdlog::info("{}: closing because: {} (age={}s)", describe(), reason,
+                     (worker_.now_ms() - connected_at_ms_) / 1000);
+    }
+    if (error) {
+        std::string out;
+        protocol::append_error_response(out, *error);
+        stream_.write(out);
+    }
+    if (pool_) {
+        if (previous == State::Waiting) pool_->cancel_request(*this);
+        if (previous == State::WelcomeWait) pool_->cancel_welcome_wait(*this);
+    }
+    set_state(State::Closing);
+    detach_from_server();
+    if (has_cancel_key_) {
+        worker_.cancels().remove(cancel_key_);
+        has_cancel_key_ = false;
+    }
+    auth_.reset();
+    if (error) {
+        stream_.close_after_flush();
+    } else {
+        stream_.close();
+    }
+}
+
+}  // namespace pgtether

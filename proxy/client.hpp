@@ -1,0 +1,150 @@
+// A client connection: start-up, authentication, then requests that borrow servers from its pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/backend_messages.hpp"
+#include "protocol/startup.hpp"
+#include "proxy/intrusive_list.hpp"
+#include "proxy/server.hpp"
+#include "proxy/session_params.hpp"
+#include "proxy/stream.hpp"
+
+namespace pgtether {
+
+class ClientAuth;
+class Pool;
+class Worker;
+struct DatabaseConfig;
+
+class Client final : public Stream::Handler {
+public:
+    enum class State {
+        Startup,      // waiting for the start-up packet (an SSLRequest/GSSENCRequest may come first)
+        Auth,         // we asked for a password / SASL exchange; waiting for the client's answer
+        WelcomeWait,  // authenticated; waiting for the pool to learn its servers' parameters
+        Idle,         // logged in; no server linked; nothing in flight
+        Waiting,      // has a request but no server: queued in its pool, input held
+        Active,       // linked to a server; messages flow both ways
+        Closing,      // closing; no further input is processed
+    };
+
+    Client(Worker& worker, bool tcp);
+    ~Client();
+
+    // Accepts from the listener and starts reading. Returns false (and closes) on failure.
+    bool accept(uv_stream_t* listener);
+    // Closes the connection after sending `error` (when given) and logs the reason.
+    void close(const std::string& reason, const protocol::ErrorFields* error = nullptr);
+    // Sends a FATAL error with this SQLSTATE and message, then closes.
+    void fail(const char* sqlstate, const std::string& message);
+
+    [[nodiscard]] State state() const { return state_; }
+    [[nodiscard]] std::uint64_t id() const { return id_; }
+    [[nodiscard]] const std::string& user() const { return user_; }
+    [[nodiscard]] const std::string& database() const { return database_; }
+    [[nodiscard]] Pool* pool() { return pool_; }
+    [[nodiscard]] Server* server() { return server_; }
+    [[nodiscard]] ParamValues& params() { return params_; }
+    [[nodiscard]] const protocol::CancelKey& cancel_key() const { return cancel_key_; }
+    [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
+    [[nodiscard]] std::string describe() const;  // "C-12 db/user@1.2.3.4:5678" for logs
+
+    // ---- called by the pool ----
+    void on_welcome_ready();
+    void on_server_assigned(Server& server);
+    void on_login_failed(const protocol::ErrorFields& error);
+
+    // ---- called by the linked server ----
+    // Server replies to forward; false when the client's socket is backed up.
+    bool send_from_server(const uv_buf_t* bufs, unsigned count);
+    bool send(std::string_view bytes);
+    // The server finished an internal query for this client (parameter sync, probe): resume input.
+    void on_server_ready();
+    // The transaction ended and the server went back to the pool.
+    void on_server_released();
+    // The server connection failed under this client. When it had not yet seen any request of
+    // this client, the client quietly gets another server; otherwise it is closed with an error.
+    void on_server_lost(const std::string& reason, bool server_saw_requests);
+    // Flow control: the server's socket is backed up / drained.
+    void pause_input();
+    void resume_input();
+
+    // ---- the tether ----
+    [[nodiscard]] bool tethered() const { return tethered_; }
+    [[nodiscard]] const std::vector<AdvisoryLockKey>& held_locks() const { return held_locks_; }
+    [[nodiscard]] std::uint64_t tethered_since_ms() const { return tethered_since_ms_; }
+    // The probe's verdict: `tethered` with the keys found (keys may be empty when the probe
+    // failed and pgtether keeps the client tethered to be safe).
+    void set_tether(std::vector<AdvisoryLockKey> keys, bool tethered);
+    // Whether named prepared statement `name` mentions a lock function (the tether's trigger must
+    // also fire when such a statement is executed later, by Bind).
+    [[nodiscard]] bool statement_is_lock_relevant(std::string_view name) const;
+    [[nodiscard]] const std::string& last_query() const { return last_query_; }
+
+    // The periodic timeouts (login, idle, wait, transaction idle, tethered idle).
+    void janitor(std::uint64_t now_ms);
+
+    ListHook pool_hook_;
+    ListHook worker_hook_;
+
+private:
+    // Stream::Handler
+    std::size_t on_stream_data(protocol::ByteSpan data) override;
+    void on_stream_end(int status) override;
+    void on_stream_drained() override;
+    void on_stream_connected(int) override {}
+    void on_stream_closed() override;
+
+    std::size_t handle_startup(protocol::ByteSpan data);
+    std::size_t handle_auth(protocol::ByteSpan data);
+    std::size_t handle_requests(protocol::ByteSpan data);
+    void handle_startup_packet(const protocol::StartupPacket& packet);
+    void handle_cancel_request(const protocol::CancelKey& key);
+    void start_authentication();
+    void on_authenticated();
+    void finish_login();
+    void set_state(State state);
+    // On close: hand the linked server back — directly when clean, through a scrub otherwise.
+    void detach_from_server();
+    void remember_query(std::string_view sql);
+    void remember_statement(std::string_view name, bool lock_relevant);
+
+    // Authentication messages are small; anything larger is refused before it is buffered.
+    static constexpr std::uint32_t kMaxAuthMessage = 16 * 1024;
+
+    Worker& worker_;
+    Stream stream_;
+    State state_ = State::Startup;
+    std::uint64_t id_;
+    std::uint64_t state_since_ms_ = 0;
+    std::uint64_t connected_at_ms_ = 0;
+    std::string user_;
+    std::string database_;
+    std::string peer_;
+    Pool* pool_ = nullptr;
+    Server* server_ = nullptr;
+    protocol::CancelKey cancel_key_;
+    ParamValues params_;
+    std::unique_ptr<ClientAuth> auth_;
+    std::size_t passthrough_remaining_ = 0;  // bytes of a streamed message still to forward
+    bool ssl_answered_ = false;
+    bool tcp_ = true;
+    bool input_paused_ = false;  // the server's socket is backed up
+    bool has_cancel_key_ = false;
+    std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
+    std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
+    // The tether.
+    bool tethered_ = false;
+    std::uint64_t tethered_since_ms_ = 0;
+    std::vector<AdvisoryLockKey> held_locks_;
+    // Named prepared statements whose text mentions a lock function.
+    std::vector<std::string> lock_statements_;
+    std::string last_query_;  // for SHOW LOCKS and leak reports; truncated
+};
+
+}  // namespace pgtether

@@ -1,0 +1,73 @@
+// Authenticating a client against auth_type and auth_file, as PgBouncer does:
+//   trust  — no password; the user must be in auth_file when one is configured;
+//   any    — like trust, and the user name is irrelevant (databases force their own user);
+//   plain  — AuthenticationCleartextPassword, checked against a plain, md5 or SCRAM secret;
+//   md5    — AuthenticationMD5Password against a plain or md5 secret, switching to SCRAM
+//            when the stored secret is a SCRAM secret (it cannot answer an md5 challenge);
+//   scram-sha-256 — SCRAM against a plain or SCRAM secret.
+// A wrong password and an unknown user get the same 28P01 error, as from PostgreSQL, so that user
+// names cannot be probed.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "protocol/bytes.hpp"
+#include "protocol/scram.hpp"
+#include "proxy/auth_file.hpp"
+#include "proxy/config.hpp"
+
+namespace pgtether {
+
+class ClientAuth {
+public:
+    enum class Outcome { Continue, Success, Failure };
+    struct Step {
+        Outcome outcome = Outcome::Continue;
+        std::string reply;    // bytes to send to the client (authentication requests)
+        std::string sqlstate; // on failure
+        std::string message;  // on failure
+    };
+
+    ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_configured,
+               std::string user);
+    ~ClientAuth();
+
+    // The first step: an authentication request, or an immediate verdict (trust, unknown method).
+    Step start();
+    // A PasswordMessage / SASLInitialResponse / SASLResponse body from the client.
+    Step on_password_message(protocol::ByteSpan body);
+
+    // The secret the client proved it knows (for logging in to the server with it).
+    [[nodiscard]] const std::optional<UserSecret>& secret() const { return secret_; }
+    // After a successful SCRAM exchange: the ClientKey, which lets pgtether log in to a server
+    // that stores the same SCRAM secret without knowing the password.
+    [[nodiscard]] std::optional<protocol::ScramKey> scram_client_key() const;
+    // The plain password, when the client sent it in clear (plain auth).
+    [[nodiscard]] const std::optional<std::string>& cleartext_password() const {
+        return cleartext_;
+    }
+
+private:
+    enum class Method { None, Cleartext, Md5, Scram };
+    Step fail_password() const;
+    Step begin_scram();
+    Step on_cleartext(protocol::ByteSpan body);
+    Step on_md5(protocol::ByteSpan body);
+    Step on_scram(protocol::ByteSpan body);
+    bool check_cleartext(const std::string& password) const;
+
+    AuthType type_;
+    std::string user_;
+    std::optional<UserSecret> secret_;
+    bool auth_file_configured_;
+    bool user_listed_ = false;  // the user has a line in auth_file
+    Method method_ = Method::None;
+    std::array<std::uint8_t, 4> md5_salt_{};
+    std::unique_ptr<protocol::ScramServer> scram_;
+    bool scram_started_ = false;
+    std::optional<std::string> cleartext_;
+};
+
+}  // namespace pgtether

@@ -1,0 +1,81 @@
+// A minimal intrusive doubly-linked list: O(1) insert/remove with no allocation, so that a
+// connection can move between a pool's idle, active and waiting lists on every transaction without
+// touching the heap. An object joins one list per ListHook member it has.
+#pragma once
+
+#include <cstddef>
+
+namespace pgtether {
+
+struct ListHook {
+    ListHook* prev = nullptr;
+    ListHook* next = nullptr;
+    void* owner = nullptr;  // the object this hook is a member of, set on insertion
+    [[nodiscard]] bool linked() const { return next != nullptr; }
+};
+
+// T must have a member `ListHook Hook`; the list stores pointers to that member.
+template <typename T, ListHook T::*Hook>
+class IntrusiveList {
+public:
+    IntrusiveList() { head_.prev = head_.next = &head_; }
+    IntrusiveList(const IntrusiveList&) = delete;
+    IntrusiveList& operator=(const IntrusiveList&) = delete;
+
+    [[nodiscard]] bool empty() const { return head_.next == &head_; }
+    [[nodiscard]] std::size_t size() const { return size_; }
+
+    void push_back(T& item) { insert_before(&head_, hook_of(item)); }
+    void push_front(T& item) { insert_before(head_.next, hook_of(item)); }
+    void remove(T& item) {
+        ListHook* h = &(item.*Hook);
+        if (!h->linked()) return;
+        h->prev->next = h->next;
+        h->next->prev = h->prev;
+        h->prev = h->next = nullptr;
+        --size_;
+    }
+    [[nodiscard]] bool contains(const T& item) const { return (item.*Hook).linked(); }
+    T* front() { return empty() ? nullptr : owner(head_.next); }
+    T* back() { return empty() ? nullptr : owner(head_.prev); }
+    T* pop_front() {
+        T* item = front();
+        if (item) remove(*item);
+        return item;
+    }
+    T* pop_back() {
+        T* item = back();
+        if (item) remove(*item);
+        return item;
+    }
+
+    // Iteration that tolerates removal of the current element: the callback may remove `item`.
+    template <typename F>
+    void for_each(F&& f) {
+        for (ListHook* h = head_.next; h != &head_;) {
+            ListHook* next = h->next;
+            f(*owner(h));
+            h = next;
+        }
+    }
+
+private:
+    static T* owner(ListHook* h) { return static_cast<T*>(h->owner); }
+    static ListHook* hook_of(T& item) {
+        ListHook* h = &(item.*Hook);
+        h->owner = &item;
+        return h;
+    }
+    void insert_before(ListHook* pos, ListHook* h) {
+        h->next = pos;
+        h->prev = pos->prev;
+        pos->prev->next = h;
+        pos->prev = h;
+        ++size_;
+    }
+
+    ListHook head_;
+    std::size_t size_ = 0;
+};
+
+}  // namespace pgtether

@@ -1,0 +1,64 @@
+#include "proxy/listener.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "proxy/worker.hpp"
+
+namespace pgtether {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& name, int rc) {
+    throw std::runtime_error("cannot " + what + " " + name + ": " + uv_strerror(rc));
+}
+
+}  // namespace
+
+void Listener::listen_tcp(const sockaddr* address, const std::string& name, int backlog) {
+    tcp_ = true;
+    name_ = name;
+    int rc = uv_tcp_init(worker_.loop(), &handle_.tcp);
+    if (rc != 0) fail("create socket for", name, rc);
+    open_ = true;
+    handle_.tcp.data = this;
+    // IPv6 sockets only take IPv6 so that "*" can bind 0.0.0.0 and :: side by side.
+    unsigned flags = address->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0;
+    rc = uv_tcp_bind(&handle_.tcp, address, flags);
+    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&handle_.tcp), backlog, on_connection);
+    if (rc != 0) fail("listen on", name, rc);
+}
+
+void Listener::listen_unix(const std::string& path, int mode, int backlog) {
+    tcp_ = false;
+    name_ = path;
+    unix_path_ = path;
+    int rc = uv_pipe_init(worker_.loop(), &handle_.pipe, 0);
+    if (rc != 0) fail("create socket for", path, rc);
+    open_ = true;
+    handle_.pipe.data = this;
+    // A socket file left by a crashed process would make bind fail; PostgreSQL and PgBouncer
+    // remove it too (a live process on it would own the TCP port as well, which we bind first).
+    ::unlink(path.c_str());
+    rc = uv_pipe_bind(&handle_.pipe, path.c_str());
+    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&handle_.pipe), backlog, on_connection);
+    if (rc != 0) fail("listen on", path, rc);
+    ::chmod(path.c_str(), static_cast<mode_t>(mode));
+}
+
+void Listener::on_connection(uv_stream_t* handle, int status) {
+    auto* self = static_cast<Listener*>(handle->data);
+    if (status < 0) return;  // e.g. EMFILE: libuv retries on the next event
+    self->worker_.accept_client(handle, self->tcp_);
+}
+
+void Listener::close() {
+    if (!open_) return;
+    open_ = false;
+    uv_close(reinterpret_cast<uv_handle_t*>(&handle_), nullptr);
+    if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+}
+
+}  // namespace pgtether

@@ -1,0 +1,39 @@
+// A listening socket (TCP address or Unix socket) that hands accepted connections to its worker.
+#pragma once
+
+#include <uv.h>
+
+#include <string>
+
+namespace pgtether {
+
+class Worker;
+
+class Listener {
+public:
+    explicit Listener(Worker& worker) : worker_(worker) {}
+    Listener(const Listener&) = delete;
+    Listener& operator=(const Listener&) = delete;
+
+    // Throw std::runtime_error naming the address when binding or listening fails.
+    void listen_tcp(const sockaddr* address, const std::string& name, int backlog);
+    void listen_unix(const std::string& path, int mode, int backlog);
+    // Stops accepting; the object may be destroyed after the loop ran once more.
+    void close();
+    [[nodiscard]] const std::string& name() const { return name_; }
+
+private:
+    static void on_connection(uv_stream_t* handle, int status);
+
+    Worker& worker_;
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } handle_{};
+    bool tcp_ = true;
+    bool open_ = false;
+    std::string name_;
+    std::string unix_path_;
+};
+
+}  // namespace pgtether

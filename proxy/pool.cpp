@@ -1,0 +1,339 @@
+#include "proxy/pool.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/scram.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/client_auth.hpp"
+#include "proxy/worker.hpp"
+
+namespace pgtether {
+
+namespace {
+
+std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
+
+// How long a server may spend cleaning up (draining, rolling back, unlocking, resetting) before
+// it is closed instead.
+constexpr std::uint64_t kCleanupTimeoutMs = 10'000;
+
+}  // namespace
+
+Pool::Pool(Worker& worker, DatabaseConfig database, std::string user)
+    : worker_(worker), database_(std::move(database)), user_(std::move(user)) {
+    apply_config(database_);
+}
+
+Pool::~Pool() = default;
+
+void Pool::apply_config(const DatabaseConfig& database) {
+    const auto& config = worker_.config();
+    database_ = database;
+    const UserConfig* user = config.find_user(user_);
+    mode_ = user && user->pool_mode ? *user->pool_mode
+            : database_.pool_mode   ? *database_.pool_mode
+                                    : config.pool_mode;
+    pool_size_ = database_.pool_size.value_or(config.default_pool_size);
+    min_pool_size_ = database_.min_pool_size.value_or(config.min_pool_size);
+    reserve_pool_size_ = database_.reserve_pool_size.value_or(config.reserve_pool_size);
+    max_db_connections_ = database_.max_db_connections.value_or(config.max_db_connections);
+    max_user_connections_ = user && user->max_user_connections ? *user->max_user_connections
+                                                                : config.max_user_connections;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Credentials
+
+ServerCredentials Pool::server_credentials() const {
+    ServerCredentials credentials;
+    credentials.user = user_;
+    if (!database_.password.empty()) {
+        credentials.password = database_.password;
+        return credentials;
+    }
+    const auto& auth_file = worker_.auth_file();
+    if (auto it = auth_file.find(user_); it != auth_file.end()) {
+        switch (it->second.kind) {
+            case SecretKind::Plain: credentials.password = it->second.secret; break;
+            case SecretKind::Md5: credentials.md5_secret = it->second.secret; break;
+            case SecretKind::Scram:
+                credentials.scram_client_key = scram_client_key_;
+                credentials.scram_server_key = scram_server_key_;
+                break;
+        }
+    }
+    return credentials;
+}
+
+void Pool::learn_client_credentials(const ClientAuth& auth) {
+    // SCRAM pass-through: a client proved it knows the password behind the SCRAM secret in
+    // auth_file; its ClientKey lets us answer the server's SCRAM challenge for the same secret.
+    auto client_key = auth.scram_client_key();
+    if (!client_key || !auth.secret() || auth.secret()->kind != SecretKind::Scram) return;
+    auto secret = protocol::parse_scram_secret(auth.secret()->secret);
+    if (!secret) return;
+    scram_client_key_ = *client_key;
+    scram_server_key_ = secret->server_key;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Greeting
+
+void Pool::wait_for_welcome(Client& client) {
+    if (last_login_error_ && server_count_ == 0 &&
+        worker_.now_ms() - last_login_failure_ms_ < to_ms(worker_.config().server_login_retry)) {
+        // Logins are failing: tell the client now instead of letting it wait (PgBouncer's
+        // "fast fail").
+        client.on_login_failed(*last_login_error_);
+        return;
+    }
+    welcome_waiting_.push_back(client);
+    if (connecting_ == 0 && idle_.empty()) {
+        if (may_launch(true)) {
+            launch_server();
+        } else if (server_count_ > 0) {
+            // Every server is busy: learn the greeting from the next one released.
+        }
+    }
+}
+
+void Pool::cancel_welcome_wait(Client& client) { welcome_waiting_.remove(client); }
+
+// ---------------------------------------------------------------------------------------------
+// Clients asking for servers
+
+void Pool::request_server(Client& client) {
+    if (Server* server = idle_.pop_front()) {
+        used_.push_back(*server);
+        client.on_server_assigned(*server);
+        return;
+    }
+    if (last_login_error_ && server_count_ == 0 &&
+        worker_.now_ms() - last_login_failure_ms_ < to_ms(worker_.config().server_login_retry)) {
+        protocol::ErrorFields error = *last_login_error_;
+        error.severity = "FATAL";
+        client.close("server login has been failing: " + error.message, &error);
+        return;
+    }
+    waiting_.push_back(client);
+    launch_if_needed();
+}
+
+void Pool::cancel_request(Client& client) { waiting_.remove(client); }
+
+// ---------------------------------------------------------------------------------------------
+// Servers
+
+bool Pool::may_launch(bool use_reserve) const {
+    const auto& config = worker_.config();
+    if (worker_.shutting_down()) return false;
+    if (last_login_failure_ms_ != 0 &&
+        worker_.now_ms() - last_login_failure_ms_ < to_ms(config.server_login_retry)) {
+        return false;
+    }
+    int limit = pool_size_ + (use_reserve ? reserve_pool_size_ : 0);
+    if (server_count_ >= limit) return false;
+    auto& self = const_cast<Pool&>(*this);
+    if (max_db_connections_ > 0 &&
+        self.worker_.database_server_count(database_.name) >= max_db_connections_) {
+        return false;
+    }
+    if (max_user_connections_ > 0 &&
+        self.worker_.user_server_count(user_) >= max_user_connections_) {
+        return false;
+    }
+    return true;
+}
+
+void Pool::launch_if_needed() {
+    // One new server per waiting client not already covered by a server on its way.
+    while (static_cast<std::size_t>(connecting_) < waiting_.size() && may_launch(false)) {
+        launch_server();
+    }
+}
+
+void Pool::launch_server() {
+    auto* server = new Server(worker_, *this);
+    used_.push_back(*server);
+    ++server_count_;
+    ++connecting_;
+    if (server_count_ > pool_size_) ++reserve_in_use_;
+    ++worker_.database_server_count(database_.name);
+    ++worker_.user_server_count(user_);
+    worker_.stats().servers_opened++;
+    server->connect();
+}
+
+void Pool::on_server_login(Server& server) {
+    --connecting_;
+    last_login_failure_ms_ = 0;
+    last_login_error_.reset();
+    if (welcome_.empty()) {
+        welcome_ = server.welcome_;
+        default_params_ = server.params();
+        // Clients that authenticated while we waited for this greeting can now be logged in.
+        while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
+    }
+    release(server);
+}
+
+void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& error) {
+    (void)server;
+    --connecting_;
+    last_login_failure_ms_ = worker_.now_ms();
+    last_login_error_ = error;
+    while (Client* client = welcome_waiting_.pop_front()) client->on_login_failed(error);
+    if (server_count_ <= 1) {
+        // No other server can serve the queued clients: fail them now (fast fail) rather than
+        // let them sit until query_wait_timeout.
+        protocol::ErrorFields fatal = error;
+        fatal.severity = "FATAL";
+        while (Client* client = waiting_.pop_front()) {
+            client->close("server login failed: " + error.message, &fatal);
+        }
+    }
+}
+
+void Pool::forget_server(Server& server) {
+    if (idle_.contains(server)) {
+        idle_.remove(server);
+    } else {
+        used_.remove(server);
+    }
+    --server_count_;
+    if (reserve_in_use_ > 0 && server_count_ < pool_size_ + reserve_in_use_) --reserve_in_use_;
+    --worker_.database_server_count(database_.name);
+    --worker_.user_server_count(user_);
+    launch_if_needed();
+}
+
+void Pool::release(Server& server) {
+    if (server.state() == Server::State::Closing) return;
+    const auto& config = worker_.config();
+    std::uint64_t now = worker_.now_ms();
+    if (server.retired() ||
+        (config.server_lifetime.count() > 0 &&
+         now - server.connected_at_ms() >= to_ms(config.server_lifetime) &&
+         !server.client())) {
+        server.close(server.retired() ? "server retired" : "server_lifetime");
+        return;
+    }
+    if (server.cancels_in_flight_ > 0) {
+        // A cancel for the last client is still on its way; the backend must not start serving
+        // someone else until it has arrived (Server::cancel_finished releases it).
+        server.set_state(Server::State::Cleaning);
+        server.release_after_cancels_ = true;
+        return;
+    }
+    bool needs_reset = (mode_ == PoolMode::Session || config.server_reset_query_always) &&
+                       !config.server_reset_query.empty();
+    if (needs_reset && !server.reset_done()) {
+        server.reset();
+        return;
+    }
+    server.clear_reset_done();
+    if (!waiting_.empty()) {
+        hand_to_waiting_client(server);
+        return;
+    }
+    make_idle(server);
+}
+
+void Pool::hand_to_waiting_client(Server& server) {
+    Client* client = waiting_.pop_front();
+    if (!idle_.contains(server)) used_.remove(server);
+    idle_.remove(server);
+    used_.push_back(server);
+    client->on_server_assigned(server);
+}
+
+void Pool::make_idle(Server& server) {
+    used_.remove(server);
+    // LIFO by default keeps the hottest backends busy and lets the others reach
+    // server_idle_timeout; server_round_robin spreads the load evenly instead.
+    if (worker_.config().server_round_robin) {
+        idle_.push_back(server);
+    } else {
+        idle_.push_front(server);
+    }
+    server.mark_idle(worker_.now_ms());
+}
+
+void Pool::take_idle(Server& server) {
+    idle_.remove(server);
+    used_.push_back(server);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Periodic work
+
+void Pool::janitor(std::uint64_t now) {
+    const auto& config = worker_.config();
+    // Reserve pool: a client has waited longer than reserve_pool_timeout.
+    if (Client* first = waiting_.front()) {
+        if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&
+            static_cast<std::size_t>(connecting_) < waiting_.size() && may_launch(true)) {
+            spdlog::info("{}/{}: taking a server from the reserve pool", database_.name, user_);
+            launch_server();
+        }
+    }
+    // min_pool_size: keep some servers warm once the pool is in use.
+    while (server_count_ < min_pool_size_ && may_launch(false)) launch_server();
+
+    std::vector<Server*> to_close;
+    std::vector<Server*> to_sweep;
+    const bool sweep = config.advisory_lock_tracking != LockTracking::Off &&
+                       config.server_check_delay.count() > 0;
+    idle_.for_each([&](Server& server) {
+        if (config.server_lifetime.count() > 0 &&
+            now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
+            to_close.push_back(&server);
+        } else if (config.server_idle_timeout.count() > 0 &&
+                   now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
+                   server_count_ - static_cast<int>(to_close.size()) > min_pool_size_) {
+            to_close.push_back(&server);
+        } else if (sweep && now - std::max(server.idle_since_ms(), server.last_checked_ms()) >=
+                                to_ms(config.server_check_delay)) {
+            to_sweep.push_back(&server);
+        }
+    });
+    used_.for_each([&](Server& server) {
+        auto state = server.state();
+        if ((state == Server::State::Connecting || state == Server::State::Login) &&
+            config.server_connect_timeout.count() > 0 &&
+            now - server.state_since_ms_ >= to_ms(config.server_connect_timeout)) {
+            to_close.push_back(&server);
+        } else if (state == Server::State::Cleaning &&
+                   now - server.state_since_ms_ >= kCleanupTimeoutMs) {
+            to_close.push_back(&server);
+        }
+    });
+    for (Server* server : to_close) {
+        auto state = server->state();
+        server->close(state == Server::State::Connecting || state == Server::State::Login
+                          ? "server_connect_timeout"
+                      : state == Server::State::Cleaning ? "clean-up took too long"
+                      : now - server->connected_at_ms() >= to_ms(config.server_lifetime)
+                          ? "server_lifetime"
+                          : "server_idle_timeout");
+    }
+    for (Server* server : to_sweep) {
+        take_idle(*server);
+        server->sweep_for_leaks();
+    }
+}
+
+void Pool::close_idle_servers(const char* reason) {
+    std::vector<Server*> idle;
+    idle_.for_each([&](Server& server) { idle.push_back(&server); });
+    for (Server* server : idle) server->close(reason);
+}
+
+void Pool::close_all_servers(const char* reason) {
+    used_.for_each([&](Server& server) { server.retire(); });
+    close_idle_servers(reason);
+}
+
+bool Pool::empty() const { return server_count_ == 0 && waiting_.empty(); }
+
+}  // namespace pgtether

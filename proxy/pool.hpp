@@ -1,0 +1,131 @@
+// A pool: the server connections for one (database entry, server user) pair, the clients queued
+// for them, and the server parameters new clients are greeted with.
+//
+// Invariants:
+//   - every live Server of this pool is in exactly one of idle_ (clean, unlinked, ready) or used_
+//     (connecting, logging in, linked to a client, or busy with pgtether's own queries);
+//   - waiting_ holds clients that have a request but no server, in arrival order;
+//   - server_count() never exceeds pool_size + reserve_pool_size, nor the database and user limits.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "protocol/backend_messages.hpp"
+#include "proxy/client.hpp"
+#include "proxy/config.hpp"
+#include "proxy/intrusive_list.hpp"
+#include "proxy/server.hpp"
+#include "proxy/server_login.hpp"
+#include "proxy/session_params.hpp"
+#include "proxy/stats.hpp"
+
+namespace pgtether {
+
+class ClientAuth;
+class Worker;
+
+class Pool {
+public:
+    // `database` is the client-facing entry (a copy: reload replaces it); `user` is the user the
+    // servers log in as (the entry's forced user, or the client's own).
+    Pool(Worker& worker, DatabaseConfig database, std::string user);
+    ~Pool();
+    Pool(const Pool&) = delete;
+    Pool& operator=(const Pool&) = delete;
+
+    [[nodiscard]] const std::string& database_name() const { return database_.name; }
+    [[nodiscard]] const std::string& user_name() const { return user_; }
+    [[nodiscard]] const DatabaseConfig& database() const { return database_; }
+    [[nodiscard]] PoolMode mode() const { return mode_; }
+    [[nodiscard]] Worker& worker() { return worker_; }
+    [[nodiscard]] PoolStats& stats() { return stats_; }
+
+    // Re-resolves sizes and modes after a reload.
+    void apply_config(const DatabaseConfig& database);
+
+    // ---- server greeting ----
+    [[nodiscard]] bool has_welcome() const { return !welcome_.empty(); }
+    // ParameterStatus pairs the first server sent, in order.
+    [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& welcome() const {
+        return welcome_;
+    }
+    // Values of the tracked parameters a fresh server starts with.
+    [[nodiscard]] const ParamValues& default_params() const { return default_params_; }
+    // A logged-in client waits here until the first server has told us its parameters.
+    void wait_for_welcome(Client& client);
+    void cancel_welcome_wait(Client& client);
+
+    // ---- credentials for logging in to servers ----
+    [[nodiscard]] ServerCredentials server_credentials() const;
+    // After a client authenticated: keep what it proved (SCRAM keys) for server logins.
+    void learn_client_credentials(const ClientAuth& auth);
+
+    // ---- clients asking for servers ----
+    // The client has a request: link a server now (the client's on_server_assigned runs before
+    // this returns) or queue the client.
+    void request_server(Client& client);
+    void cancel_request(Client& client);
+    [[nodiscard]] std::size_t waiting_count() const { return waiting_.size(); }
+
+    // ---- servers coming back ----
+    // A server is clean and unlinked: give it to a waiting client or make it idle. Runs the reset
+    // query first when the mode requires it.
+    void release(Server& server);
+    // A server finished logging in (first ReadyForQuery).
+    void on_server_login(Server& server);
+    void on_server_login_failed(Server& server, const protocol::ErrorFields& error);
+    // A server is being destroyed.
+    void forget_server(Server& server);
+    // A server moved from idle to busy (check query, leak sweep) or back.
+    void take_idle(Server& server);
+
+    // Periodic work: timeouts, min_pool_size, reserve pool, idle checks.
+    void janitor(std::uint64_t now_ms);
+    // RECONNECT / reload: close idle servers now, the others when released.
+    void close_all_servers(const char* reason);
+    void close_idle_servers(const char* reason);
+    [[nodiscard]] bool empty() const;
+
+    [[nodiscard]] int server_count() const { return server_count_; }
+    [[nodiscard]] std::size_t idle_count() const { return idle_.size(); }
+
+private:
+    void launch_if_needed();
+    [[nodiscard]] bool may_launch(bool use_reserve) const;
+    void launch_server();
+    void hand_to_waiting_client(Server& server);
+    void make_idle(Server& server);
+    void fail_waiting_clients(const protocol::ErrorFields& error);
+
+    Worker& worker_;
+    DatabaseConfig database_;
+    std::string user_;
+    PoolMode mode_ = PoolMode::Transaction;
+    int pool_size_ = 0;
+    int min_pool_size_ = 0;
+    int reserve_pool_size_ = 0;
+    int max_db_connections_ = 0;
+    int max_user_connections_ = 0;
+
+    IntrusiveList<Server, &Server::pool_hook_> idle_;
+    IntrusiveList<Server, &Server::pool_hook_> used_;
+    IntrusiveList<Client, &Client::pool_hook_> waiting_;
+    IntrusiveList<Client, &Client::pool_hook_> welcome_waiting_;
+    int server_count_ = 0;   // idle_ + used_
+    int connecting_ = 0;     // servers not yet logged in
+    int reserve_in_use_ = 0; // servers launched beyond pool_size
+
+    std::vector<std::pair<std::string, std::string>> welcome_;
+    ParamValues default_params_;
+    std::uint64_t last_login_failure_ms_ = 0;
+    std::optional<protocol::ErrorFields> last_login_error_;
+    std::optional<protocol::ScramKey> scram_client_key_;
+    std::optional<protocol::ScramKey> scram_server_key_;
+    PoolStats stats_;
+};
+
+}  // namespace pgtether

@@ -1,0 +1,837 @@
+#include "proxy/server.hpp"
+
+#include <arpa/inet.h>
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/framing.hpp"
+#include "protocol/frontend_messages.hpp"
+#include "protocol/message_types.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/client.hpp"
+#include "proxy/forward_batch.hpp"
+#include "proxy/pool.hpp"
+#include "proxy/server_login.hpp"
+#include "proxy/worker.hpp"
+
+namespace pgtether {
+
+namespace be = protocol::be;
+using protocol::ByteSpan;
+using protocol::Frame;
+using protocol::FrameStatus;
+
+const char* to_string(InternalPurpose purpose) {
+    switch (purpose) {
+        case InternalPurpose::ConnectQuery: return "connect_query";
+        case InternalPurpose::Check: return "server_check_query";
+        case InternalPurpose::ParamSync: return "parameter sync";
+        case InternalPurpose::Probe: return "advisory lock probe";
+        case InternalPurpose::Reset: return "server_reset_query";
+        case InternalPurpose::Scrub: return "scrub";
+        case InternalPurpose::LeakSweep: return "leak sweep";
+    }
+    return "?";
+}
+
+namespace {
+
+// Messages a server may send that are only forwarded, never inspected: when one is larger than
+// what has arrived so far, its first part can go to the client right away (streaming) instead of
+// being assembled in memory first.
+bool streamable_from_server(char type) {
+    return type == be::kDataRow || type == be::kCopyData;
+}
+
+protocol::ErrorFields fatal(const char* sqlstate, std::string message) {
+    return {"FATAL", sqlstate, std::move(message), {}, {}};
+}
+
+}  // namespace
+
+Server::Server(Worker& worker, Pool& pool)
+    : worker_(worker), pool_(pool), stream_(worker, *this), id_(worker.next_id()) {
+    worker_.register_server(*this);
+    state_since_ms_ = worker_.now_ms();
+}
+
+Server::~Server() {
+    worker_.forget_cancel_target(*this);
+    worker_.unregister_server(*this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connecting and logging in
+
+void Server::connect() {
+    const auto& db = pool_.database();
+    const auto& config = worker_.config();
+    connected_at_ms_ = worker_.now_ms();
+    std::string host = db.host;
+    if (host.empty() || host[0] == '/') {
+        // A Unix socket: the directory given as host, else unix_socket_dir (PgBouncer's rule).
+        std::string dir = host.empty() ? config.unix_socket_dir : host;
+        if (dir.empty()) dir = "/tmp";
+        unix_path_ = dir + "/.s.PGSQL." + std::to_string(db.port);
+        address_is_unix_ = true;
+        if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path_) != 0) {
+            on_stream_connected(UV_EINVAL);
+        }
+        return;
+    }
+    if (stream_.init_tcp() != 0) {
+        on_stream_connected(UV_EINVAL);
+        return;
+    }
+    sockaddr_in sin{};
+    sockaddr_in6 sin6{};
+    if (uv_ip4_addr(host.c_str(), db.port, &sin) == 0) {
+        start_connect_to(reinterpret_cast<const sockaddr*>(&sin));
+    } else if (uv_ip6_addr(host.c_str(), db.port, &sin6) == 0) {
+        start_connect_to(reinterpret_cast<const sockaddr*>(&sin6));
+    } else {
+        // A host name: resolve it on libuv's thread pool, at connection time as PgBouncer does.
+        auto* req = new uv_getaddrinfo_t;
+        req->data = this;
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        int rc = uv_getaddrinfo(worker_.loop(), req, on_resolved, host.c_str(),
+                                std::to_string(db.port).c_str(), &hints);
+        if (rc != 0) {
+            delete req;
+            on_stream_connected(rc);
+        } else {
+            ++pending_resolves_;
+        }
+    }
+}
+
+void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+    auto* self = static_cast<Server*>(req->data);
+    delete req;
+    --self->pending_resolves_;
+    if (self->state_ == State::Closing) {
+        uv_freeaddrinfo(res);
+        self->maybe_finish_close();
+        return;
+    }
+    if (status != 0 || res == nullptr) {
+        uv_freeaddrinfo(res);
+        self->on_stream_connected(status != 0 ? status : UV_EAI_NONAME);
+        return;
+    }
+    self->start_connect_to(res->ai_addr);
+    uv_freeaddrinfo(res);
+}
+
+void Server::start_connect_to(const sockaddr* address) {
+    std::memcpy(&address_, address,
+                address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+    int rc = stream_.connect_tcp(address);
+    if (rc != 0) on_stream_connected(rc);
+}
+
+void Server::on_stream_connected(int status) {
+    if (state_ == State::Closing) return;
+    if (status != 0) {
+        login_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                           "could not connect to server: " + std::string(uv_strerror(status))));
+        return;
+    }
+    const auto& config = worker_.config();
+    const auto& db = pool_.database();
+    stream_.set_tcp_options(config.tcp_keepalive, config.tcp_keepidle, config.tcp_keepintvl,
+                            config.tcp_keepcnt);
+    stream_.start_reading();
+    set_state(State::Login);
+
+    std::vector<std::pair<std::string, std::string>> params = {
+        {"user", pool_.user_name()},
+        {"database", db.dbname.empty() ? db.name : db.dbname},
+    };
+    if (db.client_encoding) params.emplace_back("client_encoding", *db.client_encoding);
+    if (db.datestyle) params.emplace_back("DateStyle", *db.datestyle);
+    if (db.timezone) params.emplace_back("TimeZone", *db.timezone);
+    if (db.application_name) params.emplace_back("application_name", *db.application_name);
+    login_ = std::make_unique<ServerLogin>(pool_.server_credentials());
+    stream_.write(protocol::build_startup_message(params));
+}
+
+void Server::login_failed(const protocol::ErrorFields& error) {
+    if (state_ == State::Closing) return;
+    spdlog::warn("S-{} {}/{}: server login failed: {}", id_, pool_.database_name(),
+                 pool_.user_name(), error.message);
+    worker_.stats().login_failures++;
+    login_failed_reported_ = true;
+    pool_.on_server_login_failed(*this, error);
+    close("login failed");
+}
+
+std::size_t Server::handle_login_data(ByteSpan data) {
+    std::size_t consumed = 0;
+    while (consumed < data.size()) {
+        Frame frame = protocol::frame_message(data.subspan(consumed), kMaxLoginMessage);
+        if (frame.status == FrameStatus::Invalid) {
+            login_failed(fatal(protocol::sqlstate::kProtocolViolation,
+                               "invalid message from server during login"));
+            return consumed;
+        }
+        if (frame.status == FrameStatus::NeedMore) break;
+        ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
+                                     frame.total - protocol::kTypedHeaderSize);
+        consumed += frame.total;
+        switch (frame.type) {
+            case be::kAuthentication: {
+                auto message = protocol::parse_authentication(body);
+                if (!message) {
+                    login_failed(fatal(protocol::sqlstate::kProtocolViolation,
+                                       "invalid authentication request from server"));
+                    return consumed;
+                }
+                auto reply = login_->on_authentication(*message);
+                if (!reply.ok) {
+                    login_failed(fatal(protocol::sqlstate::kInvalidAuthorization,
+                                       "server login failed: " + reply.error));
+                    return consumed;
+                }
+                if (!reply.send.empty()) stream_.write(reply.send);
+                break;
+            }
+            case be::kErrorResponse: {
+                auto error = protocol::parse_error_fields(body);
+                login_failed(error ? *error
+                                   : fatal(protocol::sqlstate::kProtocolViolation,
+                                           "invalid error message from server"));
+                return consumed;
+            }
+            case be::kParameterStatus: {
+                auto status = protocol::parse_parameter_status(body);
+                if (status) {
+                    welcome_.emplace_back(status->name, status->value);
+                    record_parameter(status->name, status->value, false);
+                }
+                break;
+            }
+            case be::kBackendKeyData: {
+                auto key = protocol::parse_backend_key_data(body);
+                if (key) backend_key_ = *key;
+                break;
+            }
+            case be::kReadyForQuery:
+                finish_login();
+                return consumed;
+            case be::kNoticeResponse:
+            case be::kNegotiateProtocolVersion:
+                break;
+            default:
+                login_failed(fatal(protocol::sqlstate::kProtocolViolation,
+                                   std::string("unexpected message from server during login: '") +
+                                       frame.type + "'"));
+                return consumed;
+        }
+    }
+    return consumed;
+}
+
+void Server::finish_login() {
+    login_.reset();
+    spdlog::debug("S-{} {}/{}: logged in, backend pid {}", id_, pool_.database_name(),
+                  pool_.user_name(), backend_key_.pid);
+    const auto& connect_query = pool_.database().connect_query;
+    if (!connect_query.empty()) {
+        set_state(State::Cleaning);
+        run_internal(InternalPurpose::ConnectQuery, {connect_query});
+        return;
+    }
+    pool_.on_server_login(*this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Life in the pool
+
+void Server::set_state(State state) {
+    state_ = state;
+    state_since_ms_ = worker_.now_ms();
+}
+
+void Server::mark_idle(std::uint64_t now_ms) {
+    set_state(State::Idle);
+    idle_since_ms_ = now_ms;
+    welcome_.clear();
+    welcome_.shrink_to_fit();
+}
+
+void Server::link(Client& client) {
+    client_ = &client;
+    set_state(State::Active);
+    lock_relevant_ = false;
+    client_forwarded_ = false;
+    tracker_.reset();
+    last_client_description_ = client.describe();
+    const auto& config = worker_.config();
+    bool long_idle = worker_.now_ms() - idle_since_ms_ >=
+                     static_cast<std::uint64_t>(config.server_check_delay.count() / 1000);
+    if (long_idle && !config.server_check_query.empty() && idle_since_ms_ != 0) {
+        run_internal(InternalPurpose::Check, {config.server_check_query});
+        return;
+    }
+    sync_parameters();
+}
+
+void Server::sync_parameters() {
+    std::string sql =
+        build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
+    if (!sql.empty()) run_internal(InternalPurpose::ParamSync, {sql});
+}
+
+void Server::unlink() {
+    client_ = nullptr;
+    lock_relevant_ = false;
+}
+
+void Server::release_to_pool() {
+    Client* client = client_;
+    unlink();
+    pool_.stats().xact_count++;
+    pool_.release(*this);
+    if (client) client->on_server_released();
+}
+
+bool Server::send_from_client(const uv_buf_t* bufs, unsigned count) {
+    client_forwarded_ = true;
+    return stream_.writev(bufs, count);
+}
+
+void Server::resume_input_from_client() {
+    if (state_ == State::Closing) return;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+void Server::cancel_finished() {
+    if (cancels_in_flight_ > 0) --cancels_in_flight_;
+    if (cancels_in_flight_ == 0 && release_after_cancels_) {
+        release_after_cancels_ = false;
+        pool_.release(*this);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading from the server
+
+std::size_t Server::on_stream_data(ByteSpan data) {
+    std::size_t consumed = 0;
+    while (consumed < data.size() && state_ != State::Closing) {
+        ByteSpan rest = data.subspan(consumed);
+        std::size_t n;
+        if (state_ == State::Login) {
+            n = handle_login_data(rest);
+        } else if (internal_) {
+            n = handle_internal_data(rest);
+        } else if (client_) {
+            n = handle_linked_data(rest);
+        } else {
+            n = handle_unexpected_data(rest);
+        }
+        if (n == 0) break;
+        consumed += n;
+        if (!stream_.reading()) break;  // back-pressure: the client is backed up
+    }
+    return consumed;
+}
+
+std::size_t Server::handle_linked_data(ByteSpan data) {
+    ForwardBatch batch;
+    std::size_t consumed = 0;
+    auto flush = [&]() {
+        if (batch.empty()) return;
+        pool_.stats().bytes_sent += batch.bytes();
+        if (!client_->send_from_server(batch.bufs(), batch.count())) stream_.stop_reading();
+        batch.clear();
+    };
+    auto forward = [&](const std::uint8_t* p, std::size_t n) {
+        if (!batch.add(p, n)) {
+            flush();
+            batch.add(p, n);
+        }
+    };
+    if (passthrough_remaining_ > 0) {
+        std::size_t n = std::min(passthrough_remaining_, data.size());
+        forward(data.data(), n);
+        passthrough_remaining_ -= n;
+        consumed += n;
+    }
+    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
+    while (consumed < data.size()) {
+        ByteSpan rest = data.subspan(consumed);
+        Frame frame = protocol::frame_message(rest, max_length);
+        if (frame.status == FrameStatus::Invalid) {
+            flush();
+            close("invalid message from server");
+            return consumed;
+        }
+        if (frame.status == FrameStatus::NeedMore) {
+            if (frame.has_header() && streamable_from_server(frame.type)) {
+                tracker_.on_backend(frame.type);
+                forward(rest.data(), rest.size());
+                passthrough_remaining_ = frame.total - rest.size();
+                consumed = data.size();
+            }
+            break;
+        }
+        ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
+                                     frame.total - protocol::kTypedHeaderSize);
+        switch (frame.type) {
+            case be::kReadyForQuery: {
+                auto status = protocol::parse_ready_for_query(body);
+                if (!status) {
+                    flush();
+                    close("invalid ReadyForQuery from server");
+                    return consumed;
+                }
+                tracker_.on_ready_for_query(*status);
+                pool_.stats().query_count++;
+                forward(rest.data(), frame.total);
+                consumed += frame.total;
+                if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
+                    if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
+                        !client_->tethered()) {
+                        flush();
+                        client_->fail(protocol::sqlstate::kFeatureNotSupported,
+                                      "transaction blocks not allowed in statement pooling mode");
+                        return consumed;
+                    }
+                    if (tracker_.idle()) {
+                        flush();
+                        on_transaction_end();
+                        return consumed;
+                    }
+                }
+                continue;
+            }
+            case be::kParameterStatus: {
+                auto status = protocol::parse_parameter_status(body);
+                if (status) record_parameter(status->name, status->value, false);
+                break;
+            }
+            case be::kAuthentication:
+            case be::kBackendKeyData:
+                flush();
+                close(std::string("unexpected message from server: '") + frame.type + "'");
+                return consumed;
+            default:
+                tracker_.on_backend(frame.type);
+                break;
+        }
+        forward(rest.data(), frame.total);
+        consumed += frame.total;
+    }
+    flush();
+    return consumed;
+}
+
+void Server::record_parameter(std::string_view name, std::string_view value,
+                              bool forward_to_client) {
+    auto tracked = find_tracked_param(name);
+    if (!tracked) return;
+    params_.set(*tracked, value);
+    if (client_ && state_ == State::Active) {
+        // The client either caused this change (SET) or must learn the canonical spelling of a
+        // value it asked for during parameter sync.
+        const auto& current = client_->params().get(*tracked);
+        if (!current || *current != value) {
+            client_->params().set(*tracked, value);
+            if (forward_to_client) {
+                std::string message;
+                protocol::append_parameter_status(message, name, value);
+                client_->send(message);
+            }
+        }
+    }
+}
+
+std::size_t Server::handle_unexpected_data(ByteSpan data) {
+    // An unlinked server has nothing to say; but PostgreSQL may report a parameter change, send a
+    // notice, deliver a notification for a channel nobody listens to any more, or terminate.
+    std::size_t consumed = 0;
+    while (consumed < data.size()) {
+        Frame frame = protocol::frame_message(data.subspan(consumed), kMaxLoginMessage);
+        if (frame.status == FrameStatus::Invalid) {
+            close("invalid message from idle server");
+            return consumed;
+        }
+        if (frame.status == FrameStatus::NeedMore) break;
+        ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
+                                     frame.total - protocol::kTypedHeaderSize);
+        consumed += frame.total;
+        switch (frame.type) {
+            case be::kParameterStatus:
+                if (auto status = protocol::parse_parameter_status(body)) {
+                    record_parameter(status->name, status->value, false);
+                }
+                break;
+            case be::kNoticeResponse:
+            case be::kNotificationResponse:
+                break;
+            case be::kErrorResponse: {
+                auto error = protocol::parse_error_fields(body);
+                close("server error while idle: " + (error ? error->message : std::string("?")));
+                return consumed;
+            }
+            default:
+                close(std::string("unexpected message from idle server: '") + frame.type + "'");
+                return consumed;
+        }
+    }
+    return consumed;
+}
+
+void Server::on_stream_end(int status) {
+    close(status == UV_EOF ? "server closed the connection"
+                           : "server connection failed: " + std::string(uv_strerror(status)));
+}
+
+void Server::on_stream_drained() {
+    if (client_) client_->resume_input();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transaction boundaries and the tether
+
+void Server::on_transaction_end() {
+    const auto tracking = worker_.config().advisory_lock_tracking;
+    if (should_probe(tracking, lock_relevant_)) {
+        pool_.stats().probes++;
+        run_internal(InternalPurpose::Probe, {kAdvisoryLockProbe});
+        return;
+    }
+    if (tracking != LockTracking::Off && client_->tethered()) return;  // still holds its locks
+    release_to_pool();
+}
+
+void Server::after_probe(InternalQuery& result) {
+    Client* client = client_;
+    lock_relevant_ = false;
+    std::optional<std::vector<AdvisoryLockKey>> keys;
+    if (!result.failed) keys = decode_advisory_locks(result.rows);
+    if (!keys) {
+        // Cannot tell: keep the client on this backend rather than risk handing its locks to
+        // someone else. The next lock-relevant transaction probes again.
+        spdlog::warn("{}: advisory lock probe failed ({}); keeping the client tethered",
+                     client->describe(), result.failed ? result.error.message : "bad rows");
+        client->set_tether({}, true);
+        client->on_server_ready();
+        return;
+    }
+    if (!keys->empty()) {
+        if (!client->tethered()) {
+            pool_.stats().tether_events++;
+            spdlog::debug("{}: tethered to backend {} by advisory locks {}", client->describe(),
+                          backend_key_.pid, describe_locks(*keys));
+        }
+        client->set_tether(std::move(*keys), true);
+        client->on_server_ready();
+        return;
+    }
+    if (client->tethered()) {
+        pool_.stats().untether_events++;
+        spdlog::debug("{}: untethered from backend {}", client->describe(), backend_key_.pid);
+    }
+    client->set_tether({}, false);
+    release_to_pool();
+}
+
+// ---------------------------------------------------------------------------------------------
+// pgtether's own queries
+
+void Server::run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
+                          std::string prefix, int extra_ready) {
+    internal_ = std::make_unique<InternalQuery>();
+    internal_->purpose = purpose;
+    internal_->pending_ready = static_cast<int>(queries.size()) + extra_ready;
+    internal_->own_ready = static_cast<int>(queries.size());
+    std::string out = std::move(prefix);
+    for (const auto& q : queries) protocol::append_query(out, q);
+    spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
+                  queries.empty() ? std::string() : queries.back());
+    if (!out.empty()) stream_.write(out);
+    if (internal_->pending_ready == 0) finish_internal();
+}
+
+std::size_t Server::handle_internal_data(ByteSpan data) {
+    std::size_t consumed = 0;
+    InternalQuery& op = *internal_;
+    auto ours = [&]() { return op.pending_ready <= op.own_ready; };
+    while (consumed < data.size()) {
+        ByteSpan rest = data.subspan(consumed);
+        if (skip_remaining_ > 0) {
+            std::size_t n = std::min(skip_remaining_, rest.size());
+            skip_remaining_ -= n;
+            consumed += n;
+            continue;
+        }
+        Frame frame = protocol::frame_message(
+            rest, static_cast<std::uint32_t>(worker_.config().max_packet_size));
+        if (frame.status == FrameStatus::Invalid) {
+            close("invalid message from server");
+            return consumed;
+        }
+        if (frame.status == FrameStatus::NeedMore) {
+            // Results of a request the departed client left behind are thrown away as they come.
+            if (frame.has_header() && !ours() && streamable_from_server(frame.type)) {
+                skip_remaining_ = frame.total - rest.size();
+                consumed = data.size();
+            }
+            break;
+        }
+        ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
+                                     frame.total - protocol::kTypedHeaderSize);
+        consumed += frame.total;
+        switch (frame.type) {
+            case be::kRowDescription:
+                if (ours()) op.rows.clear();
+                break;
+            case be::kDataRow:
+                if (ours()) {
+                    auto values = protocol::parse_data_row(body);
+                    if (!values) {
+                        close("invalid DataRow from server");
+                        return consumed;
+                    }
+                    Row row;
+                    row.reserve(values->size());
+                    for (auto& v : *values) {
+                        row.emplace_back(v ? std::optional<std::string>(*v) : std::nullopt);
+                    }
+                    op.rows.push_back(std::move(row));
+                }
+                break;
+            case be::kErrorResponse:
+                if (ours() && !op.failed) {
+                    op.failed = true;
+                    if (auto error = protocol::parse_error_fields(body)) op.error = *error;
+                }
+                if (op.error.severity == "FATAL" || op.error.severity == "PANIC") {
+                    close("server error: " + op.error.message);
+                    return consumed;
+                }
+                break;
+            case be::kParameterStatus:
+                if (auto status = protocol::parse_parameter_status(body)) {
+                    record_parameter(status->name, status->value,
+                                     op.purpose == InternalPurpose::ParamSync);
+                }
+                break;
+            case be::kNotificationResponse:
+                // A notification belongs to the session, not to our query: pass it on.
+                if (client_ && state_ == State::Active) client_->send(protocol::as_chars(rest.first(frame.total)));
+                break;
+            case be::kReadyForQuery: {
+                auto status = protocol::parse_ready_for_query(body);
+                if (!status) {
+                    close("invalid ReadyForQuery from server");
+                    return consumed;
+                }
+                tracker_.on_ready_for_query(*status);
+                if (--op.pending_ready == 0) {
+                    finish_internal();
+                    return consumed;
+                }
+                break;
+            }
+            case be::kAuthentication:
+            case be::kBackendKeyData:
+                close(std::string("unexpected message from server: '") + frame.type + "'");
+                return consumed;
+            default:
+                // CommandComplete, EmptyQueryResponse, notices, COPY traffic of a drained request.
+                break;
+        }
+    }
+    return consumed;
+}
+
+void Server::finish_internal() {
+    std::unique_ptr<InternalQuery> op = std::move(internal_);
+    // Our queries ran as simple queries outside any transaction block; anything else is dirty.
+    bool clean = tracker_.idle() && !op->failed;
+    bool for_client = op->purpose == InternalPurpose::Check ||
+                      op->purpose == InternalPurpose::ParamSync ||
+                      op->purpose == InternalPurpose::Probe;
+    if (for_client && client_ == nullptr) {
+        // The client left while we worked on its behalf (see Client::detach_from_server).
+        if (op->purpose == InternalPurpose::Probe) {
+            scrub();
+        } else if (clean) {
+            pool_.release(*this);
+        } else {
+            close(std::string(to_string(op->purpose)) + " failed: " + op->error.message);
+        }
+        return;
+    }
+    switch (op->purpose) {
+        case InternalPurpose::ConnectQuery:
+            if (!clean) {
+                login_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                                   "connect_query failed: " + op->error.message));
+                return;
+            }
+            pool_.on_server_login(*this);
+            return;
+        case InternalPurpose::Check:
+            if (!clean) {
+                close("server_check_query failed: " + op->error.message);
+                return;
+            }
+            last_checked_ms_ = worker_.now_ms();
+            sync_parameters();
+            if (!internal_ && client_) client_->on_server_ready();
+            return;
+        case InternalPurpose::ParamSync:
+            if (!clean) {
+                Client* client = client_;
+                release_to_pool();
+                protocol::ErrorFields error = op->error;
+                error.severity = "FATAL";
+                client->close("could not apply client parameters: " + error.message, &error);
+                return;
+            }
+            if (client_) client_->on_server_ready();
+            return;
+        case InternalPurpose::Probe:
+            after_probe(*op);
+            return;
+        case InternalPurpose::Reset: {
+            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
+            if (!keys || !keys->empty()) {
+                close("server_reset_query failed: " +
+                      (op->failed ? op->error.message : std::string("advisory locks remain")));
+                return;
+            }
+            reset_done_ = true;
+            pool_.release(*this);
+            return;
+        }
+        case InternalPurpose::Scrub: {
+            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
+            if (!keys || !keys->empty()) {
+                pool_.stats().scrub_failures++;
+                close("scrub failed: " + (op->failed ? op->error.message
+                                                     : std::string("advisory locks remain")));
+                return;
+            }
+            pool_.stats().scrubs++;
+            spdlog::debug("S-{}: backend {} scrubbed", id_, backend_key_.pid);
+            pool_.release(*this);
+            return;
+        }
+        case InternalPurpose::LeakSweep: {
+            last_checked_ms_ = worker_.now_ms();
+            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
+            if (!keys) {
+                close("leak sweep failed: " + op->error.message);
+                return;
+            }
+            if (!keys->empty()) {
+                pool_.stats().leaks_found++;
+                spdlog::warn("S-{} {}/{}: leaked advisory locks on idle backend {}: {} (last used "
+                             "by {}: {})",
+                             id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
+                             describe_locks(*keys), last_client_description_, last_statement_);
+                scrub();
+                return;
+            }
+            pool_.release(*this);
+            return;
+        }
+    }
+}
+
+void Server::scrub() {
+    // Build one write that brings the backend back to a known state, whatever the client left:
+    //   CopyFail ends a COPY FROM STDIN the client abandoned (the server then reports an error);
+    //   Sync closes an extended-protocol batch, ends error-skipping and gets its own
+    //   ReadyForQuery; ROLLBACK ends an open transaction block; unlock_all and the probe release
+    //   and verify the advisory locks.
+    set_state(State::Cleaning);
+    std::string prefix;
+    int extra_ready = tracker_.outstanding();
+    if (tracker_.in_copy_in()) protocol::append_copy_fail(prefix, "client disconnected");
+    if (tracker_.unsynced() || tracker_.in_copy_in()) {
+        protocol::append_sync(prefix);
+        ++extra_ready;
+    }
+    std::vector<std::string> queries;
+    // Whether the transaction block is still open is known only once the drained requests have
+    // answered; ROLLBACK is harmless (a warning) when none is.
+    if (extra_ready > 0 || tracker_.tx_status() != protocol::kTxIdle) {
+        queries.emplace_back("ROLLBACK");
+    }
+    // With tracking off pgtether behaves like PgBouncer: locks stay where the client left them.
+    if (worker_.config().advisory_lock_tracking != LockTracking::Off) {
+        queries.emplace_back(std::string(kUnlockAll) + ";" + kAdvisoryLockProbe);
+    }
+    run_internal(InternalPurpose::Scrub, queries, std::move(prefix), extra_ready);
+    if (internal_ && tracker_.outstanding() > 0 && !tracker_.in_copy_in()) {
+        // The departed client left a query running (maybe waiting for a lock): cancel it rather
+        // than wait for it.
+        worker_.forward_cancel(*this);
+    }
+}
+
+void Server::reset() {
+    set_state(State::Cleaning);
+    std::vector<std::string> queries = {worker_.config().server_reset_query};
+    // DISCARD ALL releases advisory locks, a custom reset query may not: make sure, and verify.
+    if (worker_.config().advisory_lock_tracking != LockTracking::Off) {
+        queries.emplace_back(std::string(kUnlockAll) + ";" + kAdvisoryLockProbe);
+    }
+    run_internal(InternalPurpose::Reset, queries);
+}
+
+void Server::sweep_for_leaks() {
+    set_state(State::Cleaning);
+    run_internal(InternalPurpose::LeakSweep, {kAdvisoryLockProbe});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Closing
+
+void Server::close(const std::string& reason) {
+    if (state_ == State::Closing) return;
+    State previous = state_;
+    set_state(State::Closing);
+    spdlog::log(previous == State::Connecting || previous == State::Login ? spdlog::level::debug
+                                                                         : spdlog::level::info,
+                "S-{} {}/{}: closing server connection (backend pid {}): {}", id_,
+                pool_.database_name(), pool_.user_name(), backend_key_.pid, reason);
+    if ((previous == State::Connecting || previous == State::Login) && !login_failed_reported_) {
+        login_failed_reported_ = true;
+        pool_.on_server_login_failed(*this, fatal(protocol::sqlstate::kConnectionFailure,
+                                                  "server connection failed: " + reason));
+    }
+    if (previous != State::Connecting && previous != State::Login) {
+        std::string terminate;
+        protocol::append_terminate(terminate);
+        stream_.write(terminate);
+    }
+    internal_.reset();
+    if (Client* client = client_) {
+        client_ = nullptr;
+        client->on_server_lost(reason, client_forwarded_);
+    }
+    pool_.forget_server(*this);
+    stream_.close();
+}
+
+void Server::maybe_finish_close() {
+    if (stream_closed_ && pending_resolves_ == 0) delete this;
+}
+
+void Server::on_stream_closed() {
+    stream_closed_ = true;
+    maybe_finish_close();
+}
+
+}  // namespace pgtether

@@ -1,0 +1,197 @@
+// A server connection: one backend of a pool, from connect and login through serving clients to
+// being closed.
+#pragma once
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/backend_messages.hpp"
+#include "protocol/pipeline_tracker.hpp"
+#include "protocol/startup.hpp"
+#include "proxy/intrusive_list.hpp"
+#include "proxy/session_params.hpp"
+#include "proxy/stream.hpp"
+#include "proxy/tether.hpp"
+
+namespace pgtether {
+
+class Client;
+class Pool;
+class Worker;
+class ServerLogin;
+
+// Why pgtether runs a query of its own on a server (the results never reach a client).
+enum class InternalPurpose {
+    ConnectQuery,  // the database entry's connect_query, right after login
+    Check,         // server_check_query before reusing a long-idle server
+    ParamSync,     // SET the linked client's parameters
+    Probe,         // the tether: which session advisory locks does this backend hold?
+    Reset,         // server_reset_query when a session-mode client leaves (or always)
+    Scrub,         // clean up after a client left mid-transaction or tethered
+    LeakSweep,     // periodic probe of an idle pooled backend
+};
+const char* to_string(InternalPurpose purpose);
+
+class Server final : public Stream::Handler {
+public:
+    enum class State {
+        Connecting,  // resolving/connecting; nothing sent yet
+        Login,       // start-up sent; authenticating; collecting ParameterStatus until ReadyForQuery
+        Idle,        // in the pool's idle list: clean, unlinked, no query in flight
+        Active,      // linked to a client (maybe running an internal query on its behalf)
+        Cleaning,    // unlinked, running internal queries (reset, scrub, check, sweep)
+        Closing,     // closed or closing; waiting for the handle to go
+    };
+
+    Server(Worker& worker, Pool& pool);
+    ~Server();
+
+    void connect();
+    // Closes the connection (sending Terminate when it is logged in) and tells pool and client.
+    void close(const std::string& reason);
+
+    [[nodiscard]] State state() const { return state_; }
+    [[nodiscard]] std::uint64_t id() const { return id_; }
+    [[nodiscard]] Pool& pool() { return pool_; }
+    [[nodiscard]] Client* client() { return client_; }
+    [[nodiscard]] const protocol::CancelKey& backend_key() const { return backend_key_; }
+    [[nodiscard]] int backend_pid() const { return backend_key_.pid; }
+    [[nodiscard]] const ParamValues& params() const { return params_; }
+    [[nodiscard]] protocol::PipelineTracker& tracker() { return tracker_; }
+    [[nodiscard]] bool busy() const { return internal_ != nullptr; }
+    [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
+    [[nodiscard]] std::uint64_t idle_since_ms() const { return idle_since_ms_; }
+    [[nodiscard]] std::uint64_t last_checked_ms() const { return last_checked_ms_; }
+    [[nodiscard]] const sockaddr_storage& address() const { return address_; }
+    [[nodiscard]] bool address_is_unix() const { return address_is_unix_; }
+    [[nodiscard]] const std::string& unix_path() const { return unix_path_; }
+
+    // ---- life in the pool ----
+    void mark_idle(std::uint64_t now_ms);
+    // Linking: the pool hands this server to a client. Applies the client's parameters first
+    // when they differ; the client's input waits until then (busy()).
+    void link(Client& client);
+    // The client is done with this server (transaction end, or it left cleanly).
+    void unlink();
+    // Close instead of reusing when released (reload, RECONNECT, lifetime).
+    void retire() { retired_ = true; }
+    [[nodiscard]] bool retired() const { return retired_; }
+
+    // ---- forwarding ----
+    // Client messages, already inspected by the client; returns false if the write is pending.
+    bool send_from_client(const uv_buf_t* bufs, unsigned count);
+    // The client's socket drained after back-pressure: read from this server again.
+    void resume_input_from_client();
+    // Marks the current transaction as one that may have changed advisory-lock state.
+    void mark_lock_relevant() { lock_relevant_ = true; }
+    [[nodiscard]] bool lock_relevant() const { return lock_relevant_; }
+
+    // ---- pgtether's own queries ----
+    // Runs `queries` as simple Query messages sent in one write (after `prefix`, raw frontend
+    // messages such as CopyFail/Sync), expecting `extra_ready` more ReadyForQuery than queries for
+    // requests already in flight. On completion finish_internal() dispatches on the purpose.
+    void run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
+                      std::string prefix = {}, int extra_ready = 0);
+    // The client left mid-transaction or tethered: drain what it left running, roll back, release
+    // advisory locks, verify, then return to the pool — or close when any step fails.
+    void scrub();
+    // server_reset_query (and, with tracking, unlock_all and its verification) before reuse.
+    void reset();
+    [[nodiscard]] bool reset_done() const { return reset_done_; }
+    void clear_reset_done() { reset_done_ = false; }
+    // The periodic leak sweep of an idle pooled backend (docs/advisory-locks.md).
+    void sweep_for_leaks();
+
+    // Number of cancel requests sent for this backend and not yet completed.
+    void cancel_started() { ++cancels_in_flight_; }
+    void cancel_finished();
+
+    // Intrusive hooks: the pool's idle/used list; the worker's registry.
+    ListHook pool_hook_;
+    ListHook worker_hook_;
+
+    // Who used this backend last and what they ran last, for leak reports.
+    std::string last_client_description_;
+    std::string last_statement_;
+
+private:
+    struct InternalQuery {
+        InternalPurpose purpose;
+        int pending_ready = 0;  // ReadyForQuery messages still expected
+        int own_ready = 0;      // how many of those answer our queries (the rest drain the client's)
+        bool failed = false;
+        protocol::ErrorFields error;
+        std::vector<Row> rows;  // of the last result set
+    };
+
+    // Login messages are small; a larger one is an attack or a bug.
+    static constexpr std::uint32_t kMaxLoginMessage = 1 << 20;
+
+    // Stream::Handler
+    std::size_t on_stream_data(protocol::ByteSpan data) override;
+    void on_stream_end(int status) override;
+    void on_stream_drained() override;
+    void on_stream_connected(int status) override;
+    void on_stream_closed() override;
+
+    void set_state(State state);
+    void start_connect_to(const sockaddr* address);
+    void login_failed(const protocol::ErrorFields& error);
+    void sync_parameters();
+    void release_to_pool();
+    void maybe_finish_close();
+    static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
+    std::size_t handle_login_data(protocol::ByteSpan data);
+    std::size_t handle_linked_data(protocol::ByteSpan data);
+    std::size_t handle_internal_data(protocol::ByteSpan data);
+    std::size_t handle_unexpected_data(protocol::ByteSpan data);
+    void finish_login();
+    void finish_internal();
+    void on_transaction_end();
+    void after_probe(InternalQuery& result);
+    void record_parameter(std::string_view name, std::string_view value, bool forward_to_client);
+
+    Worker& worker_;
+    Pool& pool_;
+    Stream stream_;
+    State state_ = State::Connecting;
+    std::uint64_t id_;
+    Client* client_ = nullptr;
+    protocol::CancelKey backend_key_;
+    ParamValues params_;
+    protocol::PipelineTracker tracker_;
+    std::unique_ptr<ServerLogin> login_;
+    std::unique_ptr<InternalQuery> internal_;
+    std::size_t passthrough_remaining_ = 0;  // bytes of a streamed message still to forward
+    std::size_t skip_remaining_ = 0;         // bytes of a drained message still to discard
+    std::vector<std::pair<std::string, std::string>> welcome_;  // ParameterStatus at login
+    sockaddr_storage address_{};
+    bool address_is_unix_ = false;
+    std::string unix_path_;
+    bool lock_relevant_ = false;
+    bool retired_ = false;
+    bool client_forwarded_ = false;  // the linked client has sent this server anything
+    bool reset_done_ = false;        // server_reset_query ran since the last client left
+    bool login_failed_reported_ = false;
+    bool stream_closed_ = false;
+    int pending_resolves_ = 0;       // a DNS lookup still holds a pointer to this object
+    int cancels_in_flight_ = 0;
+    bool release_after_cancels_ = false;
+    std::uint64_t connected_at_ms_ = 0;
+    std::uint64_t state_since_ms_ = 0;
+    std::uint64_t idle_since_ms_ = 0;
+    std::uint64_t last_checked_ms_ = 0;
+
+    friend class Pool;
+    friend class Worker;
+};
+
+}  // namespace pgtether

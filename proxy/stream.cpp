@@ -1,0 +1,313 @@
+#include "proxy/stream.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+
+#include "proxy/worker.hpp"
+
+namespace pgtether {
+
+namespace {
+
+Stream* stream_of(uv_handle_t* handle) { return static_cast<Stream*>(handle->data); }
+
+}  // namespace
+
+Stream::Stream(Worker& worker, Handler& handler) : worker_(worker), handler_(handler) {}
+
+int Stream::init_tcp() {
+    is_tcp_ = true;
+    int rc = uv_tcp_init(worker_.loop(), &handle_.tcp);
+    if (rc == 0) {
+        initialized_ = true;
+        handle_.tcp.data = this;
+    }
+    return rc;
+}
+
+int Stream::init_pipe() {
+    is_tcp_ = false;
+    int rc = uv_pipe_init(worker_.loop(), &handle_.pipe, 0);
+    if (rc == 0) {
+        initialized_ = true;
+        handle_.pipe.data = this;
+    }
+    return rc;
+}
+
+int Stream::accept_from(uv_stream_t* listener) { return uv_accept(listener, handle()); }
+
+int Stream::connect_tcp(const sockaddr* address) {
+    auto* req = new uv_connect_t;
+    req->data = this;
+    int rc = uv_tcp_connect(req, &handle_.tcp, address, on_connect);
+    if (rc != 0) delete req;
+    return rc;
+}
+
+int Stream::connect_pipe(const std::string& path) {
+    auto* req = new uv_connect_t;
+    req->data = this;
+    uv_pipe_connect(req, &handle_.pipe, path.c_str(), on_connect);
+    return 0;
+}
+
+void Stream::on_connect(uv_connect_t* req, int status) {
+    auto* self = static_cast<Stream*>(req->data);
+    delete req;
+    if (status == UV_ECANCELED || self->closing_) return;
+    self->handler_.on_stream_connected(status);
+}
+
+void Stream::set_tcp_options(bool keepalive, int keepidle, int keepintvl, int keepcnt) {
+    if (!is_tcp_) return;
+    // Small request/response messages dominate: never let Nagle delay them.
+    uv_tcp_nodelay(&handle_.tcp, 1);
+    if (!keepalive) return;
+    uv_os_fd_t fd;
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(&handle_.tcp), &fd) != 0) return;
+    int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    // 0 means "keep the operating system's default", as in PgBouncer.
+    if (keepidle > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &keepidle, sizeof keepidle);
+    if (keepintvl > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &keepintvl, sizeof keepintvl);
+    if (keepcnt > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &keepcnt, sizeof keepcnt);
+}
+
+std::string Stream::peer_name() const {
+    if (!is_tcp_) return "unix";
+    sockaddr_storage ss{};
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&handle_.tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss.ss_family == AF_INET) {
+        auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
+        uv_ip4_name(sin, host, sizeof host);
+        port = ntohs(sin->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
+        uv_ip6_name(sin6, host, sizeof host);
+        port = ntohs(sin6->sin6_port);
+    }
+    return std::string(host) + ":" + std::to_string(port);
+}
+
+void Stream::start_reading() {
+    if (reading_ || closing_ || lingering_) return;
+    if (uv_read_start(handle(), on_alloc, on_read) == 0) reading_ = true;
+}
+
+void Stream::stop_reading() {
+    if (!reading_) return;
+    uv_read_stop(handle());
+    reading_ = false;
+}
+
+void Stream::on_alloc(uv_handle_t* handle, std::size_t /*suggested*/, uv_buf_t* buf) {
+    auto* self = stream_of(handle);
+    auto scratch = self->worker_.scratch();
+    if (self->input_.empty()) {
+        *buf = uv_buf_init(reinterpret_cast<char*>(scratch.data()),
+                           static_cast<unsigned>(scratch.size()));
+    } else {
+        // Append directly behind the kept tail so a long message is assembled without extra copies.
+        auto room = self->input_.prepare(scratch.size());
+        *buf = uv_buf_init(reinterpret_cast<char*>(room.data()), static_cast<unsigned>(room.size()));
+    }
+}
+
+void Stream::on_read(uv_stream_t* handle, ssize_t nread, const uv_buf_t* buf) {
+    auto* self = stream_of(reinterpret_cast<uv_handle_t*>(handle));
+    if (nread == 0) return;  // EAGAIN: nothing to do
+    if (nread < 0) {
+        self->stop_reading();
+        if (self->lingering_) {
+            self->lingering_ = false;
+            self->close();
+            return;
+        }
+        if (!self->closing_) self->handler_.on_stream_end(static_cast<int>(nread));
+        return;
+    }
+    if (self->lingering_ || self->closing_) return;  // discarding input while closing
+    auto n = static_cast<std::size_t>(nread);
+    auto scratch = self->worker_.scratch();
+    if (reinterpret_cast<std::uint8_t*>(buf->base) == scratch.data()) {
+        self->dispatch({scratch.data(), n}, true);
+    } else {
+        self->input_.commit(n);
+        self->dispatch(self->input_.data(), false);
+    }
+}
+
+void Stream::dispatch(protocol::ByteSpan data, bool from_scratch) {
+    dispatching_ = true;
+    std::size_t consumed = handler_.on_stream_data(data);
+    if (closing_ || lingering_) {
+        dispatching_ = false;
+        input_.clear();
+        return;
+    }
+    if (from_scratch) {
+        input_.append(data.subspan(consumed));
+    } else {
+        input_.consume(consumed);
+    }
+    // The handler asked for its kept input to be offered again (its state changed while it ran).
+    while (redeliver_ && !input_.empty() && !closing_ && !lingering_) {
+        redeliver_ = false;
+        consumed = handler_.on_stream_data(input_.data());
+        if (closing_ || lingering_) {
+            input_.clear();
+            break;
+        }
+        input_.consume(consumed);
+    }
+    redeliver_ = false;
+    dispatching_ = false;
+}
+
+void Stream::redeliver_pending_input() {
+    if (dispatching_) {
+        redeliver_ = true;
+        return;
+    }
+    if (input_.empty() || closing_ || lingering_) return;
+    dispatch(input_.data(), false);
+}
+
+bool Stream::write(protocol::ByteSpan data) {
+    uv_buf_t buf = uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
+                               static_cast<unsigned>(data.size()));
+    return writev(&buf, 1);
+}
+
+bool Stream::writev(const uv_buf_t* bufs, unsigned count) {
+    if (closing_ || lingering_) return true;
+    std::size_t total = 0;
+    for (unsigned i = 0; i < count; ++i) total += bufs[i].len;
+    if (total == 0) return !write_pending();
+    std::size_t written = 0;
+    if (!write_pending()) {
+        int rc = uv_try_write(handle(), bufs, count);
+        if (rc >= 0) {
+            written = static_cast<std::size_t>(rc);
+        } else if (rc != UV_EAGAIN) {
+            // The socket is broken; the read side reports it (EOF or reset), so just drop the data.
+            return true;
+        }
+    }
+    if (written == total) return true;
+    // Copy what the kernel did not take, skipping the part that was written.
+    for (unsigned i = 0; i < count; ++i) {
+        std::size_t len = bufs[i].len;
+        if (written >= len) {
+            written -= len;
+            continue;
+        }
+        out_queue_.append(protocol::ByteSpan(
+            reinterpret_cast<const std::uint8_t*>(bufs[i].base) + written, len - written));
+        written = 0;
+    }
+    if (!write_in_flight_) start_write();
+    return false;
+}
+
+void Stream::start_write() {
+    std::swap(out_inflight_, out_queue_);
+    if (!write_req_) write_req_ = std::make_unique<uv_write_t>();
+    write_req_->data = this;
+    auto data = out_inflight_.data();
+    uv_buf_t buf = uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
+                               static_cast<unsigned>(data.size()));
+    if (uv_write(write_req_.get(), handle(), &buf, 1, on_write) == 0) {
+        write_in_flight_ = true;
+    } else {
+        out_inflight_.clear();
+    }
+}
+
+void Stream::on_write(uv_write_t* req, int status) {
+    auto* self = static_cast<Stream*>(req->data);
+    self->write_in_flight_ = false;
+    self->out_inflight_.clear();
+    if (status == UV_ECANCELED || self->closing_) return;
+    if (status < 0) self->out_queue_.clear();  // broken socket: the read side reports it
+    if (!self->out_queue_.empty()) {
+        self->start_write();
+        return;
+    }
+    if (self->close_when_drained_) {
+        self->begin_linger();
+        return;
+    }
+    self->write_req_.reset();
+    self->handler_.on_stream_drained();
+}
+
+void Stream::close_after_flush() {
+    if (closing_ || lingering_ || close_when_drained_) return;
+    if (write_pending()) {
+        close_when_drained_ = true;
+        stop_reading();
+        return;
+    }
+    begin_linger();
+}
+
+void Stream::begin_linger() {
+    close_when_drained_ = false;
+    auto* req = new uv_shutdown_t;
+    req->data = this;
+    if (uv_shutdown(req, handle(), on_shutdown) != 0) {
+        delete req;
+        close();
+        return;
+    }
+    lingering_ = true;
+    input_.clear();
+}
+
+void Stream::on_shutdown(uv_shutdown_t* req, int status) {
+    auto* self = static_cast<Stream*>(req->data);
+    delete req;
+    if (status == UV_ECANCELED || self->closing_) return;
+    if (status < 0) {
+        self->lingering_ = false;
+        self->close();
+        return;
+    }
+    // Read (and discard) until the peer closes; the owner's janitor bounds how long this may take.
+    self->reading_ = false;
+    if (uv_read_start(self->handle(), on_alloc, on_read) == 0) {
+        self->reading_ = true;
+    } else {
+        self->lingering_ = false;
+        self->close();
+    }
+}
+
+void Stream::close() {
+    if (closing_) return;
+    closing_ = true;
+    lingering_ = false;
+    input_.clear();
+    out_queue_.clear();
+    if (!initialized_) {
+        handler_.on_stream_closed();
+        return;
+    }
+    stop_reading();
+    uv_close(reinterpret_cast<uv_handle_t*>(&handle_), on_close);
+}
+
+void Stream::on_close(uv_handle_t* handle) {
+    auto* self = stream_of(handle);
+    self->handler_.on_stream_closed();
+}
+
+}  // namespace pgtether

@@ -1,0 +1,119 @@
+// One socket (TCP or Unix) with pgtether's read and write discipline:
+//
+// * Reads go into the worker's shared scratch buffer; the handler consumes whole messages straight
+//   from it and only an unfinished tail is copied into this stream's own buffer. An idle connection
+//   therefore owns no buffer memory at all.
+// * Writes are tried synchronously (uv_try_write); only what the kernel does not take is copied and
+//   queued. write() reports whether anything is still queued so the caller can stop reading the
+//   other side until on_stream_drained() (back-pressure).
+// * Closing goes through uv_close; the owner is told in on_stream_closed() and frees itself there,
+//   never earlier, because libuv may still hold the handle.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <uv.h>
+
+#include "protocol/bytes.hpp"
+#include "proxy/byte_buffer.hpp"
+
+namespace pgtether {
+
+class Worker;
+
+class Stream {
+public:
+    class Handler {
+    public:
+        // Bytes are available: everything not yet consumed, oldest first. Returns how many bytes
+        // were consumed; the rest is offered again with the next call.
+        virtual std::size_t on_stream_data(protocol::ByteSpan data) = 0;
+        // The peer closed the connection (status == UV_EOF) or the socket failed.
+        virtual void on_stream_end(int status) = 0;
+        // Every queued write has been handed to the kernel.
+        virtual void on_stream_drained() = 0;
+        // An outgoing connect finished (status 0) or failed.
+        virtual void on_stream_connected(int status) = 0;
+        // The handle is closed; the owner may now free itself.
+        virtual void on_stream_closed() = 0;
+
+    protected:
+        ~Handler() = default;
+    };
+
+    Stream(Worker& worker, Handler& handler);
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    // Set up the handle as TCP or as a Unix-domain pipe.
+    [[nodiscard]] int init_tcp();
+    [[nodiscard]] int init_pipe();
+    [[nodiscard]] int accept_from(uv_stream_t* listener);
+    [[nodiscard]] int connect_tcp(const sockaddr* address);
+    [[nodiscard]] int connect_pipe(const std::string& path);
+    void set_tcp_options(bool keepalive, int keepidle, int keepintvl, int keepcnt);
+
+    void start_reading();
+    void stop_reading();
+    [[nodiscard]] bool reading() const { return reading_; }
+    // Offers input kept from earlier reads to the handler again (after it was unable to consume it,
+    // e.g. while a client waited for a server). Safe to call from inside on_stream_data.
+    void redeliver_pending_input();
+    [[nodiscard]] bool has_pending_input() const { return !input_.empty(); }
+    [[nodiscard]] std::size_t pending_input_size() const { return input_.size(); }
+
+    // Queue bytes for the peer. Returns true when everything went to the kernel right away.
+    bool write(protocol::ByteSpan data);
+    bool write(std::string_view data) { return write(protocol::as_bytes(data)); }
+    bool writev(const uv_buf_t* bufs, unsigned count);
+    [[nodiscard]] bool write_pending() const { return write_in_flight_ || !out_queue_.empty(); }
+
+    // Closes now; queued output is dropped.
+    void close();
+    // Sends what is queued, half-closes, discards further input until the peer closes, then closes.
+    // This lets a final ErrorResponse reach a client that still has unread bytes in flight (closing
+    // with unread input would make the kernel send RST and the client could lose the error).
+    void close_after_flush();
+    [[nodiscard]] bool closing() const { return closing_ || lingering_; }
+
+    [[nodiscard]] uv_stream_t* handle() { return reinterpret_cast<uv_stream_t*>(&handle_); }
+    [[nodiscard]] bool is_tcp() const { return is_tcp_; }
+    // "address:port" or "unix" of the peer, for logs.
+    [[nodiscard]] std::string peer_name() const;
+
+private:
+    static void on_alloc(uv_handle_t* handle, std::size_t suggested, uv_buf_t* buf);
+    static void on_read(uv_stream_t* handle, ssize_t nread, const uv_buf_t* buf);
+    static void on_write(uv_write_t* req, int status);
+    static void on_connect(uv_connect_t* req, int status);
+    static void on_shutdown(uv_shutdown_t* req, int status);
+    static void on_close(uv_handle_t* handle);
+
+    void dispatch(protocol::ByteSpan data, bool from_scratch);
+    void start_write();
+    void begin_linger();
+
+    Worker& worker_;
+    Handler& handler_;
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } handle_;
+    ByteBuffer input_;      // unconsumed input kept between reads
+    ByteBuffer out_queue_;  // output the kernel did not take yet, not handed to libuv
+    ByteBuffer out_inflight_;
+    std::unique_ptr<uv_write_t> write_req_;
+    bool is_tcp_ = true;
+    bool initialized_ = false;
+    bool reading_ = false;
+    bool dispatching_ = false;
+    bool redeliver_ = false;
+    bool write_in_flight_ = false;
+    bool closing_ = false;
+    bool lingering_ = false;
+    bool close_when_drained_ = false;
+};
+
+}  // namespace pgtether

@@ -1,0 +1,284 @@
+#include "proxy/worker.hpp"
+
+#include <netdb.h>
+
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/backend_messages.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/cancel_forwarder.hpp"
+#include "proxy/cancel_registry.hpp"
+#include "proxy/client.hpp"
+#include "proxy/intrusive_list.hpp"
+#include "proxy/listener.hpp"
+#include "proxy/pool.hpp"
+#include "proxy/server.hpp"
+
+namespace pgtether {
+
+namespace {
+
+// How often timeouts are checked: fine enough for second-granularity settings.
+constexpr std::uint64_t kJanitorIntervalMs = 100;
+// How long a shutdown lets running transactions finish before closing everything.
+constexpr std::uint64_t kShutdownGraceMs = 10'000;
+
+std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
+
+}  // namespace
+
+struct Worker::Registry {
+    IntrusiveList<Client, &Client::worker_hook_> clients;
+    IntrusiveList<Server, &Server::worker_hook_> servers;
+    IntrusiveList<CancelForwarder, &CancelForwarder::worker_hook_> cancels;
+};
+
+Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
+               CancelRegistry& cancels)
+    : config_(std::move(config)),
+      auth_file_(std::move(auth_file)),
+      scanner_(std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions)),
+      cancels_(cancels),
+      registry_(std::make_unique<Registry>()) {
+    if (int rc = uv_loop_init(&loop_); rc != 0) {
+        throw std::runtime_error(std::string("cannot create event loop: ") + uv_strerror(rc));
+    }
+    uv_timer_init(&loop_, &janitor_timer_);
+    janitor_timer_.data = this;
+    uv_timer_init(&loop_, &stats_timer_);
+    stats_timer_.data = this;
+}
+
+Worker::~Worker() {
+    listeners_.clear();
+    pools_.clear();
+    uv_loop_close(&loop_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up and the loop
+
+void Worker::start() {
+    const auto& config = *config_;
+    const std::string port = std::to_string(config.listen_port);
+    for (const auto& spec : config.listen_addr) {
+        std::vector<std::string> hosts;
+        if (spec == "*") {
+            hosts = {"0.0.0.0", "::"};
+        } else {
+            hosts = {spec};
+        }
+        for (const auto& host : hosts) {
+            addrinfo hints{};
+            hints.ai_family = AF_UNSPEC;
+            hints.ai_socktype = SOCK_STREAM;
+            hints.ai_flags = AI_PASSIVE;
+            addrinfo* result = nullptr;
+            if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result); rc != 0) {
+                throw std::runtime_error("cannot resolve listen_addr " + host + ": " +
+                                         gai_strerror(rc));
+            }
+            for (addrinfo* ai = result; ai; ai = ai->ai_next) {
+                auto listener = std::make_unique<Listener>(*this);
+                try {
+                    listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog);
+                } catch (...) {
+                    listener->close();
+                    listeners_.push_back(std::move(listener));
+                    freeaddrinfo(result);
+                    throw;
+                }
+                spdlog::info("listening on {}:{}", host, port);
+                listeners_.push_back(std::move(listener));
+                if (spec != "*") break;  // the first address of a name is enough
+            }
+            freeaddrinfo(result);
+        }
+    }
+    if (!config.unix_socket_dir.empty()) {
+        auto listener = std::make_unique<Listener>(*this);
+        std::string path = config.unix_socket_dir + "/.s.PGSQL." + port;
+        listener->listen_unix(path, config.unix_socket_mode, config.listen_backlog);
+        spdlog::info("listening on unix:{}", path);
+        listeners_.push_back(std::move(listener));
+    }
+    uv_timer_start(&janitor_timer_, on_janitor, kJanitorIntervalMs, kJanitorIntervalMs);
+    if (config.stats_period.count() > 0) {
+        auto period = to_ms(config.stats_period);
+        uv_timer_start(&stats_timer_, on_stats_timer, period, period);
+    }
+}
+
+void Worker::run() {
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    // Let every handle's close callback run.
+    uv_run(&loop_, UV_RUN_DEFAULT);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clients and servers
+
+void Worker::accept_client(uv_stream_t* listener, bool tcp) {
+    auto* client = new Client(*this, tcp);
+    if (!client->accept(listener)) return;  // closed and freed by the client itself
+    stats_.clients_accepted++;
+    if (shutting_down_) {
+        client->fail(protocol::sqlstate::kCannotConnectNow, "pgtether is shutting down");
+        return;
+    }
+    // The new client is already counted.
+    if (client_count() > static_cast<std::size_t>(config_->max_client_conn)) {
+        stats_.clients_refused++;
+        client->fail(protocol::sqlstate::kTooManyConnections,
+                     "no more connections allowed (max_client_conn)");
+    }
+}
+
+std::optional<DatabaseConfig> Worker::resolve_database(const std::string& name) const {
+    const DatabaseConfig* entry = config_->find_database(name);
+    if (!entry) return std::nullopt;
+    DatabaseConfig resolved = *entry;
+    if (entry == (config_->fallback_database ? &*config_->fallback_database : nullptr)) {
+        resolved.name = name;
+        if (resolved.dbname.empty() || resolved.dbname == "*") resolved.dbname = name;
+    }
+    return resolved;
+}
+
+Pool& Worker::pool_for(const DatabaseConfig& database, const std::string& user) {
+    auto key = std::make_pair(database.name, user);
+    auto it = pools_.find(key);
+    if (it == pools_.end()) {
+        it = pools_.emplace(key, std::make_unique<Pool>(*this, database, user)).first;
+    }
+    return *it->second;
+}
+
+void Worker::register_client(Client& client) { registry_->clients.push_back(client); }
+void Worker::unregister_client(Client& client) {
+    registry_->clients.remove(client);
+    maybe_finish_shutdown();
+}
+void Worker::register_server(Server& server) { registry_->servers.push_back(server); }
+void Worker::unregister_server(Server& server) {
+    registry_->servers.remove(server);
+    maybe_finish_shutdown();
+}
+std::size_t Worker::client_count() const { return registry_->clients.size(); }
+std::size_t Worker::server_count() const { return registry_->servers.size(); }
+
+void Worker::forward_cancel(Server& server) {
+    auto* forwarder = new CancelForwarder(*this, server);
+    forwarder->start();
+}
+
+void Worker::register_cancel(CancelForwarder& forwarder) {
+    registry_->cancels.push_back(forwarder);
+}
+void Worker::unregister_cancel(CancelForwarder& forwarder) {
+    registry_->cancels.remove(forwarder);
+    maybe_finish_shutdown();
+}
+void Worker::forget_cancel_target(Server& server) {
+    registry_->cancels.for_each([&](CancelForwarder& forwarder) {
+        if (forwarder.target() == &server) forwarder.forget_target();
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Periodic work
+
+void Worker::on_janitor(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->janitor(); }
+
+void Worker::janitor() {
+    std::uint64_t now = now_ms();
+    registry_->clients.for_each([&](Client& client) {
+        if (shutting_down_ && (client.state() == Client::State::Idle ||
+                               client.state() == Client::State::Startup ||
+                               client.state() == Client::State::Auth)) {
+            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            return;
+        }
+        client.janitor(now);
+    });
+    for (auto& [key, pool] : pools_) pool->janitor(now);
+    if (shutting_down_) {
+        if (now >= shutdown_deadline_ms_) {
+            registry_->clients.for_each([&](Client& client) {
+                client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            });
+        }
+        for (auto& [key, pool] : pools_) pool->close_all_servers("shutting down");
+        maybe_finish_shutdown();
+    }
+}
+
+void Worker::on_stats_timer(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->log_stats(); }
+
+void Worker::log_stats() {
+    if (!config_->log_stats) return;
+    for (auto& [key, pool] : pools_) {
+        auto& s = pool->stats();
+        spdlog::info(
+            "stats {}/{}: {} xacts, {} queries, in {} B, out {} B, wait {} us; tether: {} "
+            "tethered, {} probes, {} scrubs ({} failed), {} leaks",
+            key.first, key.second, s.xact_count, s.query_count, s.bytes_received, s.bytes_sent,
+            s.wait_time_us, s.tether_events - s.untether_events, s.probes, s.scrubs,
+            s.scrub_failures, s.leaks_found);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reload and shutdown
+
+void Worker::apply_config(std::shared_ptr<const Config> config,
+                          std::shared_ptr<const AuthFile> auth_file) {
+    config_ = std::move(config);
+    auth_file_ = std::move(auth_file);
+    scanner_ = std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions);
+    for (auto& [key, pool] : pools_) {
+        auto resolved = resolve_database(key.first);
+        if (!resolved) {
+            // The database is gone from the config: finish what runs, then close its servers.
+            pool->close_all_servers("database removed from configuration");
+            continue;
+        }
+        const auto& old = pool->database();
+        bool target_changed = old.host != resolved->host || old.port != resolved->port ||
+                              old.dbname != resolved->dbname || old.user != resolved->user ||
+                              old.password != resolved->password;
+        pool->apply_config(*resolved);
+        if (target_changed) pool->close_all_servers("connection settings changed");
+    }
+}
+
+void Worker::begin_shutdown() {
+    if (shutting_down_) {
+        // A second signal: stop waiting.
+        shutdown_deadline_ms_ = now_ms();
+        janitor();
+        return;
+    }
+    shutting_down_ = true;
+    shutdown_deadline_ms_ = now_ms() + kShutdownGraceMs;
+    spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
+                 kShutdownGraceMs / 1000);
+    for (auto& listener : listeners_) listener->close();
+    janitor();
+}
+
+void Worker::maybe_finish_shutdown() {
+    if (!shutting_down_ || stopped_ || !registry_->clients.empty() ||
+        !registry_->servers.empty() || !registry_->cancels.empty()) {
+        return;
+    }
+    stopped_ = true;
+    spdlog::info("shutdown complete");
+    uv_close(reinterpret_cast<uv_handle_t*>(&janitor_timer_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&stats_timer_), nullptr);
+    if (on_stopped_) on_stopped_();
+}
+
+}  // namespace pgtether

@@ -1,0 +1,132 @@
+// A worker: one libuv loop and everything it owns — its listeners, clients, server connections and
+// its share of every pool. Nothing here is shared with another worker except the immutable config
+// snapshot and the cancel registry, so `workers = N` can later mean N of these on N threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <uv.h>
+
+#include "protocol/sql_scanner.hpp"
+#include "proxy/auth_file.hpp"
+#include "proxy/config.hpp"
+#include "proxy/stats.hpp"
+
+namespace pgtether {
+
+class CancelForwarder;
+class CancelRegistry;
+class Client;
+class Listener;
+class Pool;
+class Server;
+
+class Worker {
+public:
+    Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
+           CancelRegistry& cancels);
+    ~Worker();
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+
+    // Opens the listeners and starts the timers. Throws std::runtime_error when a listener cannot
+    // be opened (start-up only).
+    void start();
+    // Runs the loop until shutdown completes.
+    void run();
+    // SIGINT/SIGTERM: stop accepting, let running transactions finish (bounded), then stop.
+    void begin_shutdown();
+    // Called once when shutdown has finished closing everything (to close signal handles).
+    void set_on_stopped(std::function<void()> callback) { on_stopped_ = std::move(callback); }
+    // Applies a new configuration and auth file (SIGHUP). Existing clients stay connected.
+    void apply_config(std::shared_ptr<const Config> config,
+                      std::shared_ptr<const AuthFile> auth_file);
+
+    [[nodiscard]] uv_loop_t* loop() { return &loop_; }
+    [[nodiscard]] std::span<std::uint8_t> scratch() { return scratch_; }
+    [[nodiscard]] const Config& config() const { return *config_; }
+    [[nodiscard]] const std::shared_ptr<const Config>& config_ptr() const { return config_; }
+    [[nodiscard]] const AuthFile& auth_file() const { return *auth_file_; }
+    [[nodiscard]] CancelRegistry& cancels() { return cancels_; }
+    [[nodiscard]] std::uint64_t now_ms() const { return uv_now(&loop_); }
+    [[nodiscard]] std::uint64_t next_id() { return ++last_id_; }
+    [[nodiscard]] bool shutting_down() const { return shutting_down_; }
+
+    // Accepted connection from a listener.
+    void accept_client(uv_stream_t* listener, bool tcp);
+
+    // The [databases] entry clients reach under `name`: its own, or the "*" fallback turned into
+    // an entry for the database of that name. nullopt when neither exists.
+    [[nodiscard]] std::optional<DatabaseConfig> resolve_database(const std::string& name) const;
+    // The pool for a database entry and (server) user, created on first use.
+    Pool& pool_for(const DatabaseConfig& database, const std::string& user);
+    // All pools, for stats and the janitor.
+    const std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>>& pools() const {
+        return pools_;
+    }
+
+    // Registries of live connections: each object links itself in when it is created and out
+    // when it is destroyed.
+    void register_client(Client& client);
+    void unregister_client(Client& client);
+    void register_server(Server& server);
+    void unregister_server(Server& server);
+    [[nodiscard]] std::size_t client_count() const;
+    [[nodiscard]] std::size_t server_count() const;
+
+    // Per-database and per-user server connection counts, for max_db_connections and
+    // max_user_connections across pools.
+    int& database_server_count(const std::string& database) { return db_servers_[database]; }
+    int& user_server_count(const std::string& user) { return user_servers_[user]; }
+
+    // Cancel a query on a backend: opens a short connection to its postmaster.
+    void forward_cancel(Server& server);
+    void register_cancel(CancelForwarder& forwarder);
+    void unregister_cancel(CancelForwarder& forwarder);
+    // A server is being destroyed: cancel forwarders must not report to it.
+    void forget_cancel_target(Server& server);
+
+    // The tether's trigger, built from the config's advisory_lock_functions.
+    [[nodiscard]] const protocol::SqlScanner& sql_scanner() const { return *scanner_; }
+
+    // Worker-wide counters (the per-pool ones live in Pool).
+    WorkerStats& stats() { return stats_; }
+
+private:
+    static void on_janitor(uv_timer_t* timer);
+    static void on_stats_timer(uv_timer_t* timer);
+    void janitor();
+    void log_stats();
+    void maybe_finish_shutdown();
+
+    std::shared_ptr<const Config> config_;
+    std::shared_ptr<const AuthFile> auth_file_;
+    std::unique_ptr<protocol::SqlScanner> scanner_;
+    CancelRegistry& cancels_;
+    uv_loop_t loop_{};
+    uv_timer_t janitor_timer_{};
+    uv_timer_t stats_timer_{};
+    std::array<std::uint8_t, 64 * 1024> scratch_{};
+    std::vector<std::unique_ptr<Listener>> listeners_;
+    std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
+    std::map<std::string, int> db_servers_;
+    std::map<std::string, int> user_servers_;
+    struct Registry;  // intrusive lists of every client and server (defined in worker.cpp)
+    std::unique_ptr<Registry> registry_;
+    std::uint64_t last_id_ = 0;
+    bool shutting_down_ = false;
+    bool stopped_ = false;
+    std::function<void()> on_stopped_;
+    std::uint64_t shutdown_deadline_ms_ = 0;
+    WorkerStats stats_;
+};
+
+}  // namespace pgtether
