@@ -54,7 +54,8 @@ Result Result::from(const PGresult* res) {
     r.command_tag = PQcmdStatus(const_cast<PGresult*>(res));
     int ncols = PQnfields(res);
     for (int c = 0; c < ncols; ++c) {
-        r.columns.emplace_back(PQfname(res, c));
+        const char* name = PQfname(res, c);  // NULL for COPY results, which have no names
+        r.columns.emplace_back(name ? name : "");
         r.column_types.push_back(PQftype(res, c));
     }
     for (int i = 0; i < PQnparams(res); ++i)

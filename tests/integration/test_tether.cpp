@@ -1,0 +1,515 @@
+// The tether (issue "session-level advisory locks stay correct under transaction pooling"), driven
+// through pgtether by real libpq clients against a real PostgreSQL, with a pool of two backends.
+//
+// How a test sees whether a client is tethered: the pool has two backends. A tethered client keeps
+// one, so two other clients cannot both open a transaction at once — the second one waits. An
+// untethered client keeps none, so both can. The lock state itself is read from pg_locks on a
+// direct connection.
+#include <doctest/doctest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"},
+                       {"default_pool_size", "2"},
+                       {"query_wait_timeout", "20"}};
+    for (auto& [key, value] : extra) config.settings[key] = value;
+    config.extra_args = {"-v"};
+    return config;
+}
+
+// Sends `sql` without waiting; wait_result() collects the last result later.
+void send(Conn& conn, const std::string& sql) {
+    REQUIRE_MESSAGE(PQsendQuery(conn.raw(), sql.c_str()) == 1, conn.error());
+}
+
+// Waits up to `timeout` for the query sent with send() to complete; nullopt if still running.
+std::optional<Result> wait_result(Conn& conn, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+        if (PQconsumeInput(conn.raw()) == 0) return Result::client_error(conn.error());
+        if (!PQisBusy(conn.raw())) break;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left <= 0ms) return std::nullopt;
+        pollfd pfd{PQsocket(conn.raw()), POLLIN, 0};
+        poll(&pfd, 1, static_cast<int>(left.count()));
+    }
+    Result last = Result::client_error("no result");
+    while (PGresult* res = PQgetResult(conn.raw())) {
+        last = Result::from(res);
+        PQclear(res);
+    }
+    return last;
+}
+
+int backend_pid(Conn& conn) {
+    auto r = conn.exec("SELECT pg_backend_pid()");
+    REQUIRE_MESSAGE(r.ok(), r.describe());
+    return std::stoi(r.value());
+}
+
+// Can two further clients both hold a transaction open at the same time? With a pool of two,
+// that is true exactly when no client is tethered. Leaves both transactions rolled back.
+bool two_transactions_fit(const Pgtether& pooler) {
+    Conn b = Conn::must(pooler.conninfo());
+    Conn c = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(b.exec("BEGIN"));
+    PGT_REQUIRE_OK(b.exec("SELECT 1"));
+    send(c, "BEGIN; SELECT 1");
+    auto second = wait_result(c, 700ms);
+    bool fit = second.has_value();
+    PGT_CHECK_OK(b.exec("ROLLBACK"));
+    if (!fit) {
+        second = wait_result(c, 10s);
+        REQUIRE(second.has_value());
+    }
+    PGT_CHECK_OK(c.exec("ROLLBACK"));
+    return fit;
+}
+
+// Session-level advisory locks on `key` (bigint form) held by anyone, seen directly.
+int locks_held(long long key) {
+    Conn direct = Conn::must(direct_conninfo());
+    auto r = direct.exec(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND "
+        "((classid::bigint << 32) | objid::bigint) = " + std::to_string(key));
+    REQUIRE_MESSAGE(r.ok(), r.describe());
+    return std::stoi(r.value());
+}
+
+// Polls until no lock on `key` is held; false after `timeout`.
+bool lock_released_within(long long key, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (locks_held(key) == 0) return true;
+        std::this_thread::sleep_for(50ms);
+    }
+    return locks_held(key) == 0;
+}
+
+std::string scalar(Conn& conn, const std::string& sql) {
+    auto r = conn.exec(sql);
+    REQUIRE_MESSAGE(r.ok(), r.describe());
+    REQUIRE_MESSAGE(r.rows.size() == 1, r.describe());
+    return r.value();
+}
+
+}  // namespace
+
+TEST_CASE("a lock holder keeps its backend across transactions; others cannot take the lock") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    Conn other = Conn::must(pooler.conninfo());
+
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(101)"));
+    int pid = backend_pid(a);
+    for (int i = 0; i < 10; ++i) {
+        // Other traffic on the pool must never land on the tethered backend.
+        CHECK(backend_pid(other) != pid);
+        CHECK(backend_pid(a) == pid);
+    }
+    CHECK(scalar(other, "SELECT pg_try_advisory_lock(101)") == "f");
+    CHECK_FALSE(two_transactions_fit(pooler));
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(101)") == "t");
+    CHECK(locks_held(101) == 0);
+    CHECK(two_transactions_fit(pooler));
+    CHECK(pooler.wait_for_log("tethered to backend"));
+    CHECK(pooler.wait_for_log("untethered from backend"));
+}
+
+TEST_CASE("stacked locks need as many unlocks; unlock_all releases everything") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    for (int i = 0; i < 3; ++i) PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(7)"));
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(7)") == "t");
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(7)") == "t");
+    CHECK_FALSE(two_transactions_fit(pooler));
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(7)") == "t");
+    CHECK(two_transactions_fit(pooler));
+
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(8), pg_advisory_lock(9), pg_advisory_lock(8)"));
+    CHECK_FALSE(two_transactions_fit(pooler));
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
+    CHECK(two_transactions_fit(pooler));
+    CHECK(locks_held(8) == 0);
+    CHECK(locks_held(9) == 0);
+}
+
+TEST_CASE("failed try-locks and transaction-level locks never tether") {
+    Pgtether pooler(two_backends());
+    Conn holder = Conn::must(pooler.conninfo());
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(holder.exec("SELECT pg_advisory_lock(55)"));
+    CHECK(scalar(a, "SELECT pg_try_advisory_lock(55)") == "f");
+    CHECK(scalar(a, "SELECT pg_try_advisory_lock_shared(55)") == "f");
+    // `holder` keeps one backend; `a` must have given the other back: a third client gets it.
+    Conn c = Conn::must(pooler.conninfo());
+    send(c, "BEGIN; SELECT 1");
+    CHECK(wait_result(c, 2s).has_value());
+    PGT_CHECK_OK(c.exec("ROLLBACK"));
+    PGT_REQUIRE_OK(holder.exec("SELECT pg_advisory_unlock(55)"));
+
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_xact_lock(56), pg_try_advisory_xact_lock(57)"));
+    PGT_REQUIRE_OK(a.exec("COMMIT"));
+    CHECK(two_transactions_fit(pooler));
+    CHECK(locks_held(56) == 0);
+}
+
+TEST_CASE("a session lock survives ROLLBACK, so the client stays tethered") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(10)"));
+    PGT_REQUIRE_OK(a.exec("ROLLBACK"));
+    CHECK(scalar(b, "SELECT pg_try_advisory_lock(10)") == "f");
+    CHECK_FALSE(two_transactions_fit(pooler));
+    // An unlock in a failed transaction is effective too (it is not transactional either).
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(10)") == "t");
+    PGT_CHECK_SQLSTATE(a.exec("SELECT 1/0"), "22012");
+    PGT_REQUIRE_OK(a.exec("ROLLBACK"));
+    CHECK(two_transactions_fit(pooler));
+    CHECK(scalar(b, "SELECT pg_try_advisory_lock(10)") == "t");
+    PGT_REQUIRE_OK(b.exec("SELECT pg_advisory_unlock(10)"));
+}
+
+TEST_CASE("shared and exclusive locks, bigint and two-int keys, behave as on direct connections") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    Conn c = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock_shared(20)"));
+    CHECK(scalar(b, "SELECT pg_try_advisory_lock_shared(20)") == "t");
+    // Both holders are tethered now: the pool of two is full, the third client waits for them.
+    send(c, "SELECT pg_try_advisory_lock(20)");
+    CHECK_FALSE(wait_result(c, 500ms).has_value());
+    CHECK(scalar(a, "SELECT pg_advisory_unlock_shared(20)") == "t");
+    auto exclusive = wait_result(c, 5s);
+    REQUIRE(exclusive.has_value());
+    CHECK(exclusive->value() == "f");  // b still shares it
+    CHECK(scalar(b, "SELECT pg_advisory_unlock_shared(20)") == "t");
+    CHECK(scalar(c, "SELECT pg_try_advisory_lock(20)") == "t");
+    CHECK(scalar(c, "SELECT pg_advisory_unlock(20)") == "t");
+
+    // (int, int) keys live in their own key space.
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(1, 2)"));
+    CHECK(scalar(b, "SELECT pg_try_advisory_lock(1, 2)") == "f");
+    CHECK(scalar(b, "SELECT pg_try_advisory_lock((1::bigint << 32) | 2)") == "t");
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(1, 2)") == "t");
+    CHECK(scalar(b, "SELECT pg_advisory_unlock((1::bigint << 32) | 2)") == "t");
+    CHECK(two_transactions_fit(pooler));
+}
+
+TEST_CASE("lock calls are caught in every form a client can send them") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    auto check_tethered_then_release = [&](long long key, const char* form) {
+        INFO(form);
+        CHECK(scalar(b, "SELECT pg_try_advisory_lock(" + std::to_string(key) + ")") == "f");
+        CHECK_FALSE(two_transactions_fit(pooler));
+        PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
+        CHECK(two_transactions_fit(pooler));
+    };
+
+    SUBCASE("extended protocol, unnamed statement") {
+        PGT_REQUIRE_OK(a.exec_params("SELECT pg_advisory_lock($1)", {"301"}));
+        check_tethered_then_release(301, "unnamed");
+    }
+    SUBCASE("named statement") {
+        PGT_REQUIRE_OK(a.exec("BEGIN"));
+        PGT_REQUIRE_OK(a.prepare("take", "SELECT pg_advisory_lock($1::bigint)"));
+        PGT_REQUIRE_OK(a.exec_prepared("take", {"302"}));
+        PGT_REQUIRE_OK(a.exec("COMMIT"));
+        check_tethered_then_release(302, "named, same transaction");
+    }
+    SUBCASE("pipeline mode") {
+        REQUIRE(PQenterPipelineMode(a.raw()) == 1);
+        REQUIRE(PQsendQueryParams(a.raw(), "SELECT 1", 0, nullptr, nullptr, nullptr, nullptr, 0));
+        REQUIRE(PQsendQueryParams(a.raw(), "SELECT pg_advisory_lock(304)", 0, nullptr, nullptr,
+                                  nullptr, nullptr, 0));
+        REQUIRE(PQpipelineSync(a.raw()) == 1);
+        int results = 0;
+        bool synced = false;
+        while (!synced) {
+            PGresult* res = PQgetResult(a.raw());
+            if (!res) continue;
+            if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) synced = true;
+            else CHECK(PQresultStatus(res) == PGRES_TUPLES_OK);
+            ++results;
+            PQclear(res);
+        }
+        REQUIRE(PQexitPipelineMode(a.raw()) == 1);
+        check_tethered_then_release(304, "pipeline");
+    }
+    SUBCASE("multi-statement string, schema-qualified, upper case, quoted") {
+        PGT_REQUIRE_OK(a.exec("SELECT 1; SELECT PG_CATALOG.PG_ADVISORY_LOCK(305); SELECT 2"));
+        check_tethered_then_release(305, "multi-statement upper case");
+        PGT_REQUIRE_OK(a.exec("SELECT \"pg_catalog\".\"pg_advisory_lock\"(306)"));
+        check_tethered_then_release(306, "quoted identifiers");
+    }
+    SUBCASE("DO block") {
+        PGT_REQUIRE_OK(a.exec("DO $body$ BEGIN PERFORM pg_advisory_lock(307); END $body$"));
+        check_tethered_then_release(307, "DO");
+        PGT_REQUIRE_OK(
+            a.exec("DO $$ BEGIN EXECUTE 'SELECT pg_advisory_lock(' || 308 || ')'; END $$"));
+        check_tethered_then_release(308, "dynamic SQL in DO");
+    }
+    SUBCASE("many keys at once") {
+        PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(k) FROM generate_series(310, 314) AS k"));
+        for (int k = 310; k <= 314; ++k) CHECK(locks_held(k) == 1);
+        check_tethered_then_release(312, "many keys");
+        for (int k = 310; k <= 314; ++k) CHECK(locks_held(k) == 0);
+    }
+    SUBCASE("mentions in comments and string literals do not tether") {
+        PGT_REQUIRE_OK(a.exec("SELECT 1 -- pg_advisory_lock(320)"));
+        PGT_REQUIRE_OK(a.exec("SELECT /* pg_advisory_lock(321) */ 1"));
+        PGT_REQUIRE_OK(a.exec("SELECT 'pg_advisory_lock(322)'"));
+        CHECK(two_transactions_fit(pooler));
+    }
+}
+
+TEST_CASE("a tethered client that leaves is scrubbed: its locks are released and the backend reused") {
+    Pgtether pooler(two_backends());
+    Conn probe = Conn::must(direct_conninfo());
+    auto backend_count = [&]() {
+        return std::stoi(scalar(probe,
+                                "SELECT count(*) FROM pg_stat_activity WHERE "
+                                "backend_type = 'client backend' AND application_name = '' AND "
+                                "pid <> pg_backend_pid() AND datname = current_database()"));
+    };
+
+    SUBCASE("Terminate") {
+        Conn a = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(400)"));
+        a.close();
+        CHECK(lock_released_within(400, 1s));
+    }
+    SUBCASE("socket closed without Terminate") {
+        Conn a = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(401)"));
+        ::shutdown(PQsocket(a.raw()), SHUT_RDWR);
+        CHECK(lock_released_within(401, 1s));
+    }
+    SUBCASE("connection reset mid-transaction") {
+        Conn a = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(a.exec("BEGIN"));
+        PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(402)"));
+        PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE scrub_me (x int)"));
+        linger hard{1, 0};  // close with RST
+        setsockopt(PQsocket(a.raw()), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+        ::close(PQsocket(a.raw()));
+        CHECK(lock_released_within(402, 1s));
+    }
+    SUBCASE("killed while waiting for a lock held elsewhere") {
+        Conn holder = Conn::must(direct_conninfo());
+        PGT_REQUIRE_OK(holder.exec("SELECT pg_advisory_lock(403)"));
+        Conn a = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(404)"));
+        send(a, "SELECT pg_advisory_lock(403)");
+        CHECK_FALSE(wait_result(a, 300ms).has_value());
+        ::shutdown(PQsocket(a.raw()), SHUT_RDWR);
+        CHECK(lock_released_within(404, 2s));
+        PGT_REQUIRE_OK(holder.exec("SELECT pg_advisory_unlock(403)"));
+    }
+    SUBCASE("mid-COPY") {
+        Conn setup = Conn::must(direct_conninfo());
+        PGT_REQUIRE_OK(setup.exec("CREATE TABLE IF NOT EXISTS tether_copy (x int)"));
+        Conn a = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(405)"));
+        auto copy = a.exec("COPY tether_copy FROM STDIN");
+        REQUIRE(copy.status == PGRES_COPY_IN);
+        REQUIRE(PQputCopyData(a.raw(), "1\n2\n", 4) == 1);
+        REQUIRE(PQflush(a.raw()) == 0);
+        ::shutdown(PQsocket(a.raw()), SHUT_RDWR);
+        CHECK(lock_released_within(405, 1s));
+        CHECK(scalar(setup, "SELECT count(*) FROM tether_copy") == "0");
+    }
+    // After any of these the pool still works with at most its two backends: the scrubbed one
+    // was cleaned and reused, not closed and replaced.
+    CHECK(two_transactions_fit(pooler));
+    CHECK(backend_count() <= 2);
+    CHECK(pooler.log().find("scrub failed") == std::string::npos);
+    CHECK(pooler.log().find("closing server connection") == std::string::npos);
+}
+
+TEST_CASE("a backend whose clean-up fails is closed, never reused") {
+    Conn admin = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(admin.exec(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'tether_limited') THEN "
+        "CREATE ROLE tether_limited LOGIN; END IF; END $$"));
+    PGT_REQUIRE_OK(admin.exec("GRANT CONNECT ON DATABASE pgtether_test TO tether_limited"));
+    // Without EXECUTE on pg_advisory_unlock_all the scrub cannot release the lock.
+    PGT_REQUIRE_OK(admin.exec("REVOKE EXECUTE ON FUNCTION pg_advisory_unlock_all() FROM PUBLIC"));
+    struct Restore {
+        Conn& admin;
+        ~Restore() {
+            admin.exec("GRANT EXECUTE ON FUNCTION pg_advisory_unlock_all() TO PUBLIC");
+        }
+    } restore{admin};
+
+    PoolerConfig config = two_backends();
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"tether_limited", ""},
+                                                                        {"postgres", ""}};
+    Pgtether pooler(config);
+    Conn a = Conn::must(pooler.conninfo("tether_limited"));
+    int pid = backend_pid(a);
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(500)"));
+    a.close();
+    // The backend is closed instead: its session ends and PostgreSQL drops the lock with it.
+    CHECK(lock_released_within(500, 2s));
+    CHECK(pooler.wait_for_log("scrub failed"));
+    CHECK(scalar(admin, "SELECT count(*) FROM pg_stat_activity WHERE pid = " +
+                            std::to_string(pid)) == "0");
+}
+
+TEST_CASE("tethered backends count against the pool: others queue, then time out") {
+    Pgtether pooler(two_backends({{"query_wait_timeout", "1"}}));
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    Conn c = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(600)"));
+    PGT_REQUIRE_OK(b.exec("SELECT pg_advisory_lock(601)"));
+    auto started = std::chrono::steady_clock::now();
+    auto r = c.exec("SELECT 1");
+    auto waited = std::chrono::steady_clock::now() - started;
+    // A FATAL error followed by the connection closing: libpq reports both in the error message.
+    CHECK(r.is_error());
+    CHECK_MESSAGE(c.error().find("FATAL:  query_wait_timeout") != std::string::npos, c.error());
+    CHECK(waited >= 900ms);
+    // The holders are unaffected.
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(600)") == "t");
+    CHECK(scalar(b, "SELECT pg_advisory_unlock(601)") == "t");
+}
+
+TEST_CASE("stress: lock, read, write, unlock through a pool of two keeps the counter exact") {
+    Conn setup = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(setup.exec("DROP TABLE IF EXISTS tether_counter"));
+    PGT_REQUIRE_OK(setup.exec("CREATE TABLE tether_counter (n int)"));
+    PGT_REQUIRE_OK(setup.exec("INSERT INTO tether_counter VALUES (0)"));
+    Pgtether pooler(two_backends());
+    constexpr int kClients = 6;
+    constexpr int kRounds = 25;
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kClients; ++t) {
+        threads.emplace_back([&]() {
+            Conn conn(pooler.conninfo());
+            if (!conn.ok()) {
+                ++failures;
+                return;
+            }
+            for (int i = 0; i < kRounds; ++i) {
+                // Each step is its own transaction; only the advisory lock keeps them atomic.
+                if (!conn.exec("SELECT pg_advisory_lock(700)").ok()) ++failures;
+                auto read = conn.exec("SELECT n FROM tether_counter");
+                if (!read.ok()) {
+                    ++failures;
+                    continue;
+                }
+                int n = std::stoi(read.value());
+                if (!conn.exec("UPDATE tether_counter SET n = " + std::to_string(n + 1)).ok()) {
+                    ++failures;
+                }
+                auto unlock = conn.exec("SELECT pg_advisory_unlock(700)");
+                if (!unlock.ok() || unlock.value() != "t") ++failures;
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(failures == 0);
+    CHECK(scalar(setup, "SELECT n FROM tether_counter") == std::to_string(kClients * kRounds));
+    CHECK(locks_held(700) == 0);
+}
+
+TEST_CASE("advisory_lock_tracking = off behaves like PgBouncer: no tether") {
+    Pgtether pooler(two_backends({{"advisory_lock_tracking", "off"}}));
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(800)"));
+    CHECK(two_transactions_fit(pooler));
+    // The lock stayed behind on a pooled backend: the PgBouncer failure mode.
+    CHECK(locks_held(800) == 1);
+    Conn direct = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(direct.exec(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND "
+        "objid = 800 AND objsubid = 1"));
+}
+
+TEST_CASE("locks taken inside functions: advisory_lock_functions and every_transaction") {
+    Conn setup = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(setup.exec(
+        "CREATE OR REPLACE FUNCTION take_job_lock(k bigint) RETURNS void LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_advisory_lock(k); END $$"));
+    PGT_REQUIRE_OK(setup.exec(
+        "CREATE OR REPLACE FUNCTION drop_job_lock(k bigint) RETURNS boolean LANGUAGE sql AS "
+        "'SELECT pg_advisory_unlock(k)'"));
+
+    SUBCASE("named in advisory_lock_functions") {
+        Pgtether pooler(two_backends({{"advisory_lock_functions", "take_job_lock, drop_job_lock"}}));
+        Conn a = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(900)"));
+        CHECK_FALSE(two_transactions_fit(pooler));
+        CHECK(scalar(a, "SELECT drop_job_lock(900)") == "t");
+        CHECK(two_transactions_fit(pooler));
+    }
+    SUBCASE("every_transaction probes without any mention") {
+        Pgtether pooler(two_backends({{"advisory_lock_tracking", "every_transaction"}}));
+        Conn a = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(901)"));
+        CHECK_FALSE(two_transactions_fit(pooler));
+        CHECK(scalar(a, "SELECT drop_job_lock(901)") == "t");
+        CHECK(two_transactions_fit(pooler));
+    }
+    SUBCASE("with neither, the leak sweep finds and scrubs the lock left on an idle backend") {
+        Pgtether pooler(two_backends({{"server_check_delay", "1"}}));
+        Conn a = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(902)"));
+        CHECK(locks_held(902) == 1);  // invisible to the trigger: leaked on a pooled backend
+        CHECK(lock_released_within(902, 4s));
+        CHECK(pooler.wait_for_log("leaked advisory locks"));
+        CHECK(pooler.log().find("take_job_lock(902)") != std::string::npos);
+    }
+}
+
+TEST_CASE("tethered_idle_timeout disconnects an idle lock holder and releases its locks") {
+    Pgtether pooler(two_backends({{"tethered_idle_timeout", "1"}}));
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(1000)"));
+    std::this_thread::sleep_for(1500ms);
+    auto r = a.exec("SELECT 1");
+    CHECK(r.is_error());
+    CHECK(lock_released_within(1000, 1s));
+    CHECK(pooler.wait_for_log("tethered_idle_timeout"));
+}
+
+TEST_CASE("statement mode: a lock holder is tethered too") {
+    Pgtether pooler(two_backends({{"pool_mode", "statement"}}));
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(1100)"));
+    CHECK(scalar(b, "SELECT pg_try_advisory_lock(1100)") == "f");
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(1100)") == "t");
+    CHECK(scalar(b, "SELECT pg_try_advisory_lock(1100)") == "t");
+    CHECK(scalar(b, "SELECT pg_advisory_unlock(1100)") == "t");
+}
