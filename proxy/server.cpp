@@ -722,7 +722,9 @@ void Server::finish_internal() {
                 return;
             }
             pool_.stats().scrubs++;
-            spdlog::debug("S-{}: backend {} scrubbed", id_, backend_key_.pid);
+            spdlog::warn("S-{} {}/{}: scrubbed backend {} after {} left", id_,
+                         pool_.database_name(), pool_.user_name(), backend_key_.pid,
+                         last_client_description_);
             pool_.release(*this);
             return;
         }
