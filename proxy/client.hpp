@@ -8,8 +8,11 @@
 #include <vector>
 
 #include "protocol/backend_messages.hpp"
+#include "protocol/frontend_messages.hpp"
 #include "protocol/startup.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/prepared_statements.hpp"
+#include "proxy/request_queue.hpp"
 #include "proxy/server.hpp"
 #include "proxy/session_params.hpp"
 #include "proxy/stream.hpp"
@@ -85,6 +88,7 @@ public:
     // also fire when such a statement is executed later, by Bind).
     [[nodiscard]] bool statement_is_lock_relevant(std::string_view name) const;
     [[nodiscard]] const std::string& last_query() const { return last_query_; }
+    [[nodiscard]] ClientStatements& statements() { return statements_; }
 
     // The periodic timeouts (login, idle, wait, transaction idle, tethered idle).
     void janitor(std::uint64_t now_ms);
@@ -112,7 +116,20 @@ private:
     // On close: hand the linked server back — directly when clean, through a scrub otherwise.
     void detach_from_server();
     void remember_query(std::string_view sql);
-    void remember_statement(std::string_view name, bool lock_relevant);
+
+    // Extended-protocol routing with prepared-statement translation (client_requests.cpp). Each
+    // route_* returns true when it forwarded (rewritten), injected or answered the message itself.
+    struct Outbound;
+    bool route_parse(const protocol::ParseMessage& parse, Outbound& out);
+    bool route_bind(protocol::ByteSpan body, Outbound& out);
+    bool route_describe_or_close(protocol::ByteSpan body, char type, Outbound& out);
+    // Prepares `statement` on the linked backend unless it has it, evicting if over capacity.
+    void ensure_prepared(const StatementPtr& statement, Outbound& out);
+    void make_room_for(const StatementPtr& statement, Outbound& out);
+    // Queues a reply pgtether gives itself, in its place in the reply stream.
+    void answer(QueuedRequest::Kind kind, char type, std::string reply);
+    // A lone `DEALLOCATE name` of one of the client's protocol-level statements, while idle.
+    bool answer_deallocate(protocol::ByteSpan message);
 
     // Authentication messages are small; anything larger is refused before it is buffered.
     static constexpr std::uint32_t kMaxAuthMessage = 16 * 1024;
@@ -142,8 +159,11 @@ private:
     bool tethered_ = false;
     std::uint64_t tethered_since_ms_ = 0;
     std::vector<AdvisoryLockKey> held_locks_;
-    // Named prepared statements whose text mentions a lock function.
-    std::vector<std::string> lock_statements_;
+    // The client's named prepared statements (docs/prepared-statements.md).
+    ClientStatements statements_;
+    // pgtether answered a message of the current extended batch with an error: discard the
+    // client's messages up to its Sync, as PostgreSQL would.
+    bool skip_until_sync_ = false;
     std::string last_query_;  // for SHOW LOCKS and leak reports; truncated
 };
 

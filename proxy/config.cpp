@@ -254,7 +254,9 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("max_db_connections", Kind::Int, kHonoured, "0", &C::max_db_connections),
         key<C>("max_packet_size", Kind::Int, kHonoured, "2147483647", &C::max_packet_size)
             .range(1, kIntMax),
-        key<C>("max_prepared_statements", Kind::Int, kIgnored, "0"),      // 1.21
+        key<C>("max_prepared_statements", Kind::Int, kHonoured, "200",
+               &C::max_prepared_statements)
+            .range(0, kIntMax),  // 1.21
         key<C>("max_user_client_connections", Kind::Int, kIgnored, "0"),  // 1.24
         key<C>("max_user_connections", Kind::Int, kHonoured, "0", &C::max_user_connections),
         key<C>("min_pool_size", Kind::Int, kHonoured, "0", &C::min_pool_size),

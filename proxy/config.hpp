@@ -131,6 +131,7 @@ struct Config {
     Duration suspend_timeout = std::chrono::seconds(10);
     int pkt_buf = 4096;
     int max_packet_size = 2147483647;
+    int max_prepared_statements = 200;  // per backend; 0 disables statement translation
     int listen_backlog = 128;
     int sbuf_loopcnt = 5;
     bool so_reuseport = false;

@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <limits>
+
 #include <spdlog/spdlog.h>
 
 #include "protocol/framing.hpp"
@@ -41,6 +43,12 @@ namespace {
 // being assembled in memory first.
 bool streamable_from_server(char type) {
     return type == be::kDataRow || type == be::kCopyData;
+}
+
+// Command tags after which the backend has no prepared statements left.
+bool deallocates_all(ByteSpan command_complete_body) {
+    auto tag = protocol::parse_command_complete(command_complete_body);
+    return tag && (*tag == "DISCARD ALL" || *tag == "DEALLOCATE ALL");
 }
 
 protocol::ErrorFields fatal(const char* sqlstate, std::string message) {
@@ -268,6 +276,8 @@ void Server::link(Client& client) {
     lock_relevant_ = false;
     client_forwarded_ = false;
     tracker_.reset();
+    requests_.clear();
+    translate_statements_ = worker_.config().max_prepared_statements > 0;
     last_client_description_ = client.describe();
     const auto& config = worker_.config();
     bool long_idle = worker_.now_ms() - idle_since_ms_ >=
@@ -301,6 +311,44 @@ void Server::release_to_pool() {
 bool Server::send_from_client(const uv_buf_t* bufs, unsigned count) {
     client_forwarded_ = true;
     return stream_.writev(bufs, count);
+}
+
+void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
+    auto& finished = requests_.finished();
+    for (auto& done : finished) {
+        switch (done.outcome) {
+            case RequestQueue::Outcome::Done:
+                break;
+            case RequestQueue::Outcome::Answer:
+                if (client_ && state_ == State::Active) emit(std::move(done.request.reply));
+                break;
+            case RequestQueue::Outcome::Failed:
+            case RequestQueue::Outcome::Skipped:
+                undo(done.request);
+                break;
+        }
+    }
+    finished.clear();
+}
+
+void Server::settle_requests() {
+    settle_requests([this](std::string&& reply) { client_->send(reply); });
+}
+
+void Server::undo(const QueuedRequest& request) {
+    // The request never took effect on the backend: take back what pgtether assumed.
+    if (!request.statement) return;
+    if ((request.undo & QueuedRequest::kUndoClientAdd) && client_ &&
+        client_->statements().find(request.client_name) == request.statement) {
+        client_->statements().remove(request.client_name);
+    }
+    if ((request.undo & QueuedRequest::kUndoClientRemove) && client_) {
+        client_->statements().add(request.client_name, request.statement);
+    }
+    if (request.undo & QueuedRequest::kUndoServerAdd) statements_.remove(*request.statement);
+    if (request.undo & QueuedRequest::kUndoServerRemove) {
+        statements_.add(request.statement, std::numeric_limits<std::size_t>::max(), {});
+    }
 }
 
 void Server::resume_input_from_client() {
@@ -343,6 +391,7 @@ std::size_t Server::on_stream_data(ByteSpan data) {
 
 std::size_t Server::handle_linked_data(ByteSpan data) {
     ForwardBatch batch;
+    std::deque<std::string> answers;  // pgtether's own replies, alive until flushed
     std::size_t consumed = 0;
     auto flush = [&]() {
         if (batch.empty()) return;
@@ -355,6 +404,15 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
             flush();
             batch.add(p, n);
         }
+    };
+    // pgtether's answers to requests whose turn came, in place in the reply stream.
+    auto settle = [&]() {
+        if (requests_.finished().empty()) return;
+        settle_requests([&](std::string&& reply) {
+            answers.push_back(std::move(reply));
+            forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
+                    answers.back().size());
+        });
     };
     if (passthrough_remaining_ > 0) {
         std::size_t n = std::min(passthrough_remaining_, data.size());
@@ -382,6 +440,11 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
         }
         ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
                                      frame.total - protocol::kTypedHeaderSize);
+        consumed += frame.total;
+        // With statement translation, replies to messages pgtether injected are not for the
+        // client (RequestQueue says which).
+        bool swallow = translate_statements_ && !requests_.empty() &&
+                       requests_.on_backend_message(frame.type) == RequestQueue::Verdict::Swallow;
         switch (frame.type) {
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -393,7 +456,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 tracker_.on_ready_for_query(*status);
                 pool_.stats().query_count++;
                 forward(rest.data(), frame.total);
-                consumed += frame.total;
+                settle();
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
                     if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
                         !client_->tethered()) {
@@ -415,6 +478,15 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 if (status) record_parameter(status->name, status->value, false);
                 break;
             }
+            case be::kCommandComplete:
+                tracker_.on_backend(frame.type);
+                if (translate_statements_ && deallocates_all(body)) {
+                    // DISCARD ALL / DEALLOCATE ALL: the backend and the client forgot every
+                    // prepared statement.
+                    statements_.clear();
+                    client_->statements().clear();
+                }
+                break;
             case be::kAuthentication:
             case be::kBackendKeyData:
                 flush();
@@ -424,8 +496,8 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 tracker_.on_backend(frame.type);
                 break;
         }
-        forward(rest.data(), frame.total);
-        consumed += frame.total;
+        if (!swallow) forward(rest.data(), frame.total);
+        settle();
     }
     flush();
     return consumed;
@@ -588,6 +660,13 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
         ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
                                      frame.total - protocol::kTypedHeaderSize);
         consumed += frame.total;
+        if (!ours() && translate_statements_ && !requests_.empty()) {
+            // Replies the departed client's requests still get: keep the backend's statement
+            // bookkeeping true (nobody receives answers any more).
+            requests_.on_backend_message(frame.type);
+            settle_requests([](std::string&&) {});
+        }
+        if (frame.type == be::kCommandComplete && deallocates_all(body)) statements_.clear();
         switch (frame.type) {
             case be::kRowDescription:
                 if (ours()) op.rows.clear();

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +19,8 @@
 #include "protocol/pipeline_tracker.hpp"
 #include "protocol/startup.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/prepared_statements.hpp"
+#include "proxy/request_queue.hpp"
 #include "proxy/session_params.hpp"
 #include "proxy/stream.hpp"
 #include "proxy/tether.hpp"
@@ -24,6 +28,7 @@
 namespace pgtether {
 
 class Client;
+class ForwardBatch;
 class Pool;
 class Worker;
 class ServerLogin;
@@ -88,6 +93,17 @@ public:
     // ---- forwarding ----
     // Client messages, already inspected by the client; returns false if the write is pending.
     bool send_from_client(const uv_buf_t* bufs, unsigned count);
+    // ---- prepared-statement translation (docs/prepared-statements.md) ----
+    // Fixed when a client is linked: max_prepared_statements > 0 at that moment.
+    [[nodiscard]] bool translates_statements() const { return translate_statements_; }
+    [[nodiscard]] RequestQueue& requests() { return requests_; }
+    [[nodiscard]] ServerStatements& statements() { return statements_; }
+    // Acts on requests the queue finished: hands pgtether's own answers to `emit` (in order with
+    // the forwarded replies) and undoes what failed or skipped requests would have changed.
+    void settle_requests(const std::function<void(std::string&&)>& emit);
+    // The same, sending answers straight to the client (no backend reply is pending before them).
+    void settle_requests();
+
     // The client's socket drained after back-pressure: read from this server again.
     void resume_input_from_client();
     // Marks the current transaction as one that may have changed advisory-lock state.
@@ -148,6 +164,7 @@ private:
     void sync_parameters();
     void release_to_pool();
     void maybe_finish_close();
+    void undo(const QueuedRequest& request);
     static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
     std::size_t handle_login_data(protocol::ByteSpan data);
     std::size_t handle_linked_data(protocol::ByteSpan data);
@@ -168,6 +185,9 @@ private:
     protocol::CancelKey backend_key_;
     ParamValues params_;
     protocol::PipelineTracker tracker_;
+    RequestQueue requests_;
+    ServerStatements statements_;
+    bool translate_statements_ = false;
     std::unique_ptr<ServerLogin> login_;
     std::unique_ptr<InternalQuery> internal_;
     std::size_t passthrough_remaining_ = 0;  // bytes of a streamed message still to forward

@@ -2,6 +2,8 @@
 
 #include <netdb.h>
 
+#include <algorithm>
+
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -42,6 +44,11 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       scanner_(std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions)),
       cancels_(cancels),
       registry_(std::make_unique<Registry>()) {
+    // pkt_buf sizes the shared receive buffer; tiny values would only multiply read calls.
+    constexpr int kMinReadBuffer = 1024;
+    constexpr int kMaxReadBuffer = 16 * 1024 * 1024;
+    scratch_.resize(static_cast<std::size_t>(
+        std::clamp(config_->pkt_buf, kMinReadBuffer, kMaxReadBuffer)));
     if (int rc = uv_loop_init(&loop_); rc != 0) {
         throw std::runtime_error(std::string("cannot create event loop: ") + uv_strerror(rc));
     }

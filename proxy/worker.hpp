@@ -18,6 +18,7 @@
 #include "protocol/sql_scanner.hpp"
 #include "proxy/auth_file.hpp"
 #include "proxy/config.hpp"
+#include "proxy/prepared_statements.hpp"
 #include "proxy/stats.hpp"
 
 namespace pgtether {
@@ -94,6 +95,9 @@ public:
     // A server is being destroyed: cancel forwarders must not report to it.
     void forget_cancel_target(Server& server);
 
+    // Every distinct prepared statement any client of this worker prepared.
+    [[nodiscard]] StatementRegistry& statements() { return statements_; }
+
     // The tether's trigger, built from the config's advisory_lock_functions.
     [[nodiscard]] const protocol::SqlScanner& sql_scanner() const { return *scanner_; }
 
@@ -110,11 +114,12 @@ private:
     std::shared_ptr<const Config> config_;
     std::shared_ptr<const AuthFile> auth_file_;
     std::unique_ptr<protocol::SqlScanner> scanner_;
+    StatementRegistry statements_;
     CancelRegistry& cancels_;
     uv_loop_t loop_{};
     uv_timer_t janitor_timer_{};
     uv_timer_t stats_timer_{};
-    std::array<std::uint8_t, 64 * 1024> scratch_{};
+    std::vector<std::uint8_t> scratch_;  // pkt_buf bytes: every socket read lands here first
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
     std::map<std::string, int> db_servers_;

@@ -441,6 +441,7 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
     CHECK(cfg->tcp_keepintvl == 10);
     CHECK(cfg->tcp_user_timeout == 30000);
     CHECK(cfg->application_name_add_host);
+    CHECK(cfg->max_prepared_statements == 100);
     // pgtether's own keys keep their defaults.
     CHECK(cfg->advisory_lock_tracking == LockTracking::On);
     CHECK(cfg->advisory_lock_functions.empty());
@@ -468,7 +469,6 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
         at("client_tls_key_file =", "client_tls_key_file"),
         at("client_tls_cert_file =", "client_tls_cert_file"),
         at("client_tls_ca_file =", "client_tls_ca_file"),
-        at("max_prepared_statements =", "max_prepared_statements"),
         at("track_extra_parameters =", "track_extra_parameters"),
         at("application_name_add_host =", "application_name_add_host"),
     };
@@ -535,6 +535,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "ignore_startup_parameters",
                                             "pkt_buf",
                                             "max_packet_size",
+                                            "max_prepared_statements",
                                             "listen_backlog",
                                             "tcp_keepalive",
                                             "tcp_keepidle",

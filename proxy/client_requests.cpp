@@ -1,0 +1,411 @@
+// A logged-in client's requests: borrowing a server, scanning statements for the tether, and
+// forwarding — with named prepared statements translated to the serving backend
+// (docs/prepared-statements.md).
+#include <algorithm>
+#include <deque>
+
+#include "protocol/backend_messages.hpp"
+#include "protocol/framing.hpp"
+#include "protocol/frontend_messages.hpp"
+#include "protocol/message_types.hpp"
+#include "protocol/deallocate_statement.hpp"
+#include "protocol/sql_scanner.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/client.hpp"
+#include "proxy/forward_batch.hpp"
+#include "proxy/pool.hpp"
+#include "proxy/worker.hpp"
+
+namespace pgtether {
+
+namespace fe = protocol::fe;
+using protocol::ByteSpan;
+using protocol::Frame;
+using protocol::FrameStatus;
+
+namespace {
+
+// How much of a statement is kept for SHOW LOCKS and leak reports.
+constexpr std::size_t kLastQueryLength = 200;
+// A client may hold this many named statements; more is refused (53400) so that one client
+// cannot grow pgtether's memory without bound.
+constexpr std::size_t kMaxClientStatements = 10000;
+
+// Messages a client sends that are only forwarded: streamed when larger than what has arrived.
+bool streamable_from_client(char type) { return type == fe::kCopyData; }
+
+bool is_known_frontend_type(char type) {
+    switch (type) {
+        case fe::kBind: case fe::kClose: case fe::kCopyData: case fe::kCopyDone:
+        case fe::kCopyFail: case fe::kDescribe: case fe::kExecute: case fe::kFlush:
+        case fe::kFunctionCall: case fe::kParse: case fe::kQuery: case fe::kSync:
+        case fe::kTerminate:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// Whether a frontend message gets a reply that ends a request (see RequestQueue).
+bool is_request(char type) {
+    switch (type) {
+        case fe::kParse: case fe::kBind: case fe::kDescribe: case fe::kExecute:
+        case fe::kClose: case fe::kSync: case fe::kQuery: case fe::kFunctionCall:
+            return true;
+        default:
+            return false;
+    }
+}
+
+std::string error_message(const char* sqlstate, std::string message) {
+    std::string out;
+    protocol::append_error_response(out, {"ERROR", sqlstate, std::move(message), {}, {}});
+    return out;
+}
+
+std::string simple_message(char type) {
+    std::string out;
+    protocol::MessageWriter(out).begin(type).end();
+    return out;
+}
+
+}  // namespace
+
+// Bytes on their way to the server: ranges of the receive buffer plus messages pgtether wrote
+// (rewritten or injected), which live in `owned` until the batch is flushed.
+struct Client::Outbound {
+    Client& client;
+    ForwardBatch batch;
+    std::deque<std::string> owned;
+
+    bool flush() {
+        if (batch.empty()) return true;
+        client.pool_->stats().bytes_received += batch.bytes();
+        bool done = client.server_->send_from_client(batch.bufs(), batch.count());
+        batch.clear();
+        owned.clear();
+        if (!done) client.pause_input();
+        return done;
+    }
+    void add(const std::uint8_t* p, std::size_t n) {
+        if (!batch.add(p, n)) {
+            flush();
+            batch.add(p, n);
+        }
+    }
+    void add_owned(std::string bytes) {
+        if (batch.count() == ForwardBatch::kMaxRanges) flush();
+        owned.push_back(std::move(bytes));
+        batch.add(protocol::as_bytes(owned.back()));
+    }
+};
+
+std::size_t Client::handle_requests(ByteSpan data) {
+    if (state_ == State::Idle) {
+        Frame first = protocol::frame_message(data, kMaxAuthMessage);
+        if (first.status == FrameStatus::Complete) {
+            // A lone Terminate needs no server.
+            if (first.type == fe::kTerminate) {
+                close("client closed the connection (Terminate)");
+                return data.size();
+            }
+            if (first.type == fe::kQuery && answer_deallocate(data.first(first.total))) {
+                return first.total;
+            }
+        }
+        set_state(State::Waiting);
+        pool_->request_server(*this);
+        if (state_ != State::Active) {
+            // Queued (or closed by a fast failure): hold the request, read nothing more.
+            stream_.stop_reading();
+            return 0;
+        }
+    }
+    if (server_->busy() || input_paused_) {
+        stream_.stop_reading();
+        return 0;
+    }
+    Outbound out{*this, {}, {}};
+    std::size_t consumed = 0;
+    auto& tracker = server_->tracker();
+    if (passthrough_remaining_ > 0) {
+        std::size_t n = std::min(passthrough_remaining_, data.size());
+        out.add(data.data(), n);
+        passthrough_remaining_ -= n;
+        consumed += n;
+    }
+    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
+    const bool translate = server_->translates_statements();
+    while (consumed < data.size() && state_ == State::Active) {
+        ByteSpan rest = data.subspan(consumed);
+        Frame frame = protocol::frame_message(rest, max_length);
+        if (frame.status == FrameStatus::Invalid) {
+            out.flush();
+            fail(protocol::sqlstate::kProtocolViolation,
+                 frame.length > max_length ? "message too large (max_packet_size)"
+                                           : "invalid message length");
+            return data.size();
+        }
+        if (frame.status == FrameStatus::NeedMore) {
+            if (frame.has_header() && streamable_from_client(frame.type) && !skip_until_sync_) {
+                tracker.on_frontend(frame.type);
+                out.add(rest.data(), rest.size());
+                passthrough_remaining_ = frame.total - rest.size();
+                consumed = data.size();
+            }
+            break;
+        }
+        ByteSpan message = rest.first(frame.total);
+        ByteSpan body = message.subspan(protocol::kTypedHeaderSize);
+        consumed += frame.total;
+        if (!is_known_frontend_type(frame.type)) {
+            out.flush();
+            fail(protocol::sqlstate::kProtocolViolation,
+                 "invalid frontend message type " +
+                     std::to_string(static_cast<unsigned char>(frame.type)));
+            return data.size();
+        }
+        if (frame.type == fe::kTerminate) {
+            out.flush();
+            close("client closed the connection (Terminate)");
+            return data.size();
+        }
+        if (skip_until_sync_) {
+            // pgtether answered an earlier message of this batch with an error; PostgreSQL
+            // would now discard everything up to the Sync (protocol §55.2.3), so do we.
+            if (frame.type != fe::kSync) continue;
+            skip_until_sync_ = false;
+        }
+        if (tracker.quiet()) query_started_ms_ = worker_.now_ms();
+        bool routed = false;
+        switch (frame.type) {
+            case fe::kQuery: {
+                auto sql = protocol::parse_query(body);
+                if (!sql) {
+                    out.flush();
+                    fail(protocol::sqlstate::kProtocolViolation, "invalid Query message");
+                    return data.size();
+                }
+                if (worker_.sql_scanner().scan(*sql) & kLockTrigger) server_->mark_lock_relevant();
+                remember_query(*sql);
+                break;
+            }
+            case fe::kParse: {
+                auto parse = protocol::parse_parse(body);
+                if (!parse) {
+                    out.flush();
+                    fail(protocol::sqlstate::kProtocolViolation, "invalid Parse message");
+                    return data.size();
+                }
+                routed = route_parse(*parse, out);
+                break;
+            }
+            case fe::kBind: routed = route_bind(body, out); break;
+            case fe::kDescribe:
+            case fe::kClose: routed = route_describe_or_close(body, frame.type, out); break;
+            case fe::kFunctionCall:
+                // A fast-path call names its function by OID: it could be a lock function.
+                server_->mark_lock_relevant();
+                break;
+            default:
+                break;
+        }
+        if (routed) continue;
+        tracker.on_frontend(frame.type);
+        out.add(message.data(), message.size());
+        if (translate && is_request(frame.type)) {
+            server_->requests().push({frame.type, QueuedRequest::Kind::Forwarded, {}, {}, {}, {}});
+        }
+    }
+    last_activity_ms_ = worker_.now_ms();
+    if (state_ == State::Active) {
+        out.flush();
+        server_->settle_requests();
+    }
+    return consumed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Named prepared statements
+
+bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
+    bool relevant = (worker_.sql_scanner().scan(parse.query) & kLockTrigger) != 0;
+    if (relevant) server_->mark_lock_relevant();
+    remember_query(parse.query);
+    if (parse.statement.empty()) return false;  // the unnamed statement is the backend's own
+    if (!server_->translates_statements()) {
+        // No translation: the name goes to the backend as is; remember it only so that a later
+        // Bind of it still fires the tether's trigger.
+        statements_.add(parse.statement, worker_.statements().intern(
+                                             parse.query, parse.parameter_types, relevant));
+        return false;
+    }
+    auto& queue = server_->requests();
+    if (statements_.find(parse.statement)) {
+        answer(QueuedRequest::Kind::Answered, fe::kParse,
+               error_message("42P05", "prepared statement \"" + std::string(parse.statement) +
+                                          "\" already exists"));
+        skip_until_sync_ = true;
+        return true;
+    }
+    if (statements_.size() >= kMaxClientStatements) {
+        answer(QueuedRequest::Kind::Answered, fe::kParse,
+               error_message("53400", "too many prepared statements (pgtether allows " +
+                                          std::to_string(kMaxClientStatements) +
+                                          " per connection)"));
+        skip_until_sync_ = true;
+        return true;
+    }
+    StatementPtr statement =
+        worker_.statements().intern(parse.query, parse.parameter_types, relevant);
+    statements_.add(parse.statement, statement);
+    std::string name(parse.statement);
+    if (server_->statements().contains(*statement)) {
+        // Already prepared on this backend (by this or another client): answer it ourselves.
+        server_->statements().touch(*statement);
+        queue.push({fe::kParse, QueuedRequest::Kind::Answered, QueuedRequest::kUndoClientAdd,
+                    simple_message(protocol::be::kParseComplete), std::move(name), statement});
+        server_->settle_requests();
+        return true;
+    }
+    make_room_for(statement, out);
+    std::string rewritten;
+    protocol::MessageWriter(rewritten)
+        .begin(fe::kParse)
+        .cstring(statement->server_name)
+        .cstring(statement->query)
+        .bytes(statement->parameter_types)
+        .end();
+    out.add_owned(std::move(rewritten));
+    server_->tracker().on_frontend(fe::kParse);
+    queue.push({fe::kParse, QueuedRequest::Kind::Forwarded,
+                QueuedRequest::kUndoClientAdd | QueuedRequest::kUndoServerAdd, {},
+                std::move(name), statement});
+    return true;
+}
+
+void Client::make_room_for(const StatementPtr& statement, Outbound& out) {
+    auto capacity = static_cast<std::size_t>(worker_.config().max_prepared_statements);
+    auto evicted = server_->statements().add(statement, capacity,
+                                             server_->requests().pinned_statements());
+    for (auto& old : evicted) {
+        std::string close;
+        protocol::MessageWriter(close).begin(fe::kClose).u8('S').cstring(old->server_name).end();
+        out.add_owned(std::move(close));
+        server_->tracker().on_frontend(fe::kClose);
+        server_->requests().push({fe::kClose, QueuedRequest::Kind::Injected,
+                                  QueuedRequest::kUndoServerRemove, {}, {}, old});
+    }
+}
+
+void Client::ensure_prepared(const StatementPtr& statement, Outbound& out) {
+    if (server_->statements().contains(*statement)) {
+        server_->statements().touch(*statement);
+        return;
+    }
+    make_room_for(statement, out);
+    std::string parse;
+    protocol::MessageWriter(parse)
+        .begin(fe::kParse)
+        .cstring(statement->server_name)
+        .cstring(statement->query)
+        .bytes(statement->parameter_types)
+        .end();
+    out.add_owned(std::move(parse));
+    server_->tracker().on_frontend(fe::kParse);
+    server_->requests().push({fe::kParse, QueuedRequest::Kind::Injected,
+                              QueuedRequest::kUndoServerAdd, {}, {}, statement});
+}
+
+bool Client::route_bind(ByteSpan body, Outbound& out) {
+    auto names = protocol::parse_bind_names(body);
+    if (!names || names->statement.empty()) return false;
+    StatementPtr statement = statements_.find(names->statement);
+    if (!statement) return false;  // unknown: the backend reports it with the client's name
+    if (statement->lock_relevant) server_->mark_lock_relevant();
+    if (!server_->translates_statements()) return false;
+    ensure_prepared(statement, out);
+    // Same Bind, with the backend's name for the statement; the parameters are copied as sent.
+    std::size_t names_length = names->portal.size() + 1 + names->statement.size() + 1;
+    std::string rewritten;
+    protocol::MessageWriter(rewritten)
+        .begin(fe::kBind)
+        .cstring(names->portal)
+        .cstring(statement->server_name)
+        .bytes(body.subspan(names_length))
+        .end();
+    out.add_owned(std::move(rewritten));
+    server_->tracker().on_frontend(fe::kBind);
+    server_->requests().push(
+        {fe::kBind, QueuedRequest::Kind::Forwarded, QueuedRequest::kUndoNone, {}, {}, statement});
+    return true;
+}
+
+bool Client::route_describe_or_close(ByteSpan body, char type, Outbound& out) {
+    auto target = protocol::parse_describe_or_close(body);
+    if (!target || target->kind != 'S' || target->name.empty()) return false;
+    if (!server_->translates_statements()) {
+        if (type == fe::kClose) statements_.remove(target->name);
+        return false;
+    }
+    if (type == fe::kClose) {
+        // The backend keeps the statement for others (or until evicted); the client's name goes.
+        // PostgreSQL answers CloseComplete even for a name that does not exist.
+        std::string name(target->name);
+        StatementPtr removed = statements_.remove(name);
+        server_->requests().push({fe::kClose, QueuedRequest::Kind::Answered,
+                                  removed ? QueuedRequest::kUndoClientRemove
+                                          : QueuedRequest::kUndoNone,
+                                  simple_message(protocol::be::kCloseComplete), std::move(name),
+                                  removed});
+        server_->settle_requests();
+        return true;
+    }
+    StatementPtr statement = statements_.find(target->name);
+    if (!statement) return false;
+    ensure_prepared(statement, out);
+    std::string rewritten;
+    protocol::MessageWriter(rewritten)
+        .begin(fe::kDescribe)
+        .u8('S')
+        .cstring(statement->server_name)
+        .end();
+    out.add_owned(std::move(rewritten));
+    server_->tracker().on_frontend(fe::kDescribe);
+    server_->requests().push({fe::kDescribe, QueuedRequest::Kind::Forwarded,
+                              QueuedRequest::kUndoNone, {}, {}, statement});
+    return true;
+}
+
+void Client::answer(QueuedRequest::Kind kind, char type, std::string reply) {
+    server_->requests().push({type, kind, QueuedRequest::kUndoNone, std::move(reply), {}, {}});
+    server_->settle_requests();
+}
+
+bool Client::answer_deallocate(ByteSpan message) {
+    // `DEALLOCATE name` of a protocol-level statement: the backend knows it under another name
+    // (or not at all), so pgtether answers it, as PostgreSQL would outside a transaction block.
+    if (worker_.config().max_prepared_statements <= 0) return false;
+    auto sql = protocol::parse_query(message.subspan(protocol::kTypedHeaderSize));
+    if (!sql) return false;
+    auto name = protocol::parse_lone_deallocate(*sql);
+    if (!name || !statements_.remove(*name)) return false;
+    std::string reply;
+    protocol::append_command_complete(reply, "DEALLOCATE");
+    protocol::append_ready_for_query(reply, protocol::kTxIdle);
+    send(reply);
+    return true;
+}
+
+void Client::remember_query(std::string_view sql) {
+    last_query_.assign(sql.substr(0, kLastQueryLength));
+    if (server_) server_->last_statement_ = last_query_;
+}
+
+bool Client::statement_is_lock_relevant(std::string_view name) const {
+    if (name.empty()) return false;  // the unnamed statement's Parse was scanned just before
+    auto statement = statements_.find(name);
+    return statement && statement->lock_relevant;
+}
+
+}  // namespace pgtether

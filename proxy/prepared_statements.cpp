@@ -1,0 +1,93 @@
+#include "proxy/prepared_statements.hpp"
+
+#include <algorithm>
+
+namespace pgtether {
+
+StatementPtr StatementRegistry::intern(std::string_view query,
+                                       protocol::ByteSpan parameter_types, bool lock_relevant) {
+    std::string key;
+    key.reserve(parameter_types.size() + 1 + query.size());
+    key.append(protocol::as_chars(parameter_types));
+    key.push_back('\0');
+    key.append(query);
+    if (auto it = by_text_.find(key); it != by_text_.end()) {
+        if (auto existing = it->second.lock()) return existing;
+    }
+    auto statement = std::make_shared<PreparedStatement>();
+    statement->id = ++next_id_;
+    statement->server_name = "pgtether_" + std::to_string(statement->id);
+    statement->query = std::string(query);
+    statement->parameter_types = std::string(protocol::as_chars(parameter_types));
+    statement->lock_relevant = lock_relevant;
+    by_text_[std::move(key)] = statement;
+    // Forget texts nobody uses any more, now and then, so the registry stays as small as the
+    // statements in use.
+    if (++interned_since_sweep_ >= 1024) {
+        interned_since_sweep_ = 0;
+        std::erase_if(by_text_, [](const auto& entry) { return entry.second.expired(); });
+    }
+    return statement;
+}
+
+StatementPtr ClientStatements::find(std::string_view name) const {
+    auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? nullptr : it->second;
+}
+
+void ClientStatements::add(std::string_view name, StatementPtr statement) {
+    by_name_[std::string(name)] = std::move(statement);
+}
+
+StatementPtr ClientStatements::remove(std::string_view name) {
+    auto it = by_name_.find(std::string(name));
+    if (it == by_name_.end()) return nullptr;
+    StatementPtr removed = std::move(it->second);
+    by_name_.erase(it);
+    return removed;
+}
+
+void ServerStatements::touch(const PreparedStatement& statement) {
+    auto it = index_.find(statement.id);
+    if (it != index_.end()) lru_.splice(lru_.begin(), lru_, it->second);
+}
+
+std::vector<StatementPtr> ServerStatements::add(StatementPtr statement, std::size_t capacity,
+                                                const std::vector<std::uint64_t>& pinned) {
+    std::vector<StatementPtr> evicted;
+    if (contains(*statement)) {
+        touch(*statement);
+        return evicted;
+    }
+    auto id = statement->id;
+    lru_.push_front(std::move(statement));
+    index_[id] = lru_.begin();
+    // Evict from the cold end, skipping statements that queued messages still need.
+    auto it = lru_.end();
+    while (index_.size() > capacity && it != lru_.begin()) {
+        --it;
+        const auto& candidate = *it;
+        if (candidate->id == id ||
+            std::find(pinned.begin(), pinned.end(), candidate->id) != pinned.end()) {
+            continue;
+        }
+        evicted.push_back(candidate);
+        index_.erase(candidate->id);
+        it = lru_.erase(it);
+    }
+    return evicted;
+}
+
+void ServerStatements::remove(const PreparedStatement& statement) {
+    auto it = index_.find(statement.id);
+    if (it == index_.end()) return;
+    lru_.erase(it->second);
+    index_.erase(it);
+}
+
+void ServerStatements::clear() {
+    lru_.clear();
+    index_.clear();
+}
+
+}  // namespace pgtether

@@ -1,0 +1,84 @@
+// Protocol-level prepared statements under transaction pooling (docs/prepared-statements.md).
+//
+// A client's named statement (Parse with a name) lives on the backend that parsed it; the client's
+// next transaction may run on another backend. pgtether therefore keeps, per client, the name →
+// statement mapping, gives every distinct statement (query text + parameter types) one server-side
+// name, and prepares it on whichever backend needs it just before use. Three pieces:
+//   StatementRegistry — per worker: one PreparedStatement per distinct (query, parameter types),
+//                       shared by every client that prepared the same text under any name;
+//   ClientStatements  — per client: the names it prepared and what they stand for;
+//   ServerStatements  — per backend: which statements are prepared on it, bounded by
+//                       max_prepared_statements with least-recently-used eviction.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "protocol/bytes.hpp"
+
+namespace pgtether {
+
+struct PreparedStatement {
+    std::uint64_t id = 0;
+    std::string server_name;      // the name it has on every backend: "pgtether_<id>"
+    std::string query;
+    std::string parameter_types;  // the Parse message's Int16 count + Int32 OIDs, as sent
+    bool lock_relevant = false;   // the tether's trigger matched the query text
+};
+using StatementPtr = std::shared_ptr<const PreparedStatement>;
+
+class StatementRegistry {
+public:
+    // The statement for this text and these parameter types, created on first use.
+    StatementPtr intern(std::string_view query, protocol::ByteSpan parameter_types,
+                        bool lock_relevant);
+    [[nodiscard]] std::size_t size() const { return by_text_.size(); }
+
+private:
+    // Weak: a statement lives as long as a client names it or a backend has it prepared.
+    std::unordered_map<std::string, std::weak_ptr<const PreparedStatement>> by_text_;
+    std::uint64_t next_id_ = 0;
+    std::size_t interned_since_sweep_ = 0;
+};
+
+class ClientStatements {
+public:
+    [[nodiscard]] StatementPtr find(std::string_view name) const;
+    void add(std::string_view name, StatementPtr statement);
+    // Returns what the name stood for (for undoing a removal), or nullptr.
+    StatementPtr remove(std::string_view name);
+    void clear() { by_name_.clear(); }
+    [[nodiscard]] std::size_t size() const { return by_name_.size(); }
+
+private:
+    std::unordered_map<std::string, StatementPtr> by_name_;
+};
+
+class ServerStatements {
+public:
+    [[nodiscard]] bool contains(const PreparedStatement& statement) const {
+        return index_.count(statement.id) != 0;
+    }
+    // Marks a statement as just used (least recently used goes first).
+    void touch(const PreparedStatement& statement);
+    // Records a statement as prepared; returns the ones evicted to stay within `capacity`, which
+    // the caller closes on the backend. `pinned` statements (needed by messages not yet answered)
+    // are never evicted, so the set may exceed the capacity for a moment.
+    std::vector<StatementPtr> add(StatementPtr statement, std::size_t capacity,
+                                  const std::vector<std::uint64_t>& pinned);
+    void remove(const PreparedStatement& statement);
+    void clear();
+    [[nodiscard]] std::size_t size() const { return index_.size(); }
+
+private:
+    std::list<StatementPtr> lru_;  // front = most recently used
+    std::unordered_map<std::uint64_t, std::list<StatementPtr>::iterator> index_;
+};
+
+}  // namespace pgtether

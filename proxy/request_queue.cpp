@@ -1,0 +1,85 @@
+#include "proxy/request_queue.hpp"
+
+#include "protocol/message_types.hpp"
+
+namespace pgtether {
+
+namespace be = protocol::be;
+
+namespace {
+
+// Does backend message `type` end the answer to a request of frontend type `request`?
+// (Protocol §55.2.3 "Extended Query": each message's reply ends with these.)
+bool completes(char request, char type) {
+    switch (request) {
+        case 'P': return type == be::kParseComplete || type == be::kErrorResponse;
+        case 'B': return type == be::kBindComplete || type == be::kErrorResponse;
+        case 'C': return type == be::kCloseComplete || type == be::kErrorResponse;
+        case 'D':
+            return type == be::kRowDescription || type == be::kNoData ||
+                   type == be::kErrorResponse;
+        case 'E':
+            return type == be::kCommandComplete || type == be::kEmptyQueryResponse ||
+                   type == be::kPortalSuspended || type == be::kErrorResponse;
+        case 'S':
+        case 'Q':
+        case 'F':
+            return type == be::kReadyForQuery;
+        default:
+            return false;
+    }
+}
+
+bool is_extended(char request) {
+    return request == 'P' || request == 'B' || request == 'C' || request == 'D' || request == 'E';
+}
+
+}  // namespace
+
+void RequestQueue::push(QueuedRequest request) {
+    queue_.push_back(std::move(request));
+    answer_due();
+}
+
+void RequestQueue::answer_due() {
+    while (!queue_.empty() && queue_.front().kind == QueuedRequest::Kind::Answered) {
+        finished_.push_back({std::move(queue_.front()), Outcome::Answer});
+        queue_.pop_front();
+    }
+}
+
+RequestQueue::Verdict RequestQueue::on_backend_message(char type) {
+    // Asynchronous messages may arrive at any time and belong to no request.
+    if (type == be::kNoticeResponse || type == be::kNotificationResponse ||
+        type == be::kParameterStatus || queue_.empty()) {
+        return Verdict::Forward;
+    }
+    QueuedRequest& head = queue_.front();
+    bool error = type == be::kErrorResponse;
+    Verdict verdict = head.kind == QueuedRequest::Kind::Injected && !error ? Verdict::Swallow
+                                                                           : Verdict::Forward;
+    if (!completes(head.type, type)) return verdict;
+
+    bool failed = error && is_extended(head.type);
+    finished_.push_back({std::move(head), failed ? Outcome::Failed : Outcome::Done});
+    queue_.pop_front();
+    if (failed) {
+        // The backend now discards everything up to the next Sync without a word.
+        while (!queue_.empty() && queue_.front().type != 'S') {
+            finished_.push_back({std::move(queue_.front()), Outcome::Skipped});
+            queue_.pop_front();
+        }
+    }
+    answer_due();
+    return verdict;
+}
+
+std::vector<std::uint64_t> RequestQueue::pinned_statements() const {
+    std::vector<std::uint64_t> ids;
+    for (const auto& request : queue_) {
+        if (request.statement) ids.push_back(request.statement->id);
+    }
+    return ids;
+}
+
+}  // namespace pgtether

@@ -1,0 +1,299 @@
+// Protocol-level named prepared statements in transaction mode (issue "Protocol-level prepared
+// statements"): a client's statements work on whichever backend serves it, and every reply is
+// what a direct connection gives.
+//
+// To make each transaction of a client land on a different backend, the pool keeps two backends
+// warm (min_pool_size) and hands idle ones out round-robin (server_round_robin): a statement
+// prepared in one transaction is then executed on the other backend in the next.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/differential.hpp"
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/process.hpp"
+#include "tests/integration/support/raw_socket.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+PoolerConfig alternating_backends(std::map<std::string, std::string> extra = {}) {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"},
+                       {"default_pool_size", "2"},
+                       {"min_pool_size", "2"},
+                       {"server_round_robin", "1"}};
+    for (auto& [key, value] : extra) config.settings[key] = value;
+    return config;
+}
+
+int backend_pid(Conn& conn) {
+    auto r = conn.exec("SELECT pg_backend_pid()");
+    REQUIRE_MESSAGE(r.ok(), r.describe());
+    return std::stoi(r.value());
+}
+
+// Waits until the pool has its two backends (min_pool_size warms them up in the background).
+void wait_for_two_backends(Pgtether& pooler) {
+    Conn conn = Conn::must(pooler.conninfo());
+    std::set<int> seen;
+    for (int i = 0; i < 50 && seen.size() < 2; ++i) {
+        seen.insert(backend_pid(conn));
+        std::this_thread::sleep_for(20ms);
+    }
+    REQUIRE_MESSAGE(seen.size() == 2, "the pool never used two backends");
+}
+
+struct CommandResult {
+    int status = -1;
+    std::string output;
+};
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+    TempDir dir("pgt-cmd");
+    ChildProcess::Options options;
+    options.argv = argv;
+    options.log_path = dir.path() + "/output.log";
+    ChildProcess child(options);
+    CommandResult result;
+    auto status = child.wait_exit(timeout);
+    if (!status) {
+        child.stop(1s);
+        result.output = "timed out\n";
+    } else {
+        result.status = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+    }
+    result.output += read_file(options.log_path);
+    return result;
+}
+
+}  // namespace
+
+TEST_CASE("named statements work on whichever backend serves the client") {
+    Pgtether pooler(alternating_backends());
+    wait_for_two_backends(pooler);
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.prepare("get_abalance", "SELECT abalance FROM pgbench_accounts WHERE aid = $1"));
+    PGT_REQUIRE_OK(a.prepare("add", "SELECT $1::int + $2::int AS sum, pg_backend_pid() AS pid"));
+    std::set<std::string> backends;
+    for (int i = 1; i <= 30; ++i) {
+        auto sum = a.exec_prepared("add", {std::to_string(i), "1"});
+        PGT_REQUIRE_OK(sum);
+        CHECK(sum.value() == std::to_string(i + 1));
+        backends.insert(sum.value(0, 1));
+        PGT_REQUIRE_OK(a.exec_prepared("get_abalance", {std::to_string(i)}));
+        auto described = a.describe_prepared("add");
+        PGT_REQUIRE_OK(described);
+        CHECK(described.param_types.size() == 2);
+        CHECK(described.columns == std::vector<std::string>{"sum", "pid"});
+    }
+    CHECK(backends.size() == 2);  // the statements really crossed backends
+}
+
+TEST_CASE("replies match a direct connection, errors included") {
+    Pgtether pooler(alternating_backends());
+    wait_for_two_backends(pooler);
+    Conn direct = Conn::must(direct_conninfo());
+    Conn pooled = Conn::must(pooler.conninfo());
+    using namespace steps;
+    std::vector<Step> session = {
+        prepare("s1", "SELECT $1::int * 2 AS doubled"),
+        exec_prepared("s1", {"21"}),
+        describe("s1"),
+        prepare("s1", "SELECT 1"),  // 42P05: already exists
+        exec_prepared("s1", {"5"}),
+        prepare("broken", "SELEC 1"),  // 42601: syntax error, leaves no statement behind
+        exec_prepared("broken", {}),   // 26000
+        prepare("broken", "SELECT 'fixed'::text AS t"),
+        exec_prepared("broken", {}),
+        exec_prepared("never_prepared", {}),  // 26000 with the client's name in the message
+        describe("never_prepared"),
+        simple("BEGIN"),
+        prepare("in_tx", "SELECT 'kept'::text AS k"),
+        simple("ROLLBACK"),  // protocol-level statements are not transactional
+        exec_prepared("in_tx", {}),
+        pipeline({prepare("p1", "SELECT $1::text AS v"), exec_prepared("p1", {"one"}),
+                  params("SELECT 'unnamed ' || $1 AS u", {"two"}),
+                  simple("SELECT 1/0"),  // error mid-pipeline: the rest is skipped
+                  exec_prepared("p1", {"three"}), prepare("p2", "SELECT 2 AS two")}),
+        exec_prepared("p1", {"after"}),
+        exec_prepared("p2", {}),  // skipped above: does not exist
+        prepare("p2", "SELECT 2 AS two"),
+        exec_prepared("p2", {}),
+        simple("DEALLOCATE s1"),
+        exec_prepared("s1", {"1"}),  // 26000
+        simple("DEALLOCATE ALL"),
+        exec_prepared("p1", {"x"}),  // 26000
+        prepare("p1", "SELECT 'again'::text AS v"),
+        exec_prepared("p1", {}),
+        simple("DISCARD ALL"),
+        exec_prepared("p1", {}),  // 26000
+    };
+    PGT_CHECK_SAME_REPLIES(direct, pooled, session);
+}
+
+TEST_CASE("Close of a statement by protocol message, as PostgreSQL answers it") {
+    Pgtether pooler(alternating_backends());
+    const TestEnv& env = TestEnv::get();
+    RawConn raw(pooler.host(), pooler.port());
+    auto greeting = raw.startup(env.superuser, env.database);
+    REQUIRE(!greeting.empty());
+    REQUIRE(greeting.back().type == 'Z');
+    // Parse, Close (statement), Close (unknown name), Sync; then Bind of the closed name.
+    std::string batch = wire::message('P', wire::cstr("gone") + wire::cstr("SELECT 1") + wire::i16(0)) +
+                        wire::message('C', "S" + wire::cstr("gone")) +
+                        wire::message('C', "S" + wire::cstr("no_such")) + wire::sync();
+    REQUIRE(raw.send(batch));
+    auto replies = raw.read_until_ready_or_error();
+    std::string types;
+    for (auto& m : replies) types.push_back(m.type);
+    CHECK(types == "133Z");
+    REQUIRE(raw.send(wire::message('B', wire::cstr("") + wire::cstr("gone") + wire::i16(0) +
+                                            wire::i16(0) + wire::i16(0)) +
+                     wire::sync()));
+    auto error = raw.read_until_ready_or_error();
+    CHECK(wire::first_error_sqlstate(error) == "26000");
+}
+
+TEST_CASE("eviction keeps every statement working with max_prepared_statements = 2") {
+    Pgtether pooler(alternating_backends({{"max_prepared_statements", "2"}}));
+    wait_for_two_backends(pooler);
+    Conn a = Conn::must(pooler.conninfo());
+    for (int s = 0; s < 5; ++s) {
+        PGT_REQUIRE_OK(a.prepare("rot" + std::to_string(s),
+                                 "SELECT " + std::to_string(s) + " + $1::int AS v"));
+    }
+    for (int round = 0; round < 6; ++round) {
+        for (int s = 0; s < 5; ++s) {
+            auto r = a.exec_prepared("rot" + std::to_string(s), {std::to_string(round)});
+            PGT_REQUIRE_OK(r);
+            CHECK(r.value() == std::to_string(s + round));
+        }
+        // No backend ever holds more than two of pgtether's statements.
+        auto held = a.exec("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'pgtether_%'");
+        PGT_REQUIRE_OK(held);
+        CHECK(std::stoi(held.value()) <= 2);
+    }
+}
+
+TEST_CASE("the same text under different names by different clients is prepared once") {
+    Pgtether pooler(alternating_backends({{"min_pool_size", "1"}, {"default_pool_size", "1"}}));
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    const std::string text = "SELECT 'shared text'::text AS s, $1::int AS n";
+    PGT_REQUIRE_OK(a.prepare("mine", text));
+    PGT_REQUIRE_OK(b.prepare("yours", text));
+    PGT_REQUIRE_OK(a.exec_prepared("mine", {"1"}));
+    PGT_REQUIRE_OK(b.exec_prepared("yours", {"2"}));
+    auto count = a.exec("SELECT count(*) FROM pg_prepared_statements WHERE statement = $t$" + text +
+                        "$t$");
+    PGT_REQUIRE_OK(count);
+    CHECK(count.value() == "1");
+}
+
+TEST_CASE("pgbench -M prepared with 50 clients on a 4-backend pool") {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "4"},
+                       {"max_client_conn", "200"}};
+    Pgtether pooler(config);
+    const TestEnv& env = TestEnv::get();
+    for (const char* mode : {"prepared", "extended"}) {
+        INFO(mode);
+        auto result = run_command({env.pg_bin + "/pgbench", "-h", pooler.host(), "-p",
+                                   std::to_string(pooler.port()), "-U", env.superuser, "-n",
+                                   "-c", "50", "-j", "2", "-t", "40", "-M", mode, "-S",
+                                   env.database},
+                                  120s);
+        CHECK_MESSAGE(result.status == 0, result.output);
+        CHECK_MESSAGE(result.output.find("number of failed transactions: 0") != std::string::npos,
+                      result.output);
+        CHECK_MESSAGE(result.output.find("number of transactions actually processed: 2000/2000") !=
+                          std::string::npos,
+                      result.output);
+    }
+}
+
+TEST_CASE("psycopg 3 with prepare_threshold=0 across transactions") {
+    Pgtether pooler(alternating_backends());
+    wait_for_two_backends(pooler);
+    const TestEnv& env = TestEnv::get();
+    std::string script =
+        "import psycopg\n"
+        "conn = psycopg.connect(\"\"\"" + pooler.conninfo() +
+        "\"\"\", prepare_threshold=0, autocommit=True)\n"
+        "pids = set()\n"
+        "for i in range(40):\n"
+        "    with conn.transaction():\n"
+        "        row = conn.execute('SELECT %s::int * 3, pg_backend_pid()', (i,)).fetchone()\n"
+        "        assert row[0] == i * 3, row\n"
+        "        pids.add(row[1])\n"
+        "        conn.execute('SELECT abalance FROM pgbench_accounts WHERE aid = %s', (i + 1,)).fetchone()\n"
+        "assert len(pids) == 2, pids\n"
+        "print('ok', len(pids))\n";
+    TempDir dir("pgt-psycopg");
+    std::string path = dir.write_file("prepared.py", script);
+    auto result = run_command({"/usr/bin/python3", path}, 60s);
+    CHECK_MESSAGE(result.status == 0, result.output);
+    CHECK_MESSAGE(result.output.find("ok 2") != std::string::npos, result.output);
+    (void)env;
+}
+
+TEST_CASE("max_prepared_statements = 0 passes names through, as PgBouncer 1.18 does") {
+    Pgtether pooler(alternating_backends({{"max_prepared_statements", "0"}}));
+    wait_for_two_backends(pooler);
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.prepare("plain_name", "SELECT 1"));
+    // The next transaction runs on the other backend, which never saw the Parse.
+    PGT_CHECK_SQLSTATE(a.exec_prepared("plain_name", {}), "26000");
+}
+
+TEST_CASE("a lock statement prepared earlier and executed later on another backend tethers") {
+    Pgtether pooler(alternating_backends());
+    wait_for_two_backends(pooler);
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.prepare("take", "SELECT pg_advisory_lock($1::bigint)"));
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    PGT_REQUIRE_OK(a.exec_prepared("take", {"1201"}));
+    int pid = backend_pid(a);
+    for (int i = 0; i < 6; ++i) CHECK(backend_pid(a) == pid);
+    CHECK(b.exec("SELECT pg_try_advisory_lock(1201)").value() == "f");
+    CHECK(a.exec("SELECT pg_advisory_unlock(1201)").value() == "t");
+}
+
+TEST_CASE("prepared statements under concurrency keep every result right") {
+    Pgtether pooler(alternating_backends({{"default_pool_size", "3"}, {"max_prepared_statements", "3"}}));
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&, t]() {
+            Conn conn(pooler.conninfo());
+            if (!conn.ok()) {
+                ++wrong;
+                return;
+            }
+            for (int s = 0; s < 4; ++s) {
+                if (!conn.prepare("q" + std::to_string(s),
+                                  "SELECT $1::int * " + std::to_string(s + 1) + " AS v")
+                         .ok()) {
+                    ++wrong;
+                }
+            }
+            for (int i = 0; i < 50; ++i) {
+                int s = (i + t) % 4;
+                auto r = conn.exec_prepared("q" + std::to_string(s), {std::to_string(i)});
+                if (!r.ok() || r.value() != std::to_string(i * (s + 1))) ++wrong;
+            }
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(wrong == 0);
+}

@@ -1,0 +1,166 @@
+// Prepared-statement bookkeeping: the registry, the per-backend LRU, the request queue that
+// routes replies, and the DEALLOCATE recogniser.
+#include <doctest/doctest.h>
+
+#include "protocol/bytes.hpp"
+#include "protocol/deallocate_statement.hpp"
+#include "proxy/prepared_statements.hpp"
+#include "proxy/request_queue.hpp"
+
+using namespace pgtether;
+using pgtether::protocol::as_bytes;
+
+namespace {
+const std::string kNoTypes("\0\0", 2);
+}
+
+TEST_CASE("the registry gives one statement per distinct text and parameter types") {
+    StatementRegistry registry;
+    auto a = registry.intern("SELECT $1", as_bytes(kNoTypes), false);
+    auto b = registry.intern("SELECT $1", as_bytes(kNoTypes), false);
+    auto c = registry.intern("SELECT $1", as_bytes(std::string("\0\1\0\0\0\x17", 6)), false);
+    auto d = registry.intern("SELECT $2", as_bytes(kNoTypes), true);
+    CHECK(a == b);
+    CHECK(a != c);
+    CHECK(a->server_name != c->server_name);
+    CHECK(d->lock_relevant);
+    CHECK(a->server_name.starts_with("pgtether_"));
+    // Forgotten once nobody holds it: the same text then gets a fresh statement.
+    auto old_id = d->id;
+    d.reset();
+    auto again = registry.intern("SELECT $2", as_bytes(kNoTypes), true);
+    CHECK(again->id != old_id);
+}
+
+TEST_CASE("a backend's statements are evicted least recently used first, pinned ones never") {
+    StatementRegistry registry;
+    std::vector<StatementPtr> s;
+    for (int i = 0; i < 4; ++i) {
+        s.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), false));
+    }
+    ServerStatements server;
+    CHECK(server.add(s[0], 2, {}).empty());
+    CHECK(server.add(s[1], 2, {}).empty());
+    server.touch(*s[0]);  // s[1] is now the least recently used
+    auto evicted = server.add(s[2], 2, {});
+    REQUIRE(evicted.size() == 1);
+    CHECK(evicted[0] == s[1]);
+    CHECK(server.contains(*s[0]));
+    CHECK(server.contains(*s[2]));
+    // s[0] is the coldest, but pinned: s[2] goes instead.
+    evicted = server.add(s[3], 2, {s[0]->id});
+    REQUIRE(evicted.size() == 1);
+    CHECK(evicted[0] == s[2]);
+    // Adding what is there only touches it.
+    CHECK(server.add(s[3], 2, {}).empty());
+    server.remove(*s[3]);
+    CHECK_FALSE(server.contains(*s[3]));
+    CHECK(server.size() == 1);
+}
+
+TEST_CASE("client statements map names to statements") {
+    StatementRegistry registry;
+    ClientStatements client;
+    auto st = registry.intern("SELECT 1", as_bytes(kNoTypes), false);
+    client.add("a", st);
+    CHECK(client.find("a") == st);
+    CHECK(client.find("b") == nullptr);
+    CHECK(client.remove("a") == st);
+    CHECK(client.remove("a") == nullptr);
+}
+
+TEST_CASE("request queue: replies to injected requests are swallowed, errors are not") {
+    RequestQueue q;
+    q.push({'P', QueuedRequest::Kind::Injected, QueuedRequest::kUndoServerAdd, {}, {}, {}});
+    q.push({'B', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    q.push({'E', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    q.push({'S', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    CHECK(q.on_backend_message('1') == RequestQueue::Verdict::Swallow);
+    CHECK(q.on_backend_message('2') == RequestQueue::Verdict::Forward);
+    CHECK(q.on_backend_message('D') == RequestQueue::Verdict::Forward);
+    CHECK(q.on_backend_message('N') == RequestQueue::Verdict::Forward);  // asynchronous
+    CHECK(q.on_backend_message('C') == RequestQueue::Verdict::Forward);
+    CHECK(q.on_backend_message('Z') == RequestQueue::Verdict::Forward);
+    CHECK(q.empty());
+    auto& done = q.finished();
+    REQUIRE(done.size() == 4);
+    for (auto& f : done) CHECK(f.outcome == RequestQueue::Outcome::Done);
+}
+
+TEST_CASE("request queue: answers wait for the replies before them") {
+    RequestQueue q;
+    q.push({'P', QueuedRequest::Kind::Answered, 0, "1-answer", {}, {}});
+    // Nothing pending before it: due at once.
+    REQUIRE(q.finished().size() == 1);
+    CHECK(q.finished()[0].outcome == RequestQueue::Outcome::Answer);
+    q.finished().clear();
+    q.push({'B', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    q.push({'C', QueuedRequest::Kind::Answered, 0, "3-answer", {}, {}});
+    q.push({'S', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    CHECK(q.finished().empty());
+    q.on_backend_message('2');
+    REQUIRE(q.finished().size() == 2);
+    CHECK(q.finished()[1].outcome == RequestQueue::Outcome::Answer);
+    CHECK(q.finished()[1].request.reply == "3-answer");
+}
+
+TEST_CASE("request queue: after an error everything up to Sync is skipped") {
+    RequestQueue q;
+    q.push({'B', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    q.push({'P', QueuedRequest::Kind::Answered, QueuedRequest::kUndoClientAdd, "1", "n", {}});
+    q.push({'P', QueuedRequest::Kind::Injected, QueuedRequest::kUndoServerAdd, {}, {}, {}});
+    q.push({'E', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    q.push({'S', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    q.push({'P', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    CHECK(q.on_backend_message('E') == RequestQueue::Verdict::Forward);
+    auto& done = q.finished();
+    REQUIRE(done.size() == 4);
+    CHECK(done[0].outcome == RequestQueue::Outcome::Failed);
+    CHECK(done[1].outcome == RequestQueue::Outcome::Skipped);  // the answer is never sent
+    CHECK(done[2].outcome == RequestQueue::Outcome::Skipped);
+    CHECK(done[3].outcome == RequestQueue::Outcome::Skipped);
+    CHECK(q.size() == 2);  // the Sync and what follows it
+    q.on_backend_message('Z');
+    q.on_backend_message('1');
+    CHECK(q.empty());
+}
+
+TEST_CASE("request queue: an injected Parse that fails shows its error") {
+    RequestQueue q;
+    q.push({'P', QueuedRequest::Kind::Injected, 0, {}, {}, {}});
+    q.push({'B', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    q.push({'S', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    CHECK(q.on_backend_message('E') == RequestQueue::Verdict::Forward);
+    CHECK(q.finished()[0].outcome == RequestQueue::Outcome::Failed);
+    CHECK(q.finished()[1].outcome == RequestQueue::Outcome::Skipped);
+}
+
+TEST_CASE("request queue: simple queries and Describe") {
+    RequestQueue q;
+    q.push({'Q', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    // An error inside a simple query does not end it (ReadyForQuery does).
+    q.on_backend_message('E');
+    CHECK(q.size() == 1);
+    q.on_backend_message('Z');
+    CHECK(q.empty());
+    q.push({'D', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    q.on_backend_message('t');
+    CHECK(q.size() == 1);
+    q.on_backend_message('n');
+    CHECK(q.empty());
+}
+
+TEST_CASE("DEALLOCATE of one name is recognised, anything else is not") {
+    using pgtether::protocol::parse_lone_deallocate;
+    CHECK(parse_lone_deallocate("DEALLOCATE s1") == "s1");
+    CHECK(parse_lone_deallocate("  deallocate prepare My_Stmt ;  ") == "my_stmt");
+    CHECK(parse_lone_deallocate("DEALLOCATE \"Mixed\"\"Case\"") == "Mixed\"Case");
+    CHECK(parse_lone_deallocate("DEALLOCATE PREPARE \"x y\";") == "x y");
+    CHECK_FALSE(parse_lone_deallocate("DEALLOCATE ALL"));
+    CHECK_FALSE(parse_lone_deallocate("DEALLOCATE PREPARE ALL"));
+    CHECK_FALSE(parse_lone_deallocate("DEALLOCATE s1; SELECT 1"));
+    CHECK_FALSE(parse_lone_deallocate("DEALLOCATE /* c */ s1"));
+    CHECK_FALSE(parse_lone_deallocate("DEALLOCATE"));
+    CHECK_FALSE(parse_lone_deallocate("DEALLOCATE \"unterminated"));
+    CHECK_FALSE(parse_lone_deallocate("SELECT 1"));
+}
