@@ -162,23 +162,54 @@ std::size_t Client::handle_startup(ByteSpan data) {
 
 void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     const auto& config = worker_.config();
+    const bool replay = config.session_settings == StateHandling::Keep;
     std::vector<std::string> unknown_protocol_options;
+    auto ignored = [&](const std::string& name) {
+        return std::find(config.ignore_startup_parameters.begin(),
+                         config.ignore_startup_parameters.end(),
+                         name) != config.ignore_startup_parameters.end();
+    };
+    // A setting from the start-up packet: the six reported parameters are tracked with
+    // ParameterStatus, every other one is replayed on each backend that serves the client.
+    auto take_setting = [&](const std::string& name, const std::string& value) {
+        if (auto tracked = find_tracked_param(name)) {
+            params_.set(*tracked, value);
+        } else {
+            startup_settings_.set(name, value);
+        }
+    };
     for (const auto& [name, value] : packet.parameters) {
         if (name == "user") {
             user_ = value;
         } else if (name == "database") {
             database_ = value;
-        } else if (auto tracked = find_tracked_param(name)) {
-            params_.set(*tracked, value);
         } else if (name.starts_with("_pq_.")) {
             unknown_protocol_options.push_back(name);
-        } else if (std::find(config.ignore_startup_parameters.begin(),
-                             config.ignore_startup_parameters.end(),
-                             name) == config.ignore_startup_parameters.end()) {
-            // PgBouncer's behaviour: a parameter it cannot keep consistent across servers is
-            // refused unless listed in ignore_startup_parameters.
+        } else if (ignored(name)) {
+            // ignore_startup_parameters keeps PgBouncer's meaning: accepted, not applied.
+        } else if (find_tracked_param(name)) {
+            take_setting(name, value);
+        } else if (name == "replication") {
+            fail(protocol::sqlstate::kProtocolViolation,
+                 "replication connections are not supported by pgtether");
+            return;
+        } else if (!replay) {
+            // session_settings = ignore: PgBouncer's behaviour, a parameter it cannot keep
+            // consistent across servers is refused unless listed in ignore_startup_parameters.
             fail(protocol::sqlstate::kProtocolViolation, "unsupported startup parameter: " + name);
             return;
+        } else if (name == "options") {
+            auto options = parse_startup_options(value);
+            if (auto* error = std::get_if<std::string>(&options)) {
+                fail(protocol::sqlstate::kProtocolViolation, *error);
+                return;
+            }
+            for (const auto& [setting, setting_value] :
+                 std::get<std::vector<SettingsMap::Entry>>(options)) {
+                take_setting(setting, setting_value);
+            }
+        } else {
+            take_setting(name, value);
         }
     }
     if (user_.empty()) {
@@ -351,7 +382,7 @@ void Client::on_server_released() {
 void Client::on_server_lost(const std::string& reason, bool server_saw_requests) {
     server_ = nullptr;
     if (state_ == State::Closing) return;
-    if (!server_saw_requests && !tethered_ && state_ == State::Active) {
+    if (!server_saw_requests && !tethered() && state_ == State::Active) {
         // The server failed before it served us anything (a failed check or parameter sync):
         // quietly ask for another one.
         set_state(State::Idle);
@@ -362,10 +393,23 @@ void Client::on_server_lost(const std::string& reason, bool server_saw_requests)
     fail(protocol::sqlstate::kConnectionFailure, "server connection lost: " + reason);
 }
 
-void Client::set_tether(std::vector<AdvisoryLockKey> keys, bool tethered) {
-    if (tethered && !tethered_) tethered_since_ms_ = worker_.now_ms();
-    tethered_ = tethered;
-    held_locks_ = std::move(keys);
+void Client::set_tether_kinds(std::uint32_t kinds) {
+    bool was = tethered();
+    tether_kinds_ = kinds;
+    if (!was && tethered()) tethered_since_ms_ = worker_.now_ms();
+    if (!(kinds & kStateAdvisoryLock)) held_locks_.clear();
+    if (!tethered()) tether_summaries_.clear();
+}
+
+void Client::update_tether_details(std::uint32_t probed, std::vector<AdvisoryLockKey> locks,
+                                   std::vector<std::pair<std::uint32_t, std::string>> summaries) {
+    if (probed & kStateAdvisoryLock) held_locks_ = std::move(locks);
+    std::erase_if(tether_summaries_, [&](const auto& s) { return (s.first & probed) != 0; });
+    for (auto& s : summaries) tether_summaries_.push_back(std::move(s));
+}
+
+std::string Client::describe_tether() const {
+    return describe_state(tether_kinds_, held_locks_, tether_summaries_);
 }
 
 void Client::detach_from_server() {
@@ -377,9 +421,12 @@ void Client::detach_from_server() {
         server->unlink();
         return;
     }
-    bool clean = server->tracker().idle() && !tethered_ && !server->lock_relevant();
+    bool clean = server->tracker().idle() && !tethered() && server->effects() == 0;
     server->unlink();
-    if (clean) {
+    if (tether_kinds_ & kStateLoad) {
+        // A library loaded into the backend cannot be unloaded: nobody else may use it.
+        server->close("its client used LOAD");
+    } else if (clean) {
         server->pool().release(*server);
     } else {
         server->scrub();
@@ -425,7 +472,7 @@ void Client::janitor(std::uint64_t now) {
                     fail(protocol::sqlstate::kIdleInTransactionTimeout,
                          "idle transaction timeout");
                 }
-            } else if (tethered_ && expired(last_activity_ms_, config.tethered_idle_timeout)) {
+            } else if (tethered() && expired(last_activity_ms_, config.tethered_idle_timeout)) {
                 fail(protocol::sqlstate::kIdleSessionTimeout,
                      "tethered client idle for longer than tethered_idle_timeout; its advisory "
                      "locks have been released");

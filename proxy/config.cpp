@@ -133,7 +133,8 @@ template <typename Owner>
 using Target =
     std::variant<std::monostate, int Owner::*, bool Owner::*, Duration Owner::*,
                  std::string Owner::*, std::vector<std::string> Owner::*, PoolMode Owner::*,
-                 AuthType Owner::*, LockTracking Owner::*, std::optional<int> Owner::*,
+                 AuthType Owner::*, LockTracking Owner::*, StateHandling Owner::*,
+                 std::optional<int> Owner::*,
                  std::optional<PoolMode> Owner::*, std::optional<std::string> Owner::*>;
 
 template <typename Owner>
@@ -183,6 +184,8 @@ constexpr std::array<std::string_view, 8> kAuthTypes = {"any",           "trust"
 constexpr std::array<std::string_view, 6> kSslModes = {"disable", "allow",     "prefer",
                                                        "require", "verify-ca", "verify-full"};
 constexpr std::array<std::string_view, 3> kLockTracking = {"on", "every_transaction", "off"};
+constexpr std::array<std::string_view, 2> kTetherChoices = {"tether", "ignore"};
+constexpr std::array<std::string_view, 2> kReplayChoices = {"replay", "ignore"};
 constexpr std::array<std::string_view, 2> kLoadBalanceHosts = {"disable", "round-robin"};
 constexpr std::array<std::string_view, 6> kTargetSessionAttrs = {
     "any", "read-write", "read-only", "primary", "standby", "prefer-standby"};
@@ -321,6 +324,21 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("advisory_lock_functions", Kind::FunctionList, kHonoured, "",
                &C::advisory_lock_functions),
         key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
+        key<C>("session_state_temp_tables", Kind::Choice, kHonoured, "tether",
+               &C::session_state_temp_tables)
+            .among(kTetherChoices),
+        key<C>("session_state_listen", Kind::Choice, kHonoured, "tether", &C::session_state_listen)
+            .among(kTetherChoices),
+        key<C>("session_state_cursors", Kind::Choice, kHonoured, "tether",
+               &C::session_state_cursors)
+            .among(kTetherChoices),
+        key<C>("session_state_prepare", Kind::Choice, kHonoured, "tether",
+               &C::session_state_prepare)
+            .among(kTetherChoices),
+        key<C>("session_state_load", Kind::Choice, kHonoured, "tether", &C::session_state_load)
+            .among(kTetherChoices),
+        key<C>("session_settings", Kind::Choice, kHonoured, "replay", &C::session_settings)
+            .among(kReplayChoices),
     };
     return keys;
 }
@@ -511,6 +529,9 @@ void store(Owner& owner, const Target<Owner>& target, const Value& v) {
             [&](AuthType Owner::*m) { owner.*m = enum_from<AuthType>(kAuthTypes, as_string()); },
             [&](LockTracking Owner::*m) {
                 owner.*m = enum_from<LockTracking>(kLockTracking, as_string());
+            },
+            [&](StateHandling Owner::*m) {
+                owner.*m = as_string() == "ignore" ? StateHandling::Ignore : StateHandling::Keep;
             },
             [&](std::optional<int> Owner::*m) { owner.*m = as_int(); },
             [&](std::optional<PoolMode> Owner::*m) {

@@ -22,6 +22,9 @@ enum class PoolMode { Session, Transaction, Statement };
 enum class AuthType { Any, Trust, Plain, Md5, ScramSha256, Cert, Hba, Pam };
 // advisory_lock_tracking: when the tether probes a backend for session advisory locks.
 enum class LockTracking { On, EveryTransaction, Off };
+// session_state_*: keep a kind of session state correct ("tether" for state that lives on a
+// backend, "replay" for settings), or "ignore" it as PgBouncer does.
+enum class StateHandling { Keep, Ignore };
 
 const char* to_string(PoolMode mode);
 const char* to_string(AuthType type);
@@ -147,6 +150,13 @@ struct Config {
     LockTracking advisory_lock_tracking = LockTracking::On;
     std::vector<std::string> advisory_lock_functions;  // extra names, lower-cased
     Duration tethered_idle_timeout{0};                 // 0 = never
+    // Other session state (docs/session-state.md).
+    StateHandling session_state_temp_tables = StateHandling::Keep;
+    StateHandling session_state_listen = StateHandling::Keep;
+    StateHandling session_state_cursors = StateHandling::Keep;
+    StateHandling session_state_prepare = StateHandling::Keep;  // SQL-level PREPARE
+    StateHandling session_state_load = StateHandling::Keep;
+    StateHandling session_settings = StateHandling::Keep;       // SET / startup parameters
 
     // --- [databases] and [users] ---
     std::vector<DatabaseConfig> databases;  // in file order, without the "*" entry

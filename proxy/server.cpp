@@ -28,7 +28,7 @@ const char* to_string(InternalPurpose purpose) {
         case InternalPurpose::ConnectQuery: return "connect_query";
         case InternalPurpose::Check: return "server_check_query";
         case InternalPurpose::ParamSync: return "parameter sync";
-        case InternalPurpose::Probe: return "advisory lock probe";
+        case InternalPurpose::Probe: return "session state probe";
         case InternalPurpose::Reset: return "server_reset_query";
         case InternalPurpose::Scrub: return "scrub";
         case InternalPurpose::LeakSweep: return "leak sweep";
@@ -273,7 +273,7 @@ void Server::mark_idle(std::uint64_t now_ms) {
 void Server::link(Client& client) {
     client_ = &client;
     set_state(State::Active);
-    lock_relevant_ = false;
+    effects_ = 0;
     client_forwarded_ = false;
     tracker_.reset();
     requests_.clear();
@@ -292,12 +292,15 @@ void Server::link(Client& client) {
 void Server::sync_parameters() {
     std::string sql =
         build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
+    if (worker_.config().session_settings == StateHandling::Keep) {
+        sql += build_settings_sync(client_->wanted_settings(), applied_settings_);
+    }
     if (!sql.empty()) run_internal(InternalPurpose::ParamSync, {sql});
 }
 
 void Server::unlink() {
     client_ = nullptr;
-    lock_relevant_ = false;
+    effects_ = 0;
 }
 
 void Server::release_to_pool() {
@@ -572,55 +575,85 @@ void Server::on_stream_drained() {
 // Transaction boundaries and the tether
 
 void Server::on_transaction_end() {
-    const auto tracking = worker_.config().advisory_lock_tracking;
-    if (should_probe(tracking, lock_relevant_)) {
+    const auto& config = worker_.config();
+    std::uint32_t effects = effects_;
+    effects_ = 0;
+    // LOAD cannot be undone and leaves nothing to probe: the client keeps this backend for good.
+    if ((effects & protocol::kEffectLoad) && (tracked_kinds(config) & kStateLoad)) {
+        note_tether_change(client_->tether_kinds() | kStateLoad);
+    }
+    std::uint32_t kinds = kinds_to_probe(effects, config);
+    if (kinds != 0) {
         pool_.stats().probes++;
-        run_internal(InternalPurpose::Probe, {kAdvisoryLockProbe});
+        probe(InternalPurpose::Probe, kinds);
         return;
     }
-    if (tracking != LockTracking::Off && client_->tethered()) return;  // still holds its locks
+    if (client_->tethered()) return;  // still holds its state
     release_to_pool();
+}
+
+void Server::note_tether_change(std::uint32_t kinds) {
+    Client* client = client_;
+    bool was = client->tethered();
+    client->set_tether_kinds(kinds);
+    if (!was && client->tethered()) {
+        pool_.stats().tether_events++;
+        spdlog::debug("{}: tethered to backend {} by {}", client->describe(), backend_key_.pid,
+                      client->describe_tether());
+    } else if (was && !client->tethered()) {
+        pool_.stats().untether_events++;
+        spdlog::debug("{}: untethered from backend {}", client->describe(), backend_key_.pid);
+    }
 }
 
 void Server::after_probe(InternalQuery& result) {
     Client* client = client_;
-    lock_relevant_ = false;
-    std::optional<std::vector<AdvisoryLockKey>> keys;
-    if (!result.failed) keys = decode_advisory_locks(result.rows);
-    if (!keys) {
-        // Cannot tell: keep the client on this backend rather than risk handing its locks to
-        // someone else. The next lock-relevant transaction probes again.
-        spdlog::warn("{}: advisory lock probe failed ({}); keeping the client tethered",
+    std::optional<StateReport> report;
+    if (!result.failed) report = decode_state_probe(result.rows);
+    if (!report) {
+        // Cannot tell: keep the client on this backend rather than risk handing its state to
+        // someone else. The next relevant transaction probes again.
+        spdlog::warn("{}: session state probe failed ({}); keeping the client tethered",
                      client->describe(), result.failed ? result.error.message : "bad rows");
-        client->set_tether({}, true);
+        note_tether_change(client->tether_kinds() | kStateUnknown);
         client->on_server_ready();
         return;
     }
-    if (!keys->empty()) {
-        if (!client->tethered()) {
-            pool_.stats().tether_events++;
-            spdlog::debug("{}: tethered to backend {} by advisory locks {}", client->describe(),
-                          backend_key_.pid, describe_locks(*keys));
-        }
-        client->set_tether(std::move(*keys), true);
-        client->on_server_ready();
-        return;
+    if (result.probed & kStateSettings) {
+        // The backend's session-level settings are now exactly the client's (it was in sync
+        // when the transaction began).
+        applied_settings_ = report->settings;
+        client->set_session_settings(std::move(report->settings));
     }
+    std::uint32_t probed = result.probed & kTetherKinds;
+    client->update_tether_details(probed, report->locks, report->summaries);
+    note_tether_change(((client->tether_kinds() & ~probed) | report->present) & ~kStateUnknown);
     if (client->tethered()) {
-        pool_.stats().untether_events++;
-        spdlog::debug("{}: untethered from backend {}", client->describe(), backend_key_.pid);
+        client->on_server_ready();
+        return;
     }
-    client->set_tether({}, false);
     release_to_pool();
+}
+
+void Server::probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries,
+                   std::string prefix, int extra_ready) {
+    static const std::vector<std::string> kNoCustomSettings;
+    const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
+                                                             : kNoCustomSettings;
+    std::string sql = build_state_probe(kinds, custom);
+    std::uint32_t probed = sql.empty() ? 0 : kinds;
+    if (!sql.empty()) queries.push_back(std::move(sql));
+    run_internal(purpose, queries, std::move(prefix), extra_ready, probed);
 }
 
 // ---------------------------------------------------------------------------------------------
 // pgtether's own queries
 
 void Server::run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
-                          std::string prefix, int extra_ready) {
+                          std::string prefix, int extra_ready, std::uint32_t probed) {
     internal_ = std::make_unique<InternalQuery>();
     internal_->purpose = purpose;
+    internal_->probed = probed;
     internal_->pending_ready = static_cast<int>(queries.size()) + extra_ready;
     internal_->own_ready = static_cast<int>(queries.size());
     std::string out = std::move(prefix);
@@ -666,7 +699,10 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
             requests_.on_backend_message(frame.type);
             settle_requests([](std::string&&) {});
         }
-        if (frame.type == be::kCommandComplete && deallocates_all(body)) statements_.clear();
+        if (frame.type == be::kCommandComplete && deallocates_all(body)) {
+            statements_.clear();
+            applied_settings_.clear();
+        }
         switch (frame.type) {
             case be::kRowDescription:
                 if (ours()) op.rows.clear();
@@ -749,6 +785,19 @@ void Server::finish_internal() {
         }
         return;
     }
+    // The cleaning purposes verify with a probe: nothing of a tracked kind may remain.
+    auto verified = [&]() -> std::optional<StateReport> {
+        if (!clean) return std::nullopt;
+        auto report = decode_state_probe(op->rows);
+        if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
+        return report;
+    };
+    auto failure = [&](const std::optional<StateReport>& report) {
+        if (op->failed) return op->error.message;
+        if (!report) return std::string("unexpected probe result");
+        return "session state remains: " +
+               describe_state(report->present, report->locks, report->summaries);
+    };
     switch (op->purpose) {
         case InternalPurpose::ConnectQuery:
             if (!clean) {
@@ -776,16 +825,18 @@ void Server::finish_internal() {
                 client->close("could not apply client parameters: " + error.message, &error);
                 return;
             }
-            if (client_) client_->on_server_ready();
+            if (worker_.config().session_settings == StateHandling::Keep) {
+                applied_settings_ = client_->wanted_settings();
+            }
+            client_->on_server_ready();
             return;
         case InternalPurpose::Probe:
             after_probe(*op);
             return;
         case InternalPurpose::Reset: {
-            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
-            if (!keys || !keys->empty()) {
-                close("server_reset_query failed: " +
-                      (op->failed ? op->error.message : std::string("advisory locks remain")));
+            auto report = verified();
+            if (!report || report->present != 0) {
+                close("server_reset_query failed: " + failure(report));
                 return;
             }
             reset_done_ = true;
@@ -793,11 +844,10 @@ void Server::finish_internal() {
             return;
         }
         case InternalPurpose::Scrub: {
-            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
-            if (!keys || !keys->empty()) {
+            auto report = verified();
+            if (!report || report->present != 0) {
                 pool_.stats().scrub_failures++;
-                close("scrub failed: " + (op->failed ? op->error.message
-                                                     : std::string("advisory locks remain")));
+                close("scrub failed: " + failure(report));
                 return;
             }
             pool_.stats().scrubs++;
@@ -809,17 +859,18 @@ void Server::finish_internal() {
         }
         case InternalPurpose::LeakSweep: {
             last_checked_ms_ = worker_.now_ms();
-            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
-            if (!keys) {
-                close("leak sweep failed: " + op->error.message);
+            auto report = verified();
+            if (!report) {
+                close("leak sweep failed: " + failure(report));
                 return;
             }
-            if (!keys->empty()) {
+            if (report->present != 0) {
                 pool_.stats().leaks_found++;
-                spdlog::warn("S-{} {}/{}: leaked advisory locks on idle backend {}: {} (last used "
+                spdlog::warn("S-{} {}/{}: leaked session state on idle backend {}: {} (last used "
                              "by {}: {})",
                              id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
-                             describe_locks(*keys), last_client_description_, last_statement_);
+                             describe_state(report->present, report->locks, report->summaries),
+                             last_client_description_, last_statement_);
                 scrub();
                 return;
             }
@@ -833,8 +884,9 @@ void Server::scrub() {
     // Build one write that brings the backend back to a known state, whatever the client left:
     //   CopyFail ends a COPY FROM STDIN the client abandoned (the server then reports an error);
     //   Sync closes an extended-protocol batch, ends error-skipping and gets its own
-    //   ReadyForQuery; ROLLBACK ends an open transaction block; unlock_all and the probe release
-    //   and verify the advisory locks.
+    //   ReadyForQuery; ROLLBACK ends an open transaction block; DISCARD ALL ends every kind of
+    //   session state (advisory locks, temporary tables, LISTEN, cursors, prepared statements,
+    //   settings); the probe verifies it.
     set_state(State::Cleaning);
     std::string prefix;
     int extra_ready = tracker_.outstanding();
@@ -849,12 +901,12 @@ void Server::scrub() {
     if (extra_ready > 0 || tracker_.tx_status() != protocol::kTxIdle) {
         queries.emplace_back("ROLLBACK");
     }
-    // With tracking off pgtether behaves like PgBouncer: locks stay where the client left them.
-    if (worker_.config().advisory_lock_tracking != LockTracking::Off) {
-        queries.emplace_back(std::string(kUnlockAll) + ";" + kAdvisoryLockProbe);
-    }
-    run_internal(InternalPurpose::Scrub, queries, std::move(prefix), extra_ready);
-    if (internal_ && tracker_.outstanding() > 0 && !tracker_.in_copy_in()) {
+    // With nothing tracked pgtether behaves like PgBouncer: state stays where the client left it.
+    std::uint32_t kinds = tracked_kinds(worker_.config()) & kProbedKinds;
+    if (kinds != 0) queries.emplace_back("DISCARD ALL");
+    bool cancel = tracker_.outstanding() > 0 && !tracker_.in_copy_in();
+    probe(InternalPurpose::Scrub, kinds, std::move(queries), std::move(prefix), extra_ready);
+    if (internal_ && cancel) {
         // The departed client left a query running (maybe waiting for a lock): cancel it rather
         // than wait for it.
         worker_.forward_cancel(*this);
@@ -863,17 +915,14 @@ void Server::scrub() {
 
 void Server::reset() {
     set_state(State::Cleaning);
-    std::vector<std::string> queries = {worker_.config().server_reset_query};
-    // DISCARD ALL releases advisory locks, a custom reset query may not: make sure, and verify.
-    if (worker_.config().advisory_lock_tracking != LockTracking::Off) {
-        queries.emplace_back(std::string(kUnlockAll) + ";" + kAdvisoryLockProbe);
-    }
-    run_internal(InternalPurpose::Reset, queries);
+    // DISCARD ALL ends every kind of session state; a custom reset query may not: verify.
+    probe(InternalPurpose::Reset, tracked_kinds(worker_.config()) & kProbedKinds,
+          {worker_.config().server_reset_query});
 }
 
 void Server::sweep_for_leaks() {
     set_state(State::Cleaning);
-    run_internal(InternalPurpose::LeakSweep, {kAdvisoryLockProbe});
+    probe(InternalPurpose::LeakSweep, tracked_kinds(worker_.config()) & kProbedKinds & ~kStateSettings);
 }
 
 // ---------------------------------------------------------------------------------------------

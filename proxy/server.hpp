@@ -38,7 +38,7 @@ enum class InternalPurpose {
     ConnectQuery,  // the database entry's connect_query, right after login
     Check,         // server_check_query before reusing a long-idle server
     ParamSync,     // SET the linked client's parameters
-    Probe,         // the tether: which session advisory locks does this backend hold?
+    Probe,         // the tether: what session state does this backend hold for its client?
     Reset,         // server_reset_query when a session-mode client leaves (or always)
     Scrub,         // clean up after a client left mid-transaction or tethered
     LeakSweep,     // periodic probe of an idle pooled backend
@@ -106,16 +106,19 @@ public:
 
     // The client's socket drained after back-pressure: read from this server again.
     void resume_input_from_client();
-    // Marks the current transaction as one that may have changed advisory-lock state.
-    void mark_lock_relevant() { lock_relevant_ = true; }
-    [[nodiscard]] bool lock_relevant() const { return lock_relevant_; }
+    // Records what the tether's trigger found in the current transaction's statements
+    // (protocol::SessionEffect flags); at its end they decide what to probe for.
+    void mark_effects(std::uint32_t effects) { effects_ |= effects; }
+    [[nodiscard]] std::uint32_t effects() const { return effects_; }
+    // The session settings this backend has beyond its defaults (docs/session-state.md).
+    [[nodiscard]] const SettingsMap& applied_settings() const { return applied_settings_; }
 
     // ---- pgtether's own queries ----
     // Runs `queries` as simple Query messages sent in one write (after `prefix`, raw frontend
     // messages such as CopyFail/Sync), expecting `extra_ready` more ReadyForQuery than queries for
     // requests already in flight. On completion finish_internal() dispatches on the purpose.
     void run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
-                      std::string prefix = {}, int extra_ready = 0);
+                      std::string prefix = {}, int extra_ready = 0, std::uint32_t probed = 0);
     // The client left mid-transaction or tethered: drain what it left running, roll back, release
     // advisory locks, verify, then return to the pool — or close when any step fails.
     void scrub();
@@ -143,6 +146,7 @@ private:
         InternalPurpose purpose;
         int pending_ready = 0;  // ReadyForQuery messages still expected
         int own_ready = 0;      // how many of those answer our queries (the rest drain the client's)
+        std::uint32_t probed = 0;  // the state kinds the last query probes for
         bool failed = false;
         protocol::ErrorFields error;
         std::vector<Row> rows;  // of the last result set
@@ -174,6 +178,11 @@ private:
     void finish_internal();
     void on_transaction_end();
     void after_probe(InternalQuery& result);
+    // Sets the linked client's tether kinds and logs/counts a tether or untether.
+    void note_tether_change(std::uint32_t kinds);
+    // Runs the state probe for `kinds` as `purpose`, after `queries` (e.g. a reset) if any.
+    void probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries = {},
+               std::string prefix = {}, int extra_ready = 0);
     void record_parameter(std::string_view name, std::string_view value, bool forward_to_client);
 
     Worker& worker_;
@@ -196,7 +205,8 @@ private:
     sockaddr_storage address_{};
     bool address_is_unix_ = false;
     std::string unix_path_;
-    bool lock_relevant_ = false;
+    std::uint32_t effects_ = 0;
+    SettingsMap applied_settings_;
     bool retired_ = false;
     bool client_forwarded_ = false;  // the linked client has sent this server anything
     bool reset_done_ = false;        // server_reset_query ran since the last client left

@@ -549,7 +549,13 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "server_round_robin",
                                             "advisory_lock_tracking",
                                             "advisory_lock_functions",
-                                            "tethered_idle_timeout"};
+                                            "tethered_idle_timeout",
+                                            "session_state_temp_tables",
+                                            "session_state_listen",
+                                            "session_state_cursors",
+                                            "session_state_prepare",
+                                            "session_state_load",
+                                            "session_settings"};
     CHECK(honoured == expected);
 }
 
