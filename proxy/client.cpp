@@ -544,6 +544,14 @@ void Client::detach_from_server() {
         server->unlink();
         return;
     }
+    if (passthrough_remaining_ > 0) {
+        // The client left in the middle of a message we were streaming to the server (a large
+        // CopyData): the backend would read whatever comes next as the rest of it, so no
+        // clean-up query can reach it. Close it (PgBouncer closes such servers too).
+        server->unlink();
+        server->close("client left in the middle of a message");
+        return;
+    }
     bool clean = server->tracker().idle() && !tethered_ && !server->lock_relevant();
     server->unlink();
     if (clean) {

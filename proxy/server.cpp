@@ -551,12 +551,26 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
     internal_->purpose = purpose;
     internal_->pending_ready = static_cast<int>(queries.size()) + extra_ready;
     internal_->own_ready = static_cast<int>(queries.size());
+    // A message that was being streamed to a client which has since left (a scrub after the
+    // client vanished mid-COPY TO / mid-result): its rest must be skipped, not framed.
+    skip_remaining_ += passthrough_remaining_;
+    passthrough_remaining_ = 0;
     std::string out = std::move(prefix);
     for (const auto& q : queries) protocol::append_query(out, q);
     spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
                   queries.empty() ? std::string() : queries.back());
     if (!out.empty()) stream_.write(out);
-    if (internal_->pending_ready == 0) finish_internal();
+    if (internal_->pending_ready == 0) {
+        finish_internal();
+        return;
+    }
+    // The replies are ours to consume, so a client's back-pressure must not hold them up. Reading
+    // may still be stopped because the (possibly departed) client was backed up: a scrub after a
+    // client vanished mid-COPY TO STDOUT otherwise never reads the rest and times out.
+    if (!stream_.reading()) {
+        stream_.start_reading();
+        stream_.redeliver_pending_input();
+    }
 }
 
 std::size_t Server::handle_internal_data(ByteSpan data) {
