@@ -704,11 +704,12 @@ void Server::finish_internal() {
             return;
         case InternalPurpose::ParamSync:
             if (!clean) {
-                Client* client = client_;
-                release_to_pool();
+                // Close the client while still linked: its detach hands this server back (or
+                // scrubs it). Releasing first would let the client's held request take the
+                // server again, repeat the failing SET and get the backend closed for nothing.
                 protocol::ErrorFields error = op->error;
                 error.severity = "FATAL";
-                client->close("could not apply client parameters: " + error.message, &error);
+                client_->close("could not apply client parameters: " + error.message, &error);
                 return;
             }
             if (client_) client_->on_server_ready();
