@@ -397,7 +397,10 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
                     if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
                         !client_->tethered()) {
-                        flush();
+                        // Drop the replies not yet sent (CommandComplete BEGIN, ReadyForQuery
+                        // 'T'): the client must see only the error, never a transaction that
+                        // seems to have started (PgBouncer likewise sends only the error).
+                        batch.clear();
                         client_->fail(protocol::sqlstate::kFeatureNotSupported,
                                       "transaction blocks not allowed in statement pooling mode");
                         return consumed;

@@ -47,6 +47,29 @@ std::optional<Result> wait_result(Conn& conn, std::chrono::milliseconds timeout)
     return last;
 }
 
+std::vector<Result> exec_params_all(Conn& conn, const std::string& sql, const Params& params) {
+    std::vector<const char*> values;
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    std::vector<Result> results;
+    if (PQsendQueryParams(conn.raw(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+                          values.empty() ? nullptr : values.data(), nullptr, nullptr, 0) != 1) {
+        results.push_back(Result::client_error(conn.error()));
+        return results;
+    }
+    while (PGresult* res = PQgetResult(conn.raw())) {
+        results.push_back(Result::from(res));
+        PQclear(res);
+    }
+    return results;
+}
+
+Result first_error(const std::vector<Result>& results) {
+    for (const auto& r : results) {
+        if (r.is_error()) return r;
+    }
+    return Result::client_error("no error among " + std::to_string(results.size()) + " results");
+}
+
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {

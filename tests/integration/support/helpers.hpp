@@ -25,6 +25,13 @@ void send_query(Conn& conn, const std::string& sql);
 // result; nullopt if it is still running. A lost connection is a client-side error result.
 std::optional<Result> wait_result(Conn& conn, std::chrono::milliseconds timeout);
 
+// Extended protocol (unnamed statement, text parameters), every result until libpq's NULL. A
+// FATAL error followed by the closed connection gives two results; PQexec would keep only the
+// second ("server closed the connection unexpectedly").
+std::vector<Result> exec_params_all(Conn& conn, const std::string& sql, const Params& params);
+// The first error among `results`, or a client_error("no error") result.
+Result first_error(const std::vector<Result>& results);
+
 // Polls `pred` every 50 ms until it is true; false if it never was within `timeout`.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s);
 
