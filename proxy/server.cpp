@@ -762,7 +762,12 @@ void Server::finish_internal() {
                 scrub();
                 return;
             }
+            // A sweep is not use: keep the time the last client left, or server_idle_timeout
+            // and server_check_delay (which count from it) would restart with every sweep and
+            // never be reached.
+            std::uint64_t idle_since = idle_since_ms_;
             pool_.release(*this);
+            if (state_ == State::Idle) idle_since_ms_ = idle_since;
             return;
         }
     }
