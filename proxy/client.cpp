@@ -341,6 +341,14 @@ void Client::handle_cancel_request(const protocol::CancelKey& key) {
 // Requests: borrowing a server and forwarding
 
 std::size_t Client::handle_requests(ByteSpan data) {
+    // Like PostgreSQL (SocketBackend), judge the type byte before waiting for the rest of a
+    // message: garbage whose "length" is large is refused at once, not waited for (and never
+    // costs a server).
+    if (passthrough_remaining_ == 0 && !is_known_frontend_type(static_cast<char>(data[0]))) {
+        fail(protocol::sqlstate::kProtocolViolation,
+             "invalid frontend message type " + std::to_string(data[0]));
+        return data.size();
+    }
     if (state_ == State::Idle) {
         // A lone Terminate needs no server.
         Frame first = protocol::frame_message(data, kMaxAuthMessage);
@@ -396,6 +404,12 @@ std::size_t Client::handle_requests(ByteSpan data) {
             return data.size();
         }
         if (frame.status == FrameStatus::NeedMore) {
+            if (!is_known_frontend_type(static_cast<char>(rest[0]))) {
+                flush();
+                fail(protocol::sqlstate::kProtocolViolation,
+                     "invalid frontend message type " + std::to_string(rest[0]));
+                return data.size();
+            }
             if (frame.has_header() && streamable_from_client(frame.type)) {
                 tracker.on_frontend(frame.type);
                 forward(rest.data(), rest.size());
