@@ -781,10 +781,14 @@ void Server::scrub() {
     //   and verify the advisory locks.
     set_state(State::Cleaning);
     std::string prefix;
-    int extra_ready = tracker_.outstanding();
+    const int left_running = tracker_.outstanding();  // the client's, before our own Sync
+    int extra_ready = left_running;
     if (tracker_.in_copy_in()) protocol::append_copy_fail(prefix, "client disconnected");
     if (tracker_.unsynced() || tracker_.in_copy_in()) {
         protocol::append_sync(prefix);
+        // The tracker must see this Sync too, or it keeps the batch "unsynced" and the scrub,
+        // which only passes an idle tracker, closes a backend it had cleaned.
+        tracker_.on_frontend(protocol::fe::kSync);
         ++extra_ready;
     }
     std::vector<std::string> queries;
@@ -798,7 +802,7 @@ void Server::scrub() {
         queries.emplace_back(std::string(kUnlockAll) + ";" + kAdvisoryLockProbe);
     }
     run_internal(InternalPurpose::Scrub, queries, std::move(prefix), extra_ready);
-    if (internal_ && tracker_.outstanding() > 0 && !tracker_.in_copy_in()) {
+    if (internal_ && left_running > 0 && !tracker_.in_copy_in()) {
         // The departed client left a query running (maybe waiting for a lock): cancel it rather
         // than wait for it.
         worker_.forward_cancel(*this);
