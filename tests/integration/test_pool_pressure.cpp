@@ -220,3 +220,49 @@ TEST_CASE("a failing server_check_query replaces the backend; the client is serv
     CHECK(second != first);
     CHECK(eventually([&] { return backends_of(role) == 1; }));
 }
+
+TEST_CASE("max_db_connections and max_user_connections cap backends across pools") {
+    const TestEnv& env = TestEnv::get();
+    const std::string role = private_role("pgt_pressure_caps");
+    const std::string other_role = private_role("pgt_pressure_caps2");
+    PoolerConfig config = for_role(role, {{"default_pool_size", "5"},
+                                          {"query_wait_timeout", "1"}});
+    const std::string target =
+        "host=" + env.pg_host + " port=" + std::to_string(env.pg_port) + " dbname=" + env.database;
+    // Two database names for the same PostgreSQL database: one capped at 1 backend in total.
+    config.databases = {"capped = " + target + " max_db_connections=1", "open = " + target};
+    config.users = {other_role + " = max_user_connections=1"};
+    config.userlist->emplace_back(other_role, "");
+    Pgtether pooler(config);
+
+    SUBCASE("max_db_connections") {
+        // Two users, so two pools, on one database name capped at one backend in total. The
+        // first pool's backend sits idle; the second pool needs one: the idle one is closed to
+        // make room (PgBouncer evicts too) rather than the second pool waiting forever.
+        Conn idle_user = Conn::must(pooler.conninfo(other_role, "capped"));
+        CHECK(scalar(idle_user, "SELECT 1") == "1");
+        Holder holder(pooler.conninfo(role, "capped"));
+        CHECK(backends_of(other_role) == 0);
+        CHECK(backends_of(role) == 1);
+        // Now the cap is held by a busy backend: the other pool waits and times out.
+        Result r = first_error(idle_user.exec_all("SELECT 1"));
+        CHECK_MESSAGE(r.message.find("query_wait_timeout") != std::string::npos, r.describe());
+        // The uncapped name is not affected.
+        Holder open_a(pooler.conninfo(role, "open"));
+        Holder open_b(pooler.conninfo(role, "open"));
+        CHECK(open_a.pid != open_b.pid);
+    }
+    SUBCASE("max_user_connections") {
+        // One user, two database names (two pools), capped at one backend in total.
+        Conn idle_db = Conn::must(pooler.conninfo(other_role, "capped"));
+        CHECK(scalar(idle_db, "SELECT 1") == "1");
+        Holder holder(pooler.conninfo(other_role, "open"));
+        CHECK(backends_of(other_role) == 1);
+        Result r = first_error(idle_db.exec_all("SELECT 1"));
+        CHECK_MESSAGE(r.message.find("query_wait_timeout") != std::string::npos, r.describe());
+        CHECK(backends_of(other_role) == 1);
+        // Another user is not affected.
+        Holder mine(pooler.conninfo(role, "open"));
+        CHECK(scalar(mine.conn, "SELECT current_user") == role);
+    }
+}

@@ -88,7 +88,8 @@ std::vector<Step> rich_session() {
         simple("BEGIN; INSERT INTO proto_t VALUES (3, 'c'); COMMIT; SELECT count(*) FROM proto_t"),
         simple("SET application_name = 'differential'"),
         simple("SHOW application_name"),
-        simple("SET DateStyle = 'SQL, DMY'; SELECT '2024-03-01'::date, current_setting('DateStyle')"),
+        simple("SET DateStyle = 'SQL, DMY'; "
+               "SELECT '2024-03-01'::date, current_setting('DateStyle')"),
         simple("RESET DateStyle"),
         simple("SET LOCAL work_mem = '1MB'"),  // WARNING outside a transaction block
         pipeline({params("SELECT $1::int * 2", {"21"}),
@@ -340,6 +341,52 @@ TEST_CASE("pipeline mode: many Syncs outstanding, an error in the middle, busy n
     CHECK(conn.transaction_status() == PQTRANS_IDLE);
     CHECK(scalar(conn, "SELECT 'after the pipeline'") == "after the pipeline");
     CHECK(neighbours.join() == 0);
+}
+
+TEST_CASE("pipeline mode: thousands of queries in flight both ways (back-pressure)") {
+    // The client writes far more than socket buffers hold before reading anything, and every
+    // reply is larger than its request: pgtether must stop and resume reading on both sides
+    // without losing, reordering or deadlocking anything.
+    Pgtether pooler(pooled("transaction", 2));
+    Conn conn = Conn::must(pooler.conninfo());
+    PGconn* pg = conn.raw();
+    REQUIRE(PQenterPipelineMode(pg) == 1);
+    constexpr int kQueries = 5000;
+    for (int i = 0; i < kQueries; ++i) {
+        std::string n = std::to_string(i);
+        const char* values[] = {n.c_str()};
+        REQUIRE(PQsendQueryParams(pg, "SELECT $1::int, repeat(md5($1::int::text), 64)", 1,
+                                  nullptr, values, nullptr, nullptr, 0) == 1);
+        if (i % 100 == 99) REQUIRE(PQpipelineSync(pg) == 1);
+    }
+    REQUIRE(PQpipelineSync(pg) == 1);
+    int rows = 0, syncs = 0, bad = 0;
+    while (syncs < kQueries / 100 + 1) {
+        PGresult* res = PQgetResult(pg);
+        if (res == nullptr) {
+            if (PQstatus(pg) != CONNECTION_OK) break;
+            continue;
+        }
+        ExecStatusType status = PQresultStatus(res);
+        if (status == PGRES_PIPELINE_SYNC) {
+            ++syncs;
+        } else if (status == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+            std::string n = std::to_string(rows);
+            std::string h = md5_hex(n);
+            std::string expected;
+            for (int k = 0; k < 64; ++k) expected += h;
+            if (PQgetvalue(res, 0, 0) != n || PQgetvalue(res, 0, 1) != expected) ++bad;
+            ++rows;
+        } else {
+            ++bad;
+        }
+        PQclear(res);
+    }
+    CHECK(rows == kQueries);
+    CHECK(syncs == kQueries / 100 + 1);
+    CHECK(bad == 0);
+    CHECK(PQexitPipelineMode(pg) == 1);
+    CHECK(scalar(conn, "SELECT 'done'") == "done");
 }
 
 TEST_CASE("NoticeResponse: RAISE NOTICE / WARNING reach the client with their fields") {
