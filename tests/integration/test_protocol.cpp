@@ -483,3 +483,40 @@ TEST_CASE("ParameterStatus after SET reaches the client, in transaction and sess
         CHECK(scalar(conn, "SELECT interval '1 day 2 hours'::text") == "P1DT2H");
     }
 }
+
+TEST_CASE("SSLRequest is answered 'N': sslmode=prefer continues in plain text, require fails") {
+    Pgtether pooler(pooled("transaction", 1));
+    const TestEnv& env = TestEnv::get();
+    std::string base = "host=" + pooler.host() + " port=" + std::to_string(pooler.port()) +
+                       " user=" + env.superuser + " dbname=" + env.database +
+                       " connect_timeout=10 gssencmode=disable";
+    Conn prefer(base + " sslmode=prefer");
+    REQUIRE_MESSAGE(prefer.ok(), prefer.error());
+    CHECK(PQsslInUse(prefer.raw()) == 0);
+    CHECK(scalar(prefer, "SELECT 'plain text'") == "plain text");
+    Conn require(base + " sslmode=require");
+    CHECK_FALSE(require.ok());
+    CHECK_MESSAGE(require.error().find("SSL") != std::string::npos, require.error());
+    CHECK(pooler.running());
+}
+
+TEST_CASE("FunctionCall (fast path, PQfn) goes through") {
+    Pgtether pooler(pooled("transaction", 1));
+    Conn conn = Conn::must(pooler.conninfo());
+    const int oid = std::stoi(scalar(conn, "SELECT 'int4pl'::regproc::oid"));
+    PQArgBlock args[2];
+    args[0].len = 4;
+    args[0].isint = 1;
+    args[0].u.integer = 40;
+    args[1].len = 4;
+    args[1].isint = 1;
+    args[1].u.integer = 2;
+    int result = 0;
+    int result_len = 0;
+    PGresult* res = PQfn(conn.raw(), oid, &result, &result_len, 1, args, 2);
+    REQUIRE(res != nullptr);
+    CHECK(PQresultStatus(res) == PGRES_COMMAND_OK);
+    PQclear(res);
+    CHECK(result == 42);
+    CHECK(scalar(conn, "SELECT 'after fast path'") == "after fast path");
+}
