@@ -152,6 +152,7 @@ TEST_CASE("client authentication: every auth_type against plain, md5 and SCRAM s
 
 TEST_CASE("wrong passwords and unknown users: 28P01, the same message, and no backend opened") {
     const auto users = client_users();
+    for (const auto& user : users) REQUIRE(settled(user.role));
     for (const std::string auth_type : {"trust", "plain", "md5", "scram-sha-256"}) {
         CAPTURE(auth_type);
         Pgtether pooler(auth_config(auth_type, users));
@@ -180,6 +181,7 @@ TEST_CASE("wrong passwords and unknown users: 28P01, the same message, and no ba
 
 TEST_CASE("cleartext: the exact ErrorResponse for a wrong password, over a raw socket") {
     const auto users = client_users();
+    REQUIRE(settled(users[0].role));
     Pgtether pooler(auth_config("plain", users));
     RawConn raw(pooler.host(), pooler.port());
     REQUIRE(raw.send(wire::startup({{"user", users[0].role}, {"database", "pgtether_test"}})));
@@ -269,9 +271,11 @@ TEST_CASE("SCRAM pass-through: only the SCRAM secret from pg_authid, no plain pa
         Conn second = Conn::must(pooler.conninfo(scram.name, "", scram.password));
         PGT_REQUIRE_OK(first.exec("BEGIN"));
         CHECK(scalar(first, "SELECT current_user") == scram.name);
+        // first holds its backend, so second needs a server login of its own.
         CHECK(scalar(second, "SELECT current_user") == scram.name);
+        CHECK(scalar(first, "SELECT pg_backend_pid()") !=
+              scalar(second, "SELECT pg_backend_pid()"));
         PGT_REQUIRE_OK(first.exec("COMMIT"));
-        CHECK(backends_of(scram.name) == 2);
 
         std::string wrong = login_error(pooler.conninfo(scram.name, "", "not-secret"));
         CHECK_MESSAGE(contains(wrong, "28P01"), wrong);

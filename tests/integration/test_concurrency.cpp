@@ -49,6 +49,7 @@ class Failures {
 TEST_CASE("100 clients x 200 transactions through a transaction pool of 4") {
     const TestEnv& env = TestEnv::get();
     const std::string role = private_role("pgt_concurrency");
+    REQUIRE(settled(role));
     {
         Conn admin = Conn::must(direct_conninfo());
         admin.exec_ok("DROP TABLE IF EXISTS concurrency_counters");

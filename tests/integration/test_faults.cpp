@@ -113,6 +113,7 @@ TEST_CASE("a backend killed mid-session: that client gets an error, others are u
 
 TEST_CASE("a backend killed while idle in the pool is never handed to a client") {
     const std::string role = private_role("pgt_faults_idle_kill");
+    REQUIRE(settled(role));
     Pgtether pooler(pool_for(role, "transaction", 2));
     {
         Conn a = Conn::must(pooler.conninfo(role));

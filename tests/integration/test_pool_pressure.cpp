@@ -47,6 +47,7 @@ struct Holder {
 
 TEST_CASE("query_wait_timeout: a client waiting too long for a backend gets a clear error") {
     const std::string role = private_role("pgt_pressure_wait");
+    REQUIRE(settled(role));
     Pgtether pooler(for_role(role, {{"query_wait_timeout", "1"}}));
     Holder holder(pooler.conninfo(role));
     Conn waiter = Conn::must(pooler.conninfo(role));
@@ -64,6 +65,7 @@ TEST_CASE("query_wait_timeout: a client waiting too long for a backend gets a cl
 
 TEST_CASE("max_client_conn: one client too many gets 53300; a free slot is usable again") {
     const std::string role = private_role("pgt_pressure_maxconn");
+    REQUIRE(settled(role));
     Pgtether pooler(for_role(role, {{"max_client_conn", "3"}}));
     std::vector<Conn> clients;
     for (int i = 0; i < 3; ++i) clients.push_back(Conn::must(pooler.conninfo(role)));
@@ -91,6 +93,7 @@ TEST_CASE("max_client_conn: one client too many gets 53300; a free slot is usabl
 
 TEST_CASE("reserve pool: after reserve_pool_timeout a waiting client gets an extra backend") {
     const std::string role = private_role("pgt_pressure_reserve");
+    REQUIRE(settled(role));
     Pgtether pooler(for_role(role, {{"reserve_pool_size", "1"},
                                     {"reserve_pool_timeout", "1"},
                                     {"query_wait_timeout", "2.5"}}));
@@ -116,6 +119,7 @@ TEST_CASE("reserve pool: after reserve_pool_timeout a waiting client gets an ext
 
 TEST_CASE("min_pool_size: backends are opened ahead of demand and kept") {
     const std::string role = private_role("pgt_pressure_min");
+    REQUIRE(settled(role));
     Pgtether pooler(for_role(role, {{"default_pool_size", "5"},
                                     {"min_pool_size", "3"},
                                     {"server_idle_timeout", "1"}}));
@@ -142,6 +146,7 @@ TEST_CASE("min_pool_size: backends are opened ahead of demand and kept") {
 
 TEST_CASE("server_idle_timeout closes backends idle for longer") {
     const std::string role = private_role("pgt_pressure_idle");
+    REQUIRE(settled(role));
     Pgtether pooler(for_role(role, {{"default_pool_size", "3"},
                                     {"server_idle_timeout", "1"},
                                     {"server_check_delay", "0.3"}}));
@@ -161,6 +166,7 @@ TEST_CASE("server_idle_timeout closes backends idle for longer") {
 
 TEST_CASE("server_lifetime retires old backends once released") {
     const std::string role = private_role("pgt_pressure_lifetime");
+    REQUIRE(settled(role));
     Pgtether pooler(for_role(role, {{"server_lifetime", "1"}}));
     Conn conn = Conn::must(pooler.conninfo(role));
     std::string first = scalar(conn, "SELECT pg_backend_pid()");
@@ -182,6 +188,7 @@ TEST_CASE("server_lifetime retires old backends once released") {
 
 TEST_CASE("server_check_query runs before reusing a backend idle longer than server_check_delay") {
     const std::string role = private_role("pgt_pressure_check");
+    REQUIRE(settled(role));
     {
         Conn admin = Conn::must(direct_conninfo());
         admin.exec_ok("DROP SEQUENCE IF EXISTS pgt_check_seq");
@@ -210,6 +217,7 @@ TEST_CASE("server_check_query runs before reusing a backend idle longer than ser
 
 TEST_CASE("a failing server_check_query replaces the backend; the client is served") {
     const std::string role = private_role("pgt_pressure_badcheck");
+    REQUIRE(settled(role));
     Pgtether pooler(for_role(role, {{"server_check_query", "SELECT no_such_function()"},
                                     {"server_check_delay", "0.5"}}));
     Conn conn = Conn::must(pooler.conninfo(role));
@@ -224,7 +232,9 @@ TEST_CASE("a failing server_check_query replaces the backend; the client is serv
 TEST_CASE("max_db_connections and max_user_connections cap backends across pools") {
     const TestEnv& env = TestEnv::get();
     const std::string role = private_role("pgt_pressure_caps");
+    REQUIRE(settled(role));
     const std::string other_role = private_role("pgt_pressure_caps2");
+    REQUIRE(settled(other_role));
     PoolerConfig config = for_role(role, {{"default_pool_size", "5"},
                                           {"query_wait_timeout", "1"}});
     const std::string target =

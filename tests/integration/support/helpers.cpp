@@ -95,6 +95,10 @@ int backends_of(const std::string& user, const std::string& extra_condition) {
     return std::stoi(r.value());
 }
 
+bool settled(const std::string& user, std::chrono::milliseconds timeout) {
+    return eventually([&] { return backends_of(user) == 0; }, timeout);
+}
+
 std::vector<int> backend_pids_of(const std::string& user) {
     Conn conn = Conn::must(direct_conninfo());
     Result r = conn.exec_params(

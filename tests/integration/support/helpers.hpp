@@ -41,6 +41,9 @@ std::string direct_scalar(const std::string& sql);
 // Server connections currently open to the test database by `user` from anything but the direct
 // superuser connection doing the counting (pg_stat_activity, client backends only).
 int backends_of(const std::string& user, const std::string& extra_condition = "");
+// Waits until `user` has no backends (those of a pooler stopped a moment ago take a moment to
+// go); false after `timeout`. Tests that count a role's backends start with it.
+bool settled(const std::string& user, std::chrono::milliseconds timeout = 10s);
 // Backend pids of `user` (client backends), sorted.
 std::vector<int> backend_pids_of(const std::string& user);
 
