@@ -421,7 +421,18 @@ void Client::detach_from_server() {
         server->unlink();
         return;
     }
-    bool clean = server->tracker().idle() && !tethered() && server->effects() == 0;
+    if (passthrough_remaining_ > 0) {
+        // The client left in the middle of a message we were streaming to the server (a large
+        // CopyData): the backend would read whatever comes next as the rest of it, so no
+        // clean-up query can reach it. Close it (PgBouncer closes such servers too).
+        server->unlink();
+        server->close("client left in the middle of a message");
+        return;
+    }
+    // In session mode the client never shared its backend: leaving between transactions is the
+    // ordinary end of a session, handled by server_reset_query (Server::reset).
+    bool clean = server->tracker().idle() &&
+                 (pool_->mode() == PoolMode::Session || (!tethered() && server->effects() == 0));
     server->unlink();
     if (tether_kinds_ & kStateLoad) {
         // A library loaded into the backend cannot be unloaded: nobody else may use it.

@@ -103,6 +103,14 @@ struct Client::Outbound {
 };
 
 std::size_t Client::handle_requests(ByteSpan data) {
+    // Like PostgreSQL (SocketBackend), judge the type byte before waiting for the rest of a
+    // message: garbage whose "length" is large is refused at once, not waited for (and never
+    // costs a server).
+    if (passthrough_remaining_ == 0 && !is_known_frontend_type(static_cast<char>(data[0]))) {
+        fail(protocol::sqlstate::kProtocolViolation,
+             "invalid frontend message type " + std::to_string(data[0]));
+        return data.size();
+    }
     if (state_ == State::Idle) {
         Frame first = protocol::frame_message(data, kMaxAuthMessage);
         if (first.status == FrameStatus::Complete) {
@@ -149,6 +157,12 @@ std::size_t Client::handle_requests(ByteSpan data) {
             return data.size();
         }
         if (frame.status == FrameStatus::NeedMore) {
+            if (!is_known_frontend_type(static_cast<char>(rest[0]))) {
+                out.flush();
+                fail(protocol::sqlstate::kProtocolViolation,
+                     "invalid frontend message type " + std::to_string(rest[0]));
+                return data.size();
+            }
             if (frame.has_header() && streamable_from_client(frame.type) && !skip_until_sync_) {
                 tracker.on_frontend(frame.type);
                 out.add(rest.data(), rest.size());

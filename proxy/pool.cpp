@@ -277,6 +277,18 @@ void Pool::janitor(std::uint64_t now) {
             launch_server();
         }
     }
+    // Clients (or a greeting) waiting while other pools of the same database or user hold
+    // max_db_connections / max_user_connections: close an idle server of such a pool to make
+    // room, as PgBouncer does (evict_connection), and retry here, because a server released in
+    // another pool does not notify this one. Without this such clients waited forever.
+    const bool needs_greeting = !welcome_waiting_.empty() && server_count_ == 0 &&
+                                connecting_ == 0;
+    if ((static_cast<std::size_t>(connecting_) < waiting_.size() || needs_greeting) &&
+        !may_launch(needs_greeting)) {
+        make_room_elsewhere();
+    }
+    launch_if_needed();
+    if (needs_greeting && may_launch(true)) launch_server();
     // min_pool_size: keep some servers warm once the pool is in use.
     while (server_count_ < min_pool_size_ && may_launch(false)) launch_server();
 
@@ -327,6 +339,31 @@ void Pool::close_idle_servers(const char* reason) {
     std::vector<Server*> idle;
     idle_.for_each([&](Server& server) { idle.push_back(&server); });
     for (Server* server : idle) server->close(reason);
+}
+
+bool Pool::close_one_idle_server(const char* reason) {
+    Server* server = idle_.front();
+    if (server == nullptr) return false;
+    server->close(reason);
+    return true;
+}
+
+void Pool::make_room_elsewhere() {
+    if (worker_.shutting_down() || server_count_ >= pool_size_) return;
+    const bool db_full = max_db_connections_ > 0 &&
+                         worker_.database_server_count(database_.name) >= max_db_connections_;
+    const bool user_full = max_user_connections_ > 0 &&
+                           worker_.user_server_count(user_) >= max_user_connections_;
+    if (!db_full && !user_full) return;
+    for (const auto& [key, pool] : worker_.pools()) {
+        if (pool.get() == this) continue;
+        // Closing its server must free every limit that is full.
+        bool shares_limit = (!db_full || pool->database_name() == database_.name) &&
+                            (!user_full || pool->user_name() == user_);
+        if (shares_limit && pool->close_one_idle_server("evicted to make room for another pool")) {
+            return;
+        }
+    }
 }
 
 void Pool::close_all_servers(const char* reason) {

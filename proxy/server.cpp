@@ -463,7 +463,10 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
                     if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
                         !client_->tethered()) {
-                        flush();
+                        // Drop the replies not yet sent (CommandComplete BEGIN, ReadyForQuery
+                        // 'T'): the client must see only the error, never a transaction that
+                        // seems to have started (PgBouncer likewise sends only the error).
+                        batch.clear();
                         client_->fail(protocol::sqlstate::kFeatureNotSupported,
                                       "transaction blocks not allowed in statement pooling mode");
                         return consumed;
@@ -656,12 +659,26 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
     internal_->probed = probed;
     internal_->pending_ready = static_cast<int>(queries.size()) + extra_ready;
     internal_->own_ready = static_cast<int>(queries.size());
+    // A message that was being streamed to a client which has since left (a scrub after the
+    // client vanished mid-COPY TO / mid-result): its rest must be skipped, not framed.
+    skip_remaining_ += passthrough_remaining_;
+    passthrough_remaining_ = 0;
     std::string out = std::move(prefix);
     for (const auto& q : queries) protocol::append_query(out, q);
     spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
                   queries.empty() ? std::string() : queries.back());
     if (!out.empty()) stream_.write(out);
-    if (internal_->pending_ready == 0) finish_internal();
+    if (internal_->pending_ready == 0) {
+        finish_internal();
+        return;
+    }
+    // The replies are ours to consume, so a client's back-pressure must not hold them up. Reading
+    // may still be stopped because the (possibly departed) client was backed up: a scrub after a
+    // client vanished mid-COPY TO STDOUT otherwise never reads the rest and times out.
+    if (!stream_.reading()) {
+        stream_.start_reading();
+        stream_.redeliver_pending_input();
+    }
 }
 
 std::size_t Server::handle_internal_data(ByteSpan data) {
@@ -818,11 +835,12 @@ void Server::finish_internal() {
             return;
         case InternalPurpose::ParamSync:
             if (!clean) {
-                Client* client = client_;
-                release_to_pool();
+                // Close the client while still linked: its detach hands this server back (or
+                // scrubs it). Releasing first would let the client's held request take the
+                // server again, repeat the failing SET and get the backend closed for nothing.
                 protocol::ErrorFields error = op->error;
                 error.severity = "FATAL";
-                client->close("could not apply client parameters: " + error.message, &error);
+                client_->close("could not apply client parameters: " + error.message, &error);
                 return;
             }
             if (worker_.config().session_settings == StateHandling::Keep) {
@@ -874,7 +892,12 @@ void Server::finish_internal() {
                 scrub();
                 return;
             }
+            // A sweep is not use: keep the time the last client left, or server_idle_timeout
+            // and server_check_delay (which count from it) would restart with every sweep and
+            // never be reached.
+            std::uint64_t idle_since = idle_since_ms_;
             pool_.release(*this);
+            if (state_ == State::Idle) idle_since_ms_ = idle_since;
             return;
         }
     }
@@ -889,10 +912,14 @@ void Server::scrub() {
     //   settings); the probe verifies it.
     set_state(State::Cleaning);
     std::string prefix;
-    int extra_ready = tracker_.outstanding();
+    const int left_running = tracker_.outstanding();  // the client's, before our own Sync
+    int extra_ready = left_running;
     if (tracker_.in_copy_in()) protocol::append_copy_fail(prefix, "client disconnected");
     if (tracker_.unsynced() || tracker_.in_copy_in()) {
         protocol::append_sync(prefix);
+        // The tracker must see this Sync too, or it keeps the batch "unsynced" and the scrub,
+        // which only passes an idle tracker, closes a backend it had cleaned.
+        tracker_.on_frontend(protocol::fe::kSync);
         ++extra_ready;
     }
     std::vector<std::string> queries;
@@ -904,7 +931,7 @@ void Server::scrub() {
     // With nothing tracked pgtether behaves like PgBouncer: state stays where the client left it.
     std::uint32_t kinds = tracked_kinds(worker_.config()) & kProbedKinds;
     if (kinds != 0) queries.emplace_back("DISCARD ALL");
-    bool cancel = tracker_.outstanding() > 0 && !tracker_.in_copy_in();
+    bool cancel = left_running > 0 && !tracker_.in_copy_in();
     probe(InternalPurpose::Scrub, kinds, std::move(queries), std::move(prefix), extra_ready);
     if (internal_ && cancel) {
         // The departed client left a query running (maybe waiting for a lock): cancel it rather
@@ -914,10 +941,16 @@ void Server::scrub() {
 }
 
 void Server::reset() {
+    // server_reset_query is the operator's choice of what a session leaves behind (PgBouncer's
+    // semantics), with one exception: a backend never serves another client while it holds a
+    // departed client's advisory locks, so with tracking on those are released and verified.
+    // The settings are read back so that the next client's replay starts from the truth.
     set_state(State::Cleaning);
-    // DISCARD ALL ends every kind of session state; a custom reset query may not: verify.
-    probe(InternalPurpose::Reset, tracked_kinds(worker_.config()) & kProbedKinds,
-          {worker_.config().server_reset_query});
+    const auto& config = worker_.config();
+    std::vector<std::string> queries = {config.server_reset_query};
+    std::uint32_t kinds = tracked_kinds(config) & (kStateAdvisoryLock | kStateSettings);
+    if (kinds & kStateAdvisoryLock) queries.emplace_back(kUnlockAll);
+    probe(InternalPurpose::Reset, kinds, std::move(queries));
 }
 
 void Server::sweep_for_leaks() {
