@@ -9,10 +9,12 @@
 #include "protocol/message_types.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
+#include "proxy/admin_console.hpp"
 #include "proxy/cancel_registry.hpp"
 #include "proxy/client_auth.hpp"
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
+#include "proxy/pool_control.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -259,6 +261,10 @@ std::size_t Client::handle_auth(ByteSpan data) {
 
 void Client::on_authenticated() {
     const auto& config = worker_.config();
+    if (AdminSession::is_console_database(database_)) {
+        start_admin_session();
+        return;
+    }
     // The database is looked up only after authentication, as PostgreSQL does, so that an
     // unauthenticated client cannot probe which databases exist.
     auto found = worker_.resolve_database(database_);
@@ -268,6 +274,12 @@ void Client::on_authenticated() {
         return;
     }
     const DatabaseConfig& resolved = *found;
+    if (worker_.pool_control().disabled(resolved.name)) {
+        // DISABLE on the admin console; the message is PostgreSQL's for datallowconn = false.
+        fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
+             "database \"" + database_ + "\" is not currently accepting connections");
+        return;
+    }
     if (config.auth_type == AuthType::Any && resolved.user.empty()) {
         fail(protocol::sqlstate::kInvalidAuthorization,
              "auth_type=any requires a forced user for database \"" + database_ + "\"");
@@ -285,6 +297,26 @@ void Client::on_authenticated() {
         set_state(State::WelcomeWait);
         stream_.stop_reading();
         pool_->wait_for_welcome(*this);
+    }
+}
+
+void Client::start_admin_session() {
+    auth_.reset();
+    auto session = std::make_unique<AdminSession>(worker_, *this);
+    if (!session->may_log_in()) {
+        // Only admin_users and stats_users may use the console (PgBouncer's admin_post_login).
+        fail(protocol::sqlstate::kInsufficientPrivilege,
+             "not allowed: user \"" + user_ + "\" is in neither admin_users nor stats_users");
+        return;
+    }
+    admin_ = std::move(session);
+    cancel_key_ = worker_.cancels().add(worker_, *this);
+    has_cancel_key_ = true;
+    admin_->send_welcome(cancel_key_);
+    set_state(State::Idle);
+    if (worker_.config().log_connections) {
+        spdlog::info("{}: login attempt: db={} user={} tls=no (admin console)", describe(),
+                     database_, user_);
     }
 }
 
@@ -327,7 +359,9 @@ void Client::handle_cancel_request(const protocol::CancelKey& key) {
     auto entry = worker_.cancels().find(key);
     if (entry && entry->worker == &worker_) {
         Client* target = entry->client;
-        if (target->server_ && target->state_ == State::Active) {
+        if (target->admin_) {
+            target->admin_->on_cancel_request();
+        } else if (target->server_ && target->state_ == State::Active) {
             spdlog::debug("{}: forwarding cancel request for {}", describe(), target->describe());
             worker_.forward_cancel(*target->server_);
         }
@@ -341,6 +375,7 @@ void Client::handle_cancel_request(const protocol::CancelKey& key) {
 // Requests: borrowing a server and forwarding
 
 std::size_t Client::handle_requests(ByteSpan data) {
+    if (admin_) return admin_->on_data(data);
     if (state_ == State::Idle) {
         // A lone Terminate needs no server.
         Frame first = protocol::frame_message(data, kMaxAuthMessage);
@@ -457,7 +492,10 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 }
                 break;
         }
-        if (tracker.quiet()) query_started_ms_ = worker_.now_ms();
+        if (tracker.quiet()) {
+            query_started_ms_ = worker_.now_ms();
+            server_->note_request_start(worker_.now_us());
+        }
         tracker.on_frontend(frame.type);
         forward(rest.data(), frame.total);
         consumed += frame.total;
@@ -493,6 +531,7 @@ bool Client::statement_is_lock_relevant(std::string_view name) const {
 void Client::on_server_assigned(Server& server) {
     server_ = &server;
     pool_->stats().wait_time_us += (worker_.now_ms() - state_since_ms_) * 1000;
+    pool_->stats().wait_count++;
     set_state(State::Active);
     last_activity_ms_ = worker_.now_ms();
     server.link(*this);
@@ -627,6 +666,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         protocol::append_error_response(out, *error);
         stream_.write(out);
     }
+    if (admin_) admin_->on_close();
     if (pool_) {
         if (previous == State::Waiting) pool_->cancel_request(*this);
         if (previous == State::WelcomeWait) pool_->cancel_welcome_wait(*this);

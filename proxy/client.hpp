@@ -16,6 +16,7 @@
 
 namespace pgtether {
 
+class AdminSession;
 class ClientAuth;
 class Pool;
 class Worker;
@@ -53,6 +54,11 @@ public:
     [[nodiscard]] const protocol::CancelKey& cancel_key() const { return cancel_key_; }
     [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
     [[nodiscard]] std::string describe() const;  // "C-12 db/user@1.2.3.4:5678" for logs
+    // For the admin console and metrics.
+    [[nodiscard]] bool is_admin() const { return admin_ != nullptr; }
+    [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
+    [[nodiscard]] std::uint64_t last_activity_ms() const { return last_activity_ms_; }
+    [[nodiscard]] Stream& stream() { return stream_; }
 
     // ---- called by the pool ----
     void on_welcome_ready();
@@ -107,6 +113,7 @@ private:
     void handle_cancel_request(const protocol::CancelKey& key);
     void start_authentication();
     void on_authenticated();
+    void start_admin_session();  // the client asked for the admin console's database
     void finish_login();
     void set_state(State state);
     // On close: hand the linked server back — directly when clean, through a scrub otherwise.
@@ -145,6 +152,7 @@ private:
     // Named prepared statements whose text mentions a lock function.
     std::vector<std::string> lock_statements_;
     std::string last_query_;  // for SHOW LOCKS and leak reports; truncated
+    std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console
 };
 
 }  // namespace pgtether

@@ -16,56 +16,17 @@
 #include "proxy/config.hpp"
 #include "proxy/daemon.hpp"
 #include "proxy/logging.hpp"
+#include "proxy/reload.hpp"
 #include "proxy/worker.hpp"
 
 namespace {
-
-using pgtether::AuthFile;
-using pgtether::Config;
-
-struct Loaded {
-    std::shared_ptr<const Config> config;
-    std::shared_ptr<const AuthFile> auth_file;
-};
-
-// Loads the config and its auth_file; throws ConfigError or std::runtime_error.
-Loaded load_everything(const std::string& path) {
-    Loaded loaded;
-    loaded.config = pgtether::load_config(path);
-    const auto& config = *loaded.config;
-    switch (config.auth_type) {
-        case pgtether::AuthType::Cert:
-        case pgtether::AuthType::Hba:
-        case pgtether::AuthType::Pam:
-            throw pgtether::ConfigError(config.config_file, 0, "auth_type",
-                                        std::string("auth_type = ") +
-                                            pgtether::to_string(config.auth_type) +
-                                            " is not supported by pgtether yet");
-        default:
-            break;
-    }
-    if (!config.auth_file.empty()) {
-        loaded.auth_file = std::make_shared<const AuthFile>(pgtether::load_auth_file(config.auth_file));
-    } else {
-        if (config.auth_type != pgtether::AuthType::Trust &&
-            config.auth_type != pgtether::AuthType::Any) {
-            throw pgtether::ConfigError(config.config_file, 0, "auth_file",
-                                        std::string("auth_type = ") +
-                                            pgtether::to_string(config.auth_type) +
-                                            " needs an auth_file");
-        }
-        loaded.auth_file = std::make_shared<const AuthFile>();
-    }
-    return loaded;
-}
 
 struct Signals {
     uv_signal_t interrupt{};
     uv_signal_t terminate{};
     uv_signal_t hangup{};
     pgtether::Worker* worker = nullptr;
-    std::string config_path;
-    pgtether::LogOptions log_options;
+    pgtether::ConfigReloader* reloader = nullptr;
 };
 
 void on_shutdown_signal(uv_signal_t* handle, int signum) {
@@ -75,16 +36,9 @@ void on_shutdown_signal(uv_signal_t* handle, int signum) {
 }
 
 void on_reload_signal(uv_signal_t* handle, int) {
+    // The same path as the admin console's RELOAD.
     auto* signals = static_cast<Signals*>(handle->data);
-    spdlog::info("got SIGHUP: reloading {}", signals->config_path);
-    try {
-        auto loaded = load_everything(signals->config_path);
-        for (const auto& note : loaded.config->unsupported_keys) spdlog::warn("{}", note);
-        signals->worker->apply_config(loaded.config, loaded.auth_file);
-        spdlog::info("configuration reloaded");
-    } catch (const std::exception& e) {
-        spdlog::error("reload failed, keeping the running configuration: {}", e.what());
-    }
+    (void)signals->reloader->reload(*signals->worker, "got SIGHUP");
 }
 
 }  // namespace
@@ -107,18 +61,17 @@ int main(int argc, char** argv) {
         return 0;
     }
 
-    Loaded loaded;
+    pgtether::LoadedConfig loaded;
     Signals signals;
+    pgtether::ConfigReloader reloader(cl.config_file, cl.verbose, cl.quiet || cl.daemonize);
     try {
-        loaded = load_everything(cl.config_file);
+        loaded = pgtether::load_configuration(cl.config_file);
         const auto& config = *loaded.config;
         if (cl.daemonize && config.pidfile.empty()) {
             throw std::runtime_error("-d needs a pidfile in the configuration");
         }
-        signals.config_path = cl.config_file;
-        signals.log_options = {cl.verbose + config.verbose, cl.quiet || cl.daemonize,
-                               config.logfile};
-        pgtether::setup_logging(signals.log_options);
+        pgtether::setup_logging(
+            pgtether::log_options_for(config, reloader.command_line_verbose(), reloader.quiet()));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "pgtether: %s\n", e.what());
         return 1;
@@ -134,8 +87,10 @@ int main(int argc, char** argv) {
         if (cl.daemonize) pgtether::daemonize();
         if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
         pgtether::Worker worker(loaded.config, loaded.auth_file, cancels);
+        worker.set_reloader(&reloader);
         worker.start();
         signals.worker = &worker;
+        signals.reloader = &reloader;
         uv_signal_init(worker.loop(), &signals.interrupt);
         uv_signal_init(worker.loop(), &signals.terminate);
         uv_signal_init(worker.loop(), &signals.hangup);

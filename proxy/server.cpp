@@ -267,6 +267,7 @@ void Server::link(Client& client) {
     set_state(State::Active);
     lock_relevant_ = false;
     client_forwarded_ = false;
+    request_started_us_ = xact_started_us_ = 0;
     tracker_.reset();
     last_client_description_ = client.describe();
     const auto& config = worker_.config();
@@ -293,9 +294,29 @@ void Server::unlink() {
 void Server::release_to_pool() {
     Client* client = client_;
     unlink();
-    pool_.stats().xact_count++;
     pool_.release(*this);
     if (client) client->on_server_released();
+}
+
+void Server::note_request_start(std::uint64_t now_us) {
+    request_started_us_ = now_us;
+    if (xact_started_us_ == 0) xact_started_us_ = now_us;
+}
+
+void Server::record_timing(char tx_status) {
+    // Everything the client sent since the backend was last quiet has been answered: that is one
+    // query (or pipeline) for SHOW STATS' query_time. Back at 'I', a transaction has ended.
+    auto now = worker_.now_us();
+    auto& stats = pool_.stats();
+    if (request_started_us_ != 0) {
+        stats.query_time_us += now - request_started_us_;
+        request_started_us_ = 0;
+    }
+    if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
+        stats.xact_count++;
+        stats.xact_time_us += now - xact_started_us_;
+        xact_started_us_ = 0;
+    }
 }
 
 bool Server::send_from_client(const uv_buf_t* bufs, unsigned count) {
@@ -392,6 +413,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 }
                 tracker_.on_ready_for_query(*status);
                 pool_.stats().query_count++;
+                if (tracker_.quiet()) record_timing(*status);
                 forward(rest.data(), frame.total);
                 consumed += frame.total;
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {

@@ -73,6 +73,13 @@ public:
     [[nodiscard]] const sockaddr_storage& address() const { return address_; }
     [[nodiscard]] bool address_is_unix() const { return address_is_unix_; }
     [[nodiscard]] const std::string& unix_path() const { return unix_path_; }
+    // For the admin console and metrics.
+    [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
+    [[nodiscard]] std::optional<InternalPurpose> internal_purpose() const {
+        return internal_ ? std::optional(internal_->purpose) : std::nullopt;
+    }
+    [[nodiscard]] bool waiting_for_cancels() const { return release_after_cancels_; }
+    [[nodiscard]] Stream& stream() { return stream_; }
 
     // ---- life in the pool ----
     void mark_idle(std::uint64_t now_ms);
@@ -90,6 +97,9 @@ public:
     bool send_from_client(const uv_buf_t* bufs, unsigned count);
     // The client's socket drained after back-pressure: read from this server again.
     void resume_input_from_client();
+    // The linked client sent a request while the backend was quiet (nothing owed): the start of
+    // a query, and of a transaction unless one is open. For SHOW STATS' query and xact times.
+    void note_request_start(std::uint64_t now_us);
     // Marks the current transaction as one that may have changed advisory-lock state.
     void mark_lock_relevant() { lock_relevant_ = true; }
     [[nodiscard]] bool lock_relevant() const { return lock_relevant_; }
@@ -158,6 +168,7 @@ private:
     void on_transaction_end();
     void after_probe(InternalQuery& result);
     void record_parameter(std::string_view name, std::string_view value, bool forward_to_client);
+    void record_timing(char tx_status);
 
     Worker& worker_;
     Pool& pool_;
@@ -189,6 +200,8 @@ private:
     std::uint64_t state_since_ms_ = 0;
     std::uint64_t idle_since_ms_ = 0;
     std::uint64_t last_checked_ms_ = 0;
+    std::uint64_t request_started_us_ = 0;  // 0: no query running (SHOW STATS timing)
+    std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
 
     friend class Pool;
     friend class Worker;
