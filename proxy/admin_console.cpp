@@ -158,11 +158,21 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
             case fe::kParse:
             case fe::kBind:
             case fe::kExecute:
-            case fe::kDescribe:
-                // PgBouncer's words; its console, too, speaks only the simple query protocol.
-                client_.fail(sqlstate::kFeatureNotSupported,
-                             "extended query protocol not supported by admin console");
+            case fe::kDescribe: {
+                // PgBouncer's words and way: an ERROR with ReadyForQuery, so that the client's
+                // pending request fails with this message, then the connection is closed (its
+                // console, too, speaks only the simple query protocol).
+                const std::string message =
+                    "extended query protocol not supported by admin console";
+                protocol::ErrorFields error{"ERROR", sqlstate::kFeatureNotSupported, message,
+                                            {}, "use the simple query protocol"};
+                std::string out;
+                protocol::append_error_response(out, error);
+                protocol::append_ready_for_query(out, protocol::kTxIdle);
+                client_.send(out);
+                client_.fail(sqlstate::kFeatureNotSupported, message);
                 return data.size();
+            }
             default:
                 client_.fail(sqlstate::kProtocolViolation,
                              std::string("unsupported packet type for admin console: '") +

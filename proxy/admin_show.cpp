@@ -27,8 +27,7 @@ namespace {
 using Value = std::optional<std::string>;
 using Row = std::vector<Value>;
 
-// Type OIDs PgBouncer uses: 's' text, 'i' int4, 'q'/'n' numeric (SHOW STATS), plus int8 for
-// pgtether's 64-bit ids.
+// Type OIDs PgBouncer 1.18 uses: 's' text, 'i' int4, 'q' int8, 'n' numeric (SHOW STATS).
 constexpr std::uint32_t kText = 25;
 constexpr std::uint32_t kInt4 = 23;
 constexpr std::uint32_t kInt8 = 20;
@@ -637,9 +636,9 @@ void show_locks(Worker& worker, std::string& out) {
 void show_dns(std::string& out, bool hosts) {
     // pgtether resolves host names at connect time and keeps no DNS cache: always empty.
     if (hosts) {
-        ResultSet rs(out, {{"hostname", kText}, {"ttl", kNumeric}, {"addrs", kText}});
+        ResultSet rs(out, {{"hostname", kText}, {"ttl", kInt8}, {"addrs", kText}});
     } else {
-        ResultSet rs(out, {{"zonename", kText}, {"serial", kNumeric}, {"count", kInt4}});
+        ResultSet rs(out, {{"zonename", kText}, {"serial", kInt8}, {"count", kInt4}});
     }
 }
 
