@@ -533,7 +533,9 @@ void AdminSession::on_close() {
 // Output
 
 void AdminSession::send_error(const char* code, const std::string& message) {
-    spdlog::warn("{}: pooler error: {}", client_.describe(), message);
+    if (worker_.config().log_pooler_errors) {
+        spdlog::warn("{}: pooler error: {}", client_.describe(), message);
+    }
     protocol::ErrorFields error{"ERROR", code, message, {}, {}};
     protocol::append_error_response(pending_, error);
     protocol::append_ready_for_query(pending_, protocol::kTxIdle);

@@ -657,7 +657,12 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
     State previous = state_;
     bool logged_in = previous != State::Startup && previous != State::Auth;
     const auto& config = worker_.config();
-    if (logged_in ? config.log_disconnections : config.log_pooler_errors && error) {
+    // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
+    // client, log_disconnections for the reason a logged-in client goes.
+    if (error && config.log_pooler_errors) {
+        spdlog::warn("{}: pooler error: {}", describe(), error->message);
+    }
+    if (logged_in && config.log_disconnections) {
         spdlog::info("{}: closing because: {} (age={}s)", describe(), reason,
                      (worker_.now_ms() - connected_at_ms_) / 1000);
     }

@@ -95,6 +95,12 @@ class Load {
     std::string last_error_;
 };
 
+// A login by a user who is not in the auth_file fails (the error is logged as a pooler error).
+bool login_refused(const PoolerProcess& pooler, const std::string& user) {
+    RawConn raw(pooler.host(), pooler.port());
+    return wire::first_error_sqlstate(raw.startup(user, TestEnv::get().database)).has_value();
+}
+
 }  // namespace
 
 TEST_CASE("SIGHUP and RELOAD apply a new configuration under load; a broken one is refused") {
@@ -291,7 +297,7 @@ TEST_CASE("verbose: SET verbose raises the level at once, RELOAD restores the fi
     CHECK(pooler.log().find("admin query: SHOW MEM") == std::string::npos);
 }
 
-TEST_CASE("disconnects are logged with their reason, unless log_disconnections = 0") {
+TEST_CASE("disconnects and pooler errors are logged, unless switched off") {
     Pgtether pooler(reload_config({{"client_idle_timeout", "0.3"}}));
     {
         Conn a = Conn::must(pooler.conninfo());
@@ -300,7 +306,16 @@ TEST_CASE("disconnects are logged with their reason, unless log_disconnections =
     CHECK(pooler.wait_for_log("closing because: client closed the connection (Terminate)"));
     Conn idle = Conn::must(pooler.conninfo());
     CHECK(pooler.wait_for_log("closing because: client_idle_timeout"));
+    CHECK(pooler.wait_for_log("pooler error: client_idle_timeout"));
     Conn admin = console(pooler);
+    PGT_CHECK_SQLSTATE(admin.exec("SHOW NOSUCH"), "42601");
+    CHECK(pooler.wait_for_log("pooler error: invalid command 'SHOW NOSUCH'"));
+    PGT_REQUIRE_OK(admin.exec("SET log_pooler_errors = 0"));
+    PGT_CHECK_SQLSTATE(admin.exec("SHOW NOSUCH2"), "42601");
+    CHECK(login_refused(pooler, "nobody"));
+    std::this_thread::sleep_for(300ms);
+    CHECK(pooler.log().find("NOSUCH2") == std::string::npos);
+    CHECK(pooler.log().find("\"nobody\"") == std::string::npos);
     PGT_REQUIRE_OK(admin.exec("SET log_disconnections = 0"));
     PGT_REQUIRE_OK(admin.exec("SET client_idle_timeout = 0"));
     auto before = pooler.log().size();
