@@ -167,7 +167,10 @@ AdminParseResult parse_admin_command(std::string_view query) {
     AdminCommand command;
     bool quoted = false;
     bool too_long = false;
-    if (!in.word(command.verb, quoted, too_long)) return failure(AdminParseError::Syntax);
+    // A quoted empty word ("") is a word to PgBouncer's regex too, but never a command.
+    if (!in.word(command.verb, quoted, too_long) || command.verb.empty()) {
+        return failure(AdminParseError::Syntax);
+    }
     for (auto& c : command.verb) c = lower(c);
     std::size_t before_argument = in.position();
     if (in.skip_space() > 0) {

@@ -64,7 +64,7 @@ TEST_CASE("admin commands: anything else is a syntax error") {
     for (const char* query : {"", "   ", ";", "SHOW POOLS; SHOW VERSION", "show pools extra",
                               "select 1 + 1", "SHOW pools;;", "SHOW -x", "PAUSE my-db",
                               "PAUSE \"unterminated", "SHOW\tPOOLS -- comment", "SHOWPOOLS!",
-                              "PAUSE 'quoted'"}) {
+                              "PAUSE 'quoted'", "\"\"", " \"\" \"s\"\"\""}) {
         CHECK(error_of(query) == AdminParseError::Syntax);
     }
 }
