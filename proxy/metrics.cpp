@@ -20,8 +20,6 @@ struct PoolRow {
     PoolStats stats;
 };
 
-double seconds(std::uint64_t us) { return static_cast<double>(us) / 1e6; }
-
 }  // namespace
 
 std::string collect_metrics(Worker& worker, MetricsFormat format) {
@@ -98,7 +96,7 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
                    [](const PoolRow& r) { return static_cast<std::uint64_t>(r.census->held_locks); });
     w.family("pgtether_pool_max_wait_seconds", "gauge",
              "How long the oldest waiting client of the pool has waited");
-    for (const auto& row : rows) w.sample(row.labels, seconds(row.census->maxwait_us));
+    for (const auto& row : rows) w.sample_seconds(row.labels, row.census->maxwait_us);
     per_pool_gauge("pgtether_pool_paused", "1 while the pool's database is paused or killed",
                    [](const PoolRow& r) { return r.pool->paused() ? 1u : 0u; });
 
@@ -117,7 +115,7 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
         w.family(name, "summary", help);
         for (const auto& row : rows) {
             auto [sum_us, count] = sum_us_and_count(row);
-            w.sample(row.labels, seconds(sum_us), "_sum");
+            w.sample_seconds(row.labels, sum_us, "_sum");
             w.sample(row.labels, count, "_count");
         }
     };

@@ -1,7 +1,5 @@
 #include "proxy/metrics_text.hpp"
 
-#include <cmath>
-#include <cstdio>
 
 namespace pgtether {
 
@@ -59,12 +57,17 @@ void MetricsWriter::sample(const Labels& labels, std::uint64_t value, std::strin
     out_ += '\n';
 }
 
-void MetricsWriter::sample(const Labels& labels, double value, std::string_view suffix) {
+void MetricsWriter::sample_seconds(const Labels& labels, std::uint64_t micros,
+                                   std::string_view suffix) {
     write_sample_name_and_labels(labels, suffix);
-    char buf[64];
-    // %.17g round-trips a double; both formats accept the exponent notation it may produce.
-    std::snprintf(buf, sizeof buf, "%.17g", std::isfinite(value) ? value : 0.0);
-    out_ += buf;
+    out_ += std::to_string(micros / 1'000'000);
+    if (auto fraction = micros % 1'000'000; fraction != 0) {
+        std::string digits = std::to_string(fraction);
+        digits.insert(0, 6 - digits.size(), '0');
+        while (digits.back() == '0') digits.pop_back();
+        out_ += '.';
+        out_ += digits;
+    }
     out_ += '\n';
 }
 

@@ -30,8 +30,9 @@ public:
     void family(std::string_view name, std::string_view type, std::string_view help);
     // One sample of the current family. `suffix` is "" (gauge), "_total" (counter is added
     // automatically), "_sum" or "_count" (summary).
-    void sample(const Labels& labels, double value, std::string_view suffix = {});
     void sample(const Labels& labels, std::uint64_t value, std::string_view suffix = {});
+    // A duration given in microseconds, written as exact decimal seconds ("0.000866").
+    void sample_seconds(const Labels& labels, std::uint64_t micros, std::string_view suffix = {});
 
     // The exposition (adds "# EOF" for OpenMetrics).
     [[nodiscard]] std::string finish();

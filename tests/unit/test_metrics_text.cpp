@@ -49,10 +49,14 @@ TEST_CASE("metrics writer: Prometheus text format") {
     w.family("pgtether_queries", "counter", "Queries pooled");
     w.sample({{"database", "db"}, {"user", "u\"s\\er\n"}}, std::uint64_t{42});
     w.family("pgtether_wait_seconds", "summary", "Waits");
-    w.sample({}, 1.5, "_sum");
+    w.sample_seconds({}, 1'500'000, "_sum");
     w.sample({}, std::uint64_t{3}, "_count");
     w.family("pgtether_up", "gauge", "Up");
     w.sample({}, std::uint64_t{1});
+    w.family("pgtether_wait", "gauge", "Exact decimals");
+    w.sample_seconds({{"n", "0"}}, 0);
+    w.sample_seconds({{"n", "1"}}, 866);
+    w.sample_seconds({{"n", "2"}}, 12'000'010);
     CHECK(w.finish() ==
           "# HELP pgtether_queries_total Queries pooled\n"
           "# TYPE pgtether_queries_total counter\n"
@@ -63,7 +67,12 @@ TEST_CASE("metrics writer: Prometheus text format") {
           "pgtether_wait_seconds_count 3\n"
           "# HELP pgtether_up Up\n"
           "# TYPE pgtether_up gauge\n"
-          "pgtether_up 1\n");
+          "pgtether_up 1\n"
+          "# HELP pgtether_wait Exact decimals\n"
+          "# TYPE pgtether_wait gauge\n"
+          "pgtether_wait{n=\"0\"} 0\n"
+          "pgtether_wait{n=\"1\"} 0.000866\n"
+          "pgtether_wait{n=\"2\"} 12.00001\n");
 }
 
 TEST_CASE("metrics writer: OpenMetrics names counter families without _total and ends in EOF") {
