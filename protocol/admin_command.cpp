@@ -4,18 +4,22 @@ namespace pgtether::protocol {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 bool is_word_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char lower(char c) {
+    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 // A cursor over the query. Every reader either consumes what it recognises and returns true, or
 // leaves the position alone and returns false.
 class Reader {
-public:
+  public:
     explicit Reader(std::string_view text) : text_(text) {}
 
     [[nodiscard]] bool at_end() const { return pos_ == text_.size(); }
@@ -25,7 +29,8 @@ public:
     // Skips whitespace; returns how much was skipped.
     std::size_t skip_space() {
         std::size_t start = pos_;
-        while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
+        while (pos_ < text_.size() && is_space(text_[pos_]))
+            ++pos_;
         return pos_ - start;
     }
 
@@ -42,7 +47,8 @@ public:
             quoted = true;
             return true;
         }
-        while (pos_ < text_.size() && is_word_char(text_[pos_])) ++pos_;
+        while (pos_ < text_.size() && is_word_char(text_[pos_]))
+            ++pos_;
         if (pos_ == start) return false;
         if (pos_ - start > kAdminMaxWord) too_long = true;
         out.assign(text_.substr(start, pos_ - start));
@@ -92,7 +98,7 @@ public:
         return false;
     }
 
-private:
+  private:
     // Reads a quoted run starting at the opening quote; a doubled quote inside is one quote.
     bool quoted_text(char quote, std::string& out, std::size_t limit, bool& too_long) {
         std::size_t i = pos_ + 1;
@@ -171,7 +177,8 @@ AdminParseResult parse_admin_command(std::string_view query) {
     if (!in.word(command.verb, quoted, too_long) || command.verb.empty()) {
         return failure(AdminParseError::Syntax);
     }
-    for (auto& c : command.verb) c = lower(c);
+    for (auto& c : command.verb)
+        c = lower(c);
     std::size_t before_argument = in.position();
     if (in.skip_space() > 0) {
         bool argument_quoted = false;

@@ -80,7 +80,9 @@ bool AdminSession::is_console_database(std::string_view name) {
 
 AdminSession::AdminSession(Worker& worker, Client& client) : worker_(worker), client_(client) {}
 
-AdminSession::~AdminSession() { worker_.pool_control().remove_waiter(*this); }
+AdminSession::~AdminSession() {
+    worker_.pool_control().remove_waiter(*this);
+}
 
 AdminSession::Role AdminSession::role() const {
     const auto& config = worker_.config();
@@ -91,7 +93,9 @@ AdminSession::Role AdminSession::role() const {
     return Role::None;
 }
 
-bool AdminSession::may_log_in() const { return role() != Role::None; }
+bool AdminSession::may_log_in() const {
+    return role() != Role::None;
+}
 
 void AdminSession::send_welcome(const protocol::CancelKey& key) {
     std::string out;
@@ -107,7 +111,8 @@ void AdminSession::send_welcome(const protocol::CancelKey& key) {
         {"standard_conforming_strings", "on"},
         {"is_superuser", "on"},
     };
-    for (const auto& [name, value] : params) protocol::append_parameter_status(out, name, value);
+    for (const auto& [name, value] : params)
+        protocol::append_parameter_status(out, name, value);
     protocol::append_backend_key_data(out, key);
     protocol::append_ready_for_query(out, protocol::kTxIdle);
     client_.send(out);
@@ -134,8 +139,8 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
             return data.size();
         }
         if (frame.status == FrameStatus::NeedMore) break;
-        auto body = rest.subspan(protocol::kTypedHeaderSize,
-                                 frame.total - protocol::kTypedHeaderSize);
+        auto body =
+            rest.subspan(protocol::kTypedHeaderSize, frame.total - protocol::kTypedHeaderSize);
         consumed += frame.total;
         switch (frame.type) {
             case fe::kQuery: {
@@ -164,8 +169,11 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
                 // console, too, speaks only the simple query protocol).
                 const std::string message =
                     "extended query protocol not supported by admin console";
-                protocol::ErrorFields error{"ERROR", sqlstate::kFeatureNotSupported, message,
-                                            {}, "use the simple query protocol"};
+                protocol::ErrorFields error{"ERROR",
+                                            sqlstate::kFeatureNotSupported,
+                                            message,
+                                            {},
+                                            "use the simple query protocol"};
                 std::string out;
                 protocol::append_error_response(out, error);
                 protocol::append_ready_for_query(out, protocol::kTxIdle);
@@ -174,9 +182,9 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
                 return data.size();
             }
             default:
-                client_.fail(sqlstate::kProtocolViolation,
-                             std::string("unsupported packet type for admin console: '") +
-                                 frame.type + "'");
+                client_.fail(
+                    sqlstate::kProtocolViolation,
+                    std::string("unsupported packet type for admin console: '") + frame.type + "'");
                 return data.size();
         }
     }
@@ -194,9 +202,9 @@ void AdminSession::execute(std::string_view query) {
         return;
     }
     if (!parsed.command) {
-        send_error(sqlstate::kSyntaxError, "invalid command '" +
-                                               std::string(query.substr(0, kQueryEcho)) +
-                                               "', use SHOW HELP;");
+        send_error(
+            sqlstate::kSyntaxError,
+            "invalid command '" + std::string(query.substr(0, kQueryEcho)) + "', use SHOW HELP;");
         return;
     }
     run(*parsed.command, query);
@@ -213,9 +221,9 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         return;
     }
     auto syntax_error = [&]() {
-        send_error(sqlstate::kSyntaxError, "invalid command '" +
-                                               std::string(query.substr(0, kQueryEcho)) +
-                                               "', use SHOW HELP;");
+        send_error(
+            sqlstate::kSyntaxError,
+            "invalid command '" + std::string(query.substr(0, kQueryEcho)) + "', use SHOW HELP;");
     };
     const std::string& verb = command.verb;
     if (verb == "show" || verb == "select") {
@@ -237,9 +245,9 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         set(command);
         return;
     }
-    static const char* const kCommands[] = {"pause",   "resume",     "reconnect", "reload",
-                                            "shutdown", "kill",      "kill_client", "disable",
-                                            "enable",  "wait_close", "suspend"};
+    static const char* const kCommands[] = {"pause",    "resume",     "reconnect",   "reload",
+                                            "shutdown", "kill",       "kill_client", "disable",
+                                            "enable",   "wait_close", "suspend"};
     if (std::find_if(std::begin(kCommands), std::end(kCommands),
                      [&](const char* c) { return verb == c; }) == std::end(kCommands)) {
         return syntax_error();
@@ -328,8 +336,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         Client* target = nullptr;
         worker_.for_each_client([&](Client& client) {
             if (client.id() == id && client.state() != Client::State::Closing &&
-                client.state() != Client::State::Startup &&
-                client.state() != Client::State::Auth) {
+                client.state() != Client::State::Startup && client.state() != Client::State::Auth) {
                 target = &client;
             }
         });
@@ -423,8 +430,8 @@ void AdminSession::set(const protocol::AdminCommand& command) {
         if (k.section == "pgbouncer" && k.name == key) known = true;
     }
     if (!known) {
-        send_error(sqlstate::kUndefinedObject, "unrecognized configuration parameter \"" +
-                                                   command.argument + "\"");
+        send_error(sqlstate::kUndefinedObject,
+                   "unrecognized configuration parameter \"" + command.argument + "\"");
         return;
     }
     if (!setting_is_changeable(key)) {
@@ -445,8 +452,9 @@ void AdminSession::set(const protocol::AdminCommand& command) {
         return;
     }
     if (!supported) {
-        send_notice(key + " is recognised but not supported by pgtether: the value is kept but "
-                          "has no effect");
+        send_notice(key +
+                    " is recognised but not supported by pgtether: the value is kept but "
+                    "has no effect");
     }
     complete("SET " + key + "=" + value);
 }
@@ -481,12 +489,11 @@ void AdminSession::poll() {
         // Tell the operator what PAUSE waits for, the tethered clients above all: they hold
         // their servers until their locks are released.
         auto tethered = control.tethered_clients(wait_database_);
-        std::string report = "PAUSE waits for " + std::to_string(open) +
-                             " server connection(s) to be released";
+        std::string report =
+            "PAUSE waits for " + std::to_string(open) + " server connection(s) to be released";
         std::string detail;
         if (!tethered.empty()) {
-            report += "; " + std::to_string(tethered.size()) +
-                      " of them held by tethered clients";
+            report += "; " + std::to_string(tethered.size()) + " of them held by tethered clients";
             for (Client* client : tethered) {
                 if (!detail.empty()) detail += "\n";
                 detail += client->describe() + " (client_id " + std::to_string(client->id()) +

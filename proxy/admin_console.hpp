@@ -20,7 +20,7 @@ class Client;
 class Worker;
 
 class AdminSession {
-public:
+  public:
     // Whether a client asking for database `name` wants the console.
     static bool is_console_database(std::string_view name);
 
@@ -42,8 +42,9 @@ public:
     void on_close();
     // While a PAUSE or WAIT_CLOSE waits: called by PoolControl on every janitor tick.
     void poll();
+    [[nodiscard]] bool waiting() const { return wait_ != Wait::None; }
 
-private:
+  private:
     enum class Role { None, Stats, Admin };
     enum class Wait { None, Pause, WaitClose };
 

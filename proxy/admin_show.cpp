@@ -37,13 +37,19 @@ constexpr std::uint32_t kNumeric = 1700;
 constexpr int kAdminPoolSize = 2;
 constexpr const char* kAdminPoolMode = "statement";
 
-Value text(std::string s) { return Value(std::move(s)); }
-Value number(std::int64_t n) { return Value(std::to_string(n)); }
-Value unsigned_number(std::uint64_t n) { return Value(std::to_string(n)); }
+Value text(std::string s) {
+    return Value(std::move(s));
+}
+Value number(std::int64_t n) {
+    return Value(std::to_string(n));
+}
+Value unsigned_number(std::uint64_t n) {
+    return Value(std::to_string(n));
+}
 const Value kNull = std::nullopt;
 
 class ResultSet {
-public:
+  public:
     ResultSet(std::string& out, std::vector<protocol::ColumnDescription> columns)
         : out_(out), width_(columns.size()) {
         protocol::append_row_description(out_, columns);
@@ -55,7 +61,7 @@ public:
         protocol::append_data_row(out_, padded);
     }
 
-private:
+  private:
     std::string& out_;
     std::size_t width_;
 };
@@ -63,7 +69,7 @@ private:
 // Converting the loop's millisecond clock to wall-clock text, "2026-11-30 07:27:12 UTC" like
 // PgBouncer 1.18.
 class Clock {
-public:
+  public:
     explicit Clock(Worker& worker)
         : loop_now_ms_(worker.now_ms()),
           wall_now_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -71,8 +77,8 @@ public:
                            .count()) {}
 
     [[nodiscard]] std::string format(std::uint64_t loop_ms) const {
-        std::int64_t wall_ms =
-            wall_now_ms_ - static_cast<std::int64_t>(loop_now_ms_ - std::min(loop_ms, loop_now_ms_));
+        std::int64_t wall_ms = wall_now_ms_ - static_cast<std::int64_t>(
+                                                  loop_now_ms_ - std::min(loop_ms, loop_now_ms_));
         std::time_t seconds = static_cast<std::time_t>(wall_ms / 1000);
         std::tm tm{};
         localtime_r(&seconds, &tm);
@@ -82,7 +88,7 @@ public:
     }
     [[nodiscard]] std::uint64_t now_ms() const { return loop_now_ms_; }
 
-private:
+  private:
     std::uint64_t loop_now_ms_;
     std::int64_t wall_now_ms_;
 };
@@ -146,7 +152,9 @@ std::string pointer_text(const void* p) {
     return buf;
 }
 
-const char* pool_mode_text(PoolMode mode) { return to_string(mode); }
+const char* pool_mode_text(PoolMode mode) {
+    return to_string(mode);
+}
 
 // "42 exclusive, 7 shared" for the bigint-keyed locks; "1/2 shared" for the two-int4 ones.
 std::pair<std::string, std::string> lock_lists(const std::vector<AdvisoryLockKey>& keys) {
@@ -168,12 +176,12 @@ std::pair<std::string, std::string> lock_lists(const std::vector<AdvisoryLockKey
 
 std::vector<protocol::ColumnDescription> socket_columns() {
     // PgBouncer 1.18's SHOW CLIENTS / SHOW SERVERS header.
-    return {{"type", kText},       {"user", kText},         {"database", kText},
-            {"state", kText},      {"addr", kText},         {"port", kInt4},
-            {"local_addr", kText}, {"local_port", kInt4},   {"connect_time", kText},
+    return {{"type", kText},         {"user", kText},       {"database", kText},
+            {"state", kText},        {"addr", kText},       {"port", kInt4},
+            {"local_addr", kText},   {"local_port", kInt4}, {"connect_time", kText},
             {"request_time", kText}, {"wait", kInt4},       {"wait_us", kInt4},
             {"close_needed", kInt4}, {"ptr", kText},        {"link", kText},
-            {"remote_pid", kInt4}, {"tls", kText},          {"application_name", kText}};
+            {"remote_pid", kInt4},   {"tls", kText},        {"application_name", kText}};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,24 +327,13 @@ void show_pools(Worker& worker, std::string& out) {
     for (const auto& [key, pool] : worker.pools()) {
         if (!admin_done && key.first > kAdminDatabaseName) admin_row();
         const auto& c = census[pool.get()];
-        rs.row({text(key.first),
-                text(key.second),
-                number(c.cl_linked + c.cl_idle),
-                number(c.cl_waiting),
-                number(0),
-                number(0),
-                number(c.sv_active),
-                number(c.sv_active_cancel),
-                number(c.sv_being_canceled),
-                number(c.sv_idle),
-                number(c.sv_used),
-                number(c.sv_tested),
-                number(c.sv_login),
+        rs.row({text(key.first), text(key.second), number(c.cl_linked + c.cl_idle),
+                number(c.cl_waiting), number(0), number(0), number(c.sv_active),
+                number(c.sv_active_cancel), number(c.sv_being_canceled), number(c.sv_idle),
+                number(c.sv_used), number(c.sv_tested), number(c.sv_login),
                 unsigned_number(c.maxwait_us / 1'000'000),
-                unsigned_number(c.maxwait_us % 1'000'000),
-                text(pool_mode_text(pool->mode())),
-                number(c.cl_tethered),
-                number(c.sv_tethered)});
+                unsigned_number(c.maxwait_us % 1'000'000), text(pool_mode_text(pool->mode())),
+                number(c.cl_tethered), number(c.sv_tethered)});
     }
     if (!admin_done) admin_row();
 }
@@ -349,7 +346,8 @@ struct DatabaseStats {
 
 std::map<std::string, DatabaseStats> stats_by_database(Worker& worker) {
     std::map<std::string, DatabaseStats> out;
-    for (const auto& [key, pool] : worker.pools()) out[key.first].totals += pool->stats();
+    for (const auto& [key, pool] : worker.pools())
+        out[key.first].totals += pool->stats();
     for (auto& [name, entry] : out) {
         entry.averages = worker.stats_history().averages(
             [&](const Pool& pool) { return pool.database_name() == name; });
@@ -375,16 +373,27 @@ void show_stats(Worker& worker, std::string& out) {
     for (const auto& [name, s] : stats_by_database(worker)) {
         const auto& t = s.totals;
         const auto& a = s.averages;
-        rs.row({text(name), unsigned_number(t.xact_count), unsigned_number(t.query_count),
-                unsigned_number(t.bytes_received), unsigned_number(t.bytes_sent),
-                unsigned_number(t.xact_time_us), unsigned_number(t.query_time_us),
-                unsigned_number(t.wait_time_us), unsigned_number(a.xact_count),
-                unsigned_number(a.query_count), unsigned_number(a.bytes_received),
-                unsigned_number(a.bytes_sent), unsigned_number(a.xact_time_us),
-                unsigned_number(a.query_time_us), unsigned_number(a.wait_time_us),
-                unsigned_number(t.tether_events), unsigned_number(t.untether_events),
-                unsigned_number(t.probes), unsigned_number(t.scrubs),
-                unsigned_number(t.scrub_failures), unsigned_number(t.leaks_found)});
+        rs.row({text(name),
+                unsigned_number(t.xact_count),
+                unsigned_number(t.query_count),
+                unsigned_number(t.bytes_received),
+                unsigned_number(t.bytes_sent),
+                unsigned_number(t.xact_time_us),
+                unsigned_number(t.query_time_us),
+                unsigned_number(t.wait_time_us),
+                unsigned_number(a.xact_count),
+                unsigned_number(a.query_count),
+                unsigned_number(a.bytes_received),
+                unsigned_number(a.bytes_sent),
+                unsigned_number(a.xact_time_us),
+                unsigned_number(a.query_time_us),
+                unsigned_number(a.wait_time_us),
+                unsigned_number(t.tether_events),
+                unsigned_number(t.untether_events),
+                unsigned_number(t.probes),
+                unsigned_number(t.scrubs),
+                unsigned_number(t.scrub_failures),
+                unsigned_number(t.leaks_found)});
     }
 }
 
@@ -429,20 +438,22 @@ void show_stats_averages(Worker& worker, std::string& out) {
 void show_totals(Worker& worker, std::string& out) {
     ResultSet rs(out, {{"name", kText}, {"value", kNumeric}});
     PoolStats t;
-    for (const auto& [key, pool] : worker.pools()) t += pool->stats();
+    for (const auto& [key, pool] : worker.pools())
+        t += pool->stats();
     t.xact_count += worker.stats().admin_queries;
     t.query_count += worker.stats().admin_queries;
     auto a = worker.stats_history().averages([](const Pool&) { return true; });
     const std::pair<const char*, std::uint64_t> rows[] = {
-        {"total_xact_count", t.xact_count},     {"total_query_count", t.query_count},
+        {"total_xact_count", t.xact_count},       {"total_query_count", t.query_count},
         {"total_client_bytes", t.bytes_received}, {"total_server_bytes", t.bytes_sent},
-        {"total_xact_time", t.xact_time_us},    {"total_query_time", t.query_time_us},
-        {"total_wait_time", t.wait_time_us},    {"avg_xact_count", a.xact_count},
-        {"avg_query_count", a.query_count},     {"avg_client_bytes", a.bytes_received},
-        {"avg_server_bytes", a.bytes_sent},     {"avg_xact_time", a.xact_time_us},
-        {"avg_query_time", a.query_time_us},    {"avg_wait_time", a.wait_time_us},
+        {"total_xact_time", t.xact_time_us},      {"total_query_time", t.query_time_us},
+        {"total_wait_time", t.wait_time_us},      {"avg_xact_count", a.xact_count},
+        {"avg_query_count", a.query_count},       {"avg_client_bytes", a.bytes_received},
+        {"avg_server_bytes", a.bytes_sent},       {"avg_xact_time", a.xact_time_us},
+        {"avg_query_time", a.query_time_us},      {"avg_wait_time", a.wait_time_us},
     };
-    for (const auto& [name, value] : rows) rs.row({text(name), unsigned_number(value)});
+    for (const auto& [name, value] : rows)
+        rs.row({text(name), unsigned_number(value)});
 }
 
 void show_databases(Worker& worker, std::string& out) {
@@ -462,7 +473,8 @@ void show_databases(Worker& worker, std::string& out) {
     const auto& config = worker.config();
     // Configured entries, and the databases clients reached through the "*" entry.
     std::map<std::string, DatabaseConfig> databases;
-    for (const auto& db : config.databases) databases.emplace(db.name, db);
+    for (const auto& db : config.databases)
+        databases.emplace(db.name, db);
     for (const auto& [key, pool] : worker.pools()) {
         if (databases.count(key.first) == 0) {
             if (auto resolved = worker.resolve_database(key.first)) {
@@ -483,11 +495,8 @@ void show_databases(Worker& worker, std::string& out) {
     };
     for (const auto& [name, db] : databases) {
         if (!admin_done && name > kAdminDatabaseName) admin_row();
-        rs.row({text(name),
-                db.host.empty() ? kNull : text(db.host),
-                number(db.port),
-                text(db.dbname.empty() ? name : db.dbname),
-                db.user.empty() ? kNull : text(db.user),
+        rs.row({text(name), db.host.empty() ? kNull : text(db.host), number(db.port),
+                text(db.dbname.empty() ? name : db.dbname), db.user.empty() ? kNull : text(db.user),
                 number(db.pool_size.value_or(config.default_pool_size)),
                 number(db.min_pool_size.value_or(config.min_pool_size)),
                 number(db.reserve_pool_size.value_or(config.reserve_pool_size)),
@@ -504,13 +513,16 @@ void show_users(Worker& worker, std::string& out) {
     ResultSet rs(out, {{"name", kText}, {"pool_mode", kText}});
     const auto& config = worker.config();
     std::set<std::string> names = {kAdminDatabaseName};
-    for (const auto& [name, secret] : worker.auth_file()) names.insert(name);
-    for (const auto& [name, user] : config.users) names.insert(name);
-    for (const auto& [key, pool] : worker.pools()) names.insert(key.second);
+    for (const auto& [name, secret] : worker.auth_file())
+        names.insert(name);
+    for (const auto& [name, user] : config.users)
+        names.insert(name);
+    for (const auto& [key, pool] : worker.pools())
+        names.insert(key.second);
     for (const auto& name : names) {
         const UserConfig* user = config.find_user(name);
-        rs.row({text(name),
-                user && user->pool_mode ? text(pool_mode_text(*user->pool_mode)) : kNull});
+        rs.row(
+            {text(name), user && user->pool_mode ? text(pool_mode_text(*user->pool_mode)) : kNull});
     }
 }
 
@@ -526,10 +538,13 @@ void show_lists(Worker& worker, std::string& out) {
     ResultSet rs(out, {{"list", kText}, {"items", kInt4}});
     const auto& config = worker.config();
     std::set<std::string> users = {kAdminDatabaseName};
-    for (const auto& [name, secret] : worker.auth_file()) users.insert(name);
-    for (const auto& [name, user] : config.users) users.insert(name);
+    for (const auto& [name, secret] : worker.auth_file())
+        users.insert(name);
+    for (const auto& [name, user] : config.users)
+        users.insert(name);
     std::set<std::string> databases = {kAdminDatabaseName};
-    for (const auto& db : config.databases) databases.insert(db.name);
+    for (const auto& db : config.databases)
+        databases.insert(db.name);
     int login = 0;
     int used = 0;
     int tethered = 0;
@@ -561,15 +576,14 @@ void show_lists(Worker& worker, std::string& out) {
         // pgtether
         {"tethered_clients", tethered},
     };
-    for (const auto& [name, n] : rows) rs.row({text(name), number(n)});
+    for (const auto& [name, n] : rows)
+        rs.row({text(name), number(n)});
 }
 
 void show_mem(Worker& worker, std::string& out) {
-    ResultSet rs(out, {{"name", kText},
-                       {"size", kInt4},
-                       {"used", kInt4},
-                       {"free", kInt4},
-                       {"memtotal", kInt4}});
+    ResultSet rs(
+        out,
+        {{"name", kText}, {"size", kInt4}, {"used", kInt4}, {"free", kInt4}, {"memtotal", kInt4}});
     // Object sizes and counts (pgtether has no slab caches: nothing is free).
     auto row = [&](const char* name, std::size_t size, std::size_t used) {
         rs.row({text(name), number(static_cast<std::int64_t>(size)),
@@ -616,19 +630,13 @@ void show_locks(Worker& worker, std::string& out) {
         auto [remote, local] = endpoints(client.stream(), listen_port);
         auto [bigint, pairs] = lock_lists(client.held_locks());
         Server* server = client.server();
-        rs.row({unsigned_number(client.id()),
-                text(client.database()),
-                text(client.user()),
-                text(remote.addr),
-                number(remote.port),
+        rs.row({unsigned_number(client.id()), text(client.database()), text(client.user()),
+                text(remote.addr), number(remote.port),
                 server ? number(server->backend_pid()) : kNull,
-                number(static_cast<std::int64_t>(client.held_locks().size())),
-                text(bigint),
-                text(pairs),
-                text(clock.format(client.tethered_since_ms())),
-                unsigned_number((clock.now_ms() - std::min(clock.now_ms(),
-                                                           client.tethered_since_ms())) /
-                                1000),
+                number(static_cast<std::int64_t>(client.held_locks().size())), text(bigint),
+                text(pairs), text(clock.format(client.tethered_since_ms())),
+                unsigned_number(
+                    (clock.now_ms() - std::min(clock.now_ms(), client.tethered_since_ms())) / 1000),
                 text(client.last_query())});
     });
 }
@@ -677,8 +685,8 @@ ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out)
         show_locks(worker, out);
     } else if (what == "dns_hosts" || what == "dns_zones") {
         show_dns(out, what == "dns_hosts");
-    } else if (what == "fds" || what == "sockets" || what == "active_sockets" ||
-               what == "peers" || what == "peer_pools") {
+    } else if (what == "fds" || what == "sockets" || what == "active_sockets" || what == "peers" ||
+               what == "peer_pools") {
         return ShowOutcome::Unsupported;
     } else {
         return ShowOutcome::Unknown;

@@ -375,7 +375,10 @@ void Client::handle_cancel_request(const protocol::CancelKey& key) {
 // Requests: borrowing a server and forwarding
 
 std::size_t Client::handle_requests(ByteSpan data) {
-    if (admin_) return admin_->on_data(data);
+    if (admin_) {
+        last_activity_ms_ = worker_.now_ms();
+        return admin_->on_data(data);
+    }
     if (state_ == State::Idle) {
         // A lone Terminate needs no server.
         Frame first = protocol::frame_message(data, kMaxAuthMessage);
@@ -614,6 +617,7 @@ void Client::janitor(std::uint64_t now) {
             }
             break;
         case State::Idle:
+            if (admin_ && admin_->waiting()) break;  // PAUSE / WAIT_CLOSE is not idleness
             if (expired(last_activity_ms_ ? last_activity_ms_ : state_since_ms_,
                         config.client_idle_timeout)) {
                 fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");

@@ -4,7 +4,9 @@ namespace pgtether {
 
 namespace {
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char lower(char c) {
+    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 bool iequals(std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
@@ -15,7 +17,8 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+        s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
         s.remove_suffix(1);
     }
@@ -23,10 +26,9 @@ std::string_view trim(std::string_view s) {
 }
 
 bool is_token_char(char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.' || c == '!' || c == '#' || c == '$' || c == '%' ||
-           c == '&' || c == '\'' || c == '*' || c == '+' || c == '^' || c == '`' || c == '|' ||
-           c == '~';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || c == '!' || c == '#' || c == '$' || c == '%' || c == '&' ||
+           c == '\'' || c == '*' || c == '+' || c == '^' || c == '`' || c == '|' || c == '~';
 }
 
 }  // namespace
@@ -41,8 +43,8 @@ HttpParseResult parse_http_request(std::string_view data) {
         terminator = 2;
     }
     if (end == std::string_view::npos) {
-        result.status = data.size() > kMaxHttpHead ? HttpParseStatus::TooLarge
-                                                   : HttpParseStatus::NeedMore;
+        result.status =
+            data.size() > kMaxHttpHead ? HttpParseStatus::TooLarge : HttpParseStatus::NeedMore;
         return result;
     }
     if (end + terminator > kMaxHttpHead) {
@@ -72,8 +74,8 @@ HttpParseResult parse_http_request(std::string_view data) {
     request.path.assign(target.substr(0, target.find('?')));
 
     // header-field = field-name ":" OWS field-value OWS
-    std::string_view rest = line_end == std::string_view::npos ? std::string_view{}
-                                                               : head.substr(line_end + 1);
+    std::string_view rest =
+        line_end == std::string_view::npos ? std::string_view{} : head.substr(line_end + 1);
     while (!rest.empty()) {
         std::size_t next = rest.find('\n');
         std::string_view field = rest.substr(0, next);

@@ -55,12 +55,14 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
     auto per_pool_gauge = [&](const char* name, const char* help,
                               const std::function<std::uint64_t(const PoolRow&)>& value) {
         w.family(name, "gauge", help);
-        for (const auto& row : rows) w.sample(row.labels, value(row));
+        for (const auto& row : rows)
+            w.sample(row.labels, value(row));
     };
     auto per_pool_counter = [&](const char* name, const char* help,
                                 const std::function<std::uint64_t(const PoolRow&)>& value) {
         w.family(name, "counter", help);
-        for (const auto& row : rows) w.sample(row.labels, value(row));
+        for (const auto& row : rows)
+            w.sample(row.labels, value(row));
     };
     auto with_state = [](Labels labels, const char* state) {
         labels.emplace_back("state", state);
@@ -81,22 +83,25 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
     for (const auto& row : rows) {
         const auto& c = *row.census;
         const std::pair<const char*, int> states[] = {
-            {"active", c.sv_active}, {"idle", c.sv_idle},     {"used", c.sv_used},
+            {"active", c.sv_active}, {"idle", c.sv_idle},   {"used", c.sv_used},
             {"tested", c.sv_tested}, {"login", c.sv_login}, {"being_canceled", c.sv_being_canceled},
         };
         for (const auto& [state, n] : states) {
             w.sample(with_state(row.labels, state), static_cast<std::uint64_t>(n));
         }
     }
-    per_pool_gauge("pgtether_pool_tethered_clients",
-                   "Clients tethered to their server by session advisory locks",
-                   [](const PoolRow& r) { return static_cast<std::uint64_t>(r.census->cl_tethered); });
-    per_pool_gauge("pgtether_pool_held_advisory_locks",
-                   "Session advisory locks held by the pool's tethered clients",
-                   [](const PoolRow& r) { return static_cast<std::uint64_t>(r.census->held_locks); });
+    per_pool_gauge(
+        "pgtether_pool_tethered_clients",
+        "Clients tethered to their server by session advisory locks",
+        [](const PoolRow& r) { return static_cast<std::uint64_t>(r.census->cl_tethered); });
+    per_pool_gauge(
+        "pgtether_pool_held_advisory_locks",
+        "Session advisory locks held by the pool's tethered clients",
+        [](const PoolRow& r) { return static_cast<std::uint64_t>(r.census->held_locks); });
     w.family("pgtether_pool_max_wait_seconds", "gauge",
              "How long the oldest waiting client of the pool has waited");
-    for (const auto& row : rows) w.sample_seconds(row.labels, row.census->maxwait_us);
+    for (const auto& row : rows)
+        w.sample_seconds(row.labels, row.census->maxwait_us);
     per_pool_gauge("pgtether_pool_paused", "1 while the pool's database is paused or killed",
                    [](const PoolRow& r) { return r.pool->paused() ? 1u : 0u; });
 
@@ -110,8 +115,8 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
                      [](const PoolRow& r) { return r.stats.bytes_sent; });
 
     auto summary = [&](const char* name, const char* help,
-                       const std::function<std::pair<std::uint64_t, std::uint64_t>(
-                           const PoolRow&)>& sum_us_and_count) {
+                       const std::function<std::pair<std::uint64_t, std::uint64_t>(const PoolRow&)>&
+                           sum_us_and_count) {
         w.family(name, "summary", help);
         for (const auto& row : rows) {
             auto [sum_us, count] = sum_us_and_count(row);

@@ -33,7 +33,9 @@ MetricsConnection::MetricsConnection(Worker& worker, MetricsServer& server)
     server_.add(*this);
 }
 
-MetricsConnection::~MetricsConnection() { server_.remove(*this); }
+MetricsConnection::~MetricsConnection() {
+    server_.remove(*this);
+}
 
 bool MetricsConnection::accept(uv_stream_t* listener) {
     // On failure close() frees this object (in on_stream_closed), initialised or not.
@@ -76,15 +78,14 @@ std::size_t MetricsConnection::on_stream_data(protocol::ByteSpan data) {
         respond(405, "Method Not Allowed", "text/plain; charset=utf-8", "use GET\n", false,
                 "Allow: GET, HEAD\r\n");
     } else if (request.path != "/metrics") {
-        respond(404, "Not Found", "text/plain; charset=utf-8", "metrics are at /metrics\n",
-                head);
+        respond(404, "Not Found", "text/plain; charset=utf-8", "metrics are at /metrics\n", head);
     } else {
         auto format = wants_openmetrics(request.accept) ? MetricsFormat::OpenMetrics
                                                         : MetricsFormat::Prometheus;
-        respond(200, "OK",
-                format == MetricsFormat::OpenMetrics ? kOpenMetricsContentType
-                                                     : kPrometheusContentType,
-                collect_metrics(worker_, format), head);
+        respond(
+            200, "OK",
+            format == MetricsFormat::OpenMetrics ? kOpenMetricsContentType : kPrometheusContentType,
+            collect_metrics(worker_, format), head);
     }
     return data.size();
 }
@@ -103,9 +104,13 @@ void MetricsConnection::respond(int status, const char* reason, const std::strin
     stream_.close_after_flush();
 }
 
-void MetricsConnection::on_stream_end(int) { close(); }
+void MetricsConnection::on_stream_end(int) {
+    close();
+}
 
-void MetricsConnection::on_stream_closed() { delete this; }
+void MetricsConnection::on_stream_closed() {
+    delete this;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The listening sockets
@@ -170,7 +175,8 @@ void MetricsServer::on_timer(uv_timer_t* timer) {
     std::uint64_t now = self->worker_.now_ms();
     std::vector<MetricsConnection*> open;
     self->connections_.for_each([&](MetricsConnection& c) { open.push_back(&c); });
-    for (auto* c : open) c->expire(now);
+    for (auto* c : open)
+        c->expire(now);
 }
 
 void MetricsServer::close() {
@@ -186,7 +192,8 @@ void MetricsServer::close() {
     }
     std::vector<MetricsConnection*> open;
     connections_.for_each([&](MetricsConnection& c) { open.push_back(&c); });
-    for (auto* c : open) c->close();
+    for (auto* c : open)
+        c->close();
 }
 
 }  // namespace pgtether

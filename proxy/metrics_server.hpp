@@ -20,7 +20,7 @@ class MetricsServer;
 class Worker;
 
 class MetricsConnection final : public Stream::Handler {
-public:
+  public:
     MetricsConnection(Worker& worker, MetricsServer& server);
     ~MetricsConnection();
     bool accept(uv_stream_t* listener);
@@ -30,7 +30,7 @@ public:
 
     ListHook hook_;
 
-private:
+  private:
     std::size_t on_stream_data(protocol::ByteSpan data) override;
     void on_stream_end(int status) override;
     void on_stream_drained() override {}
@@ -48,7 +48,7 @@ private:
 };
 
 class MetricsServer {
-public:
+  public:
     explicit MetricsServer(Worker& worker);
     ~MetricsServer();
     MetricsServer(const MetricsServer&) = delete;
@@ -63,7 +63,7 @@ public:
     void add(MetricsConnection& connection) { connections_.push_back(connection); }
     void remove(MetricsConnection& connection) { connections_.remove(connection); }
 
-private:
+  private:
     struct Socket {
         uv_tcp_t handle{};
         MetricsServer* owner = nullptr;

@@ -1,6 +1,5 @@
 #include "proxy/metrics_text.hpp"
 
-
 namespace pgtether {
 
 std::string MetricsWriter::escape_label_value(std::string_view value) {
@@ -8,10 +7,18 @@ std::string MetricsWriter::escape_label_value(std::string_view value) {
     out.reserve(value.size());
     for (char c : value) {
         switch (c) {
-            case '\\': out += "\\\\"; break;
-            case '"': out += "\\\""; break;
-            case '\n': out += "\\n"; break;
-            default: out += c; break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            default:
+                out += c;
+                break;
         }
     }
     return out;
@@ -64,7 +71,8 @@ void MetricsWriter::sample_seconds(const Labels& labels, std::uint64_t micros,
     if (auto fraction = micros % 1'000'000; fraction != 0) {
         std::string digits = std::to_string(fraction);
         digits.insert(0, 6 - digits.size(), '0');
-        while (digits.back() == '0') digits.pop_back();
+        while (digits.back() == '0')
+            digits.pop_back();
         out_ += '.';
         out_ += digits;
     }

@@ -22,7 +22,7 @@ inline constexpr const char* kOpenMetricsContentType =
 using Labels = std::vector<std::pair<std::string_view, std::string>>;
 
 class MetricsWriter {
-public:
+  public:
     explicit MetricsWriter(MetricsFormat format) : format_(format) {}
 
     // Starts a family. `name` is the sample name without suffixes; for counters, samples are
@@ -40,7 +40,7 @@ public:
     // A label value with \, " and newline escaped (both formats).
     static std::string escape_label_value(std::string_view value);
 
-private:
+  private:
     void write_sample_name_and_labels(const Labels& labels, std::string_view suffix);
 
     MetricsFormat format_;

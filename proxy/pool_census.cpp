@@ -47,7 +47,8 @@ const char* client_state_name(const Client& client) {
 
 std::map<const Pool*, PoolCensus> take_census(Worker& worker) {
     std::map<const Pool*, PoolCensus> census;
-    for (const auto& [key, pool] : worker.pools()) census[pool.get()];
+    for (const auto& [key, pool] : worker.pools())
+        census[pool.get()];
     const std::uint64_t now = worker.now_ms();
     worker.for_each_client([&](Client& client) {
         Pool* pool = client.pool();

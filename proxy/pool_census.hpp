@@ -38,9 +38,9 @@ struct PoolCensus {
     int sv_tested = 0;
     int sv_login = 0;
     int sv_being_canceled = 0;
-    int sv_active_cancel = 0;   // servers a cancel request is being forwarded to
-    int sv_tethered = 0;        // servers linked to a tethered client
-    int held_locks = 0;         // advisory locks the pool's tethered clients hold
+    int sv_active_cancel = 0;      // servers a cancel request is being forwarded to
+    int sv_tethered = 0;           // servers linked to a tethered client
+    int held_locks = 0;            // advisory locks the pool's tethered clients hold
     std::uint64_t maxwait_us = 0;  // how long the oldest waiting client has waited
 };
 

@@ -68,7 +68,8 @@ void PoolControl::kill(const std::optional<std::string>& database) {
             servers.push_back(&server);
         }
     });
-    for (Server* server : servers) server->close("KILL on the admin console");
+    for (Server* server : servers)
+        server->close("KILL on the admin console");
 }
 
 void PoolControl::reconnect(const std::optional<std::string>& database) {

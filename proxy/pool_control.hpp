@@ -32,7 +32,7 @@ class Server;
 class Worker;
 
 class PoolControl {
-public:
+  public:
     explicit PoolControl(Worker& worker) : worker_(worker) {}
     PoolControl(const PoolControl&) = delete;
     PoolControl& operator=(const PoolControl&) = delete;
@@ -73,7 +73,7 @@ public:
     // Janitor tick: closes idle servers of paused pools and lets waiting sessions check.
     void tick();
 
-private:
+  private:
     [[nodiscard]] bool in_scope(const Pool& pool, const std::optional<std::string>& database) const;
     void for_each_pool(const std::optional<std::string>& database,
                        const std::function<void(Pool&)>& fn) const;

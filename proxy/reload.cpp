@@ -28,9 +28,9 @@ LoadedConfig load_configuration(const std::string& path) {
         loaded.auth_file = std::make_shared<const AuthFile>(load_auth_file(config.auth_file));
     } else {
         if (config.auth_type != AuthType::Trust && config.auth_type != AuthType::Any) {
-            throw ConfigError(config.config_file, 0, "auth_file",
-                              std::string("auth_type = ") + to_string(config.auth_type) +
-                                  " needs an auth_file");
+            throw ConfigError(
+                config.config_file, 0, "auth_file",
+                std::string("auth_type = ") + to_string(config.auth_type) + " needs an auth_file");
         }
         loaded.auth_file = std::make_shared<const AuthFile>();
     }
@@ -51,7 +51,8 @@ std::optional<std::string> ConfigReloader::reload(Worker& worker, std::string_vi
     }
     auto error = apply(worker, std::make_shared<Config>(*loaded.config), loaded.auth_file);
     if (!error) {
-        for (const auto& note : worker.config().unsupported_keys) spdlog::warn("{}", note);
+        for (const auto& note : worker.config().unsupported_keys)
+            spdlog::warn("{}", note);
         spdlog::info("configuration reloaded");
     }
     return error;
@@ -73,16 +74,18 @@ std::optional<std::string> ConfigReloader::set(Worker& worker, std::string_view 
 std::optional<std::string> ConfigReloader::apply(Worker& worker, std::shared_ptr<Config> config,
                                                  std::shared_ptr<const AuthFile> auth_file) {
     for (const auto& key : keep_fixed_settings(worker.config(), *config)) {
-        spdlog::warn("{}: cannot be changed while pgtether runs; keeping the running value "
-                     "until restart",
-                     key);
+        spdlog::warn(
+            "{}: cannot be changed while pgtether runs; keeping the running value "
+            "until restart",
+            key);
     }
     try {
         setup_logging(log_options_for(*config, verbose_, quiet_));
     } catch (const std::exception& e) {
-        spdlog::error("reload failed, keeping the running configuration: cannot set up logging: "
-                      "{}",
-                      e.what());
+        spdlog::error(
+            "reload failed, keeping the running configuration: cannot set up logging: "
+            "{}",
+            e.what());
         return std::string("cannot set up logging: ") + e.what();
     }
     worker.apply_config(std::move(config), std::move(auth_file));

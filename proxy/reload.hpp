@@ -26,7 +26,7 @@ struct LoadedConfig {
 LoadedConfig load_configuration(const std::string& path);
 
 class ConfigReloader {
-public:
+  public:
     // `path` as given on the command line; `verbose` (the -v count) and `quiet` (-q, -d) stay as
     // the command line set them and combine with each new config's settings.
     ConfigReloader(std::string path, int verbose, bool quiet);
@@ -43,7 +43,7 @@ public:
     std::optional<std::string> set(Worker& worker, std::string_view key, std::string_view value,
                                    bool& supported);
 
-private:
+  private:
     std::optional<std::string> apply(Worker& worker, std::shared_ptr<Config> config,
                                      std::shared_ptr<const AuthFile> auth_file);
 

@@ -13,7 +13,7 @@ namespace pgtether {
 class Pool;
 
 class StatsHistory {
-public:
+  public:
     explicit StatsHistory(std::uint64_t start_us) : newer_us_(start_us), older_us_(start_us) {}
 
     // A stats_period ended: what was newest becomes the baseline.
@@ -37,7 +37,7 @@ public:
         return compute_averages(newer, older, newer_us_ - older_us_);
     }
 
-private:
+  private:
     std::map<const Pool*, PoolStats> newer_;
     std::map<const Pool*, PoolStats> older_;
     std::uint64_t newer_us_;

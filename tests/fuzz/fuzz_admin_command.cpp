@@ -47,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!result.command) return 0;
     const auto& c = *result.command;
     require(!c.verb.empty(), "a verb");
-    for (char ch : c.verb) require(!(ch >= 'A' && ch <= 'Z'), "the verb is lower-cased");
+    for (char ch : c.verb)
+        require(!(ch >= 'A' && ch <= 'Z'), "the verb is lower-cased");
     require(c.argument.size() <= kAdminMaxWord, "argument within its limit");
     require(c.value.size() <= kAdminMaxValue, "value within its limit");
     require(!c.is_set || (c.verb == "set" && !c.argument.empty()), "SET has a key");

@@ -20,8 +20,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* const kStatsUser = "md5_user";   // in stats_users
-const char* const kOtherUser = "plain_user"; // in neither list
+const char* const kStatsUser = "md5_user";    // in stats_users
+const char* const kOtherUser = "plain_user";  // in neither list
 
 // Two [databases] entries (so that "no such database" exists), a pool of two per user,
 // md5_user as a stats user. PgBouncer reads the same file.
@@ -35,7 +35,8 @@ PoolerConfig console_config(std::map<std::string, std::string> extra = {}) {
                        {"default_pool_size", "2"},
                        {"query_wait_timeout", "20"},
                        {"stats_users", kStatsUser}};
-    for (auto& [key, value] : extra) config.settings[key] = value;
+    for (auto& [key, value] : extra)
+        config.settings[key] = value;
     return config;
 }
 
@@ -121,8 +122,9 @@ std::string login_error(const PoolerProcess& pooler, const std::string& user,
 }
 
 const std::vector<std::string> kShowSubjects = {
-    "POOLS", "CLIENTS", "SERVERS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS",
-    "DATABASES", "USERS", "CONFIG", "LISTS", "MEM", "VERSION", "DNS_HOSTS", "DNS_ZONES"};
+    "POOLS",          "CLIENTS", "SERVERS",   "STATS",     "STATS_TOTALS",
+    "STATS_AVERAGES", "TOTALS",  "DATABASES", "USERS",     "CONFIG",
+    "LISTS",          "MEM",     "VERSION",   "DNS_HOSTS", "DNS_ZONES"};
 
 }  // namespace
 
@@ -161,9 +163,9 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
             CHECK(ours.columns[i] == theirs.columns[i]);
             CHECK(ours.column_types[i] == theirs.column_types[i]);
         }
-        std::vector<std::string> extra(ours.columns.begin() +
-                                           static_cast<std::ptrdiff_t>(theirs.columns.size()),
-                                       ours.columns.end());
+        std::vector<std::string> extra(
+            ours.columns.begin() + static_cast<std::ptrdiff_t>(theirs.columns.size()),
+            ours.columns.end());
         auto it = appended.find(what);
         CHECK(extra == (it == appended.end() ? std::vector<std::string>{} : it->second));
         CHECK(ours.command_tag == theirs.command_tag);
@@ -172,7 +174,8 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
     // Rows that must match too.
     auto column_values = [](const Result& r, const std::string& column) {
         std::vector<std::string> out;
-        for (const auto& row : named_rows(r)) out.push_back(cell(row, column));
+        for (const auto& row : named_rows(r))
+            out.push_back(cell(row, column));
         return out;
     };
     auto lists_t = column_values(must_show(admin_t, "LISTS"), "list");
@@ -205,9 +208,9 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
     auto dbs_b = named_rows(must_show(admin_b, "DATABASES"));
     REQUIRE(dbs_t.size() == dbs_b.size());
     for (std::size_t i = 0; i < dbs_b.size(); ++i) {
-        for (const char* column : {"name", "host", "database", "force_user", "pool_size",
-                                   "reserve_pool", "pool_mode", "max_connections", "paused",
-                                   "disabled"}) {
+        for (const char* column :
+             {"name", "host", "database", "force_user", "pool_size", "reserve_pool", "pool_mode",
+              "max_connections", "paused", "disabled"}) {
             CAPTURE(column);
             CAPTURE(i);
             CHECK(dbs_t[i].at(column) == dbs_b[i].at(column));
@@ -231,7 +234,8 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
     // SHOW CONFIG: every PgBouncer 1.18 key, with the same changeable flag.
     auto config_t = named_rows(must_show(admin_t, "CONFIG"));
     std::map<std::string, std::string> changeable_t;
-    for (const auto& row : config_t) changeable_t[cell(row, "key")] = cell(row, "changeable");
+    for (const auto& row : config_t)
+        changeable_t[cell(row, "key")] = cell(row, "changeable");
     for (const auto& row : named_rows(must_show(admin_b, "CONFIG"))) {
         std::string key = cell(row, "key");
         CAPTURE(key);
@@ -265,10 +269,10 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     CHECK(find_row(state, "key", "suspended")->at("value") == std::optional<std::string>("no"));
 
     auto locks = must_show(admin, "LOCKS");
-    CHECK(locks.columns ==
-          std::vector<std::string>{"client_id", "database", "user", "addr", "port",
-                                   "backend_pid", "lock_count", "bigint_keys", "int4_keys",
-                                   "tethered_since", "tethered_seconds", "last_query"});
+    CHECK(locks.columns == std::vector<std::string>{"client_id", "database", "user", "addr", "port",
+                                                    "backend_pid", "lock_count", "bigint_keys",
+                                                    "int4_keys", "tethered_since",
+                                                    "tethered_seconds", "last_query"});
     CHECK(locks.rows.empty());
 
     Conn a = app_client(pooler, "locker");
@@ -315,8 +319,8 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     // The probe that untethers runs after the client already has its answer.
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
     CHECK(eventually([&] { return must_show(admin, "LOCKS").rows.empty(); }));
-    CHECK(cell(*find_row(must_show(admin, "CLIENTS"), "application_name", "locker"),
-               "tethered") == "0");
+    CHECK(cell(*find_row(must_show(admin, "CLIENTS"), "application_name", "locker"), "tethered") ==
+          "0");
 }
 
 TEST_CASE("admin_users run every command, stats_users only SHOW, anyone else is refused") {
@@ -328,16 +332,31 @@ TEST_CASE("admin_users run every command, stats_users only SHOW, anyone else is 
 
     Conn stats = console(pooler, kStatsUser);
     REQUIRE_MESSAGE(stats.ok(), stats.error());
-    for (const auto& what : kShowSubjects) PGT_CHECK_OK(stats.exec("SHOW " + what));
+    for (const auto& what : kShowSubjects)
+        PGT_CHECK_OK(stats.exec("SHOW " + what));
     PGT_CHECK_OK(stats.exec("SHOW LOCKS"));
     PGT_CHECK_OK(stats.exec("SHOW STATE"));
     PGT_CHECK_OK(stats.exec("SHOW HELP"));
 
-    const std::vector<std::string> commands = {
-        "PAUSE", "PAUSE alias", "RESUME", "RESUME alias", "RECONNECT", "RECONNECT alias",
-        "RELOAD", "SHUTDOWN", "KILL", "KILL alias", "KILL " + TestEnv::get().database,
-        "KILL_CLIENT " + std::to_string(app_id), "KILL_CLIENT 0", "SET default_pool_size = 7",
-        "DISABLE alias", "ENABLE alias", "WAIT_CLOSE", "WAIT_CLOSE alias", "SUSPEND"};
+    const std::vector<std::string> commands = {"PAUSE",
+                                               "PAUSE alias",
+                                               "RESUME",
+                                               "RESUME alias",
+                                               "RECONNECT",
+                                               "RECONNECT alias",
+                                               "RELOAD",
+                                               "SHUTDOWN",
+                                               "KILL",
+                                               "KILL alias",
+                                               "KILL " + TestEnv::get().database,
+                                               "KILL_CLIENT " + std::to_string(app_id),
+                                               "KILL_CLIENT 0",
+                                               "SET default_pool_size = 7",
+                                               "DISABLE alias",
+                                               "ENABLE alias",
+                                               "WAIT_CLOSE",
+                                               "WAIT_CLOSE alias",
+                                               "SUSPEND"};
     for (const auto& command : commands) {
         CAPTURE(command);
         auto r = stats.exec(command);
@@ -380,8 +399,8 @@ TEST_CASE("the console speaks the simple query protocol only, one command at a t
     auto config = console_config();
     Pgtether pgt(config);
     Pgbouncer pgb(config);
-    for (PoolerProcess* pooler : {static_cast<PoolerProcess*>(&pgt),
-                                  static_cast<PoolerProcess*>(&pgb)}) {
+    for (PoolerProcess* pooler :
+         {static_cast<PoolerProcess*>(&pgt), static_cast<PoolerProcess*>(&pgb)}) {
         CAPTURE(pooler->name());
         Conn admin = console(*pooler);
         REQUIRE(admin.ok());
@@ -584,8 +603,8 @@ TEST_CASE("RECONNECT closes servers when released; WAIT_CLOSE waits for that") {
     auto busy = find_row(must_show(admin, "SERVERS"), "remote_pid", busy_pid);
     REQUIRE(busy.has_value());
     CHECK(cell(*busy, "close_needed") == "1");
-    CHECK(eventually(
-        [&] { return !find_row(must_show(admin, "SERVERS"), "remote_pid", idle_pid); }));
+    CHECK(
+        eventually([&] { return !find_row(must_show(admin, "SERVERS"), "remote_pid", idle_pid); }));
 
     send_query(waiter, "WAIT_CLOSE " + TestEnv::get().database);
     CHECK_FALSE(wait_result(waiter, 500ms).has_value());
@@ -624,8 +643,7 @@ TEST_CASE("SET changes a setting at once; bad keys and values are refused clearl
     auto r = admin.exec("SET default_pool_size = 1");
     PGT_REQUIRE_OK(r);
     CHECK(r.command_tag == "SET default_pool_size=1");
-    CHECK(cell(*find_row(must_show(admin, "CONFIG"), "key", "default_pool_size"), "value") ==
-          "1");
+    CHECK(cell(*find_row(must_show(admin, "CONFIG"), "key", "default_pool_size"), "value") == "1");
     // One server per pool now: a second transaction waits for the first.
     Conn a = app_client(pooler, "a");
     Conn b = app_client(pooler, "b");
@@ -646,8 +664,7 @@ TEST_CASE("SET changes a setting at once; bad keys and values are refused clearl
     auto bad = admin.exec("SET default_pool_size = lots");
     PGT_CHECK_SQLSTATE(bad, "22023");
     CHECK(bad.message.find("invalid value \"lots\"") != std::string::npos);
-    CHECK(cell(*find_row(must_show(admin, "CONFIG"), "key", "default_pool_size"), "value") ==
-          "1");
+    CHECK(cell(*find_row(must_show(admin, "CONFIG"), "key", "default_pool_size"), "value") == "1");
 
     admin.take_notices();
     PGT_REQUIRE_OK(admin.exec("SET client_encoding = 'LATIN1'"));  // PgBouncer's fake SET
@@ -666,7 +683,8 @@ TEST_CASE("SHOW STATS counts queries, transactions, bytes and times; averages fo
     PGT_REQUIRE_OK(a.exec("SELECT 1"));
     Conn admin = console(pooler);
     auto before = *find_row(must_show(admin, "STATS"), "database", TestEnv::get().database);
-    for (int i = 0; i < 20; ++i) PGT_REQUIRE_OK(a.exec("SELECT pg_sleep(0.001)"));
+    for (int i = 0; i < 20; ++i)
+        PGT_REQUIRE_OK(a.exec("SELECT pg_sleep(0.001)"));
     PGT_REQUIRE_OK(a.exec("BEGIN"));
     PGT_REQUIRE_OK(a.exec("SELECT 1"));
     PGT_REQUIRE_OK(a.exec("COMMIT"));
@@ -681,20 +699,20 @@ TEST_CASE("SHOW STATS counts queries, transactions, bytes and times; averages fo
     CHECK(delta("total_xact_time") >= delta("total_query_time"));
     CHECK(delta("total_received") > 20 * 20);
     CHECK(delta("total_sent") > 0);
-    auto totals = *find_row(must_show(admin, "STATS_TOTALS"), "database",
-                            TestEnv::get().database);
+    auto totals = *find_row(must_show(admin, "STATS_TOTALS"), "database", TestEnv::get().database);
     CHECK(cell(totals, "query_count") == cell(after, "total_query_count"));
 
     // A stats_period later the averages show the load (updated once per period).
     std::thread load([&] {
         Conn c = app_client(pooler, "load");
         auto end = std::chrono::steady_clock::now() + 2500ms;
-        while (std::chrono::steady_clock::now() < end) (void)c.exec("SELECT 1");
+        while (std::chrono::steady_clock::now() < end)
+            (void)c.exec("SELECT 1");
     });
     bool seen = eventually(
         [&] {
-            auto avg = find_row(must_show(admin, "STATS_AVERAGES"), "database",
-                                TestEnv::get().database);
+            auto avg =
+                find_row(must_show(admin, "STATS_AVERAGES"), "database", TestEnv::get().database);
             return avg && cell_int(*avg, "query_count") > 0 && cell_int(*avg, "xact_count") > 0 &&
                    cell_int(*avg, "bytes_received") > 0;
         },

@@ -190,10 +190,12 @@ TEST_CASE("the metrics endpoint serves numbers that follow the load") {
     CHECK(value_of(before, "pgtether_pool_clients", pool_labels("state=\"idle\"")) == 1);
     CHECK(value_of(before, "pgtether_pool_servers", pool_labels("state=\"idle\"")) == 1);
 
-    for (int i = 0; i < 10; ++i) PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    for (int i = 0; i < 10; ++i)
+        PGT_REQUIRE_OK(a.exec("SELECT 1"));
     auto after = scrape(port);
     auto delta = [&](const std::string& name, const std::string& extra = "") {
-        return value_of(after, name, pool_labels(extra)) - value_of(before, name, pool_labels(extra));
+        return value_of(after, name, pool_labels(extra)) -
+               value_of(before, name, pool_labels(extra));
     };
     CHECK(delta("pgtether_queries_total") == 10);
     CHECK(delta("pgtether_transactions_total") == 10);
@@ -264,8 +266,9 @@ TEST_CASE("OpenMetrics is served when the scraper asks for it") {
     Pgtether pooler(metrics_config(port));
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("SELECT 1"));
-    auto reply = http_get("127.0.0.1", port, "/metrics",
-                          "Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n");
+    auto reply =
+        http_get("127.0.0.1", port, "/metrics",
+                 "Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n");
     REQUIRE(reply.status == 200);
     CHECK(reply.headers["content-type"] ==
           "application/openmetrics-text; version=1.0.0; charset=utf-8");
@@ -278,8 +281,8 @@ TEST_CASE("the endpoint answers bad requests with HTTP errors and keeps serving"
     int port = free_port();
     Pgtether pooler(metrics_config(port));
     CHECK(http_get("127.0.0.1", port, "/").status == 404);
-    auto post = http_exchange("127.0.0.1", port,
-                              "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    auto post =
+        http_exchange("127.0.0.1", port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
     CHECK(post.status == 405);
     CHECK(post.headers["allow"] == "GET, HEAD");
     CHECK(http_exchange("127.0.0.1", port, "garbage\r\n\r\n").status == 400);

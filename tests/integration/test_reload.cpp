@@ -1,10 +1,10 @@
 // Live reload (SIGHUP and the console's RELOAD / SET) while clients keep running, and logging:
 // the stats summary line, verbosity, logfile reopening, syslog.
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -29,10 +29,10 @@ namespace {
 
 PoolerConfig reload_config(std::map<std::string, std::string> extra = {}) {
     PoolerConfig config;
-    config.settings = {{"pool_mode", "transaction"},
-                       {"default_pool_size", "2"},
-                       {"query_wait_timeout", "30"}};
-    for (auto& [key, value] : extra) config.settings[key] = value;
+    config.settings = {
+        {"pool_mode", "transaction"}, {"default_pool_size", "2"}, {"query_wait_timeout", "30"}};
+    for (auto& [key, value] : extra)
+        config.settings[key] = value;
     return config;
 }
 
@@ -64,8 +64,7 @@ class Load {
                 }
                 while (!stop_) {
                     bool ok = conn.exec("SELECT 1").ok() && conn.exec("BEGIN").ok() &&
-                              conn.exec("SELECT pg_sleep(0.002)").ok() &&
-                              conn.exec("COMMIT").ok();
+                              conn.exec("SELECT pg_sleep(0.002)").ok() && conn.exec("COMMIT").ok();
                     if (ok) {
                         ++rounds_;
                     } else {
@@ -165,7 +164,8 @@ TEST_CASE("a smaller pool after reload: idle servers beyond it are closed") {
         PGT_REQUIRE_OK(clients.back().exec("BEGIN"));
         PGT_REQUIRE_OK(clients.back().exec("SELECT 1"));
     }
-    for (auto& c : clients) PGT_REQUIRE_OK(c.exec("COMMIT"));
+    for (auto& c : clients)
+        PGT_REQUIRE_OK(c.exec("COMMIT"));
     auto pool = [&] {
         return *find_row(admin.exec("SHOW POOLS"), "database", TestEnv::get().database);
     };
@@ -173,7 +173,8 @@ TEST_CASE("a smaller pool after reload: idle servers beyond it are closed") {
     PGT_REQUIRE_OK(admin.exec("SET default_pool_size = 1"));
     CHECK(eventually([&] { return cell_int(pool(), "sv_idle") == 1; }));
     CHECK(pooler.wait_for_log("pool size reduced"));
-    for (auto& c : clients) PGT_CHECK_OK(c.exec("SELECT 1"));
+    for (auto& c : clients)
+        PGT_CHECK_OK(c.exec("SELECT 1"));
 }
 
 TEST_CASE("auth_file changes take effect at RELOAD; connected clients stay") {
@@ -249,7 +250,8 @@ TEST_CASE("log_stats writes PgBouncer's summary line every stats_period") {
     std::atomic<bool> stop{false};
     std::thread load([&] {
         Conn c = Conn::must(pooler.conninfo());
-        while (!stop) (void)c.exec("SELECT 1");
+        while (!stop)
+            (void)c.exec("SELECT 1");
     });
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(9191)"));
     std::regex line(
@@ -330,7 +332,7 @@ TEST_CASE("disconnects and pooler errors are logged, unless switched off") {
 TEST_CASE("syslog: lines go to /dev/log with syslog_ident and syslog_facility") {
     // glibc's syslog() always writes to /dev/log. When the machine has no syslog daemon this test
     // stands in for one (a datagram socket at /dev/log, removed afterwards); it needs root.
-    struct stat st{};
+    struct stat st {};
     if (geteuid() != 0 || lstat("/dev/log", &st) == 0) {
         MESSAGE("skipped: /dev/log exists (a real syslog daemon) or not root");
         return;

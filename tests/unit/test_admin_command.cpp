@@ -61,10 +61,10 @@ TEST_CASE("admin commands: one word, optional argument, optional semicolon") {
 }
 
 TEST_CASE("admin commands: anything else is a syntax error") {
-    for (const char* query : {"", "   ", ";", "SHOW POOLS; SHOW VERSION", "show pools extra",
-                              "select 1 + 1", "SHOW pools;;", "SHOW -x", "PAUSE my-db",
-                              "PAUSE \"unterminated", "SHOW\tPOOLS -- comment", "SHOWPOOLS!",
-                              "PAUSE 'quoted'", "\"\"", " \"\" \"s\"\"\""}) {
+    for (const char* query :
+         {"", "   ", ";", "SHOW POOLS; SHOW VERSION", "show pools extra", "select 1 + 1",
+          "SHOW pools;;", "SHOW -x", "PAUSE my-db", "PAUSE \"unterminated",
+          "SHOW\tPOOLS -- comment", "SHOWPOOLS!", "PAUSE 'quoted'", "\"\"", " \"\" \"s\"\"\""}) {
         CHECK(error_of(query) == AdminParseError::Syntax);
     }
 }
@@ -127,8 +127,7 @@ TEST_CASE("admin commands: overlong words and values are refused, not truncated"
 
     std::string long_value(kAdminMaxValue + 1, 'v');
     CHECK(error_of("SET x = '" + long_value + "'") == AdminParseError::TooLong);
-    CHECK(ok("SET x = '" + std::string(kAdminMaxValue, 'v') + "'").value.size() ==
-          kAdminMaxValue);
+    CHECK(ok("SET x = '" + std::string(kAdminMaxValue, 'v') + "'").value.size() == kAdminMaxValue);
     // An overlong value that is also malformed is a syntax error.
     CHECK(error_of("SET x = '" + long_value) == AdminParseError::Syntax);
 }

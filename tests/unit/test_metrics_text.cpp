@@ -30,11 +30,10 @@ TEST_CASE("HTTP request heads: complete, partial, invalid, too large") {
     CHECK(r.request->method == "HEAD");
     CHECK(r.request->accept == "application/openmetrics-text");
 
-    for (const char* bad : {"GET\r\n\r\n", "GET /metrics\r\n\r\n", "GET /metrics HTTP/2\r\n\r\n",
-                            "G(T /metrics HTTP/1.1\r\n\r\n",
-                            "GET /metrics HTTP/1.1\r\nno colon\r\n\r\n",
-                            "GET /metrics HTTP/1.1\r\n: empty name\r\n\r\n",
-                            "\x16\x03\x01\x02\x05\r\n\r\n"}) {
+    for (const char* bad :
+         {"GET\r\n\r\n", "GET /metrics\r\n\r\n", "GET /metrics HTTP/2\r\n\r\n",
+          "G(T /metrics HTTP/1.1\r\n\r\n", "GET /metrics HTTP/1.1\r\nno colon\r\n\r\n",
+          "GET /metrics HTTP/1.1\r\n: empty name\r\n\r\n", "\x16\x03\x01\x02\x05\r\n\r\n"}) {
         CAPTURE(bad);
         CHECK(parse_http_request(bad).status == HttpParseStatus::Invalid);
     }

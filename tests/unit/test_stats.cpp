@@ -15,10 +15,10 @@ TEST_CASE("averages are rates per second and mean durations over the period") {
     older.query_time_us = 3000;
     older.wait_time_us = 100;
     PoolStats newer = older;
-    newer.xact_count += 30;       // 30 transactions in 2 s
-    newer.query_count += 50;      // 50 queries
-    newer.bytes_received += 800;  // 400 B/s
-    newer.bytes_sent += 3000;     // 1500 B/s
+    newer.xact_count += 30;         // 30 transactions in 2 s
+    newer.query_count += 50;        // 50 queries
+    newer.bytes_received += 800;    // 400 B/s
+    newer.bytes_sent += 3000;       // 1500 B/s
     newer.xact_time_us += 60'000;   // 2000 us per transaction
     newer.query_time_us += 25'000;  // 500 us per query
     newer.wait_time_us += 10'000;   // 5000 us of waiting per second

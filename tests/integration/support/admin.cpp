@@ -111,14 +111,16 @@ HttpReply http_exchange(const std::string& host, int port, const std::string& re
     std::size_t pos = head.find("\r\n");
     while (pos != std::string::npos) {
         std::size_t next = head.find("\r\n", pos + 2);
-        std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos
-                                                                          : next - pos - 2);
+        std::string line =
+            head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
         auto colon = line.find(':');
         if (colon != std::string::npos) {
             std::string name = line.substr(0, colon);
-            for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            for (auto& c : name)
+                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
             std::string value = line.substr(colon + 1);
-            while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+            while (!value.empty() && value.front() == ' ')
+                value.erase(0, 1);
             reply.headers[name] = value;
         }
         pos = next;
@@ -129,9 +131,8 @@ HttpReply http_exchange(const std::string& host, int port, const std::string& re
 
 HttpReply http_get(const std::string& host, int port, const std::string& path,
                    const std::string& extra_headers) {
-    return http_exchange(host, port,
-                         "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n" + extra_headers +
-                             "\r\n");
+    return http_exchange(
+        host, port, "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n" + extra_headers + "\r\n");
 }
 
 }  // namespace pgtether::itest
