@@ -18,6 +18,8 @@ namespace {
 // A scrape takes milliseconds; a connection open longer is idle or stuck.
 constexpr std::uint64_t kConnectionTimeoutMs = 10'000;
 constexpr std::uint64_t kTimerIntervalMs = 1'000;
+// Scrapers open one connection at a time; more than this at once is a flood, not monitoring.
+constexpr std::size_t kMaxConnections = 64;
 
 bool wants_openmetrics(const std::string& accept) {
     return accept.find("application/openmetrics-text") != std::string::npos;
@@ -166,8 +168,10 @@ void MetricsServer::listen(const std::vector<std::string>& addresses, int port, 
 void MetricsServer::on_connection(uv_stream_t* handle, int status) {
     auto* socket = static_cast<Socket*>(handle->data);
     if (status < 0) return;
+    bool full = socket->owner->connections_.size() >= kMaxConnections;
     auto* connection = new MetricsConnection(socket->owner->worker_, *socket->owner);
-    connection->accept(handle);
+    // Accept even when full, so the connection does not stay queued: it is closed at once.
+    if (connection->accept(handle) && full) connection->close();
 }
 
 void MetricsServer::on_timer(uv_timer_t* timer) {
