@@ -16,6 +16,7 @@
 #include "proxy/config.hpp"
 #include "proxy/daemon.hpp"
 #include "proxy/logging.hpp"
+#include "proxy/pool_control.hpp"
 #include "proxy/reload.hpp"
 #include "proxy/worker.hpp"
 
@@ -25,6 +26,8 @@ struct Signals {
     uv_signal_t interrupt{};
     uv_signal_t terminate{};
     uv_signal_t hangup{};
+    uv_signal_t pause{};
+    uv_signal_t resume{};
     pgtether::Worker* worker = nullptr;
     pgtether::ConfigReloader* reloader = nullptr;
 };
@@ -33,6 +36,20 @@ void on_shutdown_signal(uv_signal_t* handle, int signum) {
     auto* signals = static_cast<Signals*>(handle->data);
     spdlog::info("got signal {}: shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
     signals->worker->begin_shutdown();
+}
+
+// PgBouncer's SIGUSR1 / SIGUSR2: PAUSE / RESUME of every database, as on the console (without a
+// console to report back to; the log shows it).
+void on_pause_signal(uv_signal_t* handle, int signum) {
+    auto* signals = static_cast<Signals*>(handle->data);
+    auto& control = signals->worker->pool_control();
+    if (signum == SIGUSR1) {
+        spdlog::info("got SIGUSR1: pausing every database");
+        if (!control.paused_all()) control.pause(std::nullopt);
+    } else {
+        spdlog::info("got SIGUSR2: resuming");
+        if (!control.resume(std::nullopt)) spdlog::info("SIGUSR2: nothing was paused");
+    }
 }
 
 void on_reload_signal(uv_signal_t* handle, int) {
@@ -94,14 +111,21 @@ int main(int argc, char** argv) {
         uv_signal_init(worker.loop(), &signals.interrupt);
         uv_signal_init(worker.loop(), &signals.terminate);
         uv_signal_init(worker.loop(), &signals.hangup);
+        uv_signal_init(worker.loop(), &signals.pause);
+        uv_signal_init(worker.loop(), &signals.resume);
         signals.interrupt.data = signals.terminate.data = signals.hangup.data = &signals;
+        signals.pause.data = signals.resume.data = &signals;
         uv_signal_start(&signals.interrupt, on_shutdown_signal, SIGINT);
         uv_signal_start(&signals.terminate, on_shutdown_signal, SIGTERM);
         uv_signal_start(&signals.hangup, on_reload_signal, SIGHUP);
+        uv_signal_start(&signals.pause, on_pause_signal, SIGUSR1);
+        uv_signal_start(&signals.resume, on_pause_signal, SIGUSR2);
         worker.set_on_stopped([&signals]() {
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.interrupt), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.terminate), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.hangup), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&signals.pause), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&signals.resume), nullptr);
         });
         spdlog::info("pgtether {} started (pid {})", PGTETHER_VERSION, getpid());
         worker.run();

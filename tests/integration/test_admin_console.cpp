@@ -3,6 +3,7 @@
 // order and types.
 #include <doctest/doctest.h>
 #include <poll.h>
+#include <signal.h>
 
 #include <set>
 #include <string>
@@ -731,4 +732,22 @@ TEST_CASE("SHUTDOWN answers, then the process exits") {
     CHECK(r.command_tag == "SHUTDOWN");
     CHECK(eventually([&] { return !pooler.running(); }, 15s));
     CHECK(pooler.log().find("shutdown complete") != std::string::npos);
+}
+
+TEST_CASE("SIGUSR1 pauses and SIGUSR2 resumes, as in PgBouncer") {
+    Pgtether pooler(console_config());
+    Conn admin = console(pooler);
+    Conn a = app_client(pooler, "a");
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    REQUIRE(::kill(pooler.pid(), SIGUSR1) == 0);
+    CHECK(eventually([&] {
+        return cell(*find_row(must_show(admin, "STATE"), "key", "paused"), "value") == "yes";
+    }));
+    send_query(a, "SELECT 2");
+    CHECK_FALSE(wait_result(a, 500ms).has_value());
+    REQUIRE(::kill(pooler.pid(), SIGUSR2) == 0);
+    auto r = wait_result(a, 5s);
+    REQUIRE(r.has_value());
+    CHECK(r->value() == "2");
+    CHECK(cell(*find_row(must_show(admin, "STATE"), "key", "paused"), "value") == "no");
 }
