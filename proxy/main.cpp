@@ -105,7 +105,6 @@ int main(int argc, char** argv) {
         if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
         pgtether::Worker worker(loaded.config, loaded.auth_file, cancels);
         worker.set_reloader(&reloader);
-        worker.start();
         signals.worker = &worker;
         signals.reloader = &reloader;
         uv_signal_init(worker.loop(), &signals.interrupt);
@@ -127,6 +126,9 @@ int main(int argc, char** argv) {
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.pause), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.resume), nullptr);
         });
+        // Listen only once the signals are handled: a SIGHUP that arrives as soon as the port
+        // accepts connections must reload, not kill the process (SIGHUP's default action).
+        worker.start();
         spdlog::info("pgtether {} started (pid {})", PGTETHER_VERSION, getpid());
         worker.run();
     } catch (const std::exception& e) {

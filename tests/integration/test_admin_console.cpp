@@ -25,13 +25,12 @@ const char* const kStatsUser = "md5_user";    // in stats_users
 const char* const kOtherUser = "plain_user";  // in neither list
 
 // Two [databases] entries (so that "no such database" exists), a pool of two per user,
-// md5_user as a stats user. PgBouncer reads the same file.
+// md5_user as a stats user. PgBouncer reads the same file. Server connections go to the
+// database "postgres" (see isolated_database).
 PoolerConfig console_config(std::map<std::string, std::string> extra = {}) {
     const auto& env = TestEnv::get();
     PoolerConfig config;
-    std::string target = "host=" + env.pg_host + " port=" + std::to_string(env.pg_port);
-    config.databases = {env.database + " = " + target,
-                        "alias = " + target + " dbname=" + env.database};
+    config.databases = {isolated_database(env.database), isolated_database("alias")};
     config.settings = {{"pool_mode", "transaction"},
                        {"default_pool_size", "2"},
                        {"query_wait_timeout", "20"},
@@ -278,7 +277,7 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
 
     Conn a = app_client(pooler, "locker");
     Conn b = app_client(pooler, "bystander");
-    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(4343), pg_advisory_lock_shared(7, 8)"));
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(4343), pg_advisory_lock_shared(4347, 4348)"));
     PGT_REQUIRE_OK(b.exec("SELECT 1"));
     std::string backend = scalar(a, "SELECT pg_backend_pid() /* where am I */");
     long long id = client_id(admin, "locker");
@@ -293,7 +292,7 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     CHECK(cell(row, "backend_pid") == backend);
     CHECK(cell_int(row, "lock_count") == 2);
     CHECK(cell(row, "bigint_keys") == "4343 exclusive");
-    CHECK(cell(row, "int4_keys") == "7/8 shared");
+    CHECK(cell(row, "int4_keys") == "4347/4348 shared");
     CHECK(cell(row, "tethered_since").find("20") == 0);
     CHECK(cell_int(row, "tethered_seconds") >= 0);
     CHECK(cell(row, "last_query") == "SELECT pg_backend_pid() /* where am I */");
@@ -302,7 +301,7 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     auto locker = *find_row(must_show(admin, "CLIENTS"), "application_name", "locker");
     CHECK(cell(locker, "tethered") == "1");
     CHECK(cell(locker, "held_locks").find("4343 exclusive") != std::string::npos);
-    CHECK(cell(locker, "held_locks").find("7,8 shared") != std::string::npos);
+    CHECK(cell(locker, "held_locks").find("4347,4348 shared") != std::string::npos);
     auto bystander = *find_row(must_show(admin, "CLIENTS"), "application_name", "bystander");
     CHECK(cell(bystander, "tethered") == "0");
     CHECK_FALSE(bystander.at("held_locks").has_value());

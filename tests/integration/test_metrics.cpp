@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -158,11 +159,30 @@ double version_info(const Exposition& e) {
 
 PoolerConfig metrics_config(int port) {
     PoolerConfig config;
+    config.databases = {isolated_database("*")};
     config.settings = {{"pool_mode", "transaction"},
                        {"default_pool_size", "2"},
                        {"metrics_listen_addr", "127.0.0.1"},
                        {"metrics_listen_port", std::to_string(port)}};
     return config;
+}
+
+// pgtether with the metrics endpoint on a free port. Tests running in parallel draw ports from
+// the same range, so a port found free may be taken before pgtether binds it; then pgtether stops
+// with "cannot listen for metrics" and this tries another port.
+struct MetricsPooler {
+    std::unique_ptr<Pgtether> pooler;
+    int port = 0;
+};
+
+MetricsPooler start_with_metrics() {
+    for (int attempt = 1;; ++attempt) {
+        MetricsPooler m;
+        m.port = free_port();
+        m.pooler = std::make_unique<Pgtether>(metrics_config(m.port));
+        if (m.pooler->wait_for_log("metrics on http://") && m.pooler->running()) return m;
+        REQUIRE_MESSAGE(attempt < 3, m.pooler->log());
+    }
 }
 
 Exposition scrape(int port) {
@@ -177,8 +197,9 @@ Exposition scrape(int port) {
 }  // namespace
 
 TEST_CASE("the metrics endpoint serves numbers that follow the load") {
-    int port = free_port();
-    Pgtether pooler(metrics_config(port));
+    auto started = start_with_metrics();
+    Pgtether& pooler = *started.pooler;
+    int port = started.port;
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("SELECT 1"));
 
@@ -216,7 +237,7 @@ TEST_CASE("the metrics endpoint serves numbers that follow the load") {
     PGT_REQUIRE_OK(a.exec("COMMIT"));
 
     // The tether: a lock holder is counted until it lets go.
-    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(77), pg_advisory_lock(1, 2)"));
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(7077), pg_advisory_lock(7101, 7102)"));
     // The probe that tethers runs after the client already has its answer.
     Exposition tethered;
     CHECK(eventually([&] {
@@ -237,7 +258,7 @@ TEST_CASE("the metrics endpoint serves numbers that follow the load") {
     // A lock holder that leaves: its backend is scrubbed.
     {
         Conn leaver = Conn::must(pooler.conninfo());
-        PGT_REQUIRE_OK(leaver.exec("SELECT pg_advisory_lock(78)"));
+        PGT_REQUIRE_OK(leaver.exec("SELECT pg_advisory_lock(7078)"));
     }
     CHECK(eventually(
         [&] { return value_of(scrape(port), "pgtether_scrubs_total", pool_labels()) == 1; }));
@@ -262,8 +283,9 @@ TEST_CASE("the metrics endpoint serves numbers that follow the load") {
 }
 
 TEST_CASE("OpenMetrics is served when the scraper asks for it") {
-    int port = free_port();
-    Pgtether pooler(metrics_config(port));
+    auto started = start_with_metrics();
+    Pgtether& pooler = *started.pooler;
+    int port = started.port;
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("SELECT 1"));
     auto reply =
@@ -278,8 +300,9 @@ TEST_CASE("OpenMetrics is served when the scraper asks for it") {
 }
 
 TEST_CASE("the endpoint answers bad requests with HTTP errors and keeps serving") {
-    int port = free_port();
-    Pgtether pooler(metrics_config(port));
+    auto started = start_with_metrics();
+    Pgtether& pooler = *started.pooler;
+    int port = started.port;
     CHECK(http_get("127.0.0.1", port, "/").status == 404);
     auto post =
         http_exchange("127.0.0.1", port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");

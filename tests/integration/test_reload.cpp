@@ -29,6 +29,7 @@ namespace {
 
 PoolerConfig reload_config(std::map<std::string, std::string> extra = {}) {
     PoolerConfig config;
+    config.databases = {isolated_database("*")};
     config.settings = {
         {"pool_mode", "transaction"}, {"default_pool_size", "2"}, {"query_wait_timeout", "30"}};
     for (auto& [key, value] : extra)
@@ -111,10 +112,7 @@ TEST_CASE("SIGHUP and RELOAD apply a new configuration under load; a broken one 
 
     // SIGHUP with a bigger pool and a new database entry.
     config.settings["default_pool_size"] = "5";
-    const auto& env = TestEnv::get();
-    config.databases = {"* = host=" + env.pg_host + " port=" + std::to_string(env.pg_port),
-                        "added = host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
-                            " dbname=" + env.database};
+    config.databases = {isolated_database("*"), isolated_database("added")};
     pooler.reload(config);
     CHECK(eventually([&] { return setting(admin, "default_pool_size") == "5"; }));
     CHECK(pooler.wait_for_log("configuration reloaded"));
@@ -309,7 +307,9 @@ TEST_CASE("disconnects and pooler errors are logged, unless switched off") {
     Conn idle = Conn::must(pooler.conninfo());
     CHECK(pooler.wait_for_log("closing because: client_idle_timeout"));
     CHECK(pooler.wait_for_log("pooler error: client_idle_timeout"));
+    // The console is a client too: end the idle timeout before it strikes the console.
     Conn admin = console(pooler);
+    PGT_REQUIRE_OK(admin.exec("SET client_idle_timeout = 0"));
     PGT_CHECK_SQLSTATE(admin.exec("SHOW NOSUCH"), "42601");
     CHECK(pooler.wait_for_log("pooler error: invalid command 'SHOW NOSUCH'"));
     PGT_REQUIRE_OK(admin.exec("SET log_pooler_errors = 0"));
@@ -319,7 +319,6 @@ TEST_CASE("disconnects and pooler errors are logged, unless switched off") {
     CHECK(pooler.log().find("NOSUCH2") == std::string::npos);
     CHECK(pooler.log().find("\"nobody\"") == std::string::npos);
     PGT_REQUIRE_OK(admin.exec("SET log_disconnections = 0"));
-    PGT_REQUIRE_OK(admin.exec("SET client_idle_timeout = 0"));
     auto before = pooler.log().size();
     {
         Conn b = Conn::must(pooler.conninfo());

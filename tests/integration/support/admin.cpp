@@ -17,6 +17,11 @@ Conn console(const PoolerProcess& pooler, const std::string& user, const std::st
     return Conn(pooler.conninfo(user, database));
 }
 
+std::string isolated_database(const std::string& name, const TestEnv& env) {
+    return name + " = host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+           " dbname=postgres";
+}
+
 std::vector<NamedRow> named_rows(const Result& result) {
     std::vector<NamedRow> out;
     for (const auto& row : result.rows) {

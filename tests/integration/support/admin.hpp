@@ -20,6 +20,12 @@ using namespace std::chrono_literals;
 Conn console(const PoolerProcess& pooler, const std::string& user = "",
              const std::string& database = "pgbouncer");
 
+// A [databases] line that sends clients of `name` ("*": of every name) to PostgreSQL's own
+// "postgres" database. The console, metrics and reload tests use it so that their server
+// connections never appear in pg_stat_activity under the test database, which other tests
+// running in parallel (ctest -j) count.
+std::string isolated_database(const std::string& name, const TestEnv& env = TestEnv::get());
+
 // The rows of a result as column name -> value (NULL -> nullopt).
 using NamedRow = std::map<std::string, std::optional<std::string>>;
 std::vector<NamedRow> named_rows(const Result& result);
