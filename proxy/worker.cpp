@@ -2,7 +2,6 @@
 
 #include <netdb.h>
 
-#include <chrono>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -47,9 +46,6 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
       control_(std::make_unique<PoolControl>(*this)) {
-    started_at_wall_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
     if (int rc = uv_loop_init(&loop_); rc != 0) {
         throw std::runtime_error(std::string("cannot create event loop: ") + uv_strerror(rc));
     }
@@ -251,7 +247,9 @@ void Worker::janitor() {
     }
 }
 
-void Worker::on_stats_timer(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->stats_tick(); }
+void Worker::on_stats_timer(uv_timer_t* timer) {
+    static_cast<Worker*>(timer->data)->stats_tick();
+}
 
 void Worker::stats_tick() {
     std::map<const Pool*, PoolStats> current;

@@ -123,8 +123,6 @@ public:
     // How RELOAD and SET change the configuration (set by main; null in tests without one).
     void set_reloader(ConfigReloader* reloader) { reloader_ = reloader; }
     [[nodiscard]] ConfigReloader* reloader() { return reloader_; }
-    // When the process started (wall clock, ms since the epoch), for the admin console.
-    [[nodiscard]] std::int64_t started_at_wall_ms() const { return started_at_wall_ms_; }
 
 private:
     static void on_janitor(uv_timer_t* timer);
@@ -160,7 +158,6 @@ private:
     std::unique_ptr<MetricsServer> metrics_;
     ConfigReloader* reloader_ = nullptr;
     std::uint64_t stats_period_ms_ = 0;  // the running stats timer's period
-    std::int64_t started_at_wall_ms_ = 0;
     PoolStats logged_totals_;  // all pools' counters at the previous stats log line
 };
 
