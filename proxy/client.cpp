@@ -9,10 +9,12 @@
 #include "protocol/message_types.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
+#include "proxy/admin_console.hpp"
 #include "proxy/cancel_registry.hpp"
 #include "proxy/client_auth.hpp"
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
+#include "proxy/pool_control.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -273,6 +275,10 @@ std::size_t Client::handle_auth(ByteSpan data) {
 
 void Client::on_authenticated() {
     const auto& config = worker_.config();
+    if (AdminSession::is_console_database(database_)) {
+        start_admin_session();
+        return;
+    }
     // The database is looked up only after authentication, as PostgreSQL does, so that an
     // unauthenticated client cannot probe which databases exist.
     auto found = worker_.resolve_database(database_);
@@ -282,6 +288,12 @@ void Client::on_authenticated() {
         return;
     }
     const DatabaseConfig& resolved = *found;
+    if (worker_.pool_control().disabled(resolved.name)) {
+        // DISABLE on the admin console; the message is PostgreSQL's for datallowconn = false.
+        fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
+             "database \"" + database_ + "\" is not currently accepting connections");
+        return;
+    }
     if (config.auth_type == AuthType::Any && resolved.user.empty()) {
         fail(protocol::sqlstate::kInvalidAuthorization,
              "auth_type=any requires a forced user for database \"" + database_ + "\"");
@@ -299,6 +311,26 @@ void Client::on_authenticated() {
         set_state(State::WelcomeWait);
         stream_.stop_reading();
         pool_->wait_for_welcome(*this);
+    }
+}
+
+void Client::start_admin_session() {
+    auth_.reset();
+    auto session = std::make_unique<AdminSession>(worker_, *this);
+    if (!session->may_log_in()) {
+        // Only admin_users and stats_users may use the console (PgBouncer's admin_post_login).
+        fail(protocol::sqlstate::kInsufficientPrivilege,
+             "not allowed: user \"" + user_ + "\" is in neither admin_users nor stats_users");
+        return;
+    }
+    admin_ = std::move(session);
+    cancel_key_ = worker_.cancels().add(worker_, *this);
+    has_cancel_key_ = true;
+    admin_->send_welcome(cancel_key_);
+    set_state(State::Idle);
+    if (worker_.config().log_connections) {
+        spdlog::info("{}: login attempt: db={} user={} tls=no (admin console)", describe(),
+                     database_, user_);
     }
 }
 
@@ -341,7 +373,9 @@ void Client::handle_cancel_request(const protocol::CancelKey& key) {
     auto entry = worker_.cancels().find(key);
     if (entry && entry->worker == &worker_) {
         Client* target = entry->client;
-        if (target->server_ && target->state_ == State::Active) {
+        if (target->admin_) {
+            target->admin_->on_cancel_request();
+        } else if (target->server_ && target->state_ == State::Active) {
             spdlog::debug("{}: forwarding cancel request for {}", describe(), target->describe());
             worker_.forward_cancel(*target->server_);
         }
@@ -357,6 +391,7 @@ void Client::handle_cancel_request(const protocol::CancelKey& key) {
 void Client::on_server_assigned(Server& server) {
     server_ = &server;
     pool_->stats().wait_time_us += (worker_.now_ms() - state_since_ms_) * 1000;
+    pool_->stats().wait_count++;
     set_state(State::Active);
     last_activity_ms_ = worker_.now_ms();
     server.link(*this);
@@ -466,6 +501,7 @@ void Client::janitor(std::uint64_t now) {
             }
             break;
         case State::Idle:
+            if (admin_ && admin_->waiting()) break;  // PAUSE / WAIT_CLOSE is not idleness
             if (expired(last_activity_ms_ ? last_activity_ms_ : state_since_ms_,
                         config.client_idle_timeout)) {
                 fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
@@ -509,7 +545,12 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
     State previous = state_;
     bool logged_in = previous != State::Startup && previous != State::Auth;
     const auto& config = worker_.config();
-    if (logged_in ? config.log_disconnections : config.log_pooler_errors && error) {
+    // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
+    // client, log_disconnections for the reason a logged-in client goes.
+    if (error && config.log_pooler_errors) {
+        spdlog::warn("{}: pooler error: {}", describe(), error->message);
+    }
+    if (logged_in && config.log_disconnections) {
         spdlog::info("{}: closing because: {} (age={}s)", describe(), reason,
                      (worker_.now_ms() - connected_at_ms_) / 1000);
     }
@@ -518,6 +559,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         protocol::append_error_response(out, *error);
         stream_.write(out);
     }
+    if (admin_) admin_->on_close();
     if (pool_) {
         if (previous == State::Waiting) pool_->cancel_request(*this);
         if (previous == State::WelcomeWait) pool_->cancel_welcome_wait(*this);

@@ -21,6 +21,7 @@
 
 namespace pgtether {
 
+class AdminSession;
 class ClientAuth;
 class Pool;
 class Worker;
@@ -58,6 +59,11 @@ public:
     [[nodiscard]] const protocol::CancelKey& cancel_key() const { return cancel_key_; }
     [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
     [[nodiscard]] std::string describe() const;  // "C-12 db/user@1.2.3.4:5678" for logs
+    // For the admin console and metrics.
+    [[nodiscard]] bool is_admin() const { return admin_ != nullptr; }
+    [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
+    [[nodiscard]] std::uint64_t last_activity_ms() const { return last_activity_ms_; }
+    [[nodiscard]] Stream& stream() { return stream_; }
 
     // ---- called by the pool ----
     void on_welcome_ready();
@@ -127,6 +133,7 @@ private:
     void handle_cancel_request(const protocol::CancelKey& key);
     void start_authentication();
     void on_authenticated();
+    void start_admin_session();  // the client asked for the admin console's database
     void finish_login();
     void set_state(State state);
     // On close: hand the linked server back — directly when clean, through a scrub otherwise.
@@ -188,6 +195,7 @@ private:
     // client's messages up to its Sync, as PostgreSQL would.
     bool skip_until_sync_ = false;
     std::string last_query_;  // for SHOW LOCKS and leak reports; truncated
+    std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console
 };
 
 }  // namespace pgtether

@@ -11,6 +11,7 @@
 #include "protocol/deallocate_statement.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
+#include "proxy/admin_console.hpp"
 #include "proxy/client.hpp"
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
@@ -103,6 +104,10 @@ struct Client::Outbound {
 };
 
 std::size_t Client::handle_requests(ByteSpan data) {
+    if (admin_) {
+        last_activity_ms_ = worker_.now_ms();
+        return admin_->on_data(data);
+    }
     // Like PostgreSQL (SocketBackend), judge the type byte before waiting for the rest of a
     // message: garbage whose "length" is large is refused at once, not waited for (and never
     // costs a server).
@@ -192,7 +197,10 @@ std::size_t Client::handle_requests(ByteSpan data) {
             if (frame.type != fe::kSync) continue;
             skip_until_sync_ = false;
         }
-        if (tracker.quiet()) query_started_ms_ = worker_.now_ms();
+        if (tracker.quiet()) {
+            query_started_ms_ = worker_.now_ms();
+            server_->note_request_start(worker_.now_us());
+        }
         bool routed = false;
         switch (frame.type) {
             case fe::kQuery: {

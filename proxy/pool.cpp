@@ -5,6 +5,7 @@
 #include "protocol/scram.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/client_auth.hpp"
+#include "proxy/pool_control.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -103,7 +104,9 @@ void Pool::cancel_welcome_wait(Client& client) { welcome_waiting_.remove(client)
 // Clients asking for servers
 
 void Pool::request_server(Client& client) {
-    if (Server* server = idle_.pop_front()) {
+    // PAUSE / KILL: requests wait in the queue until RESUME.
+    Server* server = paused() ? nullptr : idle_.pop_front();
+    if (server) {
         used_.push_back(*server);
         client.on_server_assigned(*server);
         return;
@@ -124,9 +127,18 @@ void Pool::cancel_request(Client& client) { waiting_.remove(client); }
 // ---------------------------------------------------------------------------------------------
 // Servers
 
+bool Pool::paused() const { return worker_.pool_control().paused(database_.name); }
+
+void Pool::resume() {
+    launch_if_needed();
+    if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty() && may_launch(true)) {
+        launch_server();
+    }
+}
+
 bool Pool::may_launch(bool use_reserve) const {
     const auto& config = worker_.config();
-    if (worker_.shutting_down()) return false;
+    if (worker_.shutting_down() || paused()) return false;
     if (last_login_failure_ms_ != 0 &&
         worker_.now_ms() - last_login_failure_ms_ < to_ms(config.server_login_retry)) {
         return false;
@@ -218,6 +230,11 @@ void Pool::release(Server& server) {
         server.close(server.retired() ? "server retired" : "server_lifetime");
         return;
     }
+    if (paused()) {
+        // PAUSE waits for every server of the database to close; released ones go right away.
+        server.close("pause mode");
+        return;
+    }
     if (server.cancels_in_flight_ > 0) {
         // A cancel for the last client is still on its way; the backend must not start serving
         // someone else until it has arrived (Server::cancel_finished releases it).
@@ -300,6 +317,10 @@ void Pool::janitor(std::uint64_t now) {
         if (config.server_lifetime.count() > 0 &&
             now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
             to_close.push_back(&server);
+        } else if (server_count_ - static_cast<int>(to_close.size()) >
+                   pool_size_ + reserve_pool_size_) {
+            // pool_size or reserve_pool_size was lowered by a reload or SET.
+            to_close.push_back(&server);
         } else if (config.server_idle_timeout.count() > 0 &&
                    now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
                    server_count_ - static_cast<int>(to_close.size()) > min_pool_size_) {
@@ -325,9 +346,13 @@ void Pool::janitor(std::uint64_t now) {
         server->close(state == Server::State::Connecting || state == Server::State::Login
                           ? "server_connect_timeout"
                       : state == Server::State::Cleaning ? "clean-up took too long"
-                      : now - server->connected_at_ms() >= to_ms(config.server_lifetime)
+                      : config.server_lifetime.count() > 0 &&
+                              now - server->connected_at_ms() >= to_ms(config.server_lifetime)
                           ? "server_lifetime"
-                          : "server_idle_timeout");
+                      : server->idle_since_ms() != 0 && config.server_idle_timeout.count() > 0 &&
+                              now - server->idle_since_ms() >= to_ms(config.server_idle_timeout)
+                          ? "server_idle_timeout"
+                          : "pool size reduced");
     }
     for (Server* server : to_sweep) {
         take_idle(*server);

@@ -83,6 +83,11 @@ public:
     // A server moved from idle to busy (check query, leak sweep) or back.
     void take_idle(Server& server);
 
+    // PAUSE / KILL of this pool's database (proxy/pool_control.hpp): no servers are handed out
+    // or launched, and released servers are closed. resume() serves the queue again.
+    [[nodiscard]] bool paused() const;
+    void resume();
+
     // Periodic work: timeouts, min_pool_size, reserve pool, idle checks.
     void janitor(std::uint64_t now_ms);
     // RECONNECT / reload: close idle servers now, the others when released.

@@ -275,6 +275,7 @@ void Server::link(Client& client) {
     set_state(State::Active);
     effects_ = 0;
     client_forwarded_ = false;
+    request_started_us_ = xact_started_us_ = 0;
     tracker_.reset();
     requests_.clear();
     translate_statements_ = worker_.config().max_prepared_statements > 0;
@@ -306,9 +307,29 @@ void Server::unlink() {
 void Server::release_to_pool() {
     Client* client = client_;
     unlink();
-    pool_.stats().xact_count++;
     pool_.release(*this);
     if (client) client->on_server_released();
+}
+
+void Server::note_request_start(std::uint64_t now_us) {
+    request_started_us_ = now_us;
+    if (xact_started_us_ == 0) xact_started_us_ = now_us;
+}
+
+void Server::record_timing(char tx_status) {
+    // Everything the client sent since the backend was last quiet has been answered: that is one
+    // query (or pipeline) for SHOW STATS' query_time. Back at 'I', a transaction has ended.
+    auto now = worker_.now_us();
+    auto& stats = pool_.stats();
+    if (request_started_us_ != 0) {
+        stats.query_time_us += now - request_started_us_;
+        request_started_us_ = 0;
+    }
+    if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
+        stats.xact_count++;
+        stats.xact_time_us += now - xact_started_us_;
+        xact_started_us_ = 0;
+    }
 }
 
 bool Server::send_from_client(const uv_buf_t* bufs, unsigned count) {
@@ -458,6 +479,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 }
                 tracker_.on_ready_for_query(*status);
                 pool_.stats().query_count++;
+                if (tracker_.quiet()) record_timing(*status);
                 forward(rest.data(), frame.total);
                 settle();
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {

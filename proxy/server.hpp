@@ -78,6 +78,13 @@ public:
     [[nodiscard]] const sockaddr_storage& address() const { return address_; }
     [[nodiscard]] bool address_is_unix() const { return address_is_unix_; }
     [[nodiscard]] const std::string& unix_path() const { return unix_path_; }
+    // For the admin console and metrics.
+    [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
+    [[nodiscard]] std::optional<InternalPurpose> internal_purpose() const {
+        return internal_ ? std::optional(internal_->purpose) : std::nullopt;
+    }
+    [[nodiscard]] bool waiting_for_cancels() const { return release_after_cancels_; }
+    [[nodiscard]] Stream& stream() { return stream_; }
 
     // ---- life in the pool ----
     void mark_idle(std::uint64_t now_ms);
@@ -112,6 +119,9 @@ public:
     [[nodiscard]] std::uint32_t effects() const { return effects_; }
     // The session settings this backend has beyond its defaults (docs/session-state.md).
     [[nodiscard]] const SettingsMap& applied_settings() const { return applied_settings_; }
+    // The linked client sent a request while the backend was quiet (nothing owed): the start of
+    // a query, and of a transaction unless one is open. For SHOW STATS' query and xact times.
+    void note_request_start(std::uint64_t now_us);
 
     // ---- pgtether's own queries ----
     // Runs `queries` as simple Query messages sent in one write (after `prefix`, raw frontend
@@ -184,6 +194,7 @@ private:
     void probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries = {},
                std::string prefix = {}, int extra_ready = 0);
     void record_parameter(std::string_view name, std::string_view value, bool forward_to_client);
+    void record_timing(char tx_status);
 
     Worker& worker_;
     Pool& pool_;
@@ -219,6 +230,8 @@ private:
     std::uint64_t state_since_ms_ = 0;
     std::uint64_t idle_since_ms_ = 0;
     std::uint64_t last_checked_ms_ = 0;
+    std::uint64_t request_started_us_ = 0;  // 0: no query running (SHOW STATS timing)
+    std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
 
     friend class Pool;
     friend class Worker;
