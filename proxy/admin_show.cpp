@@ -193,6 +193,7 @@ void show_clients(Worker& worker, std::string& out) {
     columns.push_back({"tethered", kInt4});
     columns.push_back({"tethered_since", kText});
     columns.push_back({"held_locks", kText});
+    columns.push_back({"tether_reasons", kText});
     ResultSet rs(out, columns);
     Clock clock(worker);
     const int listen_port = worker.config().listen_port;
@@ -229,7 +230,8 @@ void show_clients(Worker& worker, std::string& out) {
                 unsigned_number(client.id()),
                 number(client.tethered() ? 1 : 0),
                 client.tethered() ? text(clock.format(client.tethered_since_ms())) : kNull,
-                client.tethered() ? text(describe_locks(client.held_locks())) : kNull});
+                client.tethered() ? text(describe_locks(client.held_locks())) : kNull,
+                client.tethered() ? text(client.describe_tether()) : kNull});
     });
 }
 
@@ -622,7 +624,8 @@ void show_locks(Worker& worker, std::string& out) {
                        {"int4_keys", kText},
                        {"tethered_since", kText},
                        {"tethered_seconds", kInt4},
-                       {"last_query", kText}});
+                       {"last_query", kText},
+                       {"tether_reasons", kText}});
     Clock clock(worker);
     const int listen_port = worker.config().listen_port;
     worker.for_each_client([&](Client& client) {
@@ -637,7 +640,7 @@ void show_locks(Worker& worker, std::string& out) {
                 text(pairs), text(clock.format(client.tethered_since_ms())),
                 unsigned_number(
                     (clock.now_ms() - std::min(clock.now_ms(), client.tethered_since_ms())) / 1000),
-                text(client.last_query())});
+                text(client.last_query()), text(client.describe_tether())});
     });
 }
 

@@ -1,7 +1,10 @@
 #include "proxy/metrics.hpp"
 
+
 #include <functional>
 #include <vector>
+
+#include "proxy/tether.hpp"
 
 #include "proxy/client.hpp"
 #include "proxy/pool.hpp"
@@ -92,8 +95,18 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
     }
     per_pool_gauge(
         "pgtether_pool_tethered_clients",
-        "Clients tethered to their server by session advisory locks",
+        "Clients tethered to their server by session state (advisory locks, temporary tables, ...)",
         [](const PoolRow& r) { return static_cast<std::uint64_t>(r.census->cl_tethered); });
+    w.family("pgtether_pool_tethered_clients_by_reason", "gauge",
+             "Tethered clients of a pool by the kind of session state that holds them "
+             "(docs/session-state.md); a client held for two reasons counts in both");
+    for (const auto& row : rows) {
+        for (const auto& [kind, n] : row.census->tethered_by_kind) {
+            Labels labels = row.labels;
+            labels.emplace_back("reason", state_kind_label(kind));
+            w.sample(labels, static_cast<std::uint64_t>(n));
+        }
+    }
     per_pool_gauge(
         "pgtether_pool_held_advisory_locks",
         "Session advisory locks held by the pool's tethered clients",

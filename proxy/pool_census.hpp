@@ -41,6 +41,8 @@ struct PoolCensus {
     int sv_active_cancel = 0;      // servers a cancel request is being forwarded to
     int sv_tethered = 0;           // servers linked to a tethered client
     int held_locks = 0;            // advisory locks the pool's tethered clients hold
+    // Tethered clients per reason (a client tethered for two reasons counts in both).
+    std::map<std::uint32_t, int> tethered_by_kind;  // StateKind → clients
     std::uint64_t maxwait_us = 0;  // how long the oldest waiting client has waited
 };
 

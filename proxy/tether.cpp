@@ -37,6 +37,20 @@ const char* state_kind_name(std::uint32_t kind) {
     }
 }
 
+const char* state_kind_label(std::uint32_t kind) {
+    switch (kind) {
+        case kStateAdvisoryLock: return "advisory_locks";
+        case kStateTempTable: return "temp_tables";
+        case kStateListen: return "listen";
+        case kStateCursor: return "hold_cursors";
+        case kStatePrepare: return "sql_prepared";
+        case kStateLoad: return "load";
+        case kStateSettings: return "settings";
+        case kStateUnknown: return "unknown";
+        default: return "other";
+    }
+}
+
 std::uint32_t tracked_kinds(const Config& config) {
     std::uint32_t kinds = 0;
     auto keep = [](StateHandling h) { return h == StateHandling::Keep; };

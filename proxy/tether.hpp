@@ -36,8 +36,10 @@ inline constexpr std::uint32_t kTetherKinds = kStateAdvisoryLock | kStateTempTab
 inline constexpr std::uint32_t kProbedKinds = kStateAdvisoryLock | kStateTempTable | kStateListen |
                                               kStateCursor | kStatePrepare | kStateSettings;
 
-// "advisory lock", "temp table", ... for logs.
+// "advisory locks", "temp tables", ... for logs.
 const char* state_kind_name(std::uint32_t kind);
+// "advisory_locks", "temp_tables", ... for metric labels.
+const char* state_kind_label(std::uint32_t kind);
 
 // Which kinds the configuration keeps correct (tether or replay); the others are ignored as
 // PgBouncer does.

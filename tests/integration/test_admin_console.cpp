@@ -137,7 +137,7 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
 
     const std::map<std::string, std::vector<std::string>> appended = {
         {"POOLS", {"cl_tethered", "sv_tethered"}},
-        {"CLIENTS", {"id", "tethered", "tethered_since", "held_locks"}},
+        {"CLIENTS", {"id", "tethered", "tethered_since", "held_locks", "tether_reasons"}},
         {"SERVERS", {"id", "tethered", "client_id", "internal_query"}},
         {"STATS",
          {"total_tether_count", "total_untether_count", "total_probe_count", "total_scrub_count",
@@ -265,7 +265,8 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     CHECK(locks.columns == std::vector<std::string>{"client_id", "database", "user", "addr", "port",
                                                     "backend_pid", "lock_count", "bigint_keys",
                                                     "int4_keys", "tethered_since",
-                                                    "tethered_seconds", "last_query"});
+                                                    "tethered_seconds", "last_query",
+                                                    "tether_reasons"});
     CHECK(locks.rows.empty());
 
     Conn a = app_client(pooler, "locker");
@@ -295,6 +296,8 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     CHECK(cell(locker, "tethered") == "1");
     CHECK(cell(locker, "held_locks").find("4343 exclusive") != std::string::npos);
     CHECK(cell(locker, "held_locks").find("4347,4348 shared") != std::string::npos);
+    CHECK(cell(locker, "tether_reasons").find("advisory locks 4343 exclusive") == 0);
+    CHECK(cell(row, "tether_reasons") == cell(locker, "tether_reasons"));
     auto bystander = *find_row(must_show(admin, "CLIENTS"), "application_name", "bystander");
     CHECK(cell(bystander, "tethered") == "0");
     CHECK_FALSE(bystander.at("held_locks").has_value());

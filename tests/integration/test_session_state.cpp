@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/raw_socket.hpp"
@@ -31,13 +32,6 @@ PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
     for (auto& [key, value] : extra) config.settings[key] = value;
     config.extra_args = {"-v"};
     return config;
-}
-
-std::string scalar(Conn& conn, const std::string& sql) {
-    auto r = conn.exec(sql);
-    REQUIRE_MESSAGE(r.ok(), r.describe());
-    REQUIRE_MESSAGE(r.rows.size() == 1, r.describe());
-    return r.value();
 }
 
 // With a pool of two, two more clients can both hold a transaction open exactly when nobody is
@@ -308,4 +302,32 @@ TEST_CASE("pgjdbc-style start-up parameters are accepted and honoured on every b
         }
         CHECK_MESSAGE(found, wire::describe(replies));
     }
+}
+
+TEST_CASE("the admin console and the metrics name every tether's reasons") {
+    PoolerConfig config = two_backends({{"metrics_listen_port", "0"}});
+    config.settings["admin_users"] = TestEnv::get().superuser;
+    Pgtether pooler(config);
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE reasons (n int)"));
+    PGT_REQUIRE_OK(a.exec("LISTEN reasons_channel"));
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(1300)"));
+    Conn admin = Conn::must(pooler.conninfo("", "pgtether"));
+    // The probe runs after the client already has its reply: wait for it.
+    std::string reasons;
+    bool complete = eventually([&] {
+        auto locks = admin.exec("SHOW LOCKS");
+        if (!locks.ok() || locks.rows.size() != 1 || locks.columns.back() != "tether_reasons") {
+            return false;
+        }
+        reasons = locks.rows[0].back().value_or("");
+        return reasons.find("advisory locks") != std::string::npos;
+    });
+    INFO(reasons);
+    CHECK(complete);
+    CHECK(reasons.find("advisory locks 1300 exclusive") != std::string::npos);
+    CHECK(reasons.find("temp tables 1: reasons") != std::string::npos);
+    CHECK(reasons.find("listen 1: reasons_channel") != std::string::npos);
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all(); UNLISTEN *; DROP TABLE reasons"));
+    CHECK(two_transactions_fit(pooler));
 }
