@@ -1,6 +1,8 @@
 #include "proxy/tether.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <tuple>
 
 #include "proxy/session_params.hpp"
 
@@ -172,6 +174,15 @@ std::optional<StateReport> decode_state_probe(const std::vector<Row>& rows) {
             report.summaries.emplace_back(k, std::move(text));
         }
     }
+    // pg_locks has no order; sorted, the admin console and logs show a tether the same way
+    // every time (bigint keys first, each key space in numeric order).
+    auto order = [](const AdvisoryLockKey& k) {
+        if (k.is_bigint) return std::tuple(0, k.bigint_key(), std::int64_t{0}, !k.exclusive);
+        return std::tuple(1, std::int64_t{static_cast<std::int32_t>(k.classid)},
+                          std::int64_t{static_cast<std::int32_t>(k.objid)}, !k.exclusive);
+    };
+    std::sort(report.locks.begin(), report.locks.end(),
+              [&](const auto& a, const auto& b) { return order(a) < order(b); });
     return report;
 }
 

@@ -27,15 +27,17 @@ TEST_CASE("advisory rows decode into keys in both key spaces") {
     REQUIRE(report);
     CHECK(report->present == kStateAdvisoryLock);
     const auto& keys = report->locks;
+    // Sorted: bigint keys first, then int4 pairs, each in numeric order.
     REQUIRE(keys.size() == 5);
-    CHECK(keys[0].bigint_key() == 42);
-    CHECK(keys[0].describe() == "42 exclusive");
-    CHECK_FALSE(keys[1].is_bigint);
-    CHECK(keys[1].describe() == "1,2 shared");
-    CHECK(keys[2].bigint_key() == -1);
-    CHECK(keys[3].bigint_key() == 4294967296LL);
-    CHECK(keys[4].key_text() == "-1,7");
-    CHECK(describe_locks(keys).starts_with("42 exclusive, 1,2 shared"));
+    CHECK(keys[0].bigint_key() == -1);
+    CHECK(keys[1].bigint_key() == 42);
+    CHECK(keys[1].describe() == "42 exclusive");
+    CHECK(keys[2].bigint_key() == 4294967296LL);
+    CHECK_FALSE(keys[3].is_bigint);
+    CHECK(keys[3].key_text() == "-1,7");
+    CHECK(keys[4].describe() == "1,2 shared");
+    CHECK(describe_locks(keys) ==
+          "-1 exclusive, 42 exclusive, 4294967296 exclusive, -1,7 exclusive, 1,2 shared");
 }
 
 TEST_CASE("other kinds and settings decode too") {
