@@ -16,6 +16,7 @@
 #include "proxy/config.hpp"
 #include "proxy/daemon.hpp"
 #include "proxy/logging.hpp"
+#include "proxy/security.hpp"
 #include "proxy/worker.hpp"
 
 namespace {
@@ -26,6 +27,7 @@ using pgtether::Config;
 struct Loaded {
     std::shared_ptr<const Config> config;
     std::shared_ptr<const AuthFile> auth_file;
+    std::shared_ptr<const pgtether::SecuritySetup> security;
 };
 
 // Loads the config and its auth_file; throws ConfigError or std::runtime_error.
@@ -33,29 +35,39 @@ Loaded load_everything(const std::string& path) {
     Loaded loaded;
     loaded.config = pgtether::load_config(path);
     const auto& config = *loaded.config;
-    switch (config.auth_type) {
-        case pgtether::AuthType::Cert:
-        case pgtether::AuthType::Hba:
-        case pgtether::AuthType::Pam:
-            throw pgtether::ConfigError(config.config_file, 0, "auth_type",
-                                        std::string("auth_type = ") +
-                                            pgtether::to_string(config.auth_type) +
-                                            " is not supported by pgtether yet");
-        default:
-            break;
+    if (config.auth_type == pgtether::AuthType::Pam) {
+        throw pgtether::ConfigError(config.config_file, 0, "auth_type",
+                                    "auth_type = pam is not supported by pgtether");
     }
     if (!config.auth_file.empty()) {
         loaded.auth_file = std::make_shared<const AuthFile>(pgtether::load_auth_file(config.auth_file));
     } else {
-        if (config.auth_type != pgtether::AuthType::Trust &&
-            config.auth_type != pgtether::AuthType::Any) {
-            throw pgtether::ConfigError(config.config_file, 0, "auth_file",
-                                        std::string("auth_type = ") +
-                                            pgtether::to_string(config.auth_type) +
-                                            " needs an auth_file");
+        // Password methods need secrets: from auth_file, or from auth_query through auth_user
+        // (which may also be set per database). cert, hba and the trusting methods do not.
+        bool any_auth_user = !config.auth_user.empty();
+        for (const auto& db : config.databases) {
+            any_auth_user = any_auth_user || !db.auth_user.empty();
+        }
+        if (config.fallback_database) {
+            any_auth_user = any_auth_user || !config.fallback_database->auth_user.empty();
+        }
+        switch (config.auth_type) {
+            case pgtether::AuthType::Plain:
+            case pgtether::AuthType::Md5:
+            case pgtether::AuthType::ScramSha256:
+                if (!any_auth_user) {
+                    throw pgtether::ConfigError(config.config_file, 0, "auth_file",
+                                                std::string("auth_type = ") +
+                                                    pgtether::to_string(config.auth_type) +
+                                                    " needs an auth_file or an auth_user");
+                }
+                break;
+            default:
+                break;
         }
         loaded.auth_file = std::make_shared<const AuthFile>();
     }
+    loaded.security = pgtether::load_security(config);
     return loaded;
 }
 
@@ -80,7 +92,7 @@ void on_reload_signal(uv_signal_t* handle, int) {
     try {
         auto loaded = load_everything(signals->config_path);
         for (const auto& note : loaded.config->unsupported_keys) spdlog::warn("{}", note);
-        signals->worker->apply_config(loaded.config, loaded.auth_file);
+        signals->worker->apply_config(loaded.config, loaded.auth_file, loaded.security);
         spdlog::info("configuration reloaded");
     } catch (const std::exception& e) {
         spdlog::error("reload failed, keeping the running configuration: {}", e.what());
@@ -133,7 +145,7 @@ int main(int argc, char** argv) {
     try {
         if (cl.daemonize) pgtether::daemonize();
         if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
-        pgtether::Worker worker(loaded.config, loaded.auth_file, cancels);
+        pgtether::Worker worker(loaded.config, loaded.auth_file, cancels, loaded.security);
         worker.start();
         signals.worker = &worker;
         uv_signal_init(worker.loop(), &signals.interrupt);
