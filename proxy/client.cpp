@@ -71,7 +71,8 @@ void Client::set_state(State state) {
 
 std::size_t Client::on_stream_data(ByteSpan data) {
     std::size_t consumed = 0;
-    while (consumed < data.size()) {
+    // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
+    while (consumed < data.size() && !stream_.tls_handshaking()) {
         ByteSpan rest = data.subspan(consumed);
         std::size_t n = 0;
         switch (state_) {

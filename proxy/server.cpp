@@ -380,7 +380,8 @@ void Server::cancel_finished() {
 
 std::size_t Server::on_stream_data(ByteSpan data) {
     std::size_t consumed = 0;
-    while (consumed < data.size() && state_ != State::Closing) {
+    // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
+    while (consumed < data.size() && state_ != State::Closing && !stream_.tls_handshaking()) {
         ByteSpan rest = data.subspan(consumed);
         std::size_t n;
         if (state_ == State::Login) {

@@ -282,6 +282,8 @@ bool Stream::start_tls(const TlsContext& context, const std::string& server_host
     return true;
 }
 
+bool Stream::tls_handshaking() const { return tls_ && !tls_->established(); }
+
 void Stream::tls_fail(const std::string& error, bool in_handshake) {
     if (tls_failed_) return;
     tls_failed_ = true;

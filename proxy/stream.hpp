@@ -97,6 +97,9 @@ public:
     [[nodiscard]] bool start_tls(const TlsContext& context, const std::string& server_host,
                                  protocol::ByteSpan initial = {});
     [[nodiscard]] bool tls_active() const { return tls_ != nullptr; }
+    // TLS has started and its handshake is not done: a handler must stop reading the plaintext
+    // it was given (whatever is left is refused, see start_tls()).
+    [[nodiscard]] bool tls_handshaking() const;
     // The session (nullptr without TLS), for its version, cipher and peer certificate.
     [[nodiscard]] const TlsSession* tls() const { return tls_.get(); }
     // Why TLS failed, once it has (the stream then ends with UV_EPROTO).
