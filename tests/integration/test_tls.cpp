@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/integration/support/pooler.hpp"
@@ -423,4 +424,19 @@ TEST_CASE("two TLS hops: large results, large queries and pipelines") {
     auto all = conn.exec_all(many);
     REQUIRE(all.size() == 500);
     CHECK(all[499].value() == "499");
+    // Cancel requests: libpq 15 sends them in plaintext, which client_tls_sslmode = require
+    // accepts; pgtether forwards them (in plaintext too) to the TLS server.
+    REQUIRE(PQsendQuery(conn.raw(), "SELECT pg_sleep(30)") == 1);
+    std::this_thread::sleep_for(300ms);
+    PGcancel* cancel = PQgetCancel(conn.raw());
+    char errbuf[256];
+    CHECK(PQcancel(cancel, errbuf, sizeof errbuf) == 1);
+    PQfreeCancel(cancel);
+    Result last = Result::client_error("no result");
+    while (PGresult* res = PQgetResult(conn.raw())) {
+        last = Result::from(res);
+        PQclear(res);
+    }
+    PGT_CHECK_SQLSTATE(last, "57014");
+    CHECK(conn.exec_ok("SELECT 'still usable'").value() == "still usable");
 }
