@@ -338,6 +338,10 @@ void Stream::tls_receive(protocol::ByteSpan ciphertext) {
         staging.clear();
         tls_->set_output(&staging);
         while (got < room.size()) {
+            if (!tls_->readable()) {
+                status = TlsSession::Status::WantInput;
+                break;
+            }
             auto [s, n] = tls_->read(room.subspan(got));
             got += n;
             if (s != TlsSession::Status::Ok) {

@@ -501,6 +501,10 @@ std::pair<TlsSession::Status, std::size_t> TlsSession::read(std::span<std::uint8
     return {status_after(0), 0};
 }
 
+bool TlsSession::readable() const {
+    return ssl_ && (!input_.empty() || SSL_has_pending(ssl_) == 1);
+}
+
 bool TlsSession::write(protocol::ByteSpan plaintext) {
     if (!ssl_ || !established_) return false;
     if (plaintext.empty()) return true;

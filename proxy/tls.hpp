@@ -94,6 +94,10 @@ class TlsSession {
     [[nodiscard]] bool established() const { return established_; }
     // Decrypts into `out`; returns the status and how many bytes were written.
     std::pair<Status, std::size_t> read(std::span<std::uint8_t> out);
+    // Whether read() could produce anything more: unread input, or a record (or plaintext of
+    // one) OpenSSL holds. Asking anyway when not costs a call and, worse, makes OpenSSL allocate
+    // its 16 KiB record buffer again and keep it while the connection idles.
+    [[nodiscard]] bool readable() const;
     // Encrypts `plaintext` (all of it: the output buffer never refuses). False on a TLS error.
     [[nodiscard]] bool write(protocol::ByteSpan plaintext);
     // Sends close_notify.

@@ -13,6 +13,9 @@
 # time per transaction is the pooler's utime + stime over the run (/proc/<pid>/stat) divided by
 # the transactions pgbench reports. "direct" is pgbench straight to PostgreSQL, with and without
 # TLS, for reference.
+#
+# With --idle N it instead opens N idle clients to each pooler, over TLS and in plaintext
+# (tests/bench/idle_tls_clients.py), and reports the pooler's resident memory per idle client.
 set -euo pipefail
 
 # shellcheck source=scripts/lib/common.sh
@@ -32,6 +35,7 @@ usage: tests/bench/tls.sh [options]
   --targets "LIST"      any of: direct pgbouncer pgtether (default all three)
   --pgtether PATH       pgtether binary (default build/proxy/pgtether)
   --pgbouncer PATH      pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
+  --idle N              idle-memory mode: N idle clients per pooler and mode instead of tps runs
   --keep                keep the state directory (ini, certificates, logs, pgbench output)
 USAGE
     exit "${1:-2}"
@@ -47,6 +51,7 @@ server_tls=0
 scale=10
 targets="direct pgbouncer pgtether"
 keep=0
+idle=0
 pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
 pgbouncer_bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
 
@@ -63,12 +68,14 @@ while (($#)); do
     --targets) targets="$2"; shift 2 ;;
     --pgtether) pgtether_bin="$2"; shift 2 ;;
     --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
+    --idle) idle="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
     -h | --help) usage 0 ;;
     *) usage ;;
     esac
 done
 [[ $duration =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ && $scale =~ ^[1-9][0-9]*$ ]] || usage
+[[ $idle =~ ^[0-9]+$ ]] || usage
 case "$protocol" in simple | extended | prepared) ;; *) usage ;; esac
 for target in $targets; do
     case "$target" in direct | pgbouncer | pgtether) ;; *) usage ;; esac
@@ -83,7 +90,9 @@ command -v openssl >/dev/null || pgt_die "the openssl command is needed to make 
 # ---- state, cleanup ----
 state="$(mktemp -d /tmp/pgtether-tls-bench.XXXXXX)"
 pooler_pid=""
+idle_pid=""
 cleanup() {
+    [[ -z $idle_pid ]] || { kill -TERM "$idle_pid" 2>/dev/null || true; wait "$idle_pid" 2>/dev/null || true; }
     [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
     "$PGT_ROOT/scripts/lib/pg.sh" stop "$state/postgresql" || true
     if ((keep)); then
@@ -98,6 +107,10 @@ trap 'exit 143' TERM
 
 clk_tck="$(getconf CLK_TCK)"
 db=pgtether_bench
+hard_limit="$(ulimit -Hn)"
+[[ $hard_limit == unlimited ]] && hard_limit=1048576
+ulimit -n "$hard_limit"
+((idle + 200 <= hard_limit)) || pgt_die "--idle $idle needs more file descriptors than $hard_limit"
 
 # ---- certificates: one CA, one certificate for PostgreSQL and both poolers ----
 pgt_log "making a test CA and a server certificate (openssl)"
@@ -139,7 +152,7 @@ auth_file = $state/userlist.txt
 admin_users = postgres
 pool_mode = transaction
 default_pool_size = 20
-max_client_conn = $((max_clients + 100))
+max_client_conn = $(((idle > max_clients ? idle : max_clients) + 100))
 ignore_startup_parameters = extra_float_digits
 log_connections = 0
 log_disconnections = 0
@@ -205,6 +218,55 @@ for target in $targets; do
         pgt_warn "skipping $target: it does not start with $state/bench.ini"
     fi
 done
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+# ======================= idle-memory mode =======================
+if ((idle > 0)); then
+    declare -A idle_result
+    for target in "${active[@]}"; do
+        [[ $target == direct ]] && continue
+        for mode in tls plain; do
+            pgt_log "$target: $idle idle $mode clients"
+            pooler_start "$target" || continue
+            # One client first, so the server connection exists before the baseline.
+            PGSSLMODE=disable "$PGT_PG_BIN/psql" -X -q -h 127.0.0.1 -p "$pooler_port" -U postgres \
+                -d "$db" -c "SELECT 1" >/dev/null
+            sleep 0.5
+            before="$(rss_kib "$pooler_pid")"
+            tls_flag=()
+            [[ $mode == tls ]] && tls_flag=(--tls)
+            coproc IDLE {
+                exec /usr/bin/python3 "$PGT_ROOT/tests/bench/idle_tls_clients.py" \
+                    --port "$pooler_port" --dbname "$db" -n "$idle" "${tls_flag[@]}" 2>&1
+            }
+            # shellcheck disable=SC2153  # set by coproc
+            idle_pid="$IDLE_PID"
+            line=""
+            IFS= read -r -t 600 line <&"${IDLE[0]}" || true
+            if [[ $line == "READY $idle" ]]; then
+                sleep 1
+                after="$(rss_kib "$pooler_pid")"
+                idle_result[$target $mode]="$(((after - before) * 1024 / idle))"
+                printf '  %s %s: VmRSS %s KiB -> %s KiB\n' "$target" "$mode" "$before" "$after"
+            else
+                pgt_warn "$target $mode: idle clients failed: ${line:-timeout}"
+            fi
+            kill -TERM "$idle_pid" 2>/dev/null || true
+            wait "$idle_pid" 2>/dev/null || true
+            idle_pid=""
+            pooler_stop
+        done
+    done
+    printf '\nIdle memory: %d idle clients per pooler and mode, resident memory (VmRSS) per client\n' "$idle"
+    printf '%-10s | %18s | %18s\n' pooler "TLS (bytes)" "plaintext (bytes)"
+    printf -- '-----------+--------------------+-------------------\n'
+    for target in pgbouncer pgtether; do
+        printf '%-10s | %18s | %18s\n' "$target" "${idle_result[$target tls]:-n/a}" \
+            "${idle_result[$target plain]:-n/a}"
+    done
+    exit 0
+fi
 
 connect_flag=()
 ((connect)) && connect_flag=(-C)
