@@ -326,6 +326,18 @@ TEST_CASE("server side: server_tls_sslmode up to verify-full") {
         auto conn = Conn::must(prefer.conninfo("postgres", "plain"));
         CHECK(conn.exec_ok(ssl_query).value() == "f");
     }
+    SUBCASE("a reload that changes server TLS settings replaces server connections") {
+        auto config = server_tls("require", {by_ip}, {{"pool_mode", "transaction"}});
+        Pgtether pgtether(config, 10s, env);
+        auto conn = Conn::must(pgtether.conninfo("postgres", "byip"));
+        CHECK(conn.exec_ok(ssl_query).value() == "t");
+        config.settings["server_tls_sslmode"] = "disable";
+        pgtether.reload(config);
+        REQUIRE(pgtether.wait_for_log("configuration reloaded"));
+        // The same client, its next transaction: a new server connection, now in plaintext.
+        CHECK(conn.exec_ok(ssl_query).value() == "f");
+        CHECK(pgtether.wait_for_log("server TLS settings changed"));
+    }
     SUBCASE("a client certificate for PostgreSQL's cert authentication") {
         world().pg.prepend_hba("hostssl all cert_user 127.0.0.1/32 cert");
         auto admin = Conn::must(direct_conninfo("", "", "", "", env));
