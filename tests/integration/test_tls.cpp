@@ -316,8 +316,10 @@ TEST_CASE("server side: server_tls_sslmode up to verify-full") {
     }
     SUBCASE("require and prefer against a server without TLS") {
         const TestEnv& plain = TestEnv::get();  // the shared fixture: ssl = off
+        // (Named backends: other tests count the shared server's unnamed ones.)
         std::string line = "plain = host=" + plain.pg_host +
-                           " port=" + std::to_string(plain.pg_port) + " dbname=" + plain.database;
+                           " port=" + std::to_string(plain.pg_port) + " dbname=" + plain.database +
+                           " application_name=pgt_test_tls";
         Pgtether require(server_tls("require", {line}), 10s, env);
         Conn refused(require.conninfo("postgres", "plain"));
         CHECK_FALSE(refused.ok());

@@ -34,7 +34,8 @@ TestPki& pki() {
 }
 
 Conn admin() {
-    return Conn::must(direct_conninfo());
+    // Named, like this test's server connections (see shared_server()).
+    return Conn::must(direct_conninfo("", "", "", "application_name=pgt_test_auth"));
 }
 
 std::string scalar(const std::string& sql) {
@@ -88,6 +89,21 @@ Outcome try_connect(const std::string& conninfo) {
     return {true, r.value()};
 }
 
+// Where the shared server is, for [databases] lines. The server connections get their own
+// application_name: other tests running at the same time count the server's unnamed backends.
+std::string shared_server() {
+    const TestEnv& env = TestEnv::get();
+    return "host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+           " application_name=pgt_test_auth";
+}
+
+// A pooler configuration with the fallback database entry on the shared server.
+PoolerConfig on_shared_server() {
+    PoolerConfig config;
+    config.databases = {"* = " + shared_server()};
+    return config;
+}
+
 int backends(const std::string& where) {
     return std::stoi(scalar("SELECT count(*) FROM pg_stat_activity WHERE " + where));
 }
@@ -113,7 +129,7 @@ TEST_CASE("auth_type = hba: allow/deny matrix over TCP, TLS and the Unix socket"
                        {"client_tls_sslmode", "prefer"},
                        {"client_tls_key_file", pki().path("server.key")},
                        {"client_tls_cert_file", pki().path("server.crt")}};
-    const std::string target = "host=" + env.pg_host + " port=" + std::to_string(env.pg_port);
+    const std::string target = shared_server();
     config.databases = {"* = " + target,
                         "peerdb = " + target + " dbname=" + env.database + " user=postgres"};
     config.extra_args = {"-v"};
@@ -187,7 +203,7 @@ TEST_CASE("auth_query: valid, expired, missing and NOLOGIN users") {
     setup("CREATE ROLE nologin_user NOLOGIN PASSWORD 'secret'");
     for (const char* auth_type : {"md5", "scram-sha-256"}) {
         CAPTURE(auth_type);
-        PoolerConfig config;
+        PoolerConfig config = on_shared_server();
         config.settings = {{"auth_type", auth_type}, {"auth_user", "postgres"}};
         // Only the auth_user is listed: every other user is looked up.
         config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
@@ -231,7 +247,7 @@ TEST_CASE("auth_query: the lookup connection carries nothing of the client's") {
     // connection that ran the auth query. The query here records the settings it runs with.
     admin().exec_ok("CREATE TABLE IF NOT EXISTS auth_probe (app text, path text)");
     admin().exec_ok("TRUNCATE auth_probe");
-    PoolerConfig config;
+    PoolerConfig config = on_shared_server();
     config.settings = {
         {"auth_type", "scram-sha-256"},
         {"auth_user", "postgres"},
@@ -255,7 +271,7 @@ TEST_CASE("auth_query through a SECURITY DEFINER function, per database, with au
     const TestEnv& env = TestEnv::get();
     // PgBouncer's recommended set-up: an unprivileged auth_user calls a SECURITY DEFINER
     // function. It exists only in the test database, not in "postgres".
-    auto in_test_db = Conn::must(direct_conninfo());
+    auto in_test_db = admin();
     in_test_db.exec_ok(
         "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
         "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
@@ -263,7 +279,7 @@ TEST_CASE("auth_query through a SECURITY DEFINER function, per database, with au
         "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
     in_test_db.exec_ok("REVOKE ALL ON FUNCTION pgtether_lookup(text) FROM PUBLIC");
     in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO md5_user");
-    const std::string target = "host=" + env.pg_host + " port=" + std::to_string(env.pg_port);
+    const std::string target = shared_server();
     const std::string lookup = "SELECT * FROM pgtether_lookup($1)";
 
     SUBCASE("per-database auth_user and auth_query") {
@@ -308,7 +324,7 @@ TEST_CASE("SCRAM pass-through from auth_file to a server that requires scram-sha
     REQUIRE(secret.starts_with("SCRAM-SHA-256$"));
     for (const char* auth_type : {"scram-sha-256", "md5"}) {
         CAPTURE(auth_type);
-        PoolerConfig config;
+        PoolerConfig config = on_shared_server();
         config.settings = {{"auth_type", auth_type}, {"pool_mode", "transaction"}};
         config.userlist = std::vector<std::pair<std::string, std::string>>{{scram.name, secret}};
         Pgtether pgtether(config);
@@ -330,7 +346,7 @@ TEST_CASE("SCRAM pass-through from auth_file to a server that requires scram-sha
         std::string other =
             scalar("SELECT rolpassword FROM pg_authid WHERE rolname = 'salt_probe'");
         REQUIRE(other != secret);
-        PoolerConfig config;
+        PoolerConfig config = on_shared_server();
         config.settings = {{"auth_type", "scram-sha-256"}};
         config.userlist = std::vector<std::pair<std::string, std::string>>{{scram.name, other}};
         Pgtether pgtether(config);
