@@ -131,6 +131,7 @@ enum class Keyword : std::uint8_t {
     Deallocate,
     Declare,
     Discard,
+    Drop,
     Execute,
     Global,
     Hold,
@@ -164,6 +165,7 @@ constexpr KeywordEntry kKeywords[] = {
     {"deallocate", Keyword::Deallocate},
     {"declare", Keyword::Declare},
     {"discard", Keyword::Discard},
+    {"drop", Keyword::Drop},
     {"execute", Keyword::Execute},
     {"global", Keyword::Global},
     {"hold", Keyword::Hold},
@@ -187,9 +189,9 @@ constexpr KeywordEntry kKeywords[] = {
 constexpr std::size_t kLongestKeyword = 11;
 
 // Runs on every word of every statement, so it must reject most words after a byte or two: the
-// keywords are bucketed by first letter (at most three per letter) and each candidate is
+// keywords are bucketed by first letter (at most four per letter) and each candidate is
 // compared only if the length matches.
-constexpr std::size_t kBucketSize = 3;
+constexpr std::size_t kBucketSize = 4;
 using KeywordBuckets = std::array<std::array<std::uint8_t, kBucketSize>, 26>;
 constexpr std::uint8_t kNoKeyword = 0xFF;
 
@@ -303,6 +305,10 @@ class StatementTracker {
                 return Lead::Other;
             case Keyword::Discard:
                 flags_ |= kEffectDiscard;
+                return Lead::Other;
+            case Keyword::Drop:
+                // DROP may end a temporary table's life (over-inclusive: any DROP).
+                flags_ |= kEffectTempObject;
                 return Lead::Other;
             case Keyword::Reset:
                 flags_ |= kEffectSet;

@@ -47,7 +47,8 @@ enum SessionEffect : std::uint32_t {
     // DISCARD ALL / DISCARD ... (releases session state, including advisory locks).
     kEffectDiscard = 1u << 1,
     // CREATE [OR REPLACE] [GLOBAL|LOCAL] TEMP|TEMPORARY ..., SELECT ... INTO [GLOBAL|LOCAL]
-    // TEMP|TEMPORARY ..., or any mention of the pg_temp schema.
+    // TEMP|TEMPORARY ..., any mention of the pg_temp schema, or a DROP statement (which may end
+    // a temporary table).
     kEffectTempObject = 1u << 2,
     // LISTEN, UNLISTEN.
     kEffectListen = 1u << 3,

@@ -17,5 +17,11 @@ inline constexpr const char* kInvalidCatalogName = "3D000";
 inline constexpr const char* kFeatureNotSupported = "0A000";
 inline constexpr const char* kInsufficientPrivilege = "42501";
 inline constexpr const char* kInternalError = "XX000";
+inline constexpr const char* kObjectNotInPrerequisiteState = "55000";
+inline constexpr const char* kCantChangeRuntimeParam = "55P02";
+inline constexpr const char* kUndefinedObject = "42704";
+inline constexpr const char* kInvalidParameterValue = "22023";
+inline constexpr const char* kSyntaxError = "42601";
+inline constexpr const char* kConfigFileError = "F0000";
 
 }  // namespace pgtether::protocol::sqlstate

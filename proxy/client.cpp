@@ -9,10 +9,12 @@
 #include "protocol/message_types.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
+#include "proxy/admin_console.hpp"
 #include "proxy/cancel_registry.hpp"
 #include "proxy/client_auth.hpp"
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
+#include "proxy/pool_control.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -167,23 +169,54 @@ std::size_t Client::handle_startup(ByteSpan data) {
 void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     if (!tls_policy_allows_startup()) return;
     const auto& config = worker_.config();
+    const bool replay = config.session_settings == StateHandling::Keep;
     std::vector<std::string> unknown_protocol_options;
+    auto ignored = [&](const std::string& name) {
+        return std::find(config.ignore_startup_parameters.begin(),
+                         config.ignore_startup_parameters.end(),
+                         name) != config.ignore_startup_parameters.end();
+    };
+    // A setting from the start-up packet: the six reported parameters are tracked with
+    // ParameterStatus, every other one is replayed on each backend that serves the client.
+    auto take_setting = [&](const std::string& name, const std::string& value) {
+        if (auto tracked = find_tracked_param(name)) {
+            params_.set(*tracked, value);
+        } else {
+            startup_settings_.set(name, value);
+        }
+    };
     for (const auto& [name, value] : packet.parameters) {
         if (name == "user") {
             user_ = value;
         } else if (name == "database") {
             database_ = value;
-        } else if (auto tracked = find_tracked_param(name)) {
-            params_.set(*tracked, value);
         } else if (name.starts_with("_pq_.")) {
             unknown_protocol_options.push_back(name);
-        } else if (std::find(config.ignore_startup_parameters.begin(),
-                             config.ignore_startup_parameters.end(),
-                             name) == config.ignore_startup_parameters.end()) {
-            // PgBouncer's behaviour: a parameter it cannot keep consistent across servers is
-            // refused unless listed in ignore_startup_parameters.
+        } else if (ignored(name)) {
+            // ignore_startup_parameters keeps PgBouncer's meaning: accepted, not applied.
+        } else if (find_tracked_param(name)) {
+            take_setting(name, value);
+        } else if (name == "replication") {
+            fail(protocol::sqlstate::kProtocolViolation,
+                 "replication connections are not supported by pgtether");
+            return;
+        } else if (!replay) {
+            // session_settings = ignore: PgBouncer's behaviour, a parameter it cannot keep
+            // consistent across servers is refused unless listed in ignore_startup_parameters.
             fail(protocol::sqlstate::kProtocolViolation, "unsupported startup parameter: " + name);
             return;
+        } else if (name == "options") {
+            auto options = parse_startup_options(value);
+            if (auto* error = std::get_if<std::string>(&options)) {
+                fail(protocol::sqlstate::kProtocolViolation, *error);
+                return;
+            }
+            for (const auto& [setting, setting_value] :
+                 std::get<std::vector<SettingsMap::Entry>>(options)) {
+                take_setting(setting, setting_value);
+            }
+        } else {
+            take_setting(name, value);
         }
     }
     if (user_.empty()) {
@@ -233,6 +266,10 @@ std::size_t Client::handle_auth(ByteSpan data) {
 
 void Client::on_authenticated() {
     const auto& config = worker_.config();
+    if (AdminSession::is_console_database(database_)) {
+        start_admin_session();
+        return;
+    }
     // The database is looked up only after authentication, as PostgreSQL does, so that an
     // unauthenticated client cannot probe which databases exist.
     auto found = worker_.resolve_database(database_);
@@ -242,6 +279,12 @@ void Client::on_authenticated() {
         return;
     }
     const DatabaseConfig& resolved = *found;
+    if (worker_.pool_control().disabled(resolved.name)) {
+        // DISABLE on the admin console; the message is PostgreSQL's for datallowconn = false.
+        fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
+             "database \"" + database_ + "\" is not currently accepting connections");
+        return;
+    }
     if (config.auth_type == AuthType::Any && resolved.user.empty()) {
         fail(protocol::sqlstate::kInvalidAuthorization,
              "auth_type=any requires a forced user for database \"" + database_ + "\"");
@@ -259,6 +302,26 @@ void Client::on_authenticated() {
         set_state(State::WelcomeWait);
         stream_.stop_reading();
         pool_->wait_for_welcome(*this);
+    }
+}
+
+void Client::start_admin_session() {
+    auth_.reset();
+    auto session = std::make_unique<AdminSession>(worker_, *this);
+    if (!session->may_log_in()) {
+        // Only admin_users and stats_users may use the console (PgBouncer's admin_post_login).
+        fail(protocol::sqlstate::kInsufficientPrivilege,
+             "not allowed: user \"" + user_ + "\" is in neither admin_users nor stats_users");
+        return;
+    }
+    admin_ = std::move(session);
+    cancel_key_ = worker_.cancels().add(worker_, *this);
+    has_cancel_key_ = true;
+    admin_->send_welcome(cancel_key_);
+    set_state(State::Idle);
+    if (worker_.config().log_connections) {
+        spdlog::info("{}: login attempt: db={} user={} tls={} (admin console)", describe(),
+                     database_, user_, tls_description());
     }
 }
 
@@ -302,7 +365,9 @@ void Client::handle_cancel_request(const protocol::CancelKey& key) {
     auto entry = worker_.cancels().find(key);
     if (entry && entry->worker == &worker_) {
         Client* target = entry->client;
-        if (target->server_ && target->state_ == State::Active) {
+        if (target->admin_) {
+            target->admin_->on_cancel_request();
+        } else if (target->server_ && target->state_ == State::Active) {
             spdlog::debug("{}: forwarding cancel request for {}", describe(), target->describe());
             worker_.forward_cancel(*target->server_);
         }
@@ -318,6 +383,7 @@ void Client::handle_cancel_request(const protocol::CancelKey& key) {
 void Client::on_server_assigned(Server& server) {
     server_ = &server;
     pool_->stats().wait_time_us += (worker_.now_ms() - state_since_ms_) * 1000;
+    pool_->stats().wait_count++;
     set_state(State::Active);
     last_activity_ms_ = worker_.now_ms();
     server.link(*this);
@@ -343,7 +409,7 @@ void Client::on_server_released() {
 void Client::on_server_lost(const std::string& reason, bool server_saw_requests) {
     server_ = nullptr;
     if (state_ == State::Closing) return;
-    if (!server_saw_requests && !tethered_ && state_ == State::Active) {
+    if (!server_saw_requests && !tethered() && state_ == State::Active) {
         // The server failed before it served us anything (a failed check or parameter sync):
         // quietly ask for another one.
         set_state(State::Idle);
@@ -354,10 +420,23 @@ void Client::on_server_lost(const std::string& reason, bool server_saw_requests)
     fail(protocol::sqlstate::kConnectionFailure, "server connection lost: " + reason);
 }
 
-void Client::set_tether(std::vector<AdvisoryLockKey> keys, bool tethered) {
-    if (tethered && !tethered_) tethered_since_ms_ = worker_.now_ms();
-    tethered_ = tethered;
-    held_locks_ = std::move(keys);
+void Client::set_tether_kinds(std::uint32_t kinds) {
+    bool was = tethered();
+    tether_kinds_ = kinds;
+    if (!was && tethered()) tethered_since_ms_ = worker_.now_ms();
+    if (!(kinds & kStateAdvisoryLock)) held_locks_.clear();
+    if (!tethered()) tether_summaries_.clear();
+}
+
+void Client::update_tether_details(std::uint32_t probed, std::vector<AdvisoryLockKey> locks,
+                                   std::vector<std::pair<std::uint32_t, std::string>> summaries) {
+    if (probed & kStateAdvisoryLock) held_locks_ = std::move(locks);
+    std::erase_if(tether_summaries_, [&](const auto& s) { return (s.first & probed) != 0; });
+    for (auto& s : summaries) tether_summaries_.push_back(std::move(s));
+}
+
+std::string Client::describe_tether() const {
+    return describe_state(tether_kinds_, held_locks_, tether_summaries_);
 }
 
 void Client::detach_from_server() {
@@ -369,9 +448,23 @@ void Client::detach_from_server() {
         server->unlink();
         return;
     }
-    bool clean = server->tracker().idle() && !tethered_ && !server->lock_relevant();
+    if (passthrough_remaining_ > 0) {
+        // The client left in the middle of a message we were streaming to the server (a large
+        // CopyData): the backend would read whatever comes next as the rest of it, so no
+        // clean-up query can reach it. Close it (PgBouncer closes such servers too).
+        server->unlink();
+        server->close("client left in the middle of a message");
+        return;
+    }
+    // In session mode the client never shared its backend: leaving between transactions is the
+    // ordinary end of a session, handled by server_reset_query (Server::reset).
+    bool clean = server->tracker().idle() &&
+                 (pool_->mode() == PoolMode::Session || (!tethered() && server->effects() == 0));
     server->unlink();
-    if (clean) {
+    if (tether_kinds_ & kStateLoad) {
+        // A library loaded into the backend cannot be unloaded: nobody else may use it.
+        server->close("its client used LOAD");
+    } else if (clean) {
         server->pool().release(*server);
     } else {
         server->scrub();
@@ -405,6 +498,7 @@ void Client::janitor(std::uint64_t now) {
             }
             break;
         case State::Idle:
+            if (admin_ && admin_->waiting()) break;  // PAUSE / WAIT_CLOSE is not idleness
             if (expired(last_activity_ms_ ? last_activity_ms_ : state_since_ms_,
                         config.client_idle_timeout)) {
                 fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
@@ -422,7 +516,7 @@ void Client::janitor(std::uint64_t now) {
                     fail(protocol::sqlstate::kIdleInTransactionTimeout,
                          "idle transaction timeout");
                 }
-            } else if (tethered_ && expired(last_activity_ms_, config.tethered_idle_timeout)) {
+            } else if (tethered() && expired(last_activity_ms_, config.tethered_idle_timeout)) {
                 fail(protocol::sqlstate::kIdleSessionTimeout,
                      "tethered client idle for longer than tethered_idle_timeout; its advisory "
                      "locks have been released");
@@ -449,7 +543,12 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
     bool logged_in = previous != State::Startup && previous != State::AuthLookup &&
                      previous != State::Auth;
     const auto& config = worker_.config();
-    if (logged_in ? config.log_disconnections : config.log_pooler_errors && error) {
+    // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
+    // client, log_disconnections for the reason a logged-in client goes.
+    if (error && config.log_pooler_errors) {
+        spdlog::warn("{}: pooler error: {}", describe(), error->message);
+    }
+    if (logged_in && config.log_disconnections) {
         spdlog::info("{}: closing because: {} (age={}s)", describe(), reason,
                      (worker_.now_ms() - connected_at_ms_) / 1000);
     }
@@ -458,6 +557,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         protocol::append_error_response(out, *error);
         stream_.write(out);
     }
+    if (admin_) admin_->on_close();
     if (pool_) {
         if (previous == State::Waiting) pool_->cancel_request(*this);
         if (previous == State::WelcomeWait) pool_->cancel_welcome_wait(*this);

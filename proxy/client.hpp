@@ -17,10 +17,13 @@
 #include "proxy/request_queue.hpp"
 #include "proxy/server.hpp"
 #include "proxy/session_params.hpp"
+#include "proxy/session_settings.hpp"
+#include "proxy/tether.hpp"
 #include "proxy/stream.hpp"
 
 namespace pgtether {
 
+class AdminSession;
 class AuthQuery;
 class ClientAuth;
 class Pool;
@@ -60,6 +63,11 @@ public:
     [[nodiscard]] const protocol::CancelKey& cancel_key() const { return cancel_key_; }
     [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
     [[nodiscard]] std::string describe() const;  // "C-12 db/user@1.2.3.4:5678" for logs
+    // For the admin console and metrics.
+    [[nodiscard]] bool is_admin() const { return admin_ != nullptr; }
+    [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
+    [[nodiscard]] std::uint64_t last_activity_ms() const { return last_activity_ms_; }
+    [[nodiscard]] Stream& stream() { return stream_; }
 
     // ---- called by the pool ----
     void on_welcome_ready();
@@ -81,17 +89,31 @@ public:
     void pause_input();
     void resume_input();
 
-    // ---- the tether ----
-    [[nodiscard]] bool tethered() const { return tethered_; }
+    // ---- the tether (docs/advisory-locks.md, docs/session-state.md) ----
+    // Kinds of session state (StateKind flags) this client holds on its backend.
+    [[nodiscard]] std::uint32_t tether_kinds() const { return tether_kinds_; }
+    [[nodiscard]] bool tethered() const { return (tether_kinds_ & kTetherKinds) != 0; }
     [[nodiscard]] const std::vector<AdvisoryLockKey>& held_locks() const { return held_locks_; }
     [[nodiscard]] std::uint64_t tethered_since_ms() const { return tethered_since_ms_; }
-    // The probe's verdict: `tethered` with the keys found (keys may be empty when the probe
-    // failed and pgtether keeps the client tethered to be safe).
-    void set_tether(std::vector<AdvisoryLockKey> keys, bool tethered);
-    // Whether named prepared statement `name` mentions a lock function (the tether's trigger must
-    // also fire when such a statement is executed later, by Bind).
-    [[nodiscard]] bool statement_is_lock_relevant(std::string_view name) const;
+    void set_tether_kinds(std::uint32_t kinds);
+    // The probe's details for the kinds it looked at: advisory keys and one line per other kind.
+    void update_tether_details(std::uint32_t probed, std::vector<AdvisoryLockKey> locks,
+                               std::vector<std::pair<std::uint32_t, std::string>> summaries);
+    // "advisory locks 42 exclusive; temp tables 1: t" — the reasons the client is tethered.
+    [[nodiscard]] std::string describe_tether() const;
     [[nodiscard]] const std::string& last_query() const { return last_query_; }
+
+    // ---- session settings (docs/session-state.md) ----
+    // What this client's session settings are: its start-up parameters, overridden by what the
+    // last probe found set in the session.
+    [[nodiscard]] SettingsMap wanted_settings() const {
+        return SettingsMap::merged(startup_settings_, session_settings_);
+    }
+    void set_session_settings(SettingsMap settings) { session_settings_ = std::move(settings); }
+    // Dotted custom setting names the client has SET (pg_settings does not list them).
+    [[nodiscard]] const std::vector<std::string>& custom_setting_names() const {
+        return custom_setting_names_;
+    }
     [[nodiscard]] ClientStatements& statements() { return statements_; }
 
     // The periodic timeouts (login, idle, wait, transaction idle, tethered idle).
@@ -127,11 +149,14 @@ private:
     void authenticate_by_peer();
     [[nodiscard]] std::string tls_description() const;
     void on_authenticated();
+    void start_admin_session();  // the client asked for the admin console's database
     void finish_login();
     void set_state(State state);
     // On close: hand the linked server back — directly when clean, through a scrub otherwise.
     void detach_from_server();
     void remember_query(std::string_view sql);
+    // What the tether's trigger found in a statement: recorded for the transaction's end.
+    void note_effects(std::string_view sql, std::uint32_t effects);
 
     // Extended-protocol routing with prepared-statement translation (client_requests.cpp). Each
     // route_* returns true when it forwarded (rewritten), injected or answered the message itself.
@@ -175,15 +200,21 @@ private:
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
     // The tether.
-    bool tethered_ = false;
+    std::uint32_t tether_kinds_ = 0;
     std::uint64_t tethered_since_ms_ = 0;
     std::vector<AdvisoryLockKey> held_locks_;
+    std::vector<std::pair<std::uint32_t, std::string>> tether_summaries_;
+    // Session settings.
+    SettingsMap startup_settings_;
+    SettingsMap session_settings_;
+    std::vector<std::string> custom_setting_names_;
     // The client's named prepared statements (docs/prepared-statements.md).
     ClientStatements statements_;
     // pgtether answered a message of the current extended batch with an error: discard the
     // client's messages up to its Sync, as PostgreSQL would.
     bool skip_until_sync_ = false;
     std::string last_query_;  // for SHOW LOCKS and leak reports; truncated
+    std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console
 };
 
 }  // namespace pgtether

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "protocol/sqlstate.hpp"
+#include "proxy/admin_console.hpp"
 #include "proxy/client.hpp"
 #include "proxy/client_auth.hpp"
 #include "proxy/hba.hpp"
@@ -215,7 +216,10 @@ void Client::start_password_authentication(AuthType method) {
     const auto& config = worker_.config();
     const bool wants_secret =
         method == AuthType::Plain || method == AuthType::Md5 || method == AuthType::ScramSha256;
-    if (wants_secret && worker_.auth_file().count(user_) == 0) {
+    // The admin console's users are in auth_file, as in PgBouncer: its database has no server to
+    // ask.
+    if (wants_secret && worker_.auth_file().count(user_) == 0 &&
+        !AdminSession::is_console_database(database_)) {
         // auth_user, auth_query and auth_dbname: per database, else global. The lookup has to
         // know the database before authentication (PgBouncer too); an unknown database simply
         // means no lookup, and the exchange below fails like a wrong password.

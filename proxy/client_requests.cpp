@@ -11,6 +11,7 @@
 #include "protocol/deallocate_statement.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
+#include "proxy/admin_console.hpp"
 #include "proxy/client.hpp"
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
@@ -27,6 +28,8 @@ namespace {
 
 // How much of a statement is kept for SHOW LOCKS and leak reports.
 constexpr std::size_t kLastQueryLength = 200;
+// Custom setting names remembered per client for the probe (pg_settings does not list them).
+constexpr std::size_t kMaxCustomSettings = 64;
 // A client may hold this many named statements; more is refused (53400) so that one client
 // cannot grow pgtether's memory without bound.
 constexpr std::size_t kMaxClientStatements = 10000;
@@ -101,6 +104,18 @@ struct Client::Outbound {
 };
 
 std::size_t Client::handle_requests(ByteSpan data) {
+    if (admin_) {
+        last_activity_ms_ = worker_.now_ms();
+        return admin_->on_data(data);
+    }
+    // Like PostgreSQL (SocketBackend), judge the type byte before waiting for the rest of a
+    // message: garbage whose "length" is large is refused at once, not waited for (and never
+    // costs a server).
+    if (passthrough_remaining_ == 0 && !is_known_frontend_type(static_cast<char>(data[0]))) {
+        fail(protocol::sqlstate::kProtocolViolation,
+             "invalid frontend message type " + std::to_string(data[0]));
+        return data.size();
+    }
     if (state_ == State::Idle) {
         Frame first = protocol::frame_message(data, kMaxAuthMessage);
         if (first.status == FrameStatus::Complete) {
@@ -147,6 +162,12 @@ std::size_t Client::handle_requests(ByteSpan data) {
             return data.size();
         }
         if (frame.status == FrameStatus::NeedMore) {
+            if (!is_known_frontend_type(static_cast<char>(rest[0]))) {
+                out.flush();
+                fail(protocol::sqlstate::kProtocolViolation,
+                     "invalid frontend message type " + std::to_string(rest[0]));
+                return data.size();
+            }
             if (frame.has_header() && streamable_from_client(frame.type) && !skip_until_sync_) {
                 tracker.on_frontend(frame.type);
                 out.add(rest.data(), rest.size());
@@ -176,7 +197,10 @@ std::size_t Client::handle_requests(ByteSpan data) {
             if (frame.type != fe::kSync) continue;
             skip_until_sync_ = false;
         }
-        if (tracker.quiet()) query_started_ms_ = worker_.now_ms();
+        if (tracker.quiet()) {
+            query_started_ms_ = worker_.now_ms();
+            server_->note_request_start(worker_.now_us());
+        }
         bool routed = false;
         switch (frame.type) {
             case fe::kQuery: {
@@ -186,7 +210,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
                     fail(protocol::sqlstate::kProtocolViolation, "invalid Query message");
                     return data.size();
                 }
-                if (worker_.sql_scanner().scan(*sql) & kLockTrigger) server_->mark_lock_relevant();
+                note_effects(*sql, worker_.sql_scanner().scan(*sql));
                 remember_query(*sql);
                 break;
             }
@@ -205,7 +229,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
             case fe::kClose: routed = route_describe_or_close(body, frame.type, out); break;
             case fe::kFunctionCall:
                 // A fast-path call names its function by OID: it could be a lock function.
-                server_->mark_lock_relevant();
+                server_->mark_effects(protocol::kEffectAdvisoryLock);
                 break;
             default:
                 break;
@@ -229,8 +253,8 @@ std::size_t Client::handle_requests(ByteSpan data) {
 // Named prepared statements
 
 bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
-    bool relevant = (worker_.sql_scanner().scan(parse.query) & kLockTrigger) != 0;
-    if (relevant) server_->mark_lock_relevant();
+    std::uint32_t relevant = worker_.sql_scanner().scan(parse.query);
+    note_effects(parse.query, relevant);
     remember_query(parse.query);
     if (parse.statement.empty()) return false;  // the unnamed statement is the backend's own
     if (!server_->translates_statements()) {
@@ -322,7 +346,8 @@ bool Client::route_bind(ByteSpan body, Outbound& out) {
     if (!names || names->statement.empty()) return false;
     StatementPtr statement = statements_.find(names->statement);
     if (!statement) return false;  // unknown: the backend reports it with the client's name
-    if (statement->lock_relevant) server_->mark_lock_relevant();
+    // Executing a statement again has the effects its text had when it was parsed.
+    server_->mark_effects(statement->effects);
     if (!server_->translates_statements()) return false;
     ensure_prepared(statement, out);
     // Same Bind, with the backend's name for the statement; the parameters are copied as sent.
@@ -402,10 +427,12 @@ void Client::remember_query(std::string_view sql) {
     if (server_) server_->last_statement_ = last_query_;
 }
 
-bool Client::statement_is_lock_relevant(std::string_view name) const {
-    if (name.empty()) return false;  // the unnamed statement's Parse was scanned just before
-    auto statement = statements_.find(name);
-    return statement && statement->lock_relevant;
+void Client::note_effects(std::string_view sql, std::uint32_t effects) {
+    if (effects == 0) return;
+    server_->mark_effects(effects);
+    if (effects & protocol::kEffectSet) {
+        collect_custom_setting_names(sql, custom_setting_names_, kMaxCustomSettings);
+    }
 }
 
 }  // namespace pgtether

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -152,6 +153,7 @@ using Target =
     std::variant<std::monostate, int Owner::*, bool Owner::*, Duration Owner::*,
                  std::string Owner::*, std::vector<std::string> Owner::*, PoolMode Owner::*,
                  AuthType Owner::*, LockTracking Owner::*, SslMode Owner::*,
+                 StateHandling Owner::*,
                  std::optional<int> Owner::*,
                  std::optional<PoolMode> Owner::*, std::optional<std::string> Owner::*>;
 
@@ -172,7 +174,16 @@ struct KeySpec {
     std::int64_t min = 0;
     std::int64_t max = kIntMax;
     std::span<const std::string_view> choices = {};
+    // Whether a running pgtether can take a new value (RELOAD, SET). Fixed keys (listeners,
+    // pidfile, ...) keep the value they had at start-up; PgBouncer's SHOW CONFIG lists the same
+    // ones as changeable = no.
+    bool changeable = true;
 
+    KeySpec fixed() const {
+        KeySpec k = *this;
+        k.changeable = false;
+        return k;
+    }
     KeySpec range(std::int64_t lo, std::int64_t hi) const {
         KeySpec k = *this;
         k.min = lo;
@@ -201,7 +212,13 @@ constexpr std::array<std::string_view, 8> kAuthTypes = {"any",           "trust"
                                                         "scram-sha-256", "cert",  "hba",   "pam"};
 constexpr std::array<std::string_view, 6> kSslModes = {"disable", "allow",     "prefer",
                                                        "require", "verify-ca", "verify-full"};
+// syslog_facility: the names PgBouncer (libusual's logging.c) maps to LOG_* facilities.
+constexpr std::array<std::string_view, 12> kSyslogFacilities = {
+    "auth",   "authpriv", "daemon", "user",   "local0", "local1",
+    "local2", "local3",   "local4", "local5", "local6", "local7"};
 constexpr std::array<std::string_view, 3> kLockTracking = {"on", "every_transaction", "off"};
+constexpr std::array<std::string_view, 2> kTetherChoices = {"tether", "ignore"};
+constexpr std::array<std::string_view, 2> kReplayChoices = {"replay", "ignore"};
 constexpr std::array<std::string_view, 2> kLoadBalanceHosts = {"disable", "round-robin"};
 constexpr std::array<std::string_view, 6> kTargetSessionAttrs = {
     "any", "read-write", "read-only", "primary", "standby", "prefer-standby"};
@@ -218,7 +235,7 @@ using C = Config;
 // implements the setting.
 const std::vector<GlobalKey>& global_keys() {
     static const std::vector<GlobalKey> keys = {
-        key<C>("admin_users", Kind::List, kIgnored, "", &C::admin_users),
+        key<C>("admin_users", Kind::List, kHonoured, "", &C::admin_users),
         key<C>("application_name_add_host", Kind::Bool, kIgnored, "0",
                &C::application_name_add_host),
         key<C>("auth_dbname", Kind::String, kHonoured, "", &C::auth_dbname),  // 1.20
@@ -250,7 +267,7 @@ const std::vector<GlobalKey>& global_keys() {
             .among(kSslModes),
         key<C>("conffile", Kind::String, kIgnored, ""),
         key<C>("default_pool_size", Kind::Int, kHonoured, "20", &C::default_pool_size),
-        key<C>("disable_pqexec", Kind::Bool, kIgnored, "0"),
+        key<C>("disable_pqexec", Kind::Bool, kIgnored, "0").fixed(),
         key<C>("dns_max_ttl", Kind::Seconds, kIgnored, "15"),
         key<C>("dns_nxdomain_ttl", Kind::Seconds, kIgnored, "15"),
         key<C>("dns_zone_check_period", Kind::Seconds, kIgnored, "0"),
@@ -258,14 +275,16 @@ const std::vector<GlobalKey>& global_keys() {
                &C::idle_transaction_timeout),
         key<C>("ignore_startup_parameters", Kind::List, kHonoured, "",
                &C::ignore_startup_parameters),
-        key<C>("job_name", Kind::String, kIgnored, "pgbouncer"),
-        key<C>("listen_addr", Kind::List, kHonoured, "", &C::listen_addr),
-        key<C>("listen_backlog", Kind::Int, kHonoured, "128", &C::listen_backlog),
-        key<C>("listen_port", Kind::Int, kHonoured, "6432", &C::listen_port).range(1, 65535),
+        key<C>("job_name", Kind::String, kIgnored, "pgbouncer").fixed(),
+        key<C>("listen_addr", Kind::List, kHonoured, "", &C::listen_addr).fixed(),
+        key<C>("listen_backlog", Kind::Int, kHonoured, "128", &C::listen_backlog).fixed(),
+        key<C>("listen_port", Kind::Int, kHonoured, "6432", &C::listen_port)
+            .range(1, 65535)
+            .fixed(),
         key<C>("log_connections", Kind::Bool, kHonoured, "1", &C::log_connections),
         key<C>("log_disconnections", Kind::Bool, kHonoured, "1", &C::log_disconnections),
         key<C>("log_pooler_errors", Kind::Bool, kHonoured, "1", &C::log_pooler_errors),
-        key<C>("log_stats", Kind::Bool, kIgnored, "1", &C::log_stats),
+        key<C>("log_stats", Kind::Bool, kHonoured, "1", &C::log_stats),
         key<C>("logfile", Kind::String, kHonoured, "", &C::logfile),
         key<C>("max_client_conn", Kind::Int, kHonoured, "100", &C::max_client_conn)
             .range(1, kIntMax),
@@ -280,15 +299,15 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("max_user_connections", Kind::Int, kHonoured, "0", &C::max_user_connections),
         key<C>("min_pool_size", Kind::Int, kHonoured, "0", &C::min_pool_size),
         key<C>("peer_id", Kind::Int, kIgnored, "0").range(0, 16383),  // 1.19
-        key<C>("pidfile", Kind::String, kHonoured, "", &C::pidfile),
-        key<C>("pkt_buf", Kind::Int, kHonoured, "4096", &C::pkt_buf).range(1, kIntMax),
+        key<C>("pidfile", Kind::String, kHonoured, "", &C::pidfile).fixed(),
+        key<C>("pkt_buf", Kind::Int, kHonoured, "4096", &C::pkt_buf).range(1, kIntMax).fixed(),
         key<C>("pool_mode", Kind::Choice, kHonoured, "session", &C::pool_mode).among(kPoolModes),
         key<C>("query_timeout", Kind::Seconds, kHonoured, "0", &C::query_timeout),
         key<C>("query_wait_notify", Kind::Int, kIgnored, "0"),  // 1.23
         key<C>("query_wait_timeout", Kind::Seconds, kHonoured, "120", &C::query_wait_timeout),
         key<C>("reserve_pool_size", Kind::Int, kHonoured, "0", &C::reserve_pool_size),
         key<C>("reserve_pool_timeout", Kind::Seconds, kHonoured, "5", &C::reserve_pool_timeout),
-        key<C>("resolv_conf", Kind::String, kIgnored, ""),
+        key<C>("resolv_conf", Kind::String, kIgnored, "").fixed(),
         key<C>("sbuf_loopcnt", Kind::Int, kIgnored, "5", &C::sbuf_loopcnt),
         key<C>("scram_iterations", Kind::Int, kIgnored, "4096").range(1, kIntMax),  // 1.21
         key<C>("server_check_delay", Kind::Seconds, kHonoured, "30", &C::server_check_delay),
@@ -314,15 +333,16 @@ const std::vector<GlobalKey>& global_keys() {
                &C::server_tls_protocols),
         key<C>("server_tls_sslmode", Kind::Choice, kHonoured, "disable", &C::server_tls_sslmode)
             .among(kSslModes),
-        key<C>("service_name", Kind::String, kIgnored, "pgbouncer"),  // Windows builds only
-        key<C>("so_reuseport", Kind::Bool, kIgnored, "0", &C::so_reuseport),
+        key<C>("service_name", Kind::String, kIgnored, "pgbouncer").fixed(),  // Windows only
+        key<C>("so_reuseport", Kind::Bool, kIgnored, "0", &C::so_reuseport).fixed(),
         key<C>("stats_period", Kind::IntSeconds, kHonoured, "60", &C::stats_period)
             .range(1, kIntMax),
-        key<C>("stats_users", Kind::List, kIgnored, "", &C::stats_users),
+        key<C>("stats_users", Kind::List, kHonoured, "", &C::stats_users),
         key<C>("suspend_timeout", Kind::Seconds, kIgnored, "10", &C::suspend_timeout),
-        key<C>("syslog", Kind::Bool, kIgnored, "0", &C::syslog),
-        key<C>("syslog_facility", Kind::String, kIgnored, "daemon", &C::syslog_facility),
-        key<C>("syslog_ident", Kind::String, kIgnored, "pgbouncer", &C::syslog_ident),
+        key<C>("syslog", Kind::Bool, kHonoured, "0", &C::syslog),
+        key<C>("syslog_facility", Kind::Choice, kHonoured, "daemon", &C::syslog_facility)
+            .among(kSyslogFacilities),
+        key<C>("syslog_ident", Kind::String, kHonoured, "pgbouncer", &C::syslog_ident),
         key<C>("tcp_defer_accept", Kind::Bool, kIgnored, "1", &C::tcp_defer_accept),
         key<C>("tcp_keepalive", Kind::Bool, kHonoured, "1", &C::tcp_keepalive),
         key<C>("tcp_keepcnt", Kind::Int, kHonoured, "0", &C::tcp_keepcnt),
@@ -332,10 +352,10 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("tcp_user_timeout", Kind::Int, kIgnored, "0", &C::tcp_user_timeout),
         key<C>("track_extra_parameters", Kind::List, kIgnored, ""),   // 1.20
         key<C>("transaction_timeout", Kind::Seconds, kIgnored, "0"),  // 1.25
-        key<C>("unix_socket_dir", Kind::String, kHonoured, "/tmp", &C::unix_socket_dir),
-        key<C>("unix_socket_group", Kind::String, kIgnored, "", &C::unix_socket_group),
-        key<C>("unix_socket_mode", Kind::Mode, kHonoured, "0777", &C::unix_socket_mode),
-        key<C>("user", Kind::String, kIgnored, ""),
+        key<C>("unix_socket_dir", Kind::String, kHonoured, "/tmp", &C::unix_socket_dir).fixed(),
+        key<C>("unix_socket_group", Kind::String, kIgnored, "", &C::unix_socket_group).fixed(),
+        key<C>("unix_socket_mode", Kind::Mode, kHonoured, "0777", &C::unix_socket_mode).fixed(),
+        key<C>("user", Kind::String, kIgnored, "").fixed(),
         key<C>("verbose", Kind::Int, kHonoured, "0", &C::verbose),
         // pgtether's own keys.
         key<C>("advisory_lock_tracking", Kind::Choice, kHonoured, "on", &C::advisory_lock_tracking)
@@ -343,6 +363,26 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("advisory_lock_functions", Kind::FunctionList, kHonoured, "",
                &C::advisory_lock_functions),
         key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
+        key<C>("session_state_temp_tables", Kind::Choice, kHonoured, "tether",
+               &C::session_state_temp_tables)
+            .among(kTetherChoices),
+        key<C>("session_state_listen", Kind::Choice, kHonoured, "tether", &C::session_state_listen)
+            .among(kTetherChoices),
+        key<C>("session_state_cursors", Kind::Choice, kHonoured, "tether",
+               &C::session_state_cursors)
+            .among(kTetherChoices),
+        key<C>("session_state_prepare", Kind::Choice, kHonoured, "tether",
+               &C::session_state_prepare)
+            .among(kTetherChoices),
+        key<C>("session_state_load", Kind::Choice, kHonoured, "tether", &C::session_state_load)
+            .among(kTetherChoices),
+        key<C>("session_settings", Kind::Choice, kHonoured, "replay", &C::session_settings)
+            .among(kReplayChoices),
+        key<C>("metrics_listen_addr", Kind::List, kHonoured, "127.0.0.1", &C::metrics_listen_addr)
+            .fixed(),
+        key<C>("metrics_listen_port", Kind::Int, kHonoured, "0", &C::metrics_listen_port)
+            .range(0, 65535)
+            .fixed(),
     };
     return keys;
 }
@@ -536,6 +576,9 @@ void store(Owner& owner, const Target<Owner>& target, const Value& v) {
                 owner.*m = enum_from<LockTracking>(kLockTracking, as_string());
             },
             [&](SslMode Owner::*m) { owner.*m = enum_from<SslMode>(kSslModes, as_string()); },
+            [&](StateHandling Owner::*m) {
+                owner.*m = as_string() == "ignore" ? StateHandling::Ignore : StateHandling::Keep;
+            },
             [&](std::optional<int> Owner::*m) { owner.*m = as_int(); },
             [&](std::optional<PoolMode> Owner::*m) {
                 owner.*m = enum_from<PoolMode>(kPoolModes, as_string());
@@ -678,6 +721,9 @@ class Loader {
                               "invalid value \"" + e.value + "\": " + message);
         }
         store(cfg_, spec->target, *parsed.value);
+        if (std::holds_alternative<std::monostate>(spec->target)) {
+            cfg_.other_settings[std::string(spec->name)] = e.value;
+        }
         if (!spec->supported) {
             if (is_neutral(*spec, *parsed.value)) {
                 global_notes_.erase(std::string(spec->name));
@@ -841,11 +887,169 @@ class Loader {
 
 }  // namespace
 
+namespace {
+
+// Seconds as the ini file writes them: "30", "0.5", "2.25" (microsecond precision).
+std::string format_seconds(Duration d) {
+    auto us = d.count();
+    std::string out = std::to_string(us / 1'000'000);
+    if (auto fraction = us % 1'000'000; fraction != 0) {
+        std::string digits = std::to_string(fraction);
+        digits.insert(0, 6 - digits.size(), '0');
+        while (digits.back() == '0') digits.pop_back();
+        out += "." + digits;
+    }
+    return out;
+}
+
+std::string join_list(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) {
+        if (!out.empty()) out += ", ";
+        out += item;
+    }
+    return out;
+}
+
+// The value of a stored setting, spelled so that the ini loader reads it back unchanged.
+std::optional<std::string> render_value(const Config& config, const GlobalKey& spec) {
+    return std::visit(
+        Overloaded{
+            [](std::monostate) -> std::optional<std::string> { return std::nullopt; },
+            [&](int C::*m) -> std::optional<std::string> {
+                if (spec.kind == Kind::Mode) {
+                    char buf[16];
+                    std::snprintf(buf, sizeof buf, "0%o", static_cast<unsigned>(config.*m));
+                    return std::string(buf);
+                }
+                return std::to_string(config.*m);
+            },
+            [&](bool C::*m) -> std::optional<std::string> { return config.*m ? "1" : "0"; },
+            [&](Duration C::*m) -> std::optional<std::string> {
+                return format_seconds(config.*m);
+            },
+            [&](std::string C::*m) -> std::optional<std::string> { return config.*m; },
+            [&](std::vector<std::string> C::*m) -> std::optional<std::string> {
+                return join_list(config.*m);
+            },
+            [&](PoolMode C::*m) -> std::optional<std::string> { return to_string(config.*m); },
+            [&](AuthType C::*m) -> std::optional<std::string> { return to_string(config.*m); },
+            [&](LockTracking C::*m) -> std::optional<std::string> {
+                return to_string(config.*m);
+            },
+            [&](SslMode C::*m) -> std::optional<std::string> { return to_string(config.*m); },
+            [&](StateHandling C::*m) -> std::optional<std::string> {
+                // "tether" or "replay" (the key's first choice), or "ignore".
+                if (config.*m == StateHandling::Ignore) return std::string("ignore");
+                return std::string(spec.choices[0]);
+            },
+            [&](std::optional<int> C::*m) -> std::optional<std::string> {
+                if (!(config.*m)) return std::nullopt;
+                return std::to_string(*(config.*m));
+            },
+            [&](std::optional<PoolMode> C::*m) -> std::optional<std::string> {
+                if (!(config.*m)) return std::nullopt;
+                return to_string(*(config.*m));
+            },
+            [&](std::optional<std::string> C::*m) -> std::optional<std::string> {
+                return config.*m;
+            },
+        },
+        spec.target);
+}
+
+}  // namespace
+
+std::vector<ConfigSetting> describe_settings(const Config& config) {
+    std::vector<ConfigSetting> out;
+    for (const auto& spec : global_keys()) {
+        ConfigSetting setting;
+        setting.key = std::string(spec.name);
+        if (spec.neutral) setting.default_value = std::string(*spec.neutral);
+        setting.value = render_value(config, spec);
+        if (std::holds_alternative<std::monostate>(spec.target)) {
+            auto it = config.other_settings.find(setting.key);
+            setting.value = it != config.other_settings.end() ? std::optional(it->second)
+                                                              : setting.default_value;
+        }
+        setting.changeable = spec.changeable;
+        setting.supported = spec.supported;
+        out.push_back(std::move(setting));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const ConfigSetting& a, const ConfigSetting& b) { return a.key < b.key; });
+    return out;
+}
+
+bool setting_is_changeable(std::string_view key) {
+    const auto* spec = find_key(global_keys(), key);
+    return spec != nullptr && spec->changeable;
+}
+
+bool set_config_value(Config& config, std::string_view key, std::string_view value) {
+    const std::string name(key);
+    const auto* spec = find_key(global_keys(), key);
+    if (spec == nullptr) {
+        throw ConfigError("SET", 0, name,
+                          unknown_key_message(global_keys(), key, "unknown configuration key"));
+    }
+    if (!spec->changeable) {
+        throw ConfigError("SET", 0, name,
+                          "cannot be changed while pgtether runs (change the configuration file "
+                          "and restart)");
+    }
+    auto parsed = parse_value(*spec, value);
+    if (!parsed) {
+        throw ConfigError("SET", 0, name,
+                          "invalid value \"" + std::string(value) + "\": " + parsed.error);
+    }
+    if (spec->name == "auth_type" &&
+        !auth_type_supported(enum_from<AuthType>(kAuthTypes,
+                                                 std::get<std::string>(*parsed.value)))) {
+        throw ConfigError("SET", 0, name,
+                          "auth_type = " + std::get<std::string>(*parsed.value) +
+                              " is not supported by pgtether");
+    }
+    store(config, spec->target, *parsed.value);
+    if (std::holds_alternative<std::monostate>(spec->target)) {
+        config.other_settings[name] = std::string(value);
+    }
+    return spec->supported;
+}
+
+std::vector<std::string> keep_fixed_settings(const Config& running, Config& next) {
+    std::vector<std::string> changed;
+    for (const auto& spec : global_keys()) {
+        if (spec.changeable) continue;
+        const std::string name(spec.name);
+        if (std::holds_alternative<std::monostate>(spec.target)) {
+            auto was = running.other_settings.find(name);
+            auto now = next.other_settings.find(name);
+            bool had = was != running.other_settings.end();
+            bool has = now != next.other_settings.end();
+            if (had != has || (had && was->second != now->second)) changed.push_back(name);
+            if (had) {
+                next.other_settings[name] = was->second;
+            } else if (has) {
+                next.other_settings.erase(now);
+            }
+            continue;
+        }
+        if (render_value(running, spec) != render_value(next, spec)) changed.push_back(name);
+        std::visit([&](auto member) {
+            if constexpr (!std::is_same_v<decltype(member), std::monostate>) {
+                next.*member = running.*member;
+            }
+        }, spec.target);
+    }
+    return changed;
+}
+
 std::vector<ConfigKeyInfo> recognised_config_keys() {
     std::vector<ConfigKeyInfo> out;
     auto add = [&](std::string_view section, const auto& keys) {
         for (const auto& k : keys)
-            out.push_back({section, k.name, k.supported, k.neutral});
+            out.push_back({section, k.name, k.supported, k.neutral, k.changeable});
     };
     add("pgbouncer", global_keys());
     add("databases", database_keys());

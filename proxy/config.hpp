@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pgtether {
@@ -24,6 +25,9 @@ enum class AuthType { Any, Trust, Plain, Md5, ScramSha256, Cert, Hba, Pam };
 enum class SslMode { Disable, Allow, Prefer, Require, VerifyCa, VerifyFull };
 // advisory_lock_tracking: when the tether probes a backend for session advisory locks.
 enum class LockTracking { On, EveryTransaction, Off };
+// session_state_*: keep a kind of session state correct ("tether" for state that lives on a
+// backend, "replay" for settings), or "ignore" it as PgBouncer does.
+enum class StateHandling { Keep, Ignore };
 
 const char* to_string(PoolMode mode);
 const char* to_string(AuthType type);
@@ -170,6 +174,19 @@ struct Config {
     LockTracking advisory_lock_tracking = LockTracking::On;
     std::vector<std::string> advisory_lock_functions;  // extra names, lower-cased
     Duration tethered_idle_timeout{0};                 // 0 = never
+    // Other session state (docs/session-state.md).
+    StateHandling session_state_temp_tables = StateHandling::Keep;
+    StateHandling session_state_listen = StateHandling::Keep;
+    StateHandling session_state_cursors = StateHandling::Keep;
+    StateHandling session_state_prepare = StateHandling::Keep;  // SQL-level PREPARE
+    StateHandling session_state_load = StateHandling::Keep;
+    StateHandling session_settings = StateHandling::Keep;       // SET / startup parameters
+    // The OpenMetrics/Prometheus endpoint (docs/admin.md); off while the port is 0.
+    std::vector<std::string> metrics_listen_addr = {"127.0.0.1"};
+    int metrics_listen_port = 0;
+
+    // Recognised [pgbouncer] keys that have no field above, as written (for SHOW CONFIG).
+    std::map<std::string, std::string> other_settings;
 
     // --- [databases] and [users] ---
     std::vector<DatabaseConfig> databases;  // in file order, without the "*" entry
@@ -185,6 +202,30 @@ struct Config {
     const DatabaseConfig* find_database(const std::string& name) const;
     const UserConfig* find_user(const std::string& name) const;
 };
+
+// One [pgbouncer] setting as the admin console's SHOW CONFIG lists it.
+struct ConfigSetting {
+    std::string key;
+    std::optional<std::string> value;          // nullopt: not set and no default (NULL)
+    std::optional<std::string> default_value;  // the key's default
+    bool changeable = true;                    // RELOAD / SET can change it while running
+    bool supported = true;                     // pgtether acts on it
+};
+
+// Every [pgbouncer] key of the table with its value in `config`, in alphabetical order.
+std::vector<ConfigSetting> describe_settings(const Config& config);
+
+// Whether `key` names a [pgbouncer] setting a running pgtether can change.
+[[nodiscard]] bool setting_is_changeable(std::string_view key);
+
+// The admin console's SET: parses `value` as the ini loader would and stores it in `config`.
+// Throws ConfigError (file "SET") for an unknown key, a bad value or a key that cannot change at
+// runtime. Returns whether pgtether acts on the key (false: stored, like an unsupported ini key).
+bool set_config_value(Config& config, std::string_view key, std::string_view value);
+
+// Reload: settings a running pgtether cannot change (listeners, pidfile, ...) keep their running
+// values in `next`. Returns the names of those whose value `next` wanted to change.
+std::vector<std::string> keep_fixed_settings(const Config& running, Config& next);
 
 // Reads `path` and everything it %includes. Throws ConfigError on any problem: unreadable file,
 // syntax error, unknown section or key, invalid value, include loop.

@@ -16,6 +16,7 @@ struct ConfigKeyInfo {
     // The value that changes nothing: the default of a supported key; for an unsupported key the
     // value that is not reported. nullopt: none (every use of the key is reported).
     std::optional<std::string_view> neutral_value;
+    bool changeable;  // a running pgtether takes a new value (RELOAD, SET)
 };
 
 std::vector<ConfigKeyInfo> recognised_config_keys();

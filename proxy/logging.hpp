@@ -1,19 +1,33 @@
-// Logging set-up: spdlog sinks for stderr and the config's logfile.
+// Logging set-up: spdlog sinks for stderr, the config's logfile and syslog.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
 namespace pgtether {
 
+struct Config;
+
 struct LogOptions {
     int verbose = 0;         // -v count plus the config's `verbose`
     bool quiet = false;      // no stderr sink
     std::string logfile;     // empty: none
+    bool syslog = false;     // also log to syslog
+    std::string syslog_ident = "pgbouncer";
+    std::string syslog_facility = "daemon";
 };
 
-// Replaces the default logger. Throws spdlog::spdlog_ex when the logfile cannot be opened.
+// The options for `config`, given the command line's -v count and -q / -d.
+LogOptions log_options_for(const Config& config, int command_line_verbose, bool quiet);
+
+// Replaces the default logger. Called again on reload, which reopens the logfile (so logrotate
+// can move it away and send SIGHUP) and applies new verbosity and syslog settings. Throws
+// spdlog::spdlog_ex when the logfile cannot be opened; the previous logger then stays.
 void setup_logging(const LogOptions& options);
+
+// The LOG_* facility for a syslog_facility name (PgBouncer's names); nullopt if unknown.
+std::optional<int> syslog_facility_code(const std::string& name);
 
 }  // namespace pgtether

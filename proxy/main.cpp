@@ -16,68 +16,20 @@
 #include "proxy/config.hpp"
 #include "proxy/daemon.hpp"
 #include "proxy/logging.hpp"
-#include "proxy/security.hpp"
+#include "proxy/pool_control.hpp"
+#include "proxy/reload.hpp"
 #include "proxy/worker.hpp"
 
 namespace {
-
-using pgtether::AuthFile;
-using pgtether::Config;
-
-struct Loaded {
-    std::shared_ptr<const Config> config;
-    std::shared_ptr<const AuthFile> auth_file;
-    std::shared_ptr<const pgtether::SecuritySetup> security;
-};
-
-// Loads the config and its auth_file; throws ConfigError or std::runtime_error.
-Loaded load_everything(const std::string& path) {
-    Loaded loaded;
-    loaded.config = pgtether::load_config(path);
-    const auto& config = *loaded.config;
-    if (config.auth_type == pgtether::AuthType::Pam) {
-        throw pgtether::ConfigError(config.config_file, 0, "auth_type",
-                                    "auth_type = pam is not supported by pgtether");
-    }
-    if (!config.auth_file.empty()) {
-        loaded.auth_file = std::make_shared<const AuthFile>(pgtether::load_auth_file(config.auth_file));
-    } else {
-        // Password methods need secrets: from auth_file, or from auth_query through auth_user
-        // (which may also be set per database). cert, hba and the trusting methods do not.
-        bool any_auth_user = !config.auth_user.empty();
-        for (const auto& db : config.databases) {
-            any_auth_user = any_auth_user || !db.auth_user.empty();
-        }
-        if (config.fallback_database) {
-            any_auth_user = any_auth_user || !config.fallback_database->auth_user.empty();
-        }
-        switch (config.auth_type) {
-            case pgtether::AuthType::Plain:
-            case pgtether::AuthType::Md5:
-            case pgtether::AuthType::ScramSha256:
-                if (!any_auth_user) {
-                    throw pgtether::ConfigError(config.config_file, 0, "auth_file",
-                                                std::string("auth_type = ") +
-                                                    pgtether::to_string(config.auth_type) +
-                                                    " needs an auth_file or an auth_user");
-                }
-                break;
-            default:
-                break;
-        }
-        loaded.auth_file = std::make_shared<const AuthFile>();
-    }
-    loaded.security = pgtether::load_security(config);
-    return loaded;
-}
 
 struct Signals {
     uv_signal_t interrupt{};
     uv_signal_t terminate{};
     uv_signal_t hangup{};
+    uv_signal_t pause{};
+    uv_signal_t resume{};
     pgtether::Worker* worker = nullptr;
-    std::string config_path;
-    pgtether::LogOptions log_options;
+    pgtether::ConfigReloader* reloader = nullptr;
 };
 
 void on_shutdown_signal(uv_signal_t* handle, int signum) {
@@ -86,17 +38,24 @@ void on_shutdown_signal(uv_signal_t* handle, int signum) {
     signals->worker->begin_shutdown();
 }
 
-void on_reload_signal(uv_signal_t* handle, int) {
+// PgBouncer's SIGUSR1 / SIGUSR2: PAUSE / RESUME of every database, as on the console (without a
+// console to report back to; the log shows it).
+void on_pause_signal(uv_signal_t* handle, int signum) {
     auto* signals = static_cast<Signals*>(handle->data);
-    spdlog::info("got SIGHUP: reloading {}", signals->config_path);
-    try {
-        auto loaded = load_everything(signals->config_path);
-        for (const auto& note : loaded.config->unsupported_keys) spdlog::warn("{}", note);
-        signals->worker->apply_config(loaded.config, loaded.auth_file, loaded.security);
-        spdlog::info("configuration reloaded");
-    } catch (const std::exception& e) {
-        spdlog::error("reload failed, keeping the running configuration: {}", e.what());
+    auto& control = signals->worker->pool_control();
+    if (signum == SIGUSR1) {
+        spdlog::info("got SIGUSR1: pausing every database");
+        if (!control.paused_all()) control.pause(std::nullopt);
+    } else {
+        spdlog::info("got SIGUSR2: resuming");
+        if (!control.resume(std::nullopt)) spdlog::info("SIGUSR2: nothing was paused");
     }
+}
+
+void on_reload_signal(uv_signal_t* handle, int) {
+    // The same path as the admin console's RELOAD.
+    auto* signals = static_cast<Signals*>(handle->data);
+    (void)signals->reloader->reload(*signals->worker, "got SIGHUP");
 }
 
 }  // namespace
@@ -119,18 +78,17 @@ int main(int argc, char** argv) {
         return 0;
     }
 
-    Loaded loaded;
+    pgtether::LoadedConfig loaded;
     Signals signals;
+    pgtether::ConfigReloader reloader(cl.config_file, cl.verbose, cl.quiet || cl.daemonize);
     try {
-        loaded = load_everything(cl.config_file);
+        loaded = pgtether::load_configuration(cl.config_file);
         const auto& config = *loaded.config;
         if (cl.daemonize && config.pidfile.empty()) {
             throw std::runtime_error("-d needs a pidfile in the configuration");
         }
-        signals.config_path = cl.config_file;
-        signals.log_options = {cl.verbose + config.verbose, cl.quiet || cl.daemonize,
-                               config.logfile};
-        pgtether::setup_logging(signals.log_options);
+        pgtether::setup_logging(
+            pgtether::log_options_for(config, reloader.command_line_verbose(), reloader.quiet()));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "pgtether: %s\n", e.what());
         return 1;
@@ -146,20 +104,31 @@ int main(int argc, char** argv) {
         if (cl.daemonize) pgtether::daemonize();
         if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
         pgtether::Worker worker(loaded.config, loaded.auth_file, cancels, loaded.security);
-        worker.start();
+        worker.set_reloader(&reloader);
         signals.worker = &worker;
+        signals.reloader = &reloader;
         uv_signal_init(worker.loop(), &signals.interrupt);
         uv_signal_init(worker.loop(), &signals.terminate);
         uv_signal_init(worker.loop(), &signals.hangup);
+        uv_signal_init(worker.loop(), &signals.pause);
+        uv_signal_init(worker.loop(), &signals.resume);
         signals.interrupt.data = signals.terminate.data = signals.hangup.data = &signals;
+        signals.pause.data = signals.resume.data = &signals;
         uv_signal_start(&signals.interrupt, on_shutdown_signal, SIGINT);
         uv_signal_start(&signals.terminate, on_shutdown_signal, SIGTERM);
         uv_signal_start(&signals.hangup, on_reload_signal, SIGHUP);
+        uv_signal_start(&signals.pause, on_pause_signal, SIGUSR1);
+        uv_signal_start(&signals.resume, on_pause_signal, SIGUSR2);
         worker.set_on_stopped([&signals]() {
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.interrupt), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.terminate), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.hangup), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&signals.pause), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&signals.resume), nullptr);
         });
+        // Listen only once the signals are handled: a SIGHUP that arrives as soon as the port
+        // accepts connections must reload, not kill the process (SIGHUP's default action).
+        worker.start();
         spdlog::info("pgtether {} started (pid {})", PGTETHER_VERSION, getpid());
         worker.run();
     } catch (const std::exception& e) {

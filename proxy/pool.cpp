@@ -5,6 +5,7 @@
 #include "protocol/scram.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/client_auth.hpp"
+#include "proxy/pool_control.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -113,7 +114,9 @@ void Pool::cancel_welcome_wait(Client& client) { welcome_waiting_.remove(client)
 // Clients asking for servers
 
 void Pool::request_server(Client& client) {
-    if (Server* server = idle_.pop_front()) {
+    // PAUSE / KILL: requests wait in the queue until RESUME.
+    Server* server = paused() ? nullptr : idle_.pop_front();
+    if (server) {
         used_.push_back(*server);
         client.on_server_assigned(*server);
         return;
@@ -134,9 +137,18 @@ void Pool::cancel_request(Client& client) { waiting_.remove(client); }
 // ---------------------------------------------------------------------------------------------
 // Servers
 
+bool Pool::paused() const { return worker_.pool_control().paused(database_.name); }
+
+void Pool::resume() {
+    launch_if_needed();
+    if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty() && may_launch(true)) {
+        launch_server();
+    }
+}
+
 bool Pool::may_launch(bool use_reserve) const {
     const auto& config = worker_.config();
-    if (worker_.shutting_down()) return false;
+    if (worker_.shutting_down() || paused()) return false;
     if (last_login_failure_ms_ != 0 &&
         worker_.now_ms() - last_login_failure_ms_ < to_ms(config.server_login_retry)) {
         return false;
@@ -228,6 +240,11 @@ void Pool::release(Server& server) {
         server.close(server.retired() ? "server retired" : "server_lifetime");
         return;
     }
+    if (paused()) {
+        // PAUSE waits for every server of the database to close; released ones go right away.
+        server.close("pause mode");
+        return;
+    }
     if (server.cancels_in_flight_ > 0) {
         // A cancel for the last client is still on its way; the backend must not start serving
         // someone else until it has arrived (Server::cancel_finished releases it).
@@ -287,6 +304,18 @@ void Pool::janitor(std::uint64_t now) {
             launch_server();
         }
     }
+    // Clients (or a greeting) waiting while other pools of the same database or user hold
+    // max_db_connections / max_user_connections: close an idle server of such a pool to make
+    // room, as PgBouncer does (evict_connection), and retry here, because a server released in
+    // another pool does not notify this one. Without this such clients waited forever.
+    const bool needs_greeting = !welcome_waiting_.empty() && server_count_ == 0 &&
+                                connecting_ == 0;
+    if ((static_cast<std::size_t>(connecting_) < waiting_.size() || needs_greeting) &&
+        !may_launch(needs_greeting)) {
+        make_room_elsewhere();
+    }
+    launch_if_needed();
+    if (needs_greeting && may_launch(true)) launch_server();
     // min_pool_size: keep some servers warm once the pool is in use.
     while (server_count_ < min_pool_size_ && may_launch(false)) launch_server();
 
@@ -297,6 +326,10 @@ void Pool::janitor(std::uint64_t now) {
     idle_.for_each([&](Server& server) {
         if (config.server_lifetime.count() > 0 &&
             now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
+            to_close.push_back(&server);
+        } else if (server_count_ - static_cast<int>(to_close.size()) >
+                   pool_size_ + reserve_pool_size_) {
+            // pool_size or reserve_pool_size was lowered by a reload or SET.
             to_close.push_back(&server);
         } else if (config.server_idle_timeout.count() > 0 &&
                    now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
@@ -323,9 +356,13 @@ void Pool::janitor(std::uint64_t now) {
         server->close(state == Server::State::Connecting || state == Server::State::Login
                           ? "server_connect_timeout"
                       : state == Server::State::Cleaning ? "clean-up took too long"
-                      : now - server->connected_at_ms() >= to_ms(config.server_lifetime)
+                      : config.server_lifetime.count() > 0 &&
+                              now - server->connected_at_ms() >= to_ms(config.server_lifetime)
                           ? "server_lifetime"
-                          : "server_idle_timeout");
+                      : server->idle_since_ms() != 0 && config.server_idle_timeout.count() > 0 &&
+                              now - server->idle_since_ms() >= to_ms(config.server_idle_timeout)
+                          ? "server_idle_timeout"
+                          : "pool size reduced");
     }
     for (Server* server : to_sweep) {
         take_idle(*server);
@@ -337,6 +374,31 @@ void Pool::close_idle_servers(const char* reason) {
     std::vector<Server*> idle;
     idle_.for_each([&](Server& server) { idle.push_back(&server); });
     for (Server* server : idle) server->close(reason);
+}
+
+bool Pool::close_one_idle_server(const char* reason) {
+    Server* server = idle_.front();
+    if (server == nullptr) return false;
+    server->close(reason);
+    return true;
+}
+
+void Pool::make_room_elsewhere() {
+    if (worker_.shutting_down() || server_count_ >= pool_size_) return;
+    const bool db_full = max_db_connections_ > 0 &&
+                         worker_.database_server_count(database_.name) >= max_db_connections_;
+    const bool user_full = max_user_connections_ > 0 &&
+                           worker_.user_server_count(user_) >= max_user_connections_;
+    if (!db_full && !user_full) return;
+    for (const auto& [key, pool] : worker_.pools()) {
+        if (pool.get() == this) continue;
+        // Closing its server must free every limit that is full.
+        bool shares_limit = (!db_full || pool->database_name() == database_.name) &&
+                            (!user_full || pool->user_name() == user_);
+        if (shares_limit && pool->close_one_idle_server("evicted to make room for another pool")) {
+            return;
+        }
+    }
 }
 
 void Pool::close_all_servers(const char* reason) {

@@ -84,11 +84,18 @@ public:
     // A server moved from idle to busy (check query, leak sweep) or back.
     void take_idle(Server& server);
 
+    // PAUSE / KILL of this pool's database (proxy/pool_control.hpp): no servers are handed out
+    // or launched, and released servers are closed. resume() serves the queue again.
+    [[nodiscard]] bool paused() const;
+    void resume();
+
     // Periodic work: timeouts, min_pool_size, reserve pool, idle checks.
     void janitor(std::uint64_t now_ms);
     // RECONNECT / reload: close idle servers now, the others when released.
     void close_all_servers(const char* reason);
     void close_idle_servers(const char* reason);
+    // Closes one idle server, if there is one (to make room for another pool); true if it did.
+    bool close_one_idle_server(const char* reason);
     [[nodiscard]] bool empty() const;
 
     [[nodiscard]] int server_count() const { return server_count_; }
@@ -101,6 +108,9 @@ private:
     void hand_to_waiting_client(Server& server);
     void make_idle(Server& server);
     void fail_waiting_clients(const protocol::ErrorFields& error);
+    // max_db_connections / max_user_connections are reached by other pools: close an idle
+    // server of one of them.
+    void make_room_elsewhere();
 
     Worker& worker_;
     DatabaseConfig database_;

@@ -5,7 +5,7 @@
 namespace pgtether {
 
 StatementPtr StatementRegistry::intern(std::string_view query,
-                                       protocol::ByteSpan parameter_types, bool lock_relevant) {
+                                       protocol::ByteSpan parameter_types, std::uint32_t effects) {
     std::string key;
     key.reserve(parameter_types.size() + 1 + query.size());
     key.append(protocol::as_chars(parameter_types));
@@ -19,7 +19,7 @@ StatementPtr StatementRegistry::intern(std::string_view query,
     statement->server_name = "pgtether_" + std::to_string(statement->id);
     statement->query = std::string(query);
     statement->parameter_types = std::string(protocol::as_chars(parameter_types));
-    statement->lock_relevant = lock_relevant;
+    statement->effects = effects;
     by_text_[std::move(key)] = statement;
     // Forget texts nobody uses any more, now and then, so the registry stays as small as the
     // statements in use.

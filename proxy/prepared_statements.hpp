@@ -29,7 +29,7 @@ struct PreparedStatement {
     std::string server_name;      // the name it has on every backend: "pgtether_<id>"
     std::string query;
     std::string parameter_types;  // the Parse message's Int16 count + Int32 OIDs, as sent
-    bool lock_relevant = false;   // the tether's trigger matched the query text
+    std::uint32_t effects = 0;    // the tether's trigger findings in the query text
 };
 using StatementPtr = std::shared_ptr<const PreparedStatement>;
 
@@ -37,7 +37,7 @@ class StatementRegistry {
 public:
     // The statement for this text and these parameter types, created on first use.
     StatementPtr intern(std::string_view query, protocol::ByteSpan parameter_types,
-                        bool lock_relevant);
+                        std::uint32_t effects);
     [[nodiscard]] std::size_t size() const { return by_text_.size(); }
 
 private:

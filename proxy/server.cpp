@@ -29,7 +29,7 @@ const char* to_string(InternalPurpose purpose) {
         case InternalPurpose::ConnectQuery: return "connect_query";
         case InternalPurpose::Check: return "server_check_query";
         case InternalPurpose::ParamSync: return "parameter sync";
-        case InternalPurpose::Probe: return "advisory lock probe";
+        case InternalPurpose::Probe: return "session state probe";
         case InternalPurpose::Reset: return "server_reset_query";
         case InternalPurpose::Scrub: return "scrub";
         case InternalPurpose::LeakSweep: return "leak sweep";
@@ -283,8 +283,9 @@ void Server::mark_idle(std::uint64_t now_ms) {
 void Server::link(Client& client) {
     client_ = &client;
     set_state(State::Active);
-    lock_relevant_ = false;
+    effects_ = 0;
     client_forwarded_ = false;
+    request_started_us_ = xact_started_us_ = 0;
     tracker_.reset();
     requests_.clear();
     translate_statements_ = worker_.config().max_prepared_statements > 0;
@@ -302,20 +303,43 @@ void Server::link(Client& client) {
 void Server::sync_parameters() {
     std::string sql =
         build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
+    if (worker_.config().session_settings == StateHandling::Keep) {
+        sql += build_settings_sync(client_->wanted_settings(), applied_settings_);
+    }
     if (!sql.empty()) run_internal(InternalPurpose::ParamSync, {sql});
 }
 
 void Server::unlink() {
     client_ = nullptr;
-    lock_relevant_ = false;
+    effects_ = 0;
 }
 
 void Server::release_to_pool() {
     Client* client = client_;
     unlink();
-    pool_.stats().xact_count++;
     pool_.release(*this);
     if (client) client->on_server_released();
+}
+
+void Server::note_request_start(std::uint64_t now_us) {
+    request_started_us_ = now_us;
+    if (xact_started_us_ == 0) xact_started_us_ = now_us;
+}
+
+void Server::record_timing(char tx_status) {
+    // Everything the client sent since the backend was last quiet has been answered: that is one
+    // query (or pipeline) for SHOW STATS' query_time. Back at 'I', a transaction has ended.
+    auto now = worker_.now_us();
+    auto& stats = pool_.stats();
+    if (request_started_us_ != 0) {
+        stats.query_time_us += now - request_started_us_;
+        request_started_us_ = 0;
+    }
+    if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
+        stats.xact_count++;
+        stats.xact_time_us += now - xact_started_us_;
+        xact_started_us_ = 0;
+    }
 }
 
 bool Server::send_from_client(const uv_buf_t* bufs, unsigned count) {
@@ -466,12 +490,16 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 }
                 tracker_.on_ready_for_query(*status);
                 pool_.stats().query_count++;
+                if (tracker_.quiet()) record_timing(*status);
                 forward(rest.data(), frame.total);
                 settle();
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
                     if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
                         !client_->tethered()) {
-                        flush();
+                        // Drop the replies not yet sent (CommandComplete BEGIN, ReadyForQuery
+                        // 'T'): the client must see only the error, never a transaction that
+                        // seems to have started (PgBouncer likewise sends only the error).
+                        batch.clear();
                         client_->fail(protocol::sqlstate::kFeatureNotSupported,
                                       "transaction blocks not allowed in statement pooling mode");
                         return consumed;
@@ -586,63 +614,107 @@ void Server::on_stream_drained() {
 // Transaction boundaries and the tether
 
 void Server::on_transaction_end() {
-    const auto tracking = worker_.config().advisory_lock_tracking;
-    if (should_probe(tracking, lock_relevant_)) {
+    const auto& config = worker_.config();
+    std::uint32_t effects = effects_;
+    effects_ = 0;
+    // LOAD cannot be undone and leaves nothing to probe: the client keeps this backend for good.
+    if ((effects & protocol::kEffectLoad) && (tracked_kinds(config) & kStateLoad)) {
+        note_tether_change(client_->tether_kinds() | kStateLoad);
+    }
+    std::uint32_t kinds = kinds_to_probe(effects, config);
+    if (kinds != 0) {
         pool_.stats().probes++;
-        run_internal(InternalPurpose::Probe, {kAdvisoryLockProbe});
+        probe(InternalPurpose::Probe, kinds);
         return;
     }
-    if (tracking != LockTracking::Off && client_->tethered()) return;  // still holds its locks
+    if (client_->tethered()) return;  // still holds its state
     release_to_pool();
+}
+
+void Server::note_tether_change(std::uint32_t kinds) {
+    Client* client = client_;
+    bool was = client->tethered();
+    client->set_tether_kinds(kinds);
+    if (!was && client->tethered()) {
+        pool_.stats().tether_events++;
+        spdlog::debug("{}: tethered to backend {} by {}", client->describe(), backend_key_.pid,
+                      client->describe_tether());
+    } else if (was && !client->tethered()) {
+        pool_.stats().untether_events++;
+        spdlog::debug("{}: untethered from backend {}", client->describe(), backend_key_.pid);
+    }
 }
 
 void Server::after_probe(InternalQuery& result) {
     Client* client = client_;
-    lock_relevant_ = false;
-    std::optional<std::vector<AdvisoryLockKey>> keys;
-    if (!result.failed) keys = decode_advisory_locks(result.rows);
-    if (!keys) {
-        // Cannot tell: keep the client on this backend rather than risk handing its locks to
-        // someone else. The next lock-relevant transaction probes again.
-        spdlog::warn("{}: advisory lock probe failed ({}); keeping the client tethered",
+    std::optional<StateReport> report;
+    if (!result.failed) report = decode_state_probe(result.rows);
+    if (!report) {
+        // Cannot tell: keep the client on this backend rather than risk handing its state to
+        // someone else. The next relevant transaction probes again.
+        spdlog::warn("{}: session state probe failed ({}); keeping the client tethered",
                      client->describe(), result.failed ? result.error.message : "bad rows");
-        client->set_tether({}, true);
+        note_tether_change(client->tether_kinds() | kStateUnknown);
         client->on_server_ready();
         return;
     }
-    if (!keys->empty()) {
-        if (!client->tethered()) {
-            pool_.stats().tether_events++;
-            spdlog::debug("{}: tethered to backend {} by advisory locks {}", client->describe(),
-                          backend_key_.pid, describe_locks(*keys));
-        }
-        client->set_tether(std::move(*keys), true);
-        client->on_server_ready();
-        return;
+    if (result.probed & kStateSettings) {
+        // The backend's session-level settings are now exactly the client's (it was in sync
+        // when the transaction began).
+        applied_settings_ = report->settings;
+        client->set_session_settings(std::move(report->settings));
     }
+    std::uint32_t probed = result.probed & kTetherKinds;
+    client->update_tether_details(probed, report->locks, report->summaries);
+    note_tether_change(((client->tether_kinds() & ~probed) | report->present) & ~kStateUnknown);
     if (client->tethered()) {
-        pool_.stats().untether_events++;
-        spdlog::debug("{}: untethered from backend {}", client->describe(), backend_key_.pid);
+        client->on_server_ready();
+        return;
     }
-    client->set_tether({}, false);
     release_to_pool();
+}
+
+void Server::probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries,
+                   std::string prefix, int extra_ready) {
+    static const std::vector<std::string> kNoCustomSettings;
+    const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
+                                                             : kNoCustomSettings;
+    std::string sql = build_state_probe(kinds, custom);
+    std::uint32_t probed = sql.empty() ? 0 : kinds;
+    if (!sql.empty()) queries.push_back(std::move(sql));
+    run_internal(purpose, queries, std::move(prefix), extra_ready, probed);
 }
 
 // ---------------------------------------------------------------------------------------------
 // pgtether's own queries
 
 void Server::run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
-                          std::string prefix, int extra_ready) {
+                          std::string prefix, int extra_ready, std::uint32_t probed) {
     internal_ = std::make_unique<InternalQuery>();
     internal_->purpose = purpose;
+    internal_->probed = probed;
     internal_->pending_ready = static_cast<int>(queries.size()) + extra_ready;
     internal_->own_ready = static_cast<int>(queries.size());
+    // A message that was being streamed to a client which has since left (a scrub after the
+    // client vanished mid-COPY TO / mid-result): its rest must be skipped, not framed.
+    skip_remaining_ += passthrough_remaining_;
+    passthrough_remaining_ = 0;
     std::string out = std::move(prefix);
     for (const auto& q : queries) protocol::append_query(out, q);
     spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
                   queries.empty() ? std::string() : queries.back());
     if (!out.empty()) stream_.write(out);
-    if (internal_->pending_ready == 0) finish_internal();
+    if (internal_->pending_ready == 0) {
+        finish_internal();
+        return;
+    }
+    // The replies are ours to consume, so a client's back-pressure must not hold them up. Reading
+    // may still be stopped because the (possibly departed) client was backed up: a scrub after a
+    // client vanished mid-COPY TO STDOUT otherwise never reads the rest and times out.
+    if (!stream_.reading()) {
+        stream_.start_reading();
+        stream_.redeliver_pending_input();
+    }
 }
 
 std::size_t Server::handle_internal_data(ByteSpan data) {
@@ -680,7 +752,10 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
             requests_.on_backend_message(frame.type);
             settle_requests([](std::string&&) {});
         }
-        if (frame.type == be::kCommandComplete && deallocates_all(body)) statements_.clear();
+        if (frame.type == be::kCommandComplete && deallocates_all(body)) {
+            statements_.clear();
+            applied_settings_.clear();
+        }
         switch (frame.type) {
             case be::kRowDescription:
                 if (ours()) op.rows.clear();
@@ -763,6 +838,19 @@ void Server::finish_internal() {
         }
         return;
     }
+    // The cleaning purposes verify with a probe: nothing of a tracked kind may remain.
+    auto verified = [&]() -> std::optional<StateReport> {
+        if (!clean) return std::nullopt;
+        auto report = decode_state_probe(op->rows);
+        if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
+        return report;
+    };
+    auto failure = [&](const std::optional<StateReport>& report) {
+        if (op->failed) return op->error.message;
+        if (!report) return std::string("unexpected probe result");
+        return "session state remains: " +
+               describe_state(report->present, report->locks, report->summaries);
+    };
     switch (op->purpose) {
         case InternalPurpose::ConnectQuery:
             if (!clean) {
@@ -783,23 +871,26 @@ void Server::finish_internal() {
             return;
         case InternalPurpose::ParamSync:
             if (!clean) {
-                Client* client = client_;
-                release_to_pool();
+                // Close the client while still linked: its detach hands this server back (or
+                // scrubs it). Releasing first would let the client's held request take the
+                // server again, repeat the failing SET and get the backend closed for nothing.
                 protocol::ErrorFields error = op->error;
                 error.severity = "FATAL";
-                client->close("could not apply client parameters: " + error.message, &error);
+                client_->close("could not apply client parameters: " + error.message, &error);
                 return;
             }
-            if (client_) client_->on_server_ready();
+            if (worker_.config().session_settings == StateHandling::Keep) {
+                applied_settings_ = client_->wanted_settings();
+            }
+            client_->on_server_ready();
             return;
         case InternalPurpose::Probe:
             after_probe(*op);
             return;
         case InternalPurpose::Reset: {
-            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
-            if (!keys || !keys->empty()) {
-                close("server_reset_query failed: " +
-                      (op->failed ? op->error.message : std::string("advisory locks remain")));
+            auto report = verified();
+            if (!report || report->present != 0) {
+                close("server_reset_query failed: " + failure(report));
                 return;
             }
             reset_done_ = true;
@@ -807,11 +898,10 @@ void Server::finish_internal() {
             return;
         }
         case InternalPurpose::Scrub: {
-            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
-            if (!keys || !keys->empty()) {
+            auto report = verified();
+            if (!report || report->present != 0) {
                 pool_.stats().scrub_failures++;
-                close("scrub failed: " + (op->failed ? op->error.message
-                                                     : std::string("advisory locks remain")));
+                close("scrub failed: " + failure(report));
                 return;
             }
             pool_.stats().scrubs++;
@@ -823,21 +913,27 @@ void Server::finish_internal() {
         }
         case InternalPurpose::LeakSweep: {
             last_checked_ms_ = worker_.now_ms();
-            auto keys = clean ? decode_advisory_locks(op->rows) : std::nullopt;
-            if (!keys) {
-                close("leak sweep failed: " + op->error.message);
+            auto report = verified();
+            if (!report) {
+                close("leak sweep failed: " + failure(report));
                 return;
             }
-            if (!keys->empty()) {
+            if (report->present != 0) {
                 pool_.stats().leaks_found++;
-                spdlog::warn("S-{} {}/{}: leaked advisory locks on idle backend {}: {} (last used "
+                spdlog::warn("S-{} {}/{}: leaked session state on idle backend {}: {} (last used "
                              "by {}: {})",
                              id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
-                             describe_locks(*keys), last_client_description_, last_statement_);
+                             describe_state(report->present, report->locks, report->summaries),
+                             last_client_description_, last_statement_);
                 scrub();
                 return;
             }
+            // A sweep is not use: keep the time the last client left, or server_idle_timeout
+            // and server_check_delay (which count from it) would restart with every sweep and
+            // never be reached.
+            std::uint64_t idle_since = idle_since_ms_;
             pool_.release(*this);
+            if (state_ == State::Idle) idle_since_ms_ = idle_since;
             return;
         }
     }
@@ -847,14 +943,19 @@ void Server::scrub() {
     // Build one write that brings the backend back to a known state, whatever the client left:
     //   CopyFail ends a COPY FROM STDIN the client abandoned (the server then reports an error);
     //   Sync closes an extended-protocol batch, ends error-skipping and gets its own
-    //   ReadyForQuery; ROLLBACK ends an open transaction block; unlock_all and the probe release
-    //   and verify the advisory locks.
+    //   ReadyForQuery; ROLLBACK ends an open transaction block; DISCARD ALL ends every kind of
+    //   session state (advisory locks, temporary tables, LISTEN, cursors, prepared statements,
+    //   settings); the probe verifies it.
     set_state(State::Cleaning);
     std::string prefix;
-    int extra_ready = tracker_.outstanding();
+    const int left_running = tracker_.outstanding();  // the client's, before our own Sync
+    int extra_ready = left_running;
     if (tracker_.in_copy_in()) protocol::append_copy_fail(prefix, "client disconnected");
     if (tracker_.unsynced() || tracker_.in_copy_in()) {
         protocol::append_sync(prefix);
+        // The tracker must see this Sync too, or it keeps the batch "unsynced" and the scrub,
+        // which only passes an idle tracker, closes a backend it had cleaned.
+        tracker_.on_frontend(protocol::fe::kSync);
         ++extra_ready;
     }
     std::vector<std::string> queries;
@@ -863,12 +964,12 @@ void Server::scrub() {
     if (extra_ready > 0 || tracker_.tx_status() != protocol::kTxIdle) {
         queries.emplace_back("ROLLBACK");
     }
-    // With tracking off pgtether behaves like PgBouncer: locks stay where the client left them.
-    if (worker_.config().advisory_lock_tracking != LockTracking::Off) {
-        queries.emplace_back(std::string(kUnlockAll) + ";" + kAdvisoryLockProbe);
-    }
-    run_internal(InternalPurpose::Scrub, queries, std::move(prefix), extra_ready);
-    if (internal_ && tracker_.outstanding() > 0 && !tracker_.in_copy_in()) {
+    // With nothing tracked pgtether behaves like PgBouncer: state stays where the client left it.
+    std::uint32_t kinds = tracked_kinds(worker_.config()) & kProbedKinds;
+    if (kinds != 0) queries.emplace_back("DISCARD ALL");
+    bool cancel = left_running > 0 && !tracker_.in_copy_in();
+    probe(InternalPurpose::Scrub, kinds, std::move(queries), std::move(prefix), extra_ready);
+    if (internal_ && cancel) {
         // The departed client left a query running (maybe waiting for a lock): cancel it rather
         // than wait for it.
         worker_.forward_cancel(*this);
@@ -876,18 +977,21 @@ void Server::scrub() {
 }
 
 void Server::reset() {
+    // server_reset_query is the operator's choice of what a session leaves behind (PgBouncer's
+    // semantics), with one exception: a backend never serves another client while it holds a
+    // departed client's advisory locks, so with tracking on those are released and verified.
+    // The settings are read back so that the next client's replay starts from the truth.
     set_state(State::Cleaning);
-    std::vector<std::string> queries = {worker_.config().server_reset_query};
-    // DISCARD ALL releases advisory locks, a custom reset query may not: make sure, and verify.
-    if (worker_.config().advisory_lock_tracking != LockTracking::Off) {
-        queries.emplace_back(std::string(kUnlockAll) + ";" + kAdvisoryLockProbe);
-    }
-    run_internal(InternalPurpose::Reset, queries);
+    const auto& config = worker_.config();
+    std::vector<std::string> queries = {config.server_reset_query};
+    std::uint32_t kinds = tracked_kinds(config) & (kStateAdvisoryLock | kStateSettings);
+    if (kinds & kStateAdvisoryLock) queries.emplace_back(kUnlockAll);
+    probe(InternalPurpose::Reset, kinds, std::move(queries));
 }
 
 void Server::sweep_for_leaks() {
     set_state(State::Cleaning);
-    run_internal(InternalPurpose::LeakSweep, {kAdvisoryLockProbe});
+    probe(InternalPurpose::LeakSweep, tracked_kinds(worker_.config()) & kProbedKinds & ~kStateSettings);
 }
 
 // ---------------------------------------------------------------------------------------------

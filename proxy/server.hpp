@@ -39,7 +39,7 @@ enum class InternalPurpose {
     ConnectQuery,  // the database entry's connect_query, right after login
     Check,         // server_check_query before reusing a long-idle server
     ParamSync,     // SET the linked client's parameters
-    Probe,         // the tether: which session advisory locks does this backend hold?
+    Probe,         // the tether: what session state does this backend hold for its client?
     Reset,         // server_reset_query when a session-mode client leaves (or always)
     Scrub,         // clean up after a client left mid-transaction or tethered
     LeakSweep,     // periodic probe of an idle pooled backend
@@ -79,6 +79,13 @@ public:
     [[nodiscard]] const sockaddr_storage& address() const { return address_; }
     [[nodiscard]] bool address_is_unix() const { return address_is_unix_; }
     [[nodiscard]] const std::string& unix_path() const { return unix_path_; }
+    // For the admin console and metrics.
+    [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
+    [[nodiscard]] std::optional<InternalPurpose> internal_purpose() const {
+        return internal_ ? std::optional(internal_->purpose) : std::nullopt;
+    }
+    [[nodiscard]] bool waiting_for_cancels() const { return release_after_cancels_; }
+    [[nodiscard]] Stream& stream() { return stream_; }
 
     // ---- life in the pool ----
     void mark_idle(std::uint64_t now_ms);
@@ -107,16 +114,22 @@ public:
 
     // The client's socket drained after back-pressure: read from this server again.
     void resume_input_from_client();
-    // Marks the current transaction as one that may have changed advisory-lock state.
-    void mark_lock_relevant() { lock_relevant_ = true; }
-    [[nodiscard]] bool lock_relevant() const { return lock_relevant_; }
+    // Records what the tether's trigger found in the current transaction's statements
+    // (protocol::SessionEffect flags); at its end they decide what to probe for.
+    void mark_effects(std::uint32_t effects) { effects_ |= effects; }
+    [[nodiscard]] std::uint32_t effects() const { return effects_; }
+    // The session settings this backend has beyond its defaults (docs/session-state.md).
+    [[nodiscard]] const SettingsMap& applied_settings() const { return applied_settings_; }
+    // The linked client sent a request while the backend was quiet (nothing owed): the start of
+    // a query, and of a transaction unless one is open. For SHOW STATS' query and xact times.
+    void note_request_start(std::uint64_t now_us);
 
     // ---- pgtether's own queries ----
     // Runs `queries` as simple Query messages sent in one write (after `prefix`, raw frontend
     // messages such as CopyFail/Sync), expecting `extra_ready` more ReadyForQuery than queries for
     // requests already in flight. On completion finish_internal() dispatches on the purpose.
     void run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
-                      std::string prefix = {}, int extra_ready = 0);
+                      std::string prefix = {}, int extra_ready = 0, std::uint32_t probed = 0);
     // The client left mid-transaction or tethered: drain what it left running, roll back, release
     // advisory locks, verify, then return to the pool — or close when any step fails.
     void scrub();
@@ -144,6 +157,7 @@ private:
         InternalPurpose purpose;
         int pending_ready = 0;  // ReadyForQuery messages still expected
         int own_ready = 0;      // how many of those answer our queries (the rest drain the client's)
+        std::uint32_t probed = 0;  // the state kinds the last query probes for
         bool failed = false;
         protocol::ErrorFields error;
         std::vector<Row> rows;  // of the last result set
@@ -179,7 +193,13 @@ private:
     void finish_internal();
     void on_transaction_end();
     void after_probe(InternalQuery& result);
+    // Sets the linked client's tether kinds and logs/counts a tether or untether.
+    void note_tether_change(std::uint32_t kinds);
+    // Runs the state probe for `kinds` as `purpose`, after `queries` (e.g. a reset) if any.
+    void probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries = {},
+               std::string prefix = {}, int extra_ready = 0);
     void record_parameter(std::string_view name, std::string_view value, bool forward_to_client);
+    void record_timing(char tx_status);
 
     Worker& worker_;
     Pool& pool_;
@@ -205,7 +225,8 @@ private:
     sockaddr_storage address_{};
     bool address_is_unix_ = false;
     std::string unix_path_;
-    bool lock_relevant_ = false;
+    std::uint32_t effects_ = 0;
+    SettingsMap applied_settings_;
     bool retired_ = false;
     bool client_forwarded_ = false;  // the linked client has sent this server anything
     bool reset_done_ = false;        // server_reset_query ran since the last client left
@@ -218,6 +239,8 @@ private:
     std::uint64_t state_since_ms_ = 0;
     std::uint64_t idle_since_ms_ = 0;
     std::uint64_t last_checked_ms_ = 0;
+    std::uint64_t request_started_us_ = 0;  // 0: no query running (SHOW STATS timing)
+    std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
 
     friend class Pool;
     friend class Worker;

@@ -1,5 +1,5 @@
 // Counters kept per pool and per worker. Plain integers updated on the owning worker's thread; the
-// admin console and metrics (later) sum them across workers.
+// admin console and the metrics endpoint read them (and, with several workers, would sum them).
 #pragma once
 
 #include <cstdint>
@@ -8,13 +8,14 @@ namespace pgtether {
 
 struct PoolStats {
     // Cumulative traffic, as PgBouncer's SHOW STATS reports it.
-    std::uint64_t xact_count = 0;
-    std::uint64_t query_count = 0;
+    std::uint64_t xact_count = 0;      // transactions (a backend back at 'I' after a request)
+    std::uint64_t query_count = 0;     // ReadyForQuery messages forwarded to clients
     std::uint64_t bytes_received = 0;  // from clients
     std::uint64_t bytes_sent = 0;      // to clients
-    std::uint64_t xact_time_us = 0;
-    std::uint64_t query_time_us = 0;
-    std::uint64_t wait_time_us = 0;  // time clients spent waiting for a server
+    std::uint64_t xact_time_us = 0;    // first request of a transaction to its end
+    std::uint64_t query_time_us = 0;   // request sent to a quiet backend until it is quiet again
+    std::uint64_t wait_time_us = 0;    // time clients spent waiting for a server
+    std::uint64_t wait_count = 0;      // servers handed to clients (waits that ended)
     // The tether (docs/advisory-locks.md).
     std::uint64_t tether_events = 0;    // a client became tethered
     std::uint64_t untether_events = 0;  // a tethered client released its last lock
@@ -22,6 +23,8 @@ struct PoolStats {
     std::uint64_t scrubs = 0;           // backends cleaned after a tethered/dirty client left
     std::uint64_t scrub_failures = 0;   // backends closed because cleaning failed
     std::uint64_t leaks_found = 0;      // idle pooled backends found holding advisory locks
+
+    PoolStats& operator+=(const PoolStats& other);
 };
 
 struct WorkerStats {
@@ -29,6 +32,23 @@ struct WorkerStats {
     std::uint64_t clients_refused = 0;
     std::uint64_t servers_opened = 0;
     std::uint64_t login_failures = 0;
+    std::uint64_t admin_queries = 0;  // commands run on the admin console
 };
+
+// SHOW STATS' avg_ columns, PgBouncer 1.18's definitions (src/stats.c): rates per second over a
+// stats_period, mean transaction and query durations, and wait time per second.
+struct StatsAverages {
+    std::uint64_t xact_count = 0;      // transactions per second
+    std::uint64_t query_count = 0;     // queries per second
+    std::uint64_t bytes_received = 0;  // bytes per second from clients
+    std::uint64_t bytes_sent = 0;      // bytes per second to clients
+    std::uint64_t xact_time_us = 0;    // mean transaction duration
+    std::uint64_t query_time_us = 0;   // mean query duration
+    std::uint64_t wait_time_us = 0;    // microseconds of client waiting per second
+};
+
+// Averages between two snapshots taken `period_us` apart (`older` before `newer`).
+StatsAverages compute_averages(const PoolStats& newer, const PoolStats& older,
+                               std::uint64_t period_us);
 
 }  // namespace pgtether

@@ -15,7 +15,9 @@
 #include "proxy/client.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/listener.hpp"
+#include "proxy/metrics_server.hpp"
 #include "proxy/pool.hpp"
+#include "proxy/pool_control.hpp"
 #include "proxy/security.hpp"
 #include "proxy/server.hpp"
 
@@ -45,7 +47,9 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       security_(security ? std::move(security) : load_security(*config_)),
       scanner_(std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions)),
       cancels_(cancels),
-      registry_(std::make_unique<Registry>()) {
+      registry_(std::make_unique<Registry>()),
+      stats_history_(now_us()),
+      control_(std::make_unique<PoolControl>(*this)) {
     // pkt_buf sizes the shared receive buffer; tiny values would only multiply read calls.
     constexpr int kMinReadBuffer = 1024;
     constexpr int kMaxReadBuffer = 16 * 1024 * 1024;
@@ -64,6 +68,7 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
 }
 
 Worker::~Worker() {
+    metrics_.reset();
     listeners_.clear();
     pools_.clear();
     uv_loop_close(&loop_);
@@ -116,11 +121,21 @@ void Worker::start() {
         spdlog::info("listening on unix:{}", path);
         listeners_.push_back(std::move(listener));
     }
-    uv_timer_start(&janitor_timer_, on_janitor, kJanitorIntervalMs, kJanitorIntervalMs);
-    if (config.stats_period.count() > 0) {
-        auto period = to_ms(config.stats_period);
-        uv_timer_start(&stats_timer_, on_stats_timer, period, period);
+    if (config.metrics_listen_port != 0) {
+        metrics_ = std::make_unique<MetricsServer>(*this);
+        metrics_->listen(config.metrics_listen_addr, config.metrics_listen_port,
+                         config.listen_backlog);
     }
+    uv_timer_start(&janitor_timer_, on_janitor, kJanitorIntervalMs, kJanitorIntervalMs);
+    restart_stats_timer();
+}
+
+void Worker::restart_stats_timer() {
+    auto period = to_ms(config_->stats_period);
+    if (period == stats_period_ms_) return;
+    stats_period_ms_ = period;
+    uv_timer_stop(&stats_timer_);
+    if (period > 0) uv_timer_start(&stats_timer_, on_stats_timer, period, period);
 }
 
 void Worker::run() {
@@ -181,6 +196,22 @@ void Worker::unregister_server(Server& server) {
 std::size_t Worker::client_count() const { return registry_->clients.size(); }
 std::size_t Worker::server_count() const { return registry_->servers.size(); }
 
+void Worker::for_each_client(const std::function<void(Client&)>& fn) const {
+    registry_->clients.for_each(fn);
+}
+
+void Worker::for_each_server(const std::function<void(Server&)>& fn) const {
+    registry_->servers.for_each(fn);
+}
+
+int Worker::cancels_in_flight_for(const Server& server) const {
+    int count = 0;
+    registry_->cancels.for_each([&](CancelForwarder& forwarder) {
+        if (forwarder.target() == &server) ++count;
+    });
+    return count;
+}
+
 void Worker::forward_cancel(Server& server) {
     auto* forwarder = new CancelForwarder(*this, server);
     forwarder->start();
@@ -217,6 +248,7 @@ void Worker::janitor() {
         client.janitor(now);
     });
     for (auto& [key, pool] : pools_) pool->janitor(now);
+    control_->tick();
     if (shutting_down_) {
         if (now >= shutdown_deadline_ms_) {
             registry_->clients.for_each([&](Client& client) {
@@ -228,19 +260,40 @@ void Worker::janitor() {
     }
 }
 
-void Worker::on_stats_timer(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->log_stats(); }
+void Worker::on_stats_timer(uv_timer_t* timer) {
+    static_cast<Worker*>(timer->data)->stats_tick();
+}
 
-void Worker::log_stats() {
-    if (!config_->log_stats) return;
+void Worker::stats_tick() {
+    std::map<const Pool*, PoolStats> current;
+    PoolStats totals;
     for (auto& [key, pool] : pools_) {
-        auto& s = pool->stats();
-        spdlog::info(
-            "stats {}/{}: {} xacts, {} queries, in {} B, out {} B, wait {} us; tether: {} "
-            "tethered, {} probes, {} scrubs ({} failed), {} leaks",
-            key.first, key.second, s.xact_count, s.query_count, s.bytes_received, s.bytes_sent,
-            s.wait_time_us, s.tether_events - s.untether_events, s.probes, s.scrubs,
-            s.scrub_failures, s.leaks_found);
+        current.emplace(pool.get(), pool->stats());
+        totals += pool->stats();
     }
+    stats_history_.tick(current, now_us());
+    if (config_->log_stats) log_stats(stats_history_.averages([](const Pool&) { return true; }));
+    logged_totals_ = totals;
+}
+
+void Worker::log_stats(const StatsAverages& avg) {
+    // PgBouncer 1.18's line (src/stats.c), averaged over the stats_period that just ended.
+    spdlog::info("stats: {} xacts/s, {} queries/s, in {} B/s, out {} B/s, xact {} us, query {} "
+                 "us, wait {} us",
+                 avg.xact_count, avg.query_count, avg.bytes_received, avg.bytes_sent,
+                 avg.xact_time_us, avg.query_time_us, avg.wait_time_us);
+    if (config_->advisory_lock_tracking == LockTracking::Off) return;
+    PoolStats totals;
+    for (auto& [key, pool] : pools_) totals += pool->stats();
+    std::size_t tethered = 0;
+    registry_->clients.for_each([&](Client& client) { tethered += client.tethered() ? 1 : 0; });
+    const PoolStats& before = logged_totals_;
+    spdlog::info("tether: {} tethered clients; in the last period {} tethered, {} untethered, {} "
+                 "probes, {} scrubs ({} failed), {} leaks found",
+                 tethered, totals.tether_events - before.tether_events,
+                 totals.untether_events - before.untether_events, totals.probes - before.probes,
+                 totals.scrubs - before.scrubs, totals.scrub_failures - before.scrub_failures,
+                 totals.leaks_found - before.leaks_found);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -257,6 +310,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     auth_file_ = std::move(auth_file);
     security_ = std::move(security);
     scanner_ = std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions);
+    if (!stopped_) restart_stats_timer();
     for (auto& [key, pool] : pools_) {
         auto resolved = resolve_database(key.first);
         if (!resolved) {
@@ -286,6 +340,7 @@ void Worker::begin_shutdown() {
     spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
                  kShutdownGraceMs / 1000);
     for (auto& listener : listeners_) listener->close();
+    if (metrics_) metrics_->close();
     janitor();
 }
 

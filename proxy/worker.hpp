@@ -20,14 +20,18 @@
 #include "proxy/config.hpp"
 #include "proxy/prepared_statements.hpp"
 #include "proxy/stats.hpp"
+#include "proxy/stats_history.hpp"
 
 namespace pgtether {
 
 class CancelForwarder;
 class CancelRegistry;
 class Client;
+class ConfigReloader;
 class Listener;
+class MetricsServer;
 class Pool;
+class PoolControl;
 class Server;
 struct SecuritySetup;
 
@@ -68,8 +72,13 @@ public:
     [[nodiscard]] std::span<std::uint8_t> tls_plaintext() { return tls_plaintext_; }
     [[nodiscard]] std::string& tls_staging() { return tls_staging_; }
     [[nodiscard]] std::string& tls_gather() { return tls_gather_; }
+    [[nodiscard]] const std::shared_ptr<const AuthFile>& auth_file_ptr() const {
+        return auth_file_;
+    }
     [[nodiscard]] CancelRegistry& cancels() { return cancels_; }
     [[nodiscard]] std::uint64_t now_ms() const { return uv_now(&loop_); }
+    // A precise monotonic clock for query and transaction times (uv_now() has ms resolution).
+    [[nodiscard]] static std::uint64_t now_us() { return uv_hrtime() / 1000; }
     [[nodiscard]] std::uint64_t next_id() { return ++last_id_; }
     [[nodiscard]] bool shutting_down() const { return shutting_down_; }
 
@@ -94,6 +103,12 @@ public:
     void unregister_server(Server& server);
     [[nodiscard]] std::size_t client_count() const;
     [[nodiscard]] std::size_t server_count() const;
+    // Every live client / server, in creation order (admin console, metrics). `fn` must not
+    // destroy objects; closing them is fine (they leave the registry only when freed).
+    void for_each_client(const std::function<void(Client&)>& fn) const;
+    void for_each_server(const std::function<void(Server&)>& fn) const;
+    // Cancel requests being forwarded to `server`'s backend (SHOW POOLS' sv_active_cancel).
+    [[nodiscard]] int cancels_in_flight_for(const Server& server) const;
 
     // Per-database and per-user server connection counts, for max_db_connections and
     // max_user_connections across pools.
@@ -115,12 +130,23 @@ public:
 
     // Worker-wide counters (the per-pool ones live in Pool).
     WorkerStats& stats() { return stats_; }
+    // Snapshots at the last stats_period ticks, for SHOW STATS' averages.
+    [[nodiscard]] const StatsHistory& stats_history() const { return stats_history_; }
+
+    // PAUSE, RESUME, KILL, DISABLE ... (the admin console's process control).
+    [[nodiscard]] PoolControl& pool_control() { return *control_; }
+    [[nodiscard]] const PoolControl& pool_control() const { return *control_; }
+    // How RELOAD and SET change the configuration (set by main; null in tests without one).
+    void set_reloader(ConfigReloader* reloader) { reloader_ = reloader; }
+    [[nodiscard]] ConfigReloader* reloader() { return reloader_; }
 
 private:
     static void on_janitor(uv_timer_t* timer);
     static void on_stats_timer(uv_timer_t* timer);
     void janitor();
-    void log_stats();
+    void stats_tick();
+    void log_stats(const StatsAverages& total);
+    void restart_stats_timer();
     void maybe_finish_shutdown();
 
     std::shared_ptr<const Config> config_;
@@ -148,6 +174,12 @@ private:
     std::function<void()> on_stopped_;
     std::uint64_t shutdown_deadline_ms_ = 0;
     WorkerStats stats_;
+    StatsHistory stats_history_;
+    std::unique_ptr<PoolControl> control_;
+    std::unique_ptr<MetricsServer> metrics_;
+    ConfigReloader* reloader_ = nullptr;
+    std::uint64_t stats_period_ms_ = 0;  // the running stats timer's period
+    PoolStats logged_totals_;  // all pools' counters at the previous stats log line
 };
 
 }  // namespace pgtether

@@ -464,8 +464,6 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
         at("reporting = ", "[databases] server_lifetime"),
         at("etl = ", "[users] query_timeout"),
         at("unix_socket_group =", "unix_socket_group"),
-        at("admin_users =", "admin_users"),
-        at("stats_users =", "stats_users"),
         at("tcp_user_timeout =", "tcp_user_timeout"),
         at("track_extra_parameters =", "track_extra_parameters"),
         at("application_name_add_host =", "application_name_add_host"),
@@ -567,7 +565,21 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "server_round_robin",
                                             "advisory_lock_tracking",
                                             "advisory_lock_functions",
-                                            "tethered_idle_timeout"};
+                                            "tethered_idle_timeout",
+                                            "session_state_temp_tables",
+                                            "session_state_listen",
+                                            "session_state_cursors",
+                                            "session_state_prepare",
+                                            "session_state_load",
+                                            "session_settings",
+                                            "admin_users",
+                                            "stats_users",
+                                            "log_stats",
+                                            "syslog",
+                                            "syslog_ident",
+                                            "syslog_facility",
+                                            "metrics_listen_addr",
+                                            "metrics_listen_port"};
     CHECK(honoured == expected);
 }
 
@@ -981,23 +993,20 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
 TEST_CASE("unsupported keys: values stored where Config has a field") {
     auto cfg = load_text(
         "[pgbouncer]\n"
-        "syslog = 1\n"
-        "syslog_facility = local0\n"
         "suspend_timeout = 2.5\n"
         "sbuf_loopcnt = 0\n"
         "tcp_socket_buffer = 65536\n"
         "auth_hba_file = /etc/pgbouncer/hba.conf\n"
         "auth_dbname = authdb\n"
         "server_fast_close = 1\n");
-    CHECK(cfg->syslog);
-    CHECK(cfg->syslog_facility == "local0");
     CHECK(cfg->suspend_timeout == 2500ms);
     CHECK(cfg->sbuf_loopcnt == 0);
     CHECK(cfg->tcp_socket_buffer == 65536);
     CHECK(cfg->auth_hba_file == "/etc/pgbouncer/hba.conf");
     CHECK(cfg->auth_dbname == "authdb");
     CHECK(cfg->server_fast_close);
-    CHECK(cfg->unsupported_keys.size() == 6);  // auth_hba_file and auth_dbname are honoured
+    // auth_hba_file and auth_dbname are honoured, and so are syslog and syslog_facility.
+    CHECK(cfg->unsupported_keys.size() == 4);
 }
 
 TEST_CASE("newer PgBouncer keys are recognised") {
@@ -1098,4 +1107,135 @@ TEST_CASE("databases: defaults and the fallback entry") {
     CHECK(db->dbname.empty());
     CHECK_FALSE(db->pool_size);
     CHECK(cfg->find_database("other") == nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SHOW CONFIG and SET (the admin console's view of the [pgbouncer] settings)
+
+namespace {
+
+const ConfigSetting& setting_of(const std::vector<ConfigSetting>& settings, const std::string& key) {
+    for (const auto& s : settings) {
+        if (s.key == key) return s;
+    }
+    FAIL("no setting " << key);
+    throw std::logic_error("unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("describe_settings lists every key with a value the loader reads back") {
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "listen_addr = 127.0.0.1, ::1\n"
+        "unix_socket_mode = 0750\n"
+        "reserve_pool_timeout = 2.25\n"
+        "server_lifetime = 120\n"
+        "log_connections = 0\n"
+        "pool_mode = transaction\n"
+        "dns_max_ttl = 30\n"
+        "syslog = 1\n"
+        "syslog_facility = LOCAL3\n"
+        "metrics_listen_port = 9127\n");
+    auto settings = describe_settings(*cfg);
+    std::set<std::string> keys;
+    for (const auto& s : settings) keys.insert(s.key);
+    // Every [pgbouncer] key of the table, sorted, once.
+    std::size_t table_keys = 0;
+    for (const auto& k : recognised_config_keys()) table_keys += k.section == "pgbouncer";
+    CHECK(settings.size() == table_keys);
+    CHECK(keys.size() == settings.size());
+    CHECK(std::is_sorted(settings.begin(), settings.end(),
+                         [](const auto& a, const auto& b) { return a.key < b.key; }));
+
+    CHECK(setting_of(settings, "listen_addr").value == "127.0.0.1, ::1");
+    CHECK_FALSE(setting_of(settings, "listen_addr").changeable);
+    CHECK(setting_of(settings, "unix_socket_mode").value == "0750");
+    CHECK(setting_of(settings, "unix_socket_mode").default_value == "0777");
+    CHECK(setting_of(settings, "reserve_pool_timeout").value == "2.25");
+    CHECK(setting_of(settings, "server_lifetime").value == "120");
+    CHECK(setting_of(settings, "server_lifetime").default_value == "3600");
+    CHECK(setting_of(settings, "server_lifetime").changeable);
+    CHECK(setting_of(settings, "log_connections").value == "0");
+    CHECK(setting_of(settings, "pool_mode").value == "transaction");
+    CHECK(setting_of(settings, "syslog").value == "1");
+    CHECK(setting_of(settings, "syslog_facility").value == "local3");
+    CHECK(setting_of(settings, "metrics_listen_port").value == "9127");
+    CHECK(setting_of(settings, "metrics_listen_addr").value == "127.0.0.1");
+    // A recognised key without a Config field shows what the file said, else its default.
+    CHECK(setting_of(settings, "dns_max_ttl").value == "30");
+    CHECK_FALSE(setting_of(settings, "dns_max_ttl").supported);
+    CHECK(setting_of(settings, "dns_nxdomain_ttl").value == "15");
+
+    // Every rendered value loads back to the same rendering (SHOW CONFIG output is valid ini).
+    std::string text = "[pgbouncer]\n";
+    for (const auto& s : settings) {
+        if (s.value) text += s.key + " = " + *s.value + "\n";
+    }
+    auto again = describe_settings(*load_text(text));
+    for (std::size_t i = 0; i < settings.size(); ++i) {
+        CAPTURE(settings[i].key);
+        CHECK(again[i].value == settings[i].value);
+    }
+}
+
+TEST_CASE("syslog_facility takes PgBouncer's facility names only") {
+    for (const char* name : {"auth", "authpriv", "daemon", "user", "local0", "local7"}) {
+        CHECK(load_text(std::string("[pgbouncer]\nsyslog_facility = ") + name + "\n")
+                  ->syslog_facility == name);
+    }
+    CHECK(error_from_text("[pgbouncer]\nsyslog_facility = kern\n").key() == "syslog_facility");
+}
+
+TEST_CASE("set_config_value changes one setting like the loader would") {
+    auto loaded = load_text("[pgbouncer]\ndefault_pool_size = 5\n");
+    Config cfg = *loaded;
+    CHECK(set_config_value(cfg, "default_pool_size", "30"));
+    CHECK(cfg.default_pool_size == 30);
+    CHECK(set_config_value(cfg, "server_check_query", "select 2"));
+    CHECK(cfg.server_check_query == "select 2");
+    CHECK(set_config_value(cfg, "query_wait_timeout", "1.5"));
+    CHECK(cfg.query_wait_timeout == 1500ms);
+    CHECK(set_config_value(cfg, "admin_users", "a, b"));
+    CHECK(cfg.admin_users == std::vector<std::string>{"a", "b"});
+    // Recognised but not supported: stored, and the caller learns pgtether ignores it.
+    CHECK_FALSE(set_config_value(cfg, "dns_max_ttl", "20"));
+    CHECK(setting_of(describe_settings(cfg), "dns_max_ttl").value == "20");
+
+    auto error = [&](const char* key, const char* value) {
+        try {
+            set_config_value(cfg, key, value);
+        } catch (const ConfigError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    CHECK(error("nosuch", "1") == "SET: nosuch: unknown configuration key");
+    CHECK(error("default_pool_size", "lots") ==
+          "SET: default_pool_size: invalid value \"lots\": expected an integer >= 0");
+    CHECK(error("listen_port", "7000").find("cannot be changed while pgtether runs") !=
+          std::string::npos);
+    CHECK(error("auth_type", "pam").find("not supported by pgtether") != std::string::npos);
+    CHECK(cfg.default_pool_size == 30);  // failed SETs changed nothing
+    CHECK(cfg.listen_port == 6432);
+    CHECK(setting_is_changeable("default_pool_size"));
+    CHECK_FALSE(setting_is_changeable("listen_port"));
+    CHECK_FALSE(setting_is_changeable("nosuch"));
+}
+
+TEST_CASE("keep_fixed_settings: a reload cannot move listeners or the pidfile") {
+    auto running = load_text(
+        "[pgbouncer]\nlisten_port = 7000\npidfile = /run/a.pid\nuser = pgb\n"
+        "default_pool_size = 5\n");
+    auto next_loaded = load_text(
+        "[pgbouncer]\nlisten_port = 7001\npidfile = /run/a.pid\ndefault_pool_size = 9\n"
+        "metrics_listen_port = 9127\n");
+    Config next = *next_loaded;
+    auto changed = keep_fixed_settings(*running, next);
+    CHECK(changed == std::vector<std::string>{"listen_port", "user", "metrics_listen_port"});
+    CHECK(next.listen_port == 7000);
+    CHECK(next.metrics_listen_port == 0);
+    CHECK(next.other_settings.at("user") == "pgb");
+    CHECK(next.pidfile == "/run/a.pid");
+    CHECK(next.default_pool_size == 9);  // changeable settings take the new value
 }

@@ -16,19 +16,19 @@ const std::string kNoTypes("\0\0", 2);
 
 TEST_CASE("the registry gives one statement per distinct text and parameter types") {
     StatementRegistry registry;
-    auto a = registry.intern("SELECT $1", as_bytes(kNoTypes), false);
-    auto b = registry.intern("SELECT $1", as_bytes(kNoTypes), false);
-    auto c = registry.intern("SELECT $1", as_bytes(std::string("\0\1\0\0\0\x17", 6)), false);
-    auto d = registry.intern("SELECT $2", as_bytes(kNoTypes), true);
+    auto a = registry.intern("SELECT $1", as_bytes(kNoTypes), 0);
+    auto b = registry.intern("SELECT $1", as_bytes(kNoTypes), 0);
+    auto c = registry.intern("SELECT $1", as_bytes(std::string("\0\1\0\0\0\x17", 6)), 0);
+    auto d = registry.intern("SELECT $2", as_bytes(kNoTypes), 1);
     CHECK(a == b);
     CHECK(a != c);
     CHECK(a->server_name != c->server_name);
-    CHECK(d->lock_relevant);
+    CHECK(d->effects == 1);
     CHECK(a->server_name.starts_with("pgtether_"));
     // Forgotten once nobody holds it: the same text then gets a fresh statement.
     auto old_id = d->id;
     d.reset();
-    auto again = registry.intern("SELECT $2", as_bytes(kNoTypes), true);
+    auto again = registry.intern("SELECT $2", as_bytes(kNoTypes), 1);
     CHECK(again->id != old_id);
 }
 
@@ -36,7 +36,7 @@ TEST_CASE("a backend's statements are evicted least recently used first, pinned 
     StatementRegistry registry;
     std::vector<StatementPtr> s;
     for (int i = 0; i < 4; ++i) {
-        s.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), false));
+        s.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), 0));
     }
     ServerStatements server;
     CHECK(server.add(s[0], 2, {}).empty());
@@ -61,7 +61,7 @@ TEST_CASE("a backend's statements are evicted least recently used first, pinned 
 TEST_CASE("client statements map names to statements") {
     StatementRegistry registry;
     ClientStatements client;
-    auto st = registry.intern("SELECT 1", as_bytes(kNoTypes), false);
+    auto st = registry.intern("SELECT 1", as_bytes(kNoTypes), 0);
     client.add("a", st);
     CHECK(client.find("a") == st);
     CHECK(client.find("b") == nullptr);

@@ -337,6 +337,9 @@ TEST_CASE("sql scanner: temporary objects") {
     check_cases(SqlScanner{}, {
                                   {"create temporary table t (a int)", T},
                                   {"CREATE TEMP TABLE t (a int)", T},
+                                  {"DROP TABLE t", T},
+                                  {"drop table if exists scratch cascade", T},
+                                  {"SELECT 1 AS drop", 0},
                                   {"CREATE GLOBAL TEMPORARY TABLE t (a int)", T},
                                   {"CREATE LOCAL TEMP SEQUENCE s", T},
                                   {"CREATE TEMP VIEW v AS SELECT 1", T},

@@ -1,0 +1,77 @@
+// The admin console: a client that connects to the virtual database "pgtether" (or "pgbouncer",
+// so that PgBouncer's tools work unchanged) is authenticated like any client and then served by
+// pgtether itself instead of a pool. Only the simple query protocol is spoken, one command per
+// Query (protocol/admin_command.hpp); admin_users may run every command, stats_users only SHOW.
+// docs/admin.md describes every command.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "protocol/admin_command.hpp"
+#include "protocol/bytes.hpp"
+#include "protocol/startup.hpp"
+
+namespace pgtether {
+
+class Client;
+class Worker;
+
+class AdminSession {
+  public:
+    // Whether a client asking for database `name` wants the console.
+    static bool is_console_database(std::string_view name);
+
+    AdminSession(Worker& worker, Client& client);
+    ~AdminSession();
+    AdminSession(const AdminSession&) = delete;
+    AdminSession& operator=(const AdminSession&) = delete;
+
+    // Whether the authenticated user may use the console at all (admin_users, stats_users).
+    [[nodiscard]] bool may_log_in() const;
+    // AuthenticationOk, PgBouncer's console parameters, BackendKeyData and ReadyForQuery.
+    void send_welcome(const protocol::CancelKey& key);
+
+    // Messages from the client (the Client forwards its input here); returns bytes consumed.
+    std::size_t on_data(protocol::ByteSpan data);
+    // A CancelRequest for this client: stops waiting for PAUSE / WAIT_CLOSE (psql's ^C).
+    void on_cancel_request();
+    // The client is closing.
+    void on_close();
+    // While a PAUSE or WAIT_CLOSE waits: called by PoolControl on every janitor tick.
+    void poll();
+    [[nodiscard]] bool waiting() const { return wait_ != Wait::None; }
+
+  private:
+    enum class Role { None, Stats, Admin };
+    enum class Wait { None, Pause, WaitClose };
+
+    // Looked up in the running configuration for every command, so a reload or SET that removes
+    // a user from admin_users takes effect at once.
+    [[nodiscard]] Role role() const;
+    void execute(std::string_view query);
+    void run(const protocol::AdminCommand& command, std::string_view query);
+    void show(const std::string& what);
+    void set(const protocol::AdminCommand& command);
+    // Optional database argument: nullopt for "all", after checking the named one exists and is
+    // not the console itself (then an error was sent and `ok` is false).
+    std::optional<std::string> database_argument(const protocol::AdminCommand& command,
+                                                 const char* verb, bool& ok);
+    void start_wait(Wait wait, std::optional<std::string> database);
+    void finish_wait(const char* tag);
+
+    void send_error(const char* sqlstate, const std::string& message);
+    void send_notice(const std::string& message, const std::string& detail = {});
+    void complete(const std::string& tag);  // CommandComplete + ReadyForQuery
+
+    Worker& worker_;
+    Client& client_;
+    Wait wait_ = Wait::None;
+    std::optional<std::string> wait_database_;
+    std::string last_wait_report_;
+    std::string pending_;  // output built by the current command
+};
+
+}  // namespace pgtether

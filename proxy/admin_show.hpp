@@ -1,0 +1,28 @@
+// The admin console's SHOW commands: result sets with PgBouncer 1.18's column names, order and
+// types (checked against the real PgBouncer 1.18 in tests/integration/test_admin.cpp), pgtether's
+// own columns appended at the end, and SHOW LOCKS. docs/admin.md describes every column.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace pgtether {
+
+class Worker;
+
+enum class ShowOutcome {
+    Done,         // RowDescription and DataRows were appended
+    Unknown,      // not a SHOW subject: "invalid command"
+    Unsupported,  // a PgBouncer SHOW that pgtether does not implement (FDS, SOCKETS, ...)
+};
+
+// Appends the result of SHOW `what` (lower-case) to `out`, without the CommandComplete.
+ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out);
+
+// SHOW HELP's text (the DETAIL of its NoticeResponse), in PgBouncer's layout.
+std::string admin_help_text();
+
+// The name under which the admin console's pseudo-database appears in SHOW output.
+inline constexpr const char* kAdminDatabaseName = "pgbouncer";
+
+}  // namespace pgtether

@@ -1,0 +1,88 @@
+// What the admin console's process-control commands change: which databases are paused or
+// disabled, and who is waiting for a PAUSE or WAIT_CLOSE to complete. Semantics are PgBouncer's
+// (man pgbouncer, "Process controlling commands"):
+//
+//   PAUSE [db]      new requests wait; idle servers close; servers close as their clients release
+//                   them. Done when the database (or every database) has no server left. A
+//                   tethered client keeps its server, so PAUSE waits for it to release its locks
+//                   or leave; the waiting console is told which clients it waits for.
+//   RESUME [db]     ends a PAUSE or KILL.
+//   KILL db         closes every client and server of the database at once and leaves it paused.
+//   DISABLE db      new logins to the database are refused; ENABLE undoes it.
+//   RECONNECT [db]  servers are closed when next released instead of being reused.
+//   WAIT_CLOSE [db] done when no server of the database is still marked for closing.
+//
+// The state belongs to a worker (with one worker, to the process). Database names are the names
+// clients use ([databases] entries, or names served through the "*" fallback).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace pgtether {
+
+class AdminSession;
+class Client;
+class Pool;
+class Server;
+class Worker;
+
+class PoolControl {
+  public:
+    explicit PoolControl(Worker& worker) : worker_(worker) {}
+    PoolControl(const PoolControl&) = delete;
+    PoolControl& operator=(const PoolControl&) = delete;
+
+    // ---- state queried by pools and clients ----
+    [[nodiscard]] bool paused(const std::string& database) const {
+        return paused_all_ || paused_.count(database) != 0;
+    }
+    [[nodiscard]] bool paused_all() const { return paused_all_; }
+    [[nodiscard]] bool database_paused(const std::string& database) const {
+        return paused_.count(database) != 0;
+    }
+    [[nodiscard]] bool disabled(const std::string& database) const {
+        return disabled_.count(database) != 0;
+    }
+
+    // ---- commands; `database` nullopt means every database ----
+    void pause(const std::optional<std::string>& database);
+    // False when the scope was not paused.
+    [[nodiscard]] bool resume(const std::optional<std::string>& database);
+    void kill(const std::optional<std::string>& database);
+    void reconnect(const std::optional<std::string>& database);
+    void disable(const std::string& database) { disabled_.insert(database); }
+    void enable(const std::string& database) { disabled_.erase(database); }
+
+    // ---- what PAUSE and WAIT_CLOSE wait for ----
+    // Servers of the database (every database) that are still open.
+    [[nodiscard]] int open_servers(const std::optional<std::string>& database) const;
+    // Servers of the database still marked to close after their client releases them.
+    [[nodiscard]] int servers_to_close(const std::optional<std::string>& database) const;
+    // Clients that keep a server of the scope because they are tethered (PAUSE reports them).
+    [[nodiscard]] std::vector<Client*> tethered_clients(
+        const std::optional<std::string>& database) const;
+
+    // An admin session waiting for PAUSE or WAIT_CLOSE is polled on every janitor tick.
+    void add_waiter(AdminSession& session);
+    void remove_waiter(AdminSession& session);
+    // Janitor tick: closes idle servers of paused pools and lets waiting sessions check.
+    void tick();
+
+  private:
+    [[nodiscard]] bool in_scope(const Pool& pool, const std::optional<std::string>& database) const;
+    void for_each_pool(const std::optional<std::string>& database,
+                       const std::function<void(Pool&)>& fn) const;
+
+    Worker& worker_;
+    bool paused_all_ = false;
+    std::set<std::string> paused_;
+    std::set<std::string> disabled_;
+    std::vector<AdminSession*> waiters_;
+};
+
+}  // namespace pgtether

@@ -1,0 +1,60 @@
+// Loading the configuration and changing it while running: SIGHUP and the admin console's RELOAD
+// re-read the files through reload(); the console's SET changes one setting through set(). Both
+// end in apply(): fixed settings keep their running values, logging is set up again (which
+// reopens the logfile), and the worker takes the new snapshot. A broken file changes nothing.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "proxy/auth_file.hpp"
+#include "proxy/config.hpp"
+#include "proxy/security.hpp"
+
+namespace pgtether {
+
+class Worker;
+
+struct LoadedConfig {
+    std::shared_ptr<const Config> config;
+    std::shared_ptr<const AuthFile> auth_file;
+    std::shared_ptr<const SecuritySetup> security;  // TLS contexts, HBA rules
+};
+
+// Loads the config, its auth_file, TLS key/certificate/CA files and auth_hba_file, and refuses
+// what the daemon cannot run (auth_type pam; a password auth_type with neither auth_file nor
+// auth_user; TLS or HBA settings that cannot work). Throws ConfigError or std::runtime_error.
+LoadedConfig load_configuration(const std::string& path);
+
+class ConfigReloader {
+  public:
+    // `path` as given on the command line; `verbose` (the -v count) and `quiet` (-q, -d) stay as
+    // the command line set them and combine with each new config's settings.
+    ConfigReloader(std::string path, int verbose, bool quiet);
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+    [[nodiscard]] int command_line_verbose() const { return verbose_; }
+    [[nodiscard]] bool quiet() const { return quiet_; }
+
+    // Re-reads the configuration and auth_file and applies them; on any error the running
+    // configuration stays and the error message is returned. `trigger` names the cause in logs.
+    std::optional<std::string> reload(Worker& worker, std::string_view trigger);
+    // SET key = value: a copy of the running configuration with one setting changed, applied.
+    // Sets `supported` to whether pgtether acts on the key. Returns the error, if any.
+    std::optional<std::string> set(Worker& worker, std::string_view key, std::string_view value,
+                                   bool& supported);
+
+  private:
+    // `security` is built from `config` when not given.
+    std::optional<std::string> apply(Worker& worker, std::shared_ptr<Config> config,
+                                     std::shared_ptr<const AuthFile> auth_file,
+                                     std::shared_ptr<const SecuritySetup> security = nullptr);
+
+    std::string path_;
+    int verbose_;
+    bool quiet_;
+};
+
+}  // namespace pgtether

@@ -1,0 +1,69 @@
+// Small helpers shared by the integration tests: asynchronous queries with bounded waits,
+// polling, and a look at the server side through pg_stat_activity on a direct connection.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tests/integration/support/pq.hpp"
+
+namespace pgtether::itest {
+
+using namespace std::chrono_literals;
+
+// The single value of a one-row, one-column query; throws std::runtime_error otherwise (so a
+// helper thread never calls doctest assertions).
+std::string scalar(Conn& conn, const std::string& sql);
+
+// PQsendQuery (simple protocol); throws std::runtime_error if libpq refuses to send.
+void send_query(Conn& conn, const std::string& sql);
+// Waits up to `timeout` for the query sent with send_query() to complete and returns its last
+// result; nullopt if it is still running. A lost connection is a client-side error result.
+std::optional<Result> wait_result(Conn& conn, std::chrono::milliseconds timeout);
+
+// Extended protocol (unnamed statement, text parameters), every result until libpq's NULL. A
+// FATAL error followed by the closed connection gives two results; PQexec would keep only the
+// second ("server closed the connection unexpectedly").
+std::vector<Result> exec_params_all(Conn& conn, const std::string& sql, const Params& params);
+// The first error among `results`, or a client_error("no error") result.
+Result first_error(const std::vector<Result>& results);
+
+// Polls `pred` every 50 ms until it is true; false if it never was within `timeout`.
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s);
+
+// Runs `sql` on a fresh direct superuser connection and returns the single value.
+std::string direct_scalar(const std::string& sql);
+
+// Server connections currently open to the test database by `user` from anything but the direct
+// superuser connection doing the counting (pg_stat_activity, client backends only).
+int backends_of(const std::string& user, const std::string& extra_condition = "");
+// Waits until `user` has no backends (those of a pooler stopped a moment ago take a moment to
+// go); false after `timeout`. Tests that count a role's backends start with it.
+bool settled(const std::string& user, std::chrono::milliseconds timeout = 10s);
+// Backend pids of `user` (client backends), sorted.
+std::vector<int> backend_pids_of(const std::string& user);
+
+// Lower-case hex MD5 of `data` (as PostgreSQL's md5()).
+class Md5 {
+  public:
+    Md5();
+    ~Md5();
+    Md5(const Md5&) = delete;
+    Md5& operator=(const Md5&) = delete;
+    void update(std::string_view data);
+    std::string hex();  // finishes; call once
+
+  private:
+    void* ctx_;
+};
+std::string md5_hex(std::string_view data);
+
+// A role used by one test file only, so pg_stat_activity counts are not disturbed by tests
+// running in parallel. Created on first use (LOGIN, trusted by pg_hba as every non-auth role).
+std::string private_role(const std::string& name);
+
+}  // namespace pgtether::itest

@@ -1,0 +1,292 @@
+// Faults stay where they happen: a backend killed under a client (mid-session, mid-transaction)
+// or while idle in the pool; clients that vanish mid-transaction, mid-query or mid-pipeline;
+// and the client-side timeouts (client_login_timeout, client_idle_timeout,
+// idle_transaction_timeout, query_timeout). Afterwards the pool serves clean backends only:
+// pools of one backend make "the next client gets the backend the last one left" certain.
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/helpers.hpp"
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/raw_socket.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+
+namespace {
+
+PoolerConfig pool_for(const std::string& role, const std::string& mode, int size,
+                      std::map<std::string, std::string> extra = {}) {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", mode},
+                       {"default_pool_size", std::to_string(size)},
+                       {"query_wait_timeout", "5"}};
+    for (auto& [k, v] : extra) config.settings[k] = v;
+    config.userlist = std::vector<std::pair<std::string, std::string>>{
+        {TestEnv::get().superuser, ""}, {role, ""}};
+    config.extra_args = {"-v"};
+    return config;
+}
+
+void terminate_backend(const std::string& pid) {
+    CHECK(direct_scalar("SELECT pg_terminate_backend(" + pid + ")") == "t");
+}
+
+// Closes the socket under libpq without Terminate, like a crashed client.
+void vanish(Conn& conn) {
+    shutdown(PQsocket(conn.raw()), SHUT_RDWR);
+    conn.close();
+}
+
+// The backend a pool of one hands out next is clean: not in a transaction, nothing of `table`'s
+// uncommitted rows, no temp table left.
+void check_clean_backend(const Pgtether& pooler, const std::string& role,
+                         const std::string& expected_pid = "") {
+    Conn next = Conn::must(pooler.conninfo(role));
+    auto r = next.exec("SELECT pg_backend_pid(), now() = statement_timestamp(), "
+                       "(SELECT count(*) FROM faults_rows), "
+                       "(SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND "
+                       "pg_table_is_visible(oid))");
+    PGT_REQUIRE_OK(r);
+    if (!expected_pid.empty()) CHECK(r.value(0, 0) == expected_pid);
+    CHECK(r.value(0, 1) == "t");  // a fresh transaction, not one left open
+    CHECK(r.value(0, 2) == "0");  // rolled back
+    CHECK(r.value(0, 3) == "0");  // no temp table left behind
+    CHECK(next.transaction_status() == PQTRANS_IDLE);
+}
+
+struct RowsTable {
+    explicit RowsTable(const std::string& role) {
+        Conn conn = Conn::must(direct_conninfo());
+        conn.exec_ok("DROP TABLE IF EXISTS faults_rows");
+        conn.exec_ok("CREATE TABLE faults_rows (n int)");
+        conn.exec_ok("GRANT ALL ON faults_rows TO " + role);
+    }
+    ~RowsTable() { Conn(direct_conninfo()).exec("DROP TABLE IF EXISTS faults_rows"); }
+};
+
+}  // namespace
+
+TEST_CASE("a backend killed mid-session: that client gets an error, others are unaffected") {
+    const std::string role = private_role("pgt_faults_kill");
+    for (const std::string mode : {"transaction", "session"}) {
+        CAPTURE(mode);
+        Pgtether pooler(pool_for(role, mode, 2));
+        Conn victim = Conn::must(pooler.conninfo(role));
+        Conn other = Conn::must(pooler.conninfo(role));
+        PGT_REQUIRE_OK(victim.exec("BEGIN"));
+        std::string victim_pid = scalar(victim, "SELECT pg_backend_pid()");
+        PGT_REQUIRE_OK(other.exec("BEGIN"));
+        std::string other_pid = scalar(other, "SELECT pg_backend_pid()");
+        REQUIRE(victim_pid != other_pid);
+
+        terminate_backend(victim_pid);
+        Result r = first_error(victim.exec_all("SELECT 1"));
+        CHECK(r.is_error());
+        INFO(r.describe());
+        // PostgreSQL's own FATAL (57P01, forwarded) or pgtether's 08006: either way a clear error.
+        CHECK((r.sqlstate == "57P01" || r.sqlstate == "08006" ||
+               r.message.find("terminat") != std::string::npos ||
+               r.message.find("closed") != std::string::npos));
+
+        // The other client, mid-transaction on the other backend, does not notice.
+        CHECK(scalar(other, "SELECT pg_backend_pid()") == other_pid);
+        PGT_CHECK_OK(other.exec("COMMIT"));
+        other.close();  // in session mode it would keep its backend
+        // The pool replaces the dead backend: two clients can hold transactions at once again.
+        Conn a = Conn::must(pooler.conninfo(role));
+        Conn b = Conn::must(pooler.conninfo(role));
+        PGT_REQUIRE_OK(a.exec("BEGIN"));
+        PGT_REQUIRE_OK(b.exec("BEGIN"));
+        CHECK(scalar(a, "SELECT pg_backend_pid()") != victim_pid);
+        CHECK(scalar(b, "SELECT pg_backend_pid()") != victim_pid);
+        CHECK(pooler.running());
+    }
+}
+
+TEST_CASE("a backend killed while idle in the pool is never handed to a client") {
+    const std::string role = private_role("pgt_faults_idle_kill");
+    REQUIRE(settled(role));
+    Pgtether pooler(pool_for(role, "transaction", 2));
+    {
+        Conn a = Conn::must(pooler.conninfo(role));
+        Conn b = Conn::must(pooler.conninfo(role));
+        PGT_REQUIRE_OK(a.exec("BEGIN"));
+        PGT_REQUIRE_OK(b.exec("BEGIN"));
+        PGT_REQUIRE_OK(a.exec("COMMIT"));
+        PGT_REQUIRE_OK(b.exec("COMMIT"));
+    }
+    auto pids = backend_pids_of(role);
+    REQUIRE(pids.size() == 2);
+    for (int pid : pids) terminate_backend(std::to_string(pid));
+    // A kill and a request that cross can meet on any pooler (and on a direct connection); the
+    // point here is that once the backends have gone, pgtether never hands them out again.
+    REQUIRE(eventually([&] { return backends_of(role) == 0; }));
+    std::this_thread::sleep_for(100ms);
+    // Every later request is served without an error.
+    for (int i = 0; i < 10; ++i) {
+        Conn c = Conn::must(pooler.conninfo(role));
+        auto r = c.exec("SELECT pg_backend_pid()");
+        PGT_REQUIRE_OK(r);
+        CHECK(std::find(pids.begin(), pids.end(), std::stoi(r.value())) == pids.end());
+    }
+}
+
+TEST_CASE("a client vanishing mid-transaction, mid-query or mid-pipeline leaves a clean backend") {
+    const std::string role = private_role("pgt_faults_vanish");
+    RowsTable table(role);
+    for (const std::string mode : {"transaction", "session"}) {
+        CAPTURE(mode);
+        Pgtether pooler(pool_for(role, mode, 1));
+        std::string pid;
+        SUBCASE("mid-transaction") {
+            Conn a = Conn::must(pooler.conninfo(role));
+            PGT_REQUIRE_OK(a.exec("BEGIN"));
+            PGT_REQUIRE_OK(a.exec("INSERT INTO faults_rows VALUES (1)"));
+            PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE vanish_tmp (x int) ON COMMIT DROP"));
+            pid = scalar(a, "SELECT pg_backend_pid()");
+            vanish(a);
+        }
+        SUBCASE("in a failed transaction") {
+            Conn a = Conn::must(pooler.conninfo(role));
+            PGT_REQUIRE_OK(a.exec("BEGIN"));
+            pid = scalar(a, "SELECT pg_backend_pid()");
+            PGT_REQUIRE_OK(a.exec("INSERT INTO faults_rows VALUES (1)"));
+            CHECK(a.exec("SELECT 1/0").is_error());
+            vanish(a);
+        }
+        SUBCASE("mid-query, inside a transaction") {
+            Conn a = Conn::must(pooler.conninfo(role));
+            PGT_REQUIRE_OK(a.exec("BEGIN"));
+            PGT_REQUIRE_OK(a.exec("INSERT INTO faults_rows VALUES (1)"));
+            pid = scalar(a, "SELECT pg_backend_pid()");
+            send_query(a, "SELECT pg_sleep(60)");
+            REQUIRE(eventually([&] {
+                return direct_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " + pid +
+                                     " AND query = 'SELECT pg_sleep(60)'") == "1";
+            }));
+            vanish(a);
+        }
+        SUBCASE("mid-pipeline, extended messages without a Sync") {
+            Conn a = Conn::must(pooler.conninfo(role));
+            pid = scalar(a, "SELECT pg_backend_pid()");
+            REQUIRE(PQenterPipelineMode(a.raw()) == 1);
+            REQUIRE(PQsendQueryParams(a.raw(), "BEGIN", 0, nullptr, nullptr, nullptr, nullptr,
+                                      0) == 1);
+            REQUIRE(PQsendQueryParams(a.raw(), "INSERT INTO faults_rows VALUES (1)", 0, nullptr,
+                                      nullptr, nullptr, nullptr, 0) == 1);
+            REQUIRE(PQflush(a.raw()) == 0);  // sent, but no Sync follows
+            std::this_thread::sleep_for(200ms);
+            vanish(a);
+        }
+        SUBCASE("with Terminate in the middle of a transaction") {
+            Conn a = Conn::must(pooler.conninfo(role));
+            PGT_REQUIRE_OK(a.exec("BEGIN"));
+            PGT_REQUIRE_OK(a.exec("INSERT INTO faults_rows VALUES (1)"));
+            pid = scalar(a, "SELECT pg_backend_pid()");
+            a.close();
+        }
+        check_clean_backend(pooler, role, pid);
+    }
+}
+
+TEST_CASE("client_login_timeout: a client that never finishes logging in is dropped") {
+    const std::string role = private_role("pgt_faults_login");
+    PoolerConfig config = pool_for(role, "transaction", 1, {{"client_login_timeout", "1"}});
+    config.settings["auth_type"] = "plain";
+    config.userlist = std::vector<std::pair<std::string, std::string>>{
+        {TestEnv::get().superuser, "pw"}, {role, "pw"}};
+    Pgtether pooler(config);
+    SUBCASE("no start-up packet at all") {
+        RawConn raw(pooler.host(), pooler.port());
+        auto reply = raw.read_until_ready_or_error(5s);
+        INFO(wire::describe(reply));
+        CHECK(wire::first_error_sqlstate(reply) == "08P01");
+        CHECK(raw.wait_closed());
+    }
+    SUBCASE("half a start-up packet") {
+        RawConn raw(pooler.host(), pooler.port());
+        REQUIRE(raw.send(wire::startup({{"user", role}}).substr(0, 10)));
+        auto reply = raw.read_until_ready_or_error(5s);
+        CHECK(wire::first_error_sqlstate(reply) == "08P01");
+        CHECK(raw.wait_closed());
+    }
+    SUBCASE("asked for a password, never answers") {
+        RawConn raw(pooler.host(), pooler.port());
+        REQUIRE(raw.send(wire::startup({{"user", role}, {"database", "pgtether_test"}})));
+        auto request = raw.read_message();
+        REQUIRE(request.has_value());
+        CHECK(request->type == 'R');
+        auto reply = raw.read_until_ready_or_error(5s);
+        INFO(wire::describe(reply));
+        CHECK(wire::first_error_sqlstate(reply) == "08P01");
+        CHECK(raw.wait_closed());
+    }
+    // A client that does log in is not affected by the timeout later.
+    Conn ok = Conn::must(pooler.conninfo(role, "", "pw"));
+    std::this_thread::sleep_for(1500ms);
+    CHECK(scalar(ok, "SELECT 'logged in long ago'") == "logged in long ago");
+}
+
+TEST_CASE("client_idle_timeout: an idle client is disconnected; an active one is not") {
+    const std::string role = private_role("pgt_faults_idle");
+    Pgtether pooler(pool_for(role, "transaction", 1, {{"client_idle_timeout", "1"}}));
+    const TestEnv& env = TestEnv::get();
+    RawConn idle(pooler.host(), pooler.port());
+    auto hello = idle.startup(role, env.database);
+    REQUIRE((!hello.empty() && hello.back().type == 'Z'));
+    Conn busy = Conn::must(pooler.conninfo(role));
+    for (int i = 0; i < 8; ++i) {
+        CHECK(scalar(busy, "SELECT 1") == "1");  // keeps resetting its own idle time
+        std::this_thread::sleep_for(250ms);
+    }
+    auto reply = idle.read_until_ready_or_error(3s);
+    INFO(wire::describe(reply));
+    CHECK(wire::first_error_sqlstate(reply) == "57P05");  // PostgreSQL's idle_session_timeout
+    CHECK(idle.wait_closed());
+    CHECK(scalar(busy, "SELECT 'still here'") == "still here");
+}
+
+TEST_CASE("idle_transaction_timeout: the idle-in-transaction client goes, its backend is cleaned") {
+    const std::string role = private_role("pgt_faults_idle_tx");
+    RowsTable table(role);
+    Pgtether pooler(pool_for(role, "transaction", 1, {{"idle_transaction_timeout", "1"}}));
+    const TestEnv& env = TestEnv::get();
+    RawConn raw(pooler.host(), pooler.port());
+    auto hello = raw.startup(role, env.database);
+    REQUIRE((!hello.empty() && hello.back().type == 'Z'));
+    REQUIRE(raw.send(wire::query("BEGIN; INSERT INTO faults_rows VALUES (1)")));
+    auto in_tx = raw.read_until_ready_or_error();
+    REQUIRE((!in_tx.empty() && in_tx.back().body == "T"));
+    auto reply = raw.read_until_ready_or_error(5s);
+    INFO(wire::describe(reply));
+    CHECK(wire::first_error_sqlstate(reply) == "25P03");  // PostgreSQL's code for the same
+    CHECK(raw.wait_closed());
+    check_clean_backend(pooler, role);
+}
+
+TEST_CASE("query_timeout: a query running too long is stopped, the backend reused cleanly") {
+    const std::string role = private_role("pgt_faults_query");
+    RowsTable table(role);
+    Pgtether pooler(pool_for(role, "transaction", 1, {{"query_timeout", "1"}}));
+    Conn a = Conn::must(pooler.conninfo(role));
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    PGT_REQUIRE_OK(a.exec("INSERT INTO faults_rows VALUES (1)"));
+    std::string pid = scalar(a, "SELECT pg_backend_pid()");
+    auto started = std::chrono::steady_clock::now();
+    Result r = first_error(a.exec_all("SELECT pg_sleep(30)"));
+    CHECK(std::chrono::steady_clock::now() - started < 20s);
+    CHECK_MESSAGE(r.sqlstate == "57014", r.describe());
+    CHECK(r.message.find("query_timeout") != std::string::npos);
+    // Short queries are not affected.
+    Conn b = Conn::must(pooler.conninfo(role));
+    CHECK(scalar(b, "SELECT pg_sleep(0.3)::text") == "");
+    check_clean_backend(pooler, role);
+}

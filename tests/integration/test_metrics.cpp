@@ -1,0 +1,335 @@
+// The metrics endpoint: scraped over HTTP while real clients run queries and take advisory locks
+// through pgtether. Every scrape is parsed strictly (Prometheus text format 0.0.4 or OpenMetrics
+// 1.0), so a malformed exposition fails the test, not just a missing number.
+#include <doctest/doctest.h>
+
+#include <cctype>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "tests/integration/support/admin.hpp"
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/process.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A parsed exposition: sample name + sorted labels ("name{a="x",b="y"}") -> value.
+struct Exposition {
+    std::map<std::string, double> samples;
+    std::map<std::string, std::string> types;  // family -> type
+};
+
+bool valid_name(const std::string& name) {
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+    for (char c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != ':') return false;
+    }
+    return true;
+}
+
+// Parses and checks the exposition; failures are reported with the offending line.
+Exposition parse_exposition(const std::string& text, bool openmetrics) {
+    Exposition out;
+    std::istringstream in(text);
+    std::string line;
+    bool saw_eof = false;
+    int number = 0;
+    while (std::getline(in, line)) {
+        ++number;
+        CAPTURE(number);
+        CAPTURE(line);
+        REQUIRE_FALSE(saw_eof);  // nothing after # EOF
+        if (line == "# EOF") {
+            saw_eof = true;
+            continue;
+        }
+        if (line.rfind("# HELP ", 0) == 0) continue;
+        if (line.rfind("# TYPE ", 0) == 0) {
+            std::istringstream fields(line.substr(7));
+            std::string family;
+            std::string type;
+            fields >> family >> type;
+            CHECK(valid_name(family));
+            bool known_type = type == "gauge" || type == "counter" || type == "summary";
+            CHECK(known_type);
+            if (openmetrics && type == "counter") {
+                bool suffixed = family.size() >= 6 && family.substr(family.size() - 6) == "_total";
+                CHECK_FALSE(suffixed);
+            }
+            out.types[family] = type;
+            continue;
+        }
+        REQUIRE(!line.empty());
+        REQUIRE(line[0] != '#');
+        // name{labels} value
+        std::size_t brace = line.find('{');
+        std::size_t space = line.rfind(' ');
+        REQUIRE(space != std::string::npos);
+        std::string name = line.substr(0, std::min(brace, space));
+        CHECK(valid_name(name));
+        std::map<std::string, std::string> labels;
+        if (brace != std::string::npos && brace < space) {
+            std::size_t close = line.rfind('}', space);
+            REQUIRE(close != std::string::npos);
+            std::string body = line.substr(brace + 1, close - brace - 1);
+            std::size_t i = 0;
+            while (i < body.size()) {
+                std::size_t eq = body.find('=', i);
+                REQUIRE(eq != std::string::npos);
+                std::string label = body.substr(i, eq - i);
+                CHECK(valid_name(label));
+                REQUIRE(body[eq + 1] == '"');
+                std::string value;
+                std::size_t j = eq + 2;
+                for (; j < body.size() && body[j] != '"'; ++j) {
+                    if (body[j] == '\\') ++j;
+                    value += body[j];
+                }
+                REQUIRE(j < body.size());
+                labels[label] = value;
+                i = j + 1;
+                if (i < body.size()) {
+                    REQUIRE(body[i] == ',');
+                    ++i;
+                }
+            }
+        }
+        // The sample belongs to a declared family.
+        std::string family = name;
+        for (const char* suffix : {"_total", "_sum", "_count"}) {
+            std::string s = suffix;
+            if (out.types.count(family) == 0 && family.size() > s.size() &&
+                family.substr(family.size() - s.size()) == s) {
+                family = family.substr(0, family.size() - s.size());
+            }
+        }
+        bool declared = out.types.count(family) != 0 || out.types.count(name) != 0;
+        CHECK_MESSAGE(declared, "sample of an undeclared family: " << name);
+        std::string key = name + "{";
+        bool first = true;
+        for (const auto& [label, value] : labels) {
+            key += (first ? "" : ",") + label + "=\"" + value + "\"";
+            first = false;
+        }
+        key += "}";
+        double value = std::stod(line.substr(space + 1));
+        CHECK(out.samples.count(key) == 0);  // no duplicate series
+        out.samples[key] = value;
+    }
+    CHECK(saw_eof == openmetrics);
+    return out;
+}
+
+std::string pool_labels(const std::string& extra = "") {
+    const auto& env = TestEnv::get();
+    std::string labels = "database=\"" + env.database + "\"";
+    if (!extra.empty()) labels += "," + extra;
+    return labels + ",user=\"" + env.superuser + "\"";
+}
+
+double value_of(const Exposition& e, const std::string& name, const std::string& labels = "") {
+    auto it = e.samples.find(name + "{" + labels + "}");
+    return it == e.samples.end() ? 0.0 : it->second;
+}
+
+bool has(const Exposition& e, const std::string& name, const std::string& labels = "") {
+    return e.samples.count(name + "{" + labels + "}") != 0;
+}
+
+// The value of the one pgtether_info{version="..."} sample (0 when absent).
+double version_info(const Exposition& e) {
+    double value = 0;
+    int count = 0;
+    for (const auto& [key, v] : e.samples) {
+        if (key.rfind("pgtether_info{version=\"", 0) == 0) {
+            value = v;
+            ++count;
+        }
+    }
+    return count == 1 ? value : 0;
+}
+
+PoolerConfig metrics_config(int port) {
+    PoolerConfig config;
+    config.databases = {isolated_database("*")};
+    config.settings = {{"pool_mode", "transaction"},
+                       {"default_pool_size", "2"},
+                       {"metrics_listen_addr", "127.0.0.1"},
+                       {"metrics_listen_port", std::to_string(port)}};
+    return config;
+}
+
+// pgtether with the metrics endpoint on a free port. Tests running in parallel draw ports from
+// the same range, so a port found free may be taken before pgtether binds it; then pgtether stops
+// with "cannot listen for metrics" and this tries another port.
+struct MetricsPooler {
+    std::unique_ptr<Pgtether> pooler;
+    int port = 0;
+};
+
+MetricsPooler start_with_metrics() {
+    for (int attempt = 1;; ++attempt) {
+        MetricsPooler m;
+        m.port = free_port();
+        m.pooler = std::make_unique<Pgtether>(metrics_config(m.port));
+        if (m.pooler->wait_for_log("metrics on http://") && m.pooler->running()) return m;
+        REQUIRE_MESSAGE(attempt < 3, m.pooler->log());
+    }
+}
+
+Exposition scrape(int port) {
+    auto reply = http_get("127.0.0.1", port, "/metrics");
+    REQUIRE_MESSAGE(reply.status == 200, reply.raw);
+    CHECK(reply.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8");
+    CHECK(reply.headers["content-length"] == std::to_string(reply.body.size()));
+    CHECK(reply.headers["connection"] == "close");
+    return parse_exposition(reply.body, false);
+}
+
+}  // namespace
+
+TEST_CASE("the metrics endpoint serves numbers that follow the load") {
+    auto started = start_with_metrics();
+    Pgtether& pooler = *started.pooler;
+    int port = started.port;
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+
+    auto before = scrape(port);
+    CHECK(version_info(before) == 1);
+    CHECK(before.types.at("pgtether_queries_total") == "counter");
+    CHECK(before.types.at("pgtether_query_duration_seconds") == "summary");
+    CHECK(before.types.at("pgtether_pool_clients") == "gauge");
+    CHECK(value_of(before, "pgtether_pool_clients", pool_labels("state=\"idle\"")) == 1);
+    CHECK(value_of(before, "pgtether_pool_servers", pool_labels("state=\"idle\"")) == 1);
+
+    for (int i = 0; i < 10; ++i)
+        PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    auto after = scrape(port);
+    auto delta = [&](const std::string& name, const std::string& extra = "") {
+        return value_of(after, name, pool_labels(extra)) -
+               value_of(before, name, pool_labels(extra));
+    };
+    CHECK(delta("pgtether_queries_total") == 10);
+    CHECK(delta("pgtether_transactions_total") == 10);
+    CHECK(delta("pgtether_query_duration_seconds_count") == 10);
+    CHECK(delta("pgtether_transaction_duration_seconds_count") == 10);
+    CHECK(delta("pgtether_query_duration_seconds_sum") > 0);
+    CHECK(delta("pgtether_client_wait_seconds_count") == 10);
+    // Each Query message "SELECT 1" is 14 bytes on the wire (type, length, text, NUL).
+    CHECK(delta("pgtether_received_bytes_total") == 10 * 14);
+    CHECK(delta("pgtether_sent_bytes_total") > 0);
+
+    // A transaction in progress: an active client on an active server.
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    auto in_tx = scrape(port);
+    CHECK(value_of(in_tx, "pgtether_pool_clients", pool_labels("state=\"active\"")) == 1);
+    CHECK(value_of(in_tx, "pgtether_pool_servers", pool_labels("state=\"active\"")) == 1);
+    PGT_REQUIRE_OK(a.exec("COMMIT"));
+
+    // The tether: a lock holder is counted until it lets go.
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(7077), pg_advisory_lock(7101, 7102)"));
+    // The probe that tethers runs after the client already has its answer.
+    Exposition tethered;
+    CHECK(eventually([&] {
+        tethered = scrape(port);
+        return value_of(tethered, "pgtether_pool_tethered_clients", pool_labels()) == 1;
+    }));
+    CHECK(value_of(tethered, "pgtether_pool_tethered_clients", pool_labels()) == 1);
+    CHECK(value_of(tethered, "pgtether_pool_held_advisory_locks", pool_labels()) == 2);
+    CHECK(value_of(tethered, "pgtether_tethers_total", pool_labels()) == 1);
+    CHECK(value_of(tethered, "pgtether_lock_probes_total", pool_labels()) >= 1);
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
+    CHECK(eventually([&] {
+        auto e = scrape(port);
+        return value_of(e, "pgtether_pool_tethered_clients", pool_labels()) == 0 &&
+               value_of(e, "pgtether_untethers_total", pool_labels()) == 1;
+    }));
+
+    // A lock holder that leaves: its backend is scrubbed.
+    {
+        Conn leaver = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(leaver.exec("SELECT pg_advisory_lock(7078)"));
+    }
+    CHECK(eventually(
+        [&] { return value_of(scrape(port), "pgtether_scrubs_total", pool_labels()) == 1; }));
+
+    auto last = scrape(port);
+    CHECK(value_of(last, "pgtether_client_connections") >= 1);
+    CHECK(value_of(last, "pgtether_server_connections_opened_total") >= 1);
+    CHECK(has(last, "pgtether_scrub_failures_total", pool_labels()));
+    CHECK(has(last, "pgtether_leaks_found_total", pool_labels()));
+    CHECK(has(last, "pgtether_pool_max_wait_seconds", pool_labels()));
+    CHECK(value_of(last, "pgtether_paused") == 0);
+
+    // The same numbers as the admin console's SHOW STATS.
+    Conn admin = console(pooler);
+    auto stats = find_row(admin.exec("SHOW STATS"), "database", TestEnv::get().database);
+    REQUIRE(stats.has_value());
+    auto now = scrape(port);
+    CHECK(value_of(now, "pgtether_queries_total", pool_labels()) ==
+          static_cast<double>(cell_int(*stats, "total_query_count")));
+    CHECK(value_of(now, "pgtether_received_bytes_total", pool_labels()) ==
+          static_cast<double>(cell_int(*stats, "total_received")));
+}
+
+TEST_CASE("OpenMetrics is served when the scraper asks for it") {
+    auto started = start_with_metrics();
+    Pgtether& pooler = *started.pooler;
+    int port = started.port;
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    auto reply =
+        http_get("127.0.0.1", port, "/metrics",
+                 "Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n");
+    REQUIRE(reply.status == 200);
+    CHECK(reply.headers["content-type"] ==
+          "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    auto e = parse_exposition(reply.body, true);
+    CHECK(e.types.at("pgtether_queries") == "counter");
+    CHECK(value_of(e, "pgtether_queries_total", pool_labels()) >= 1);
+}
+
+TEST_CASE("the endpoint answers bad requests with HTTP errors and keeps serving") {
+    auto started = start_with_metrics();
+    Pgtether& pooler = *started.pooler;
+    int port = started.port;
+    CHECK(http_get("127.0.0.1", port, "/").status == 404);
+    auto post =
+        http_exchange("127.0.0.1", port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    CHECK(post.status == 405);
+    CHECK(post.headers["allow"] == "GET, HEAD");
+    CHECK(http_exchange("127.0.0.1", port, "garbage\r\n\r\n").status == 400);
+    CHECK(http_exchange("127.0.0.1", port,
+                        "GET /metrics HTTP/1.1\r\nX: " + std::string(10000, 'a') + "\r\n\r\n")
+              .status == 431);
+    auto head = http_exchange("127.0.0.1", port, "HEAD /metrics HTTP/1.1\r\n\r\n");
+    CHECK(head.status == 200);
+    CHECK(head.body.empty());
+    CHECK(std::stoul(head.headers["content-length"]) > 0);
+    // A request split across packets.
+    auto split = http_exchange("127.0.0.1", port, "GET /metr", 500ms);
+    CHECK(split.status == 0);  // incomplete: no answer; the endpoint drops it later
+    CHECK(version_info(scrape(port)) == 1);
+    // PostgreSQL clients on the same process are unaffected.
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_CHECK_OK(a.exec("SELECT 1"));
+}
+
+TEST_CASE("without metrics_listen_port there is no endpoint") {
+    Pgtether pooler;
+    Conn admin = console(pooler);
+    auto port = find_row(admin.exec("SHOW CONFIG"), "key", "metrics_listen_port");
+    REQUIRE(port.has_value());
+    CHECK(cell(*port, "value") == "0");
+    CHECK(pooler.log().find("metrics on") == std::string::npos);
+}

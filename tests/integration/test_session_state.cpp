@@ -1,0 +1,333 @@
+// Session state beyond advisory locks (issue "Session state without surprises"): temporary
+// tables, LISTEN, WITH HOLD cursors, SQL-level PREPARE and LOAD tether their client; settings
+// (SET, RESET, set_config, start-up parameters) are replayed instead — every client sees its own
+// and nobody else's, through a pool of two backends.
+#include <doctest/doctest.h>
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/helpers.hpp"
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/raw_socket.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"},
+                       {"default_pool_size", "2"},
+                       {"query_wait_timeout", "20"},
+                       {"max_client_conn", "100"}};
+    for (auto& [key, value] : extra) config.settings[key] = value;
+    config.extra_args = {"-v"};
+    return config;
+}
+
+// With a pool of two, two more clients can both hold a transaction open exactly when nobody is
+// tethered (see test_tether.cpp).
+bool two_transactions_fit(const Pgtether& pooler) {
+    Conn b = Conn::must(pooler.conninfo());
+    Conn c = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(b.exec("BEGIN"));
+    PGT_REQUIRE_OK(b.exec("SELECT 1"));
+    REQUIRE(PQsendQuery(c.raw(), "BEGIN; SELECT 1") == 1);
+    auto deadline = std::chrono::steady_clock::now() + 700ms;
+    bool fit = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+        PQconsumeInput(c.raw());
+        if (!PQisBusy(c.raw())) {
+            fit = true;
+            break;
+        }
+        pollfd pfd{PQsocket(c.raw()), POLLIN, 0};
+        poll(&pfd, 1, 50);
+    }
+    PGT_CHECK_OK(b.exec("ROLLBACK"));
+    while (PGresult* res = PQgetResult(c.raw())) PQclear(res);
+    PGT_CHECK_OK(c.exec("ROLLBACK"));
+    return fit;
+}
+
+}  // namespace
+
+TEST_CASE("a temporary table tethers its client; others never see it; DROP untethers") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE scratch (n int)"));
+    for (int i = 1; i <= 10; ++i) {
+        PGT_REQUIRE_OK(a.exec("INSERT INTO scratch VALUES (" + std::to_string(i) + ")"));
+        PGT_CHECK_SQLSTATE(b.exec("SELECT count(*) FROM scratch"), "42P01");
+    }
+    CHECK(scalar(a, "SELECT sum(n) FROM scratch") == "55");
+    CHECK_FALSE(two_transactions_fit(pooler));
+    CHECK(pooler.wait_for_log("tethered to backend"));
+    CHECK(pooler.log().find("temp tables 1: scratch") != std::string::npos);
+    PGT_REQUIRE_OK(a.exec("DROP TABLE scratch"));
+    CHECK(two_transactions_fit(pooler));
+
+    SUBCASE("DISCARD TEMP untethers too") {
+        PGT_REQUIRE_OK(a.exec("CREATE TEMPORARY TABLE again (n int)"));
+        CHECK_FALSE(two_transactions_fit(pooler));
+        PGT_REQUIRE_OK(a.exec("DISCARD TEMP"));
+        CHECK(two_transactions_fit(pooler));
+    }
+    SUBCASE("ON COMMIT DROP never tethers") {
+        PGT_REQUIRE_OK(a.exec("BEGIN"));
+        PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE gone (n int) ON COMMIT DROP"));
+        PGT_REQUIRE_OK(a.exec("COMMIT"));
+        CHECK(two_transactions_fit(pooler));
+    }
+    SUBCASE("a client that leaves with a temp table: it is gone before anyone else comes") {
+        PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE leftover (n int)"));
+        a.close();
+        Conn direct = Conn::must(direct_conninfo());
+        bool gone = false;
+        for (int i = 0; i < 40 && !gone; ++i) {
+            gone = scalar(direct, "SELECT count(*) FROM pg_class WHERE relname = 'leftover' AND "
+                                  "relpersistence = 't'") == "0";
+            if (!gone) std::this_thread::sleep_for(25ms);
+        }
+        CHECK(gone);
+    }
+}
+
+TEST_CASE("LISTEN keeps receiving notifications across transactions; UNLISTEN * untethers") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("LISTEN jobs"));
+    for (int i = 0; i < 5; ++i) {
+        PGT_REQUIRE_OK(b.exec("NOTIFY jobs, 'job " + std::to_string(i) + "'"));
+        PGT_REQUIRE_OK(a.exec("SELECT 1"));  // a later transaction of the listener
+        PGnotify* notify = nullptr;
+        for (int wait = 0; wait < 40 && !notify; ++wait) {
+            PQconsumeInput(a.raw());
+            notify = PQnotifies(a.raw());
+            if (!notify) std::this_thread::sleep_for(25ms);
+        }
+        REQUIRE_MESSAGE(notify != nullptr, "notification " << i << " did not arrive");
+        CHECK(std::string(notify->relname) == "jobs");
+        CHECK(std::string(notify->extra) == "job " + std::to_string(i));
+        PQfreemem(notify);
+    }
+    CHECK_FALSE(two_transactions_fit(pooler));
+    PGT_REQUIRE_OK(a.exec("UNLISTEN *"));
+    CHECK(two_transactions_fit(pooler));
+}
+
+TEST_CASE("a WITH HOLD cursor is fetched across transactions; CLOSE untethers") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("DECLARE c CURSOR WITH HOLD FOR SELECT generate_series(1, 10) AS n"));
+    for (int i = 0; i < 5; ++i) {
+        auto r = a.exec("FETCH 2 FROM c");
+        PGT_REQUIRE_OK(r);
+        REQUIRE(r.rows.size() == 2);
+        CHECK(r.value(0, 0) == std::to_string(2 * i + 1));
+    }
+    CHECK_FALSE(two_transactions_fit(pooler));
+    PGT_REQUIRE_OK(a.exec("CLOSE c"));
+    CHECK(two_transactions_fit(pooler));
+    // A cursor without HOLD dies with its transaction and never tethers.
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    PGT_REQUIRE_OK(a.exec("DECLARE d CURSOR FOR SELECT 1"));
+    PGT_REQUIRE_OK(a.exec("COMMIT"));
+    CHECK(two_transactions_fit(pooler));
+}
+
+TEST_CASE("SQL-level PREPARE tethers until DEALLOCATE") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("PREPARE twice(int) AS SELECT $1 * 2"));
+    for (int i = 0; i < 5; ++i) CHECK(scalar(a, "EXECUTE twice(" + std::to_string(i) + ")") == std::to_string(2 * i));
+    CHECK_FALSE(two_transactions_fit(pooler));
+    PGT_REQUIRE_OK(a.exec("DEALLOCATE twice"));
+    CHECK(two_transactions_fit(pooler));
+}
+
+TEST_CASE("LOAD tethers for good and the backend is closed when its client leaves") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("LOAD 'auto_explain'"));
+    int pid = std::stoi(scalar(a, "SELECT pg_backend_pid()"));
+    CHECK_FALSE(two_transactions_fit(pooler));
+    a.close();
+    Conn direct = Conn::must(direct_conninfo());
+    bool closed = false;
+    for (int i = 0; i < 40 && !closed; ++i) {
+        closed = scalar(direct, "SELECT count(*) FROM pg_stat_activity WHERE pid = " +
+                                    std::to_string(pid)) == "0";
+        if (!closed) std::this_thread::sleep_for(25ms);
+    }
+    CHECK(closed);
+}
+
+TEST_CASE("session_state_* = ignore behaves like PgBouncer") {
+    Pgtether pooler(two_backends({{"session_state_temp_tables", "ignore"}}));
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE not_tracked (n int)"));
+    CHECK(two_transactions_fit(pooler));
+    PGT_REQUIRE_OK(a.exec("DISCARD TEMP"));
+}
+
+TEST_CASE("settings are replayed, never tethered: 20 clients on 2 backends see only their own") {
+    Pgtether pooler(two_backends());
+    constexpr int kClients = 20;
+    std::vector<Conn> clients;
+    for (int i = 0; i < kClients; ++i) clients.push_back(Conn::must(pooler.conninfo()));
+    const char* datestyles[] = {"ISO, MDY", "German, DMY", "SQL, DMY", "Postgres, MDY"};
+    auto expected_search_path = [](int i) { return "tenant_" + std::to_string(i) + ", public"; };
+    for (int i = 0; i < kClients; ++i) {
+        Conn& c = clients[static_cast<std::size_t>(i)];
+        if (i % 2 == 0) {  // half the clients change their settings
+            PGT_REQUIRE_OK(c.exec(std::string("SET DateStyle = '") + datestyles[i % 4] + "'"));
+            PGT_REQUIRE_OK(c.exec("SET search_path = tenant_" + std::to_string(i) + ", public"));
+            PGT_REQUIRE_OK(c.exec("SET statement_timeout = '" + std::to_string(i + 1) + "s'"));
+            PGT_REQUIRE_OK(c.exec("SET application_name = 'client" + std::to_string(i) + "'"));
+            PGT_REQUIRE_OK(c.exec("SELECT set_config('myapp.tenant', 'tenant" + std::to_string(i) +
+                                  "', false)"));
+        }
+    }
+    CHECK(two_transactions_fit(pooler));  // settings never tether
+    for (int round = 0; round < 10; ++round) {
+        for (int i = 0; i < kClients; ++i) {
+            Conn& c = clients[static_cast<std::size_t>(i)];
+            auto r = c.exec("SELECT current_setting('DateStyle'), current_setting('search_path'), "
+                            "current_setting('statement_timeout'), "
+                            "current_setting('application_name'), "
+                            "current_setting('myapp.tenant', true)");
+            PGT_REQUIRE_OK(r);
+            if (i % 2 == 0) {
+                CHECK(r.value(0, 0) == datestyles[i % 4]);
+                CHECK(r.value(0, 1) == expected_search_path(i));
+                CHECK(r.value(0, 2) == std::to_string(i + 1) + "s");
+                CHECK(r.value(0, 3) == "client" + std::to_string(i));
+                CHECK(r.value(0, 4) == "tenant" + std::to_string(i));
+            } else {
+                CHECK(r.value(0, 0) == "ISO, MDY");
+                CHECK(r.value(0, 1) == "\"$user\", public");
+                CHECK(r.value(0, 2) == "0");
+                CHECK(r.value(0, 3) == "");
+                bool unset = r.is_null(0, 4) || r.value(0, 4).empty();
+                CHECK(unset);
+            }
+        }
+    }
+    SUBCASE("RESET ALL") {
+        Conn& c = clients[0];
+        PGT_REQUIRE_OK(c.exec("RESET ALL"));
+        for (int round = 0; round < 4; ++round) {
+            CHECK(scalar(c, "SHOW search_path") == "\"$user\", public");
+            CHECK(scalar(c, "SHOW statement_timeout") == "0");
+            CHECK(scalar(c, "SHOW DateStyle") == "ISO, MDY");
+            PGT_REQUIRE_OK(clients[2].exec("SELECT 1"));  // keep the other backend busy too
+        }
+    }
+    SUBCASE("a SET inside a rolled-back transaction is undone") {
+        Conn& c = clients[1];
+        PGT_REQUIRE_OK(c.exec("BEGIN"));
+        PGT_REQUIRE_OK(c.exec("SET search_path = rolled_back"));
+        PGT_REQUIRE_OK(c.exec("SET LOCAL work_mem = '9MB'"));
+        PGT_REQUIRE_OK(c.exec("ROLLBACK"));
+        for (int round = 0; round < 4; ++round) {
+            CHECK(scalar(c, "SHOW search_path") == "\"$user\", public");
+            PGT_REQUIRE_OK(clients[0].exec("SELECT 1"));
+        }
+        // A committed SET stays; SET LOCAL never outlives its transaction.
+        PGT_REQUIRE_OK(c.exec("BEGIN"));
+        PGT_REQUIRE_OK(c.exec("SET search_path = committed, public"));
+        PGT_REQUIRE_OK(c.exec("SET LOCAL work_mem = '9MB'"));
+        PGT_REQUIRE_OK(c.exec("COMMIT"));
+        for (int round = 0; round < 4; ++round) {
+            CHECK(scalar(c, "SHOW search_path") == "committed, public");
+            CHECK(scalar(c, "SHOW work_mem") == "4MB");
+            PGT_REQUIRE_OK(clients[0].exec("SELECT 1"));
+        }
+    }
+}
+
+TEST_CASE("pgjdbc-style start-up parameters are accepted and honoured on every backend") {
+    PoolerConfig config = two_backends({{"min_pool_size", "2"}, {"server_round_robin", "1"}});
+    Pgtether pooler(config);
+    Conn c = Conn::must(pooler.conninfo(
+        "", "", "", "options='-c statement_timeout=5s -c search_path=app,public' "
+                    "application_name=jdbc_like"));
+    std::this_thread::sleep_for(300ms);  // min_pool_size warms the second backend up
+    // extra_float_digits the way pgjdbc sends it: a plain start-up parameter.
+    REQUIRE(PQstatus(c.raw()) == CONNECTION_OK);
+    std::set<std::string> backends;
+    for (int i = 0; i < 8; ++i) {
+        auto r = c.exec("SELECT current_setting('statement_timeout'), "
+                        "current_setting('search_path'), current_setting('application_name'), "
+                        "pg_backend_pid()");
+        PGT_REQUIRE_OK(r);
+        CHECK(r.value(0, 0) == "5s");
+        CHECK(r.value(0, 1) == "app,public");  // as PostgreSQL shows it for this option
+        CHECK(r.value(0, 2) == "jdbc_like");
+        backends.insert(r.value(0, 3));
+    }
+    CHECK(backends.size() == 2);
+    // The statement_timeout is really in force.
+    PGT_CHECK_SQLSTATE(c.exec("SET statement_timeout = '100ms'; SELECT pg_sleep(1)"), "57014");
+
+    // pgjdbc sends extra_float_digits as a start-up parameter of its own (libpq cannot):
+    // speak the protocol directly.
+    const TestEnv& env = TestEnv::get();
+    RawConn raw(pooler.host(), pooler.port());
+    REQUIRE(raw.send(wire::startup({{"user", env.superuser},
+                                    {"database", env.database},
+                                    {"extra_float_digits", "3"},
+                                    {"DateStyle", "ISO"}})));
+    auto greeting = raw.read_until_ready_or_error();
+    bool ready = !greeting.empty() && greeting.back().type == 'Z';
+    REQUIRE_MESSAGE(ready, wire::describe(greeting));
+    for (int i = 0; i < 4; ++i) {
+        REQUIRE(raw.send(wire::query("SHOW extra_float_digits")));
+        auto replies = raw.read_until_ready_or_error();
+        bool found = false;
+        for (const auto& m : replies) {
+            if (m.type == 'D') found = m.body.find("3") != std::string::npos;
+        }
+        CHECK_MESSAGE(found, wire::describe(replies));
+    }
+}
+
+TEST_CASE("the admin console and the metrics name every tether's reasons") {
+    PoolerConfig config = two_backends({{"metrics_listen_port", "0"}});
+    config.settings["admin_users"] = TestEnv::get().superuser;
+    Pgtether pooler(config);
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE reasons (n int)"));
+    PGT_REQUIRE_OK(a.exec("LISTEN reasons_channel"));
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(1300)"));
+    Conn admin = Conn::must(pooler.conninfo("", "pgtether"));
+    // The probe runs after the client already has its reply: wait for it.
+    std::string reasons;
+    bool complete = eventually([&] {
+        auto locks = admin.exec("SHOW LOCKS");
+        if (!locks.ok() || locks.rows.size() != 1 || locks.columns.back() != "tether_reasons") {
+            return false;
+        }
+        reasons = locks.rows[0].back().value_or("");
+        return reasons.find("advisory locks") != std::string::npos;
+    });
+    INFO(reasons);
+    CHECK(complete);
+    CHECK(reasons.find("advisory locks 1300 exclusive") != std::string::npos);
+    CHECK(reasons.find("temp tables 1: reasons") != std::string::npos);
+    CHECK(reasons.find("listen 1: reasons_channel") != std::string::npos);
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all(); UNLISTEN *; DROP TABLE reasons"));
+    CHECK(two_transactions_fit(pooler));
+}

@@ -1,0 +1,375 @@
+// Start-up, signals and the command line: conf/pgtether.ini with every documented setting turned
+// on and a realistic production pgbouncer.ini start as they are; an invalid value or unknown key
+// stops start-up with "FILE:LINE: KEY: ..." and a non-zero exit; -V and -h; -d with a pidfile
+// daemonizes and SIGTERM stops it and removes the pidfile; SIGHUP reloads a changed pool size and
+// keeps the old configuration when the new one is broken; SIGINT lets a running transaction
+// finish, bounded, while new connections are refused.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/helpers.hpp"
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/process.hpp"
+#include "tests/integration/support/raw_socket.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+
+namespace {
+
+struct Exit {
+    std::optional<int> status;  // wait status; nullopt = still running after the timeout
+    std::string output;
+};
+
+// Runs pgtether with `args` to completion (as the daemon user, like the tests' poolers).
+Exit run_pgtether(const std::vector<std::string>& args, const TempDir& dir,
+                  const std::string& name, std::chrono::milliseconds timeout = 10s) {
+    ChildProcess::Options options;
+    options.argv = {TestEnv::get().pgtether_bin};
+    for (const auto& a : args) options.argv.push_back(a);
+    options.log_path = dir.path() + "/" + name + ".out";
+    options.as_daemon_user = true;
+    ChildProcess child(options);
+    Exit result;
+    result.status = child.wait_exit(timeout);
+    if (!result.status) child.stop(2s);
+    result.output = read_file(options.log_path);
+    return result;
+}
+
+int exit_code(const Exit& e) {
+    return e.status && WIFEXITED(*e.status) ? WEXITSTATUS(*e.status) : -1;
+}
+
+std::string database_line(const std::string& name) {
+    const TestEnv& env = TestEnv::get();
+    return name + " = host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+           " dbname=" + env.database;
+}
+
+// conf/pgtether.ini with every commented-out "key = value" of [pgbouncer] turned on (they
+// document the defaults), pointed at the test PostgreSQL and at our port and files.
+std::string adapted_example_ini(const TempDir& dir, int port) {
+    std::ifstream in(std::string(PGT_SOURCE_DIR) + "/conf/pgtether.ini");
+    REQUIRE(in.good());
+    std::ostringstream out;
+    std::string line, section;
+    std::regex commented_setting("^;([a-z_]+) =(.*)$");
+    std::smatch m;
+    while (std::getline(in, line)) {
+        if (!line.empty() && line[0] == '[') section = line;
+        if (section == "[databases]" && line.rfind("app =", 0) == 0) {
+            line = database_line("app");
+        } else if (section == "[pgbouncer]" && std::regex_match(line, m, commented_setting)) {
+            line = m[1].str() + " =" + m[2].str();
+        }
+        if (section == "[pgbouncer]") {
+            auto set = [&](const std::string& key, const std::string& value) {
+                if (line.rfind(key + " =", 0) == 0) line = key + " = " + value;
+            };
+            set("listen_port", std::to_string(port));
+            set("listen_addr", "127.0.0.1");
+            set("unix_socket_dir", dir.path());
+            set("auth_file", dir.path() + "/userlist.txt");
+            set("logfile", dir.path() + "/example.log");
+            set("pidfile", dir.path() + "/example.pid");
+        }
+        out << line << "\n";
+    }
+    return out.str();
+}
+
+// Can two clients hold a transaction at the same time (a pool of at least two backends)?
+bool two_transactions_fit(const std::string& conninfo) {
+    Conn a = Conn::must(conninfo);
+    Conn b = Conn::must(conninfo);
+    a.exec_ok("BEGIN");
+    a.exec_ok("SELECT 1");
+    send_query(b, "BEGIN; SELECT 1");
+    bool fit = wait_result(b, 700ms).has_value();
+    a.exec("ROLLBACK");
+    if (!fit) wait_result(b, 10s);
+    b.exec("ROLLBACK");
+    return fit;
+}
+
+}  // namespace
+
+TEST_CASE("conf/pgtether.ini with every documented setting starts and serves md5 clients") {
+    const TestEnv& env = TestEnv::get();
+    TempDir dir("pgt-startup", env.tmp_dir);
+    const int port = free_port();
+    const std::string ini = dir.write_file("pgtether.ini", adapted_example_ini(dir, port));
+    // The example userlist plus a user of ours with a plain password.
+    dir.write_file("userlist.txt", read_file(std::string(PGT_SOURCE_DIR) + "/conf/userlist.txt") +
+                                       "\"" + env.superuser + "\" \"example-pw\"\n");
+    ChildProcess::Options options;
+    options.argv = {env.pgtether_bin, ini};
+    options.log_path = dir.path() + "/stderr.log";
+    options.as_daemon_user = true;
+    ChildProcess daemon(options);
+    REQUIRE_MESSAGE(eventually([&] { return port_accepts("127.0.0.1", port); }),
+                    read_file(options.log_path));
+    Conn conn(make_conninfo("127.0.0.1", port, env.superuser, "app", "example-pw"));
+    REQUIRE_MESSAGE(conn.ok(), (conn.error() + "\n" + read_file(options.log_path)));
+    CHECK(scalar(conn, "SELECT current_database()") == env.database);
+    // Documented defaults are silent values: nothing is reported as unsupported.
+    std::string log = read_file(dir.path() + "/example.log");
+    CHECK_MESSAGE(log.find("recognised but not supported") == std::string::npos, log);
+    CHECK(read_file(dir.path() + "/example.pid") == std::to_string(daemon.pid()) + "\n");
+    Conn wrong(make_conninfo("127.0.0.1", port, env.superuser, "app", "wrong"));
+    CHECK_FALSE(wrong.ok());
+    auto status = daemon.stop();
+    REQUIRE(status.has_value());
+    CHECK(WIFEXITED(*status));
+    CHECK(WEXITSTATUS(*status) == 0);
+    CHECK(read_file(dir.path() + "/example.pid").empty());  // removed on exit
+}
+
+TEST_CASE("a realistic production pgbouncer.ini starts without edits") {
+    const TestEnv& env = TestEnv::get();
+    TempDir dir("pgt-startup", env.tmp_dir);
+    const int port = free_port();
+    dir.write_file("databases.ini", "[databases]\n" + database_line("app") +
+                                        " pool_size=5 connect_query='SELECT 1'\n" +
+                                        database_line("reports") + " pool_mode=session\n" +
+                                        database_line("*") + "\n");
+    dir.write_file("userlist.txt", "\"" + env.superuser + "\" \"prod-pw\"\n\"stats\" \"\"\n");
+    const std::string ini = dir.write_file(
+        "pgbouncer.ini",
+        ";; pgbouncer.ini as found on a production host\n"
+        "%include " + dir.path() + "/databases.ini\n"
+        "\n"
+        "[users]\n" + env.superuser + " = max_user_connections=50\n"
+        "\n"
+        "[pgbouncer]\n"
+        "logfile = " + dir.path() + "/pgbouncer.log\n"
+        "pidfile = " + dir.path() + "/pgbouncer.pid\n"
+        "listen_addr = 127.0.0.1\n"
+        "listen_port = " + std::to_string(port) + "\n"
+        "unix_socket_dir = " + dir.path() + "\n"
+        "auth_type = md5\n"
+        "auth_file = " + dir.path() + "/userlist.txt\n"
+        "admin_users = " + env.superuser + "\n"
+        "stats_users = stats, " + env.superuser + "\n"
+        "pool_mode = transaction\n"
+        "server_reset_query = DISCARD ALL\n"
+        "ignore_startup_parameters = extra_float_digits, search_path\n"
+        "max_client_conn = 500\n"
+        "default_pool_size = 10\n"
+        "min_pool_size = 1\n"
+        "reserve_pool_size = 2\n"
+        "reserve_pool_timeout = 3\n"
+        "server_lifetime = 1800\n"
+        "server_idle_timeout = 300\n"
+        "server_connect_timeout = 5\n"
+        "server_login_retry = 5\n"
+        "query_wait_timeout = 60\n"
+        "client_login_timeout = 30\n"
+        "log_connections = 0\n"
+        "log_disconnections = 0\n"
+        "stats_period = 60\n"
+        "tcp_keepalive = 1\n"
+        "tcp_keepidle = 60\n"
+        "application_name_add_host = 1\n"
+        "server_tls_sslmode = prefer\n"
+        "max_prepared_statements = 0\n"
+        "dns_max_ttl = 30\n");
+    ChildProcess::Options options;
+    options.argv = {env.pgtether_bin, ini};
+    options.log_path = dir.path() + "/stderr.log";
+    options.as_daemon_user = true;
+    ChildProcess daemon(options);
+    REQUIRE_MESSAGE(eventually([&] { return port_accepts("127.0.0.1", port); }),
+                    read_file(options.log_path));
+    for (const char* db : {"app", "reports", env.database.c_str()}) {
+        CAPTURE(db);
+        Conn conn(make_conninfo("127.0.0.1", port, env.superuser, db, "prod-pw"));
+        REQUIRE_MESSAGE(conn.ok(), conn.error());
+        CHECK(scalar(conn, "SELECT current_database()") == env.database);
+    }
+    // Settings it does not act on are named once each, with file and line.
+    std::string log = read_file(dir.path() + "/pgbouncer.log");
+    INFO(log);
+    const std::string text = read_file(ini);
+    const auto add_host_line =
+        1 + std::count(text.begin(),
+                       text.begin() + static_cast<long>(text.find("application_name_add_host")),
+                       '\n');
+    CHECK(log.find(ini + ":" + std::to_string(add_host_line) +
+                   ": application_name_add_host: recognised but not supported") !=
+          std::string::npos);
+    // server_tls_sslmode is honoured: prefer asks the server for TLS and, as this server has
+    // ssl = off, goes on in plaintext (the connections above).
+    CHECK(log.find("server_tls_sslmode: recognised but not supported") == std::string::npos);
+    // ignore_startup_parameters: a JDBC-style start-up with extra_float_digits is let in.
+    RawConn raw("127.0.0.1", port);
+    REQUIRE(raw.send(wire::startup(
+        {{"user", env.superuser}, {"database", "app"}, {"extra_float_digits", "3"}})));
+    auto reply = raw.read_message();
+    REQUIRE(reply.has_value());
+    CHECK(reply->type == 'R');  // asked for a password, not refused
+}
+
+TEST_CASE("an invalid value or unknown key: non-zero exit and FILE:LINE: KEY on stderr") {
+    const TestEnv& env = TestEnv::get();
+    TempDir dir("pgt-startup", env.tmp_dir);
+    struct Bad {
+        std::string line;
+        std::string key;
+    };
+    for (const Bad& bad : {Bad{"listen_port = 99999", "listen_port"},
+                           Bad{"pool_mode = sometimes", "pool_mode"},
+                           Bad{"server_idle_timeout = 10s", "server_idle_timeout"},
+                           Bad{"default_pool_size = many", "default_pool_size"},
+                           Bad{"no_such_setting = 1", "no_such_setting"}}) {
+        CAPTURE(bad.line);
+        const std::string ini = dir.write_file(
+            "bad.ini", "[databases]\n" + database_line("app") +
+                           "\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " +
+                           std::to_string(free_port()) + "\n" + bad.line + "\n");
+        Exit e = run_pgtether({ini}, dir, "bad-" + bad.key);
+        INFO(e.output);
+        CHECK(exit_code(e) != 0);
+        CHECK(exit_code(e) != -1);
+        CHECK(e.output.find(ini + ":7: " + bad.key + ": ") != std::string::npos);
+    }
+    // A missing file is reported too.
+    Exit missing = run_pgtether({dir.path() + "/nope.ini"}, dir, "missing");
+    CHECK(exit_code(missing) != 0);
+    CHECK(missing.output.find("nope.ini") != std::string::npos);
+}
+
+TEST_CASE("-V, -h and bad command lines") {
+    TempDir dir("pgt-startup", TestEnv::get().tmp_dir);
+    Exit version = run_pgtether({"-V"}, dir, "version");
+    CHECK(exit_code(version) == 0);
+    CHECK(std::regex_search(version.output, std::regex("^pgtether [0-9]+\\.[0-9]+")));
+    Exit help = run_pgtether({"-h"}, dir, "help");
+    CHECK(exit_code(help) == 0);
+    CHECK(help.output.find("Usage:") != std::string::npos);
+    Exit none = run_pgtether({}, dir, "none");
+    CHECK(exit_code(none) != 0);
+    Exit unknown = run_pgtether({"-Z", "x.ini"}, dir, "unknown");
+    CHECK(exit_code(unknown) != 0);
+    CHECK(unknown.output.find("unknown option") != std::string::npos);
+}
+
+TEST_CASE("-d with a pidfile daemonizes; SIGTERM stops it and removes the pidfile") {
+    const TestEnv& env = TestEnv::get();
+    TempDir dir("pgt-startup", env.tmp_dir);
+    const int port = free_port();
+    const std::string pidfile = dir.path() + "/daemon.pid";
+    const std::string ini = dir.write_file(
+        "daemon.ini", "[databases]\n" + database_line("app") +
+                          "\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " +
+                          std::to_string(port) + "\nunix_socket_dir = " + dir.path() +
+                          "\nauth_type = trust\npidfile = " + pidfile + "\nlogfile = " +
+                          dir.path() + "/daemon.log\n");
+    Exit launcher = run_pgtether({"-d", ini}, dir, "daemon");
+    CHECK(exit_code(launcher) == 0);  // the foreground process returns at once
+    REQUIRE_MESSAGE(eventually([&] { return !read_file(pidfile).empty(); }),
+                    (launcher.output + read_file(dir.path() + "/daemon.log")));
+    const pid_t pid = std::stoi(read_file(pidfile));
+    // Make sure it goes away even if a check below fails.
+    struct Reaper {
+        pid_t pid;
+        ~Reaper() { kill(pid, SIGKILL); }
+    } reaper{pid};
+    CHECK(kill(pid, 0) == 0);
+    REQUIRE(eventually([&] { return port_accepts("127.0.0.1", port); }));
+    Conn conn = Conn::must(make_conninfo("127.0.0.1", port, env.superuser, "app"));
+    CHECK(scalar(conn, "SELECT 'daemonized'") == "daemonized");
+    conn.close();
+    // Detached into a session of its own.
+    CHECK(getsid(pid) != getsid(0));
+
+    REQUIRE(kill(pid, SIGTERM) == 0);
+    CHECK(eventually([&] { return kill(pid, 0) != 0; }, 15s));
+    CHECK(access(pidfile.c_str(), F_OK) != 0);
+    CHECK(read_file(dir.path() + "/daemon.log").find("shutdown complete") != std::string::npos);
+
+    // -d without a pidfile is refused.
+    const std::string no_pid = dir.write_file(
+        "nopid.ini", "[databases]\n" + database_line("app") +
+                         "\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nauth_type = trust\n"
+                         "listen_port = " + std::to_string(free_port()) + "\n");
+    Exit refused = run_pgtether({"-d", no_pid}, dir, "nopid");
+    CHECK(exit_code(refused) != 0);
+    CHECK(refused.output.find("pidfile") != std::string::npos);
+}
+
+TEST_CASE("SIGHUP: a changed pool size takes effect; a broken config keeps the old one") {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "1"}};
+    Pgtether pooler(config);
+    const std::string conninfo = pooler.conninfo();
+    CHECK_FALSE(two_transactions_fit(conninfo));
+
+    config.settings["default_pool_size"] = "2";
+    pooler.reload(config);
+    REQUIRE(pooler.wait_for_log("configuration reloaded"));
+    CHECK(two_transactions_fit(conninfo));
+
+    // A broken file: the error is logged with file, line and key; the running config stays.
+    std::ofstream(pooler.ini_path(), std::ios::app) << "default_pool_size = lots\n";
+    pooler.reload();
+    REQUIRE(pooler.wait_for_log("reload failed"));
+    CHECK(pooler.log().find(pooler.ini_path() + ":") != std::string::npos);
+    CHECK(pooler.log().find("default_pool_size") != std::string::npos);
+    CHECK(pooler.running());
+    CHECK(two_transactions_fit(conninfo));
+    Conn conn = Conn::must(conninfo);
+    CHECK(scalar(conn, "SELECT 'still serving'") == "still serving");
+}
+
+TEST_CASE("SIGINT: a running transaction may finish, new connections are refused, then exit") {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "2"}};
+    Pgtether pooler(config);
+    Conn in_tx = Conn::must(pooler.conninfo());
+    Conn idle = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(in_tx.exec("BEGIN"));
+    CHECK(scalar(in_tx, "SELECT 1") == "1");
+
+    REQUIRE(kill(pooler.pid(), SIGINT) == 0);
+    REQUIRE(pooler.wait_for_log("shutting down"));
+    // New connections are refused.
+    CHECK(eventually([&] { return !Conn(pooler.conninfo()).ok(); }, 3s));
+    // The transaction carries on and commits.
+    CHECK(scalar(in_tx, "SELECT 'finishing'") == "finishing");
+    PGT_CHECK_OK(in_tx.exec("COMMIT"));
+    // With no transaction left, pgtether exits on its own.
+    CHECK(eventually([&] { return !pooler.running(); }, 10s));
+    auto status = pooler.stop();
+    REQUIRE(status.has_value());
+    CHECK(WIFEXITED(*status));
+    CHECK(WEXITSTATUS(*status) == 0);
+}
+
+TEST_CASE("SIGINT: a transaction that never ends is cut off after a bound") {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "1"}};
+    Pgtether pooler(config);
+    Conn stuck = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(stuck.exec("BEGIN"));
+    auto started = std::chrono::steady_clock::now();
+    REQUIRE(kill(pooler.pid(), SIGINT) == 0);
+    CHECK(eventually([&] { return !pooler.running(); }, 30s));
+    CHECK(std::chrono::steady_clock::now() - started < 25s);
+    // The client was told (57P01 admin_shutdown) rather than just cut.
+    Result r = first_error(stuck.exec_all("SELECT 1"));
+    CHECK(r.is_error());
+}

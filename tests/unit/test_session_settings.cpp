@@ -1,0 +1,64 @@
+// Session settings: the options start-up parameter, the sync SQL, custom setting names.
+#include <doctest/doctest.h>
+
+#include "proxy/session_settings.hpp"
+
+using namespace pgtether;
+
+TEST_CASE("settings maps are keyed by lower-cased name") {
+    SettingsMap m;
+    m.set("Search_Path", "a");
+    m.set("statement_timeout", "5000");
+    REQUIRE(m.find("search_path"));
+    CHECK(*m.find("SEARCH_PATH") == "a");
+    m.set("search_path", "b");
+    CHECK(m.size() == 2);
+    CHECK(*m.find("search_path") == "b");
+    CHECK(m.erase("STATEMENT_TIMEOUT"));
+    CHECK_FALSE(m.erase("statement_timeout"));
+    SettingsMap overlay;
+    overlay.set("search_path", "c");
+    overlay.set("work_mem", "8192");
+    auto merged = SettingsMap::merged(m, overlay);
+    CHECK(*merged.find("search_path") == "c");
+    CHECK(*merged.find("work_mem") == "8192");
+}
+
+TEST_CASE("the options start-up parameter") {
+    auto parsed = parse_startup_options("-c statement_timeout=5s --search-path=app\\ data -cwork_mem=8MB");
+    auto* settings = std::get_if<std::vector<SettingsMap::Entry>>(&parsed);
+    REQUIRE(settings);
+    REQUIRE(settings->size() == 3);
+    CHECK((*settings)[0] == SettingsMap::Entry{"statement_timeout", "5s"});
+    CHECK((*settings)[1] == SettingsMap::Entry{"search_path", "app data"});
+    CHECK((*settings)[2] == SettingsMap::Entry{"work_mem", "8MB"});
+    CHECK(std::holds_alternative<std::string>(parse_startup_options("-B 100")));
+    CHECK(std::holds_alternative<std::string>(parse_startup_options("-c novalue")));
+    auto empty = parse_startup_options("   ");
+    REQUIRE(std::get_if<std::vector<SettingsMap::Entry>>(&empty));
+    CHECK(std::get<std::vector<SettingsMap::Entry>>(empty).empty());
+}
+
+TEST_CASE("sync SQL sets what differs and resets what the client does not have") {
+    SettingsMap wanted, applied;
+    CHECK(build_settings_sync(wanted, applied).empty());
+    wanted.set("search_path", "app, public");
+    wanted.set("myapp.tenant", "o'hara");
+    applied.set("search_path", "app, public");
+    applied.set("statement_timeout", "5000");
+    CHECK(build_settings_sync(wanted, applied) ==
+          "SELECT pg_catalog.set_config(E'myapp.tenant', E'o''hara', false);"
+          "RESET \"statement_timeout\";");
+}
+
+TEST_CASE("custom setting names are collected from SET, RESET and set_config") {
+    std::vector<std::string> names;
+    collect_custom_setting_names("SET myapp.tenant = 'a'; RESET Other.Thing; SET work_mem = 1",
+                                 names, 10);
+    collect_custom_setting_names("select set_config('x.y', 'v', false), 'set z.w'", names, 10);
+    collect_custom_setting_names("SET SESSION myapp.tenant TO 'b' -- SET hidden.name = 1", names,
+                                 10);
+    CHECK(names == std::vector<std::string>{"myapp.tenant", "other.thing", "x.y"});
+    collect_custom_setting_names("SET a.b = 1; SET c.d = 2", names, 4);
+    CHECK(names.size() == 4);
+}
