@@ -532,6 +532,17 @@ const char* TlsSession::cipher() const {
     return name ? name : "none";
 }
 
+std::string TlsSession::connection_info() const {
+    if (!ssl_ || !established_) return {};
+    std::string out = std::string(protocol_version()) + "/" + cipher();
+    int group = static_cast<int>(SSL_get_negotiated_group(ssl_));
+    if (group != NID_undef) {
+        const char* name = OBJ_nid2sn(group);
+        if (name) out += std::string("/ECDH=") + name;
+    }
+    return out;
+}
+
 std::string_view TlsSession::alpn() const {
     if (!ssl_) return {};
     const unsigned char* data = nullptr;

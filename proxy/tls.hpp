@@ -109,6 +109,8 @@ class TlsSession {
     // ---- the established session ----
     [[nodiscard]] const char* protocol_version() const;
     [[nodiscard]] const char* cipher() const;
+    // "TLSv1.3/TLS_AES_256_GCM_SHA384/ECDH=X25519", PgBouncer's `tls` column of SHOW CLIENTS.
+    [[nodiscard]] std::string connection_info() const;
     // The ALPN protocol both sides agreed on; empty if none.
     [[nodiscard]] std::string_view alpn() const;
     // The peer presented a certificate and it verified against the configured CA.

@@ -453,4 +453,23 @@ TEST_CASE("two TLS hops: large results, large queries and pipelines") {
     }
     PGT_CHECK_SQLSTATE(last, "57014");
     CHECK(conn.exec_ok("SELECT 'still usable'").value() == "still usable");
+
+    // The admin console shows both TLS sessions in PgBouncer's `tls` column.
+    std::string console = conninfo;
+    console.replace(console.find("dbname=big"), 10, "dbname=pgbouncer");
+    auto admin = Conn::must(console);
+    for (const char* what : {"SHOW CLIENTS", "SHOW SERVERS"}) {
+        CAPTURE(what);
+        auto shown = admin.exec_ok(what);
+        std::size_t tls_col = 0;
+        while (tls_col < shown.columns.size() && shown.columns[tls_col] != "tls")
+            ++tls_col;
+        REQUIRE(tls_col < shown.columns.size());
+        bool found = false;
+        for (const auto& row : shown.rows) {
+            found = found || (row[tls_col] && row[tls_col]->starts_with("TLSv1.3/TLS_") &&
+                              contains(*row[tls_col], "/ECDH="));
+        }
+        CHECK(found);
+    }
 }
