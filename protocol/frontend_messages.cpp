@@ -34,6 +34,31 @@ void append_sasl_response(std::string& out, std::string_view data) {
     MessageWriter(out).begin(fe::kPassword).bytes(data).end();
 }
 
+void append_parse(std::string& out, std::string_view statement, std::string_view query) {
+    MessageWriter(out).begin(fe::kParse).cstring(statement).cstring(query).i16(0).end();
+}
+
+void append_bind(std::string& out, std::string_view portal, std::string_view statement,
+                 std::span<const std::optional<std::string_view>> text_parameters) {
+    MessageWriter w(out);
+    w.begin(fe::kBind).cstring(portal).cstring(statement);
+    w.i16(0);  // no format codes: every parameter is text
+    w.i16(static_cast<std::int16_t>(text_parameters.size()));
+    for (const auto& value : text_parameters) {
+        if (!value) {
+            w.i32(-1);
+        } else {
+            w.i32(static_cast<std::int32_t>(value->size())).bytes(*value);
+        }
+    }
+    w.i16(0);  // results in text
+    w.end();
+}
+
+void append_execute(std::string& out, std::string_view portal, std::int32_t max_rows) {
+    MessageWriter(out).begin(fe::kExecute).cstring(portal).i32(max_rows).end();
+}
+
 std::optional<std::string_view> parse_query(ByteSpan body) {
     ByteReader r(body);
     auto sql = r.cstring();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,12 @@ void append_password_message(std::string& out, std::string_view password);
 void append_sasl_initial_response(std::string& out, std::string_view mechanism,
                                   std::string_view data);
 void append_sasl_response(std::string& out, std::string_view data);
+// Extended query protocol (§55.2.3), for pgtether's own parameterised queries: Parse without
+// parameter types, Bind with text parameters (nullopt = NULL) and text results, Execute.
+void append_parse(std::string& out, std::string_view statement, std::string_view query);
+void append_bind(std::string& out, std::string_view portal, std::string_view statement,
+                 std::span<const std::optional<std::string_view>> text_parameters);
+void append_execute(std::string& out, std::string_view portal, std::int32_t max_rows);
 
 // ---- readers ----
 [[nodiscard]] std::optional<std::string_view> parse_query(ByteSpan body);

@@ -336,7 +336,9 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         Client* target = nullptr;
         worker_.for_each_client([&](Client& client) {
             if (client.id() == id && client.state() != Client::State::Closing &&
-                client.state() != Client::State::Startup && client.state() != Client::State::Auth) {
+                client.state() != Client::State::Startup &&
+                client.state() != Client::State::AuthLookup &&
+                client.state() != Client::State::Auth) {
                 target = &client;
             }
         });

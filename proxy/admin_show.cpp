@@ -18,6 +18,7 @@
 #include "proxy/pool_census.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/server.hpp"
+#include "proxy/tls.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -146,6 +147,13 @@ int unix_peer_pid(Stream& stream) {
     return cred.pid;
 }
 
+// The `tls` column: version, cipher and key-exchange group of an established TLS session, as
+// PgBouncer shows them; empty without TLS.
+std::string tls_info(Stream& stream) {
+    const TlsSession* tls = stream.tls();
+    return tls ? tls->connection_info() : std::string();
+}
+
 std::string pointer_text(const void* p) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%p", p);
@@ -225,7 +233,7 @@ void show_clients(Worker& worker, std::string& out) {
                 text(pointer_text(&client)),
                 text(client.server() ? pointer_text(client.server()) : ""),
                 number(unix_peer_pid(client.stream())),
-                text(""),
+                text(tls_info(client.stream())),
                 text(app ? *app : ""),
                 unsigned_number(client.id()),
                 number(client.tethered() ? 1 : 0),
@@ -283,7 +291,7 @@ void show_servers(Worker& worker, std::string& out) {
                 text(pointer_text(&server)),
                 text(client ? pointer_text(client) : ""),
                 number(server.backend_pid()),
-                text(""),
+                text(tls_info(server.stream())),
                 text(app && *app ? **app : ""),
                 unsigned_number(server.id()),
                 number(client && client->tethered() ? 1 : 0),
@@ -552,7 +560,8 @@ void show_lists(Worker& worker, std::string& out) {
     int tethered = 0;
     worker.for_each_client([&](Client& client) {
         ++used;
-        if (client.state() == Client::State::Startup || client.state() == Client::State::Auth) {
+        if (client.state() == Client::State::Startup ||
+            client.state() == Client::State::AuthLookup || client.state() == Client::State::Auth) {
             ++login;
         }
         if (client.tethered()) ++tethered;

@@ -73,7 +73,8 @@ void Client::set_state(State state) {
 
 std::size_t Client::on_stream_data(ByteSpan data) {
     std::size_t consumed = 0;
-    while (consumed < data.size()) {
+    // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
+    while (consumed < data.size() && !stream_.tls_handshaking()) {
         ByteSpan rest = data.subspan(consumed);
         std::size_t n = 0;
         switch (state_) {
@@ -81,10 +82,11 @@ std::size_t Client::on_stream_data(ByteSpan data) {
             case State::Auth: n = handle_auth(rest); break;
             case State::Idle:
             case State::Active: n = handle_requests(rest); break;
+            case State::AuthLookup:
             case State::WelcomeWait:
             case State::Waiting:
-                // Held until a server (or its parameters) is available; stop reading meanwhile so
-                // a client cannot make us buffer without bound.
+                // Held until the user's secret, a server or its parameters are available; stop
+                // reading meanwhile so a client cannot make us buffer without bound.
                 stream_.stop_reading();
                 return consumed;
             case State::Closing: return data.size();
@@ -96,8 +98,11 @@ std::size_t Client::on_stream_data(ByteSpan data) {
 }
 
 void Client::on_stream_end(int status) {
-    close(status == UV_EOF ? "client closed the connection"
-                           : "client connection failed: " + std::string(uv_strerror(status)));
+    std::string why = status == UV_EOF
+                          ? "client closed the connection"
+                          : "client connection failed: " + std::string(uv_strerror(status));
+    if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
+    close(why);
 }
 
 void Client::on_stream_drained() {
@@ -128,6 +133,8 @@ bool Client::send_from_server(const uv_buf_t* bufs, unsigned count) {
 // Start-up and authentication
 
 std::size_t Client::handle_startup(ByteSpan data) {
+    // A TLS record (handshake, 0x16) instead of a length word: PostgreSQL 17's direct TLS.
+    if (data[0] == 0x16 && !stream_.tls_active() && !ssl_answered_) return start_direct_tls(data);
     Frame frame = protocol::frame_startup_packet(data);
     if (frame.status == FrameStatus::Invalid) {
         fail(protocol::sqlstate::kProtocolViolation, "invalid length of startup packet");
@@ -143,10 +150,7 @@ std::size_t Client::handle_startup(ByteSpan data) {
     switch (packet.kind) {
         case protocol::StartupKind::SslRequest:
         case protocol::StartupKind::GssEncRequest:
-            // No TLS or GSSAPI encryption (yet): answer 'N' and the client continues in plain
-            // text, or gives up if it requires encryption (protocol §55.2.10, §55.2.11).
-            stream_.write(std::string_view("N"));
-            return frame.total;
+            return handle_encryption_request(packet.kind, data, frame.total);
         case protocol::StartupKind::CancelRequest:
             handle_cancel_request(packet.cancel_key);
             return data.size();
@@ -163,6 +167,7 @@ std::size_t Client::handle_startup(ByteSpan data) {
 }
 
 void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
+    if (!tls_policy_allows_startup()) return;
     const auto& config = worker_.config();
     const bool replay = config.session_settings == StateHandling::Keep;
     std::vector<std::string> unknown_protocol_options;
@@ -233,20 +238,6 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         stream_.write(out);
     }
     start_authentication();
-}
-
-void Client::start_authentication() {
-    const auto& config = worker_.config();
-    auth_ = std::make_unique<ClientAuth>(config.auth_type, worker_.auth_file(),
-                                         !config.auth_file.empty(), user_);
-    auto step = auth_->start();
-    set_state(State::Auth);
-    if (!step.reply.empty()) stream_.write(step.reply);
-    if (step.outcome == ClientAuth::Outcome::Failure) {
-        fail(step.sqlstate.c_str(), step.message);
-    } else if (step.outcome == ClientAuth::Outcome::Success) {
-        on_authenticated();
-    }
 }
 
 std::size_t Client::handle_auth(ByteSpan data) {
@@ -329,8 +320,8 @@ void Client::start_admin_session() {
     admin_->send_welcome(cancel_key_);
     set_state(State::Idle);
     if (worker_.config().log_connections) {
-        spdlog::info("{}: login attempt: db={} user={} tls=no (admin console)", describe(),
-                     database_, user_);
+        spdlog::info("{}: login attempt: db={} user={} tls={} (admin console)", describe(),
+                     database_, user_, tls_description());
     }
 }
 
@@ -361,7 +352,8 @@ void Client::finish_login() {
     stream_.write(out);
     set_state(State::Idle);
     if (worker_.config().log_connections) {
-        spdlog::info("{}: login attempt: db={} user={} tls=no", describe(), database_, user_);
+        spdlog::info("{}: login attempt: db={} user={} tls={}", describe(), database_, user_,
+                     tls_description());
     }
 }
 
@@ -489,10 +481,15 @@ void Client::janitor(std::uint64_t now) {
     };
     switch (state_) {
         case State::Startup:
+        case State::AuthLookup:
         case State::Auth:
         case State::WelcomeWait:
             if (expired(connected_at_ms_, config.client_login_timeout)) {
                 fail(protocol::sqlstate::kProtocolViolation, "client_login_timeout");
+            } else if (state_ == State::AuthLookup &&
+                       expired(state_since_ms_, config.server_connect_timeout)) {
+                fail(protocol::sqlstate::kConnectionFailure,
+                     "authentication lookup timed out (server_connect_timeout)");
             }
             break;
         case State::Waiting:
@@ -543,7 +540,8 @@ void Client::fail(const char* sqlstate, const std::string& message) {
 void Client::close(const std::string& reason, const protocol::ErrorFields* error) {
     if (state_ == State::Closing) return;
     State previous = state_;
-    bool logged_in = previous != State::Startup && previous != State::Auth;
+    bool logged_in = previous != State::Startup && previous != State::AuthLookup &&
+                     previous != State::Auth;
     const auto& config = worker_.config();
     // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
     // client, log_disconnections for the reason a logged-in client goes.
@@ -571,6 +569,10 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         has_cancel_key_ = false;
     }
     auth_.reset();
+    if (auth_lookup_) {
+        auth_lookup_->cancel();
+        auth_lookup_ = nullptr;
+    }
     if (error) {
         stream_.close_after_flush();
     } else {

@@ -10,6 +10,8 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/startup.hpp"
+#include "proxy/auth_query.hpp"
+#include "proxy/config.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/prepared_statements.hpp"
 #include "proxy/request_queue.hpp"
@@ -22,6 +24,7 @@
 namespace pgtether {
 
 class AdminSession;
+class AuthQuery;
 class ClientAuth;
 class Pool;
 class Worker;
@@ -31,6 +34,7 @@ class Client final : public Stream::Handler {
 public:
     enum class State {
         Startup,      // waiting for the start-up packet (an SSLRequest/GSSENCRequest may come first)
+        AuthLookup,   // auth_query is fetching the user's secret; input held, not read
         Auth,         // we asked for a password / SASL exchange; waiting for the client's answer
         WelcomeWait,  // authenticated; waiting for the pool to learn its servers' parameters
         Idle,         // logged in; no server linked; nothing in flight
@@ -125,13 +129,25 @@ private:
     void on_stream_drained() override;
     void on_stream_connected(int) override {}
     void on_stream_closed() override;
+    void on_stream_tls_ready(const std::string& error) override;
 
     std::size_t handle_startup(protocol::ByteSpan data);
     std::size_t handle_auth(protocol::ByteSpan data);
     std::size_t handle_requests(protocol::ByteSpan data);
     void handle_startup_packet(const protocol::StartupPacket& packet);
     void handle_cancel_request(const protocol::CancelKey& key);
+    // TLS and authentication methods (client_login.cpp).
+    std::size_t handle_encryption_request(protocol::StartupKind kind, protocol::ByteSpan data,
+                                          std::size_t request_size);
+    std::size_t start_direct_tls(protocol::ByteSpan data);
+    [[nodiscard]] bool tls_policy_allows_startup();
     void start_authentication();
+    void start_password_authentication(AuthType method);
+    void on_secret_fetched(AuthType method, AuthQuery::Result&& result);
+    void run_password_authentication();
+    void authenticate_by_certificate();
+    void authenticate_by_peer();
+    [[nodiscard]] std::string tls_description() const;
     void on_authenticated();
     void start_admin_session();  // the client asked for the admin console's database
     void finish_login();
@@ -175,6 +191,9 @@ private:
     std::unique_ptr<ClientAuth> auth_;
     std::size_t passthrough_remaining_ = 0;  // bytes of a streamed message still to forward
     bool ssl_answered_ = false;
+    bool gss_answered_ = false;
+    bool direct_tls_ = false;        // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)
+    AuthQuery* auth_lookup_ = nullptr;  // auth_query in flight (State::AuthLookup)
     bool tcp_ = true;
     bool input_paused_ = false;  // the server's socket is backed up
     bool has_cancel_key_ = false;

@@ -48,6 +48,14 @@ ClientAuth::ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_
     }
 }
 
+ClientAuth::ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, std::string user)
+    : type_(type), user_(std::move(user)), auth_file_configured_(false) {
+    if (fetched_secret && !fetched_secret->secret.empty()) {
+        user_listed_ = true;
+        secret_ = std::move(fetched_secret);
+    }
+}
+
 ClientAuth::~ClientAuth() = default;
 
 ClientAuth::Step ClientAuth::fail_password() const {

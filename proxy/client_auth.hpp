@@ -32,6 +32,9 @@ public:
 
     ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_configured,
                std::string user);
+    // For a user not in auth_file whose secret auth_query fetched (nullopt: no usable secret;
+    // the exchange then runs against a mock secret and fails like a wrong password).
+    ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, std::string user);
     ~ClientAuth();
 
     // The first step: an authentication request, or an immediate verdict (trust, unknown method).

@@ -93,6 +93,24 @@ const char* to_string(LockTracking tracking) {
     return "?";
 }
 
+const char* to_string(SslMode mode) {
+    switch (mode) {
+        case SslMode::Disable:
+            return "disable";
+        case SslMode::Allow:
+            return "allow";
+        case SslMode::Prefer:
+            return "prefer";
+        case SslMode::Require:
+            return "require";
+        case SslMode::VerifyCa:
+            return "verify-ca";
+        case SslMode::VerifyFull:
+            return "verify-full";
+    }
+    return "?";
+}
+
 const DatabaseConfig* Config::find_database(const std::string& name) const {
     for (const auto& db : databases) {
         if (db.name == name) return &db;
@@ -134,7 +152,8 @@ template <typename Owner>
 using Target =
     std::variant<std::monostate, int Owner::*, bool Owner::*, Duration Owner::*,
                  std::string Owner::*, std::vector<std::string> Owner::*, PoolMode Owner::*,
-                 AuthType Owner::*, LockTracking Owner::*, StateHandling Owner::*,
+                 AuthType Owner::*, LockTracking Owner::*, SslMode Owner::*,
+                 StateHandling Owner::*,
                  std::optional<int> Owner::*,
                  std::optional<PoolMode> Owner::*, std::optional<std::string> Owner::*>;
 
@@ -206,10 +225,7 @@ constexpr std::array<std::string_view, 6> kTargetSessionAttrs = {
 
 // auth_type values pgtether can run; the others load (a real pgbouncer.ini must load) and are
 // reported as unsupported.
-bool auth_type_supported(AuthType t) {
-    return t == AuthType::Any || t == AuthType::Trust || t == AuthType::Plain ||
-           t == AuthType::Md5 || t == AuthType::ScramSha256;
-}
+bool auth_type_supported(AuthType t) { return t != AuthType::Pam; }
 
 using GlobalKey = KeySpec<Config>;
 using C = Config;
@@ -222,30 +238,33 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("admin_users", Kind::List, kHonoured, "", &C::admin_users),
         key<C>("application_name_add_host", Kind::Bool, kIgnored, "0",
                &C::application_name_add_host),
-        key<C>("auth_dbname", Kind::String, kIgnored, "", &C::auth_dbname),  // 1.20
+        key<C>("auth_dbname", Kind::String, kHonoured, "", &C::auth_dbname),  // 1.20
         key<C>("auth_file", Kind::String, kHonoured, "", &C::auth_file),
-        key<C>("auth_hba_file", Kind::String, kIgnored, "", &C::auth_hba_file),
+        key<C>("auth_hba_file", Kind::String, kHonoured, "", &C::auth_hba_file),
         key<C>("auth_ident_file", Kind::String, kIgnored, ""),    // 1.23
         key<C>("auth_ldap_options", Kind::String, kIgnored, ""),  // 1.25
-        key<C>("auth_query", Kind::String, kIgnored,
+        key<C>("auth_query", Kind::String, kHonoured,
                "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword "
                "END FROM pg_authid WHERE rolname=$1 AND rolcanlogin",
                &C::auth_query),
         key<C>("auth_type", Kind::Choice, kHonoured, "md5", &C::auth_type).among(kAuthTypes),
-        key<C>("auth_user", Kind::String, kIgnored, "", &C::auth_user),
+        key<C>("auth_user", Kind::String, kHonoured, "", &C::auth_user),
         key<C>("autodb_idle_timeout", Kind::Seconds, kIgnored, "3600"),
         key<C>("cancel_wait_timeout", Kind::Seconds, kIgnored, "0"),  // 1.22
         key<C>("client_idle_timeout", Kind::Seconds, kHonoured, "0", &C::client_idle_timeout),
         key<C>("client_login_timeout", Kind::Seconds, kHonoured, "60", &C::client_login_timeout),
-        key<C>("client_tls13_ciphers", Kind::String, kIgnored, ""),  // 1.21
-        key<C>("client_tls_ca_file", Kind::String, kIgnored, ""),
-        key<C>("client_tls_cert_file", Kind::String, kIgnored, ""),
-        key<C>("client_tls_ciphers", Kind::String, kIgnored, "fast"),
-        key<C>("client_tls_dheparams", Kind::String, kIgnored, "auto"),
-        key<C>("client_tls_ecdhcurve", Kind::String, kIgnored, "auto"),
-        key<C>("client_tls_key_file", Kind::String, kIgnored, ""),
-        key<C>("client_tls_protocols", Kind::String, kIgnored, "secure"),
-        key<C>("client_tls_sslmode", Kind::Choice, kIgnored, "disable").among(kSslModes),
+        key<C>("client_tls13_ciphers", Kind::String, kHonoured, "",
+               &C::client_tls13_ciphers),  // 1.21
+        key<C>("client_tls_ca_file", Kind::String, kHonoured, "", &C::client_tls_ca_file),
+        key<C>("client_tls_cert_file", Kind::String, kHonoured, "", &C::client_tls_cert_file),
+        key<C>("client_tls_ciphers", Kind::String, kHonoured, "fast", &C::client_tls_ciphers),
+        key<C>("client_tls_dheparams", Kind::String, kHonoured, "auto", &C::client_tls_dheparams),
+        key<C>("client_tls_ecdhcurve", Kind::String, kHonoured, "auto", &C::client_tls_ecdhcurve),
+        key<C>("client_tls_key_file", Kind::String, kHonoured, "", &C::client_tls_key_file),
+        key<C>("client_tls_protocols", Kind::String, kHonoured, "secure",
+               &C::client_tls_protocols),
+        key<C>("client_tls_sslmode", Kind::Choice, kHonoured, "disable", &C::client_tls_sslmode)
+            .among(kSslModes),
         key<C>("conffile", Kind::String, kIgnored, ""),
         key<C>("default_pool_size", Kind::Int, kHonoured, "20", &C::default_pool_size),
         key<C>("disable_pqexec", Kind::Bool, kIgnored, "0").fixed(),
@@ -304,13 +323,16 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("server_reset_query_always", Kind::Bool, kHonoured, "0",
                &C::server_reset_query_always),
         key<C>("server_round_robin", Kind::Bool, kHonoured, "0", &C::server_round_robin),
-        key<C>("server_tls13_ciphers", Kind::String, kIgnored, ""),  // 1.21
-        key<C>("server_tls_ca_file", Kind::String, kIgnored, ""),
-        key<C>("server_tls_cert_file", Kind::String, kIgnored, ""),
-        key<C>("server_tls_ciphers", Kind::String, kIgnored, "fast"),
-        key<C>("server_tls_key_file", Kind::String, kIgnored, ""),
-        key<C>("server_tls_protocols", Kind::String, kIgnored, "secure"),
-        key<C>("server_tls_sslmode", Kind::Choice, kIgnored, "disable").among(kSslModes),
+        key<C>("server_tls13_ciphers", Kind::String, kHonoured, "",
+               &C::server_tls13_ciphers),  // 1.21
+        key<C>("server_tls_ca_file", Kind::String, kHonoured, "", &C::server_tls_ca_file),
+        key<C>("server_tls_cert_file", Kind::String, kHonoured, "", &C::server_tls_cert_file),
+        key<C>("server_tls_ciphers", Kind::String, kHonoured, "fast", &C::server_tls_ciphers),
+        key<C>("server_tls_key_file", Kind::String, kHonoured, "", &C::server_tls_key_file),
+        key<C>("server_tls_protocols", Kind::String, kHonoured, "secure",
+               &C::server_tls_protocols),
+        key<C>("server_tls_sslmode", Kind::Choice, kHonoured, "disable", &C::server_tls_sslmode)
+            .among(kSslModes),
         key<C>("service_name", Kind::String, kIgnored, "pgbouncer").fixed(),  // Windows only
         key<C>("so_reuseport", Kind::Bool, kIgnored, "0", &C::so_reuseport).fixed(),
         key<C>("stats_period", Kind::IntSeconds, kHonoured, "60", &C::stats_period)
@@ -375,7 +397,7 @@ const std::vector<KeySpec<D>>& database_keys() {
         key<D>("port", Kind::Decimal, kHonoured, "5432", &D::port).range(1, 65535),
         key<D>("user", Kind::String, kHonoured, std::nullopt, &D::user),
         key<D>("password", Kind::String, kHonoured, std::nullopt, &D::password),
-        key<D>("auth_user", Kind::String, kIgnored, std::nullopt, &D::auth_user),
+        key<D>("auth_user", Kind::String, kHonoured, std::nullopt, &D::auth_user),
         key<D>("pool_size", Kind::Decimal, kHonoured, std::nullopt, &D::pool_size),
         key<D>("min_pool_size", Kind::Decimal, kHonoured, std::nullopt, &D::min_pool_size),
         key<D>("reserve_pool", Kind::Decimal, kHonoured, std::nullopt, &D::reserve_pool_size),
@@ -389,8 +411,8 @@ const std::vector<KeySpec<D>>& database_keys() {
         key<D>("datestyle", Kind::String, kHonoured, std::nullopt, &D::datestyle),
         key<D>("timezone", Kind::String, kHonoured, std::nullopt, &D::timezone),
         key<D>("application_name", Kind::String, kHonoured, std::nullopt, &D::application_name),
-        key<D>("auth_query", Kind::String, kIgnored, std::nullopt),               // 1.23
-        key<D>("auth_dbname", Kind::String, kIgnored, std::nullopt),              // 1.20
+        key<D>("auth_query", Kind::String, kHonoured, std::nullopt, &D::auth_query),    // 1.23
+        key<D>("auth_dbname", Kind::String, kHonoured, std::nullopt, &D::auth_dbname),  // 1.20
         key<D>("server_lifetime", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.24
         key<D>("load_balance_hosts", Kind::Choice, kIgnored, "round-robin")       // 1.24
             .among(kLoadBalanceHosts),
@@ -525,6 +547,7 @@ E enum_from(const std::array<std::string_view, N>& names, const std::string& val
 static_assert(static_cast<int>(PoolMode::Statement) == 2);
 static_assert(static_cast<int>(AuthType::Pam) == 7 && static_cast<int>(AuthType::Hba) == 6);
 static_assert(static_cast<int>(LockTracking::Off) == 2);
+static_assert(static_cast<int>(SslMode::VerifyFull) == 5);
 
 template <class... Ts>
 struct Overloaded : Ts... {
@@ -552,6 +575,7 @@ void store(Owner& owner, const Target<Owner>& target, const Value& v) {
             [&](LockTracking Owner::*m) {
                 owner.*m = enum_from<LockTracking>(kLockTracking, as_string());
             },
+            [&](SslMode Owner::*m) { owner.*m = enum_from<SslMode>(kSslModes, as_string()); },
             [&](StateHandling Owner::*m) {
                 owner.*m = as_string() == "ignore" ? StateHandling::Ignore : StateHandling::Keep;
             },
@@ -913,6 +937,7 @@ std::optional<std::string> render_value(const Config& config, const GlobalKey& s
             [&](LockTracking C::*m) -> std::optional<std::string> {
                 return to_string(config.*m);
             },
+            [&](SslMode C::*m) -> std::optional<std::string> { return to_string(config.*m); },
             [&](StateHandling C::*m) -> std::optional<std::string> {
                 // "tether" or "replay" (the key's first choice), or "ignore".
                 if (config.*m == StateHandling::Ignore) return std::string("ignore");

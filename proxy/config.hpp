@@ -18,9 +18,11 @@ namespace pgtether {
 using Duration = std::chrono::microseconds;
 
 enum class PoolMode { Session, Transaction, Statement };
-// PgBouncer's auth_type values; Cert, Hba and Any are parsed so that a real pgbouncer.ini loads, and
-// refused at start-up while unsupported (see docs/configuration.md).
+// PgBouncer's auth_type values; Pam is parsed so that a real pgbouncer.ini loads, and refused at
+// start-up (see docs/configuration.md).
 enum class AuthType { Any, Trust, Plain, Md5, ScramSha256, Cert, Hba, Pam };
+// client_tls_sslmode / server_tls_sslmode (docs/tls-and-auth.md), in increasing strictness.
+enum class SslMode { Disable, Allow, Prefer, Require, VerifyCa, VerifyFull };
 // advisory_lock_tracking: when the tether probes a backend for session advisory locks.
 enum class LockTracking { On, EveryTransaction, Off };
 // session_state_*: keep a kind of session state correct ("tether" for state that lives on a
@@ -30,6 +32,7 @@ enum class StateHandling { Keep, Ignore };
 const char* to_string(PoolMode mode);
 const char* to_string(AuthType type);
 const char* to_string(LockTracking tracking);
+const char* to_string(SslMode mode);
 
 // A problem in a config or auth file. what() is "FILE:LINE: KEY: message" (KEY omitted when the
 // problem is not about one key, LINE 0 when it is about the whole file).
@@ -54,7 +57,9 @@ struct DatabaseConfig {
     std::string dbname;   // the database on the server; empty = same as name
     std::string user;     // forced server user; empty = the client's user
     std::string password; // password for `user` (or for the client's user) on the server
-    std::string auth_user;
+    std::string auth_user;    // per-database auth_user; empty = the global one
+    std::string auth_query;   // per-database auth_query; empty = the global one
+    std::string auth_dbname;  // per-database auth_dbname; empty = the global one
     std::string connect_query;
     std::optional<int> pool_size;
     std::optional<int> min_pool_size;
@@ -146,6 +151,24 @@ struct Config {
     int tcp_keepidle = 0;
     int tcp_keepintvl = 0;
     int tcp_user_timeout = 0;
+
+    // --- TLS (docs/tls-and-auth.md); defaults are PgBouncer's ---
+    SslMode client_tls_sslmode = SslMode::Disable;
+    std::string client_tls_key_file;
+    std::string client_tls_cert_file;
+    std::string client_tls_ca_file;
+    std::string client_tls_protocols = "secure";
+    std::string client_tls_ciphers = "fast";
+    std::string client_tls13_ciphers;
+    std::string client_tls_dheparams = "auto";
+    std::string client_tls_ecdhcurve = "auto";
+    SslMode server_tls_sslmode = SslMode::Disable;
+    std::string server_tls_key_file;
+    std::string server_tls_cert_file;
+    std::string server_tls_ca_file;
+    std::string server_tls_protocols = "secure";
+    std::string server_tls_ciphers = "fast";
+    std::string server_tls13_ciphers;
 
     // --- pgtether's own keys (in the same section) ---
     LockTracking advisory_lock_tracking = LockTracking::On;

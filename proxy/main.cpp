@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     try {
         if (cl.daemonize) pgtether::daemonize();
         if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
-        pgtether::Worker worker(loaded.config, loaded.auth_file, cancels);
+        pgtether::Worker worker(loaded.config, loaded.auth_file, cancels, loaded.security);
         worker.set_reloader(&reloader);
         signals.worker = &worker;
         signals.reloader = &reloader;

@@ -53,10 +53,16 @@ ServerCredentials Pool::server_credentials() const {
         return credentials;
     }
     const auto& auth_file = worker_.auth_file();
+    const UserSecret* secret = nullptr;
     if (auto it = auth_file.find(user_); it != auth_file.end()) {
-        switch (it->second.kind) {
-            case SecretKind::Plain: credentials.password = it->second.secret; break;
-            case SecretKind::Md5: credentials.md5_secret = it->second.secret; break;
+        secret = &it->second;
+    } else if (fetched_secret_) {
+        secret = &*fetched_secret_;
+    }
+    if (secret) {
+        switch (secret->kind) {
+            case SecretKind::Plain: credentials.password = secret->secret; break;
+            case SecretKind::Md5: credentials.md5_secret = secret->secret; break;
             case SecretKind::Scram:
                 credentials.scram_client_key = scram_client_key_;
                 credentials.scram_server_key = scram_server_key_;
@@ -69,6 +75,10 @@ ServerCredentials Pool::server_credentials() const {
 void Pool::learn_client_credentials(const ClientAuth& auth) {
     // SCRAM pass-through: a client proved it knows the password behind the SCRAM secret in
     // auth_file; its ClientKey lets us answer the server's SCRAM challenge for the same secret.
+    if (auth.secret() && worker_.auth_file().count(user_) == 0) {
+        // auth_query's answer: the only copy of this user's secret pgtether has.
+        fetched_secret_ = *auth.secret();
+    }
     auto client_key = auth.scram_client_key();
     if (!client_key || !auth.secret() || auth.secret()->kind != SecretKind::Scram) return;
     auto secret = protocol::parse_scram_secret(auth.secret()->secret);

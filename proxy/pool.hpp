@@ -61,7 +61,8 @@ public:
 
     // ---- credentials for logging in to servers ----
     [[nodiscard]] ServerCredentials server_credentials() const;
-    // After a client authenticated: keep what it proved (SCRAM keys) for server logins.
+    // After a client authenticated: keep what it proved (SCRAM keys, and the secret itself when
+    // it came from auth_query rather than auth_file) for server logins.
     void learn_client_credentials(const ClientAuth& auth);
 
     // ---- clients asking for servers ----
@@ -133,6 +134,7 @@ private:
     ParamValues default_params_;
     std::uint64_t last_login_failure_ms_ = 0;
     std::optional<protocol::ErrorFields> last_login_error_;
+    std::optional<UserSecret> fetched_secret_;  // from auth_query, for users not in auth_file
     std::optional<protocol::ScramKey> scram_client_key_;
     std::optional<protocol::ScramKey> scram_server_key_;
     PoolStats stats_;

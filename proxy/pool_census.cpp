@@ -38,6 +38,7 @@ const char* client_state_name(const Client& client) {
         case Client::State::WelcomeWait:
             return "waiting";
         case Client::State::Startup:
+        case Client::State::AuthLookup:
         case Client::State::Auth:
         case Client::State::Closing:
             return nullptr;

@@ -14,26 +14,33 @@ LoadedConfig load_configuration(const std::string& path) {
     LoadedConfig loaded;
     loaded.config = load_config(path);
     const auto& config = *loaded.config;
-    switch (config.auth_type) {
-        case AuthType::Cert:
-        case AuthType::Hba:
-        case AuthType::Pam:
-            throw ConfigError(config.config_file, 0, "auth_type",
-                              std::string("auth_type = ") + to_string(config.auth_type) +
-                                  " is not supported by pgtether yet");
-        default:
-            break;
+    if (config.auth_type == AuthType::Pam) {
+        throw ConfigError(config.config_file, 0, "auth_type",
+                          "auth_type = pam is not supported by pgtether");
     }
     if (!config.auth_file.empty()) {
         loaded.auth_file = std::make_shared<const AuthFile>(load_auth_file(config.auth_file));
     } else {
-        if (config.auth_type != AuthType::Trust && config.auth_type != AuthType::Any) {
-            throw ConfigError(
-                config.config_file, 0, "auth_file",
-                std::string("auth_type = ") + to_string(config.auth_type) + " needs an auth_file");
+        // Password methods need secrets: from auth_file, or from auth_query through auth_user
+        // (which may also be set per database). cert, hba and the trusting methods do not.
+        bool any_auth_user = !config.auth_user.empty();
+        for (const auto& db : config.databases) {
+            any_auth_user = any_auth_user || !db.auth_user.empty();
+        }
+        if (config.fallback_database) {
+            any_auth_user = any_auth_user || !config.fallback_database->auth_user.empty();
+        }
+        bool password_method = config.auth_type == AuthType::Plain ||
+                               config.auth_type == AuthType::Md5 ||
+                               config.auth_type == AuthType::ScramSha256;
+        if (password_method && !any_auth_user) {
+            throw ConfigError(config.config_file, 0, "auth_file",
+                              std::string("auth_type = ") + to_string(config.auth_type) +
+                                  " needs an auth_file or an auth_user");
         }
         loaded.auth_file = std::make_shared<const AuthFile>();
     }
+    loaded.security = load_security(config);
     return loaded;
 }
 
@@ -49,7 +56,8 @@ std::optional<std::string> ConfigReloader::reload(Worker& worker, std::string_vi
         spdlog::error("reload failed, keeping the running configuration: {}", e.what());
         return std::string(e.what());
     }
-    auto error = apply(worker, std::make_shared<Config>(*loaded.config), loaded.auth_file);
+    auto error = apply(worker, std::make_shared<Config>(*loaded.config), loaded.auth_file,
+                       loaded.security);
     if (!error) {
         for (const auto& note : worker.config().unsupported_keys)
             spdlog::warn("{}", note);
@@ -72,12 +80,23 @@ std::optional<std::string> ConfigReloader::set(Worker& worker, std::string_view 
 }
 
 std::optional<std::string> ConfigReloader::apply(Worker& worker, std::shared_ptr<Config> config,
-                                                 std::shared_ptr<const AuthFile> auth_file) {
+                                                 std::shared_ptr<const AuthFile> auth_file,
+                                                 std::shared_ptr<const SecuritySetup> security) {
     for (const auto& key : keep_fixed_settings(worker.config(), *config)) {
         spdlog::warn(
             "{}: cannot be changed while pgtether runs; keeping the running value "
             "until restart",
             key);
+    }
+    if (!security) {
+        // SET of a TLS or HBA setting: the new value must work before anything changes (no TLS
+        // or HBA setting is among the fixed ones, so building it after them changes nothing).
+        try {
+            security = load_security(*config);
+        } catch (const std::exception& e) {
+            spdlog::error("reload failed, keeping the running configuration: {}", e.what());
+            return std::string(e.what());
+        }
     }
     try {
         setup_logging(log_options_for(*config, verbose_, quiet_));
@@ -88,7 +107,7 @@ std::optional<std::string> ConfigReloader::apply(Worker& worker, std::shared_ptr
             e.what());
         return std::string("cannot set up logging: ") + e.what();
     }
-    worker.apply_config(std::move(config), std::move(auth_file));
+    worker.apply_config(std::move(config), std::move(auth_file), std::move(security));
     return std::nullopt;
 }
 

@@ -11,6 +11,7 @@
 
 #include "proxy/auth_file.hpp"
 #include "proxy/config.hpp"
+#include "proxy/security.hpp"
 
 namespace pgtether {
 
@@ -19,10 +20,12 @@ class Worker;
 struct LoadedConfig {
     std::shared_ptr<const Config> config;
     std::shared_ptr<const AuthFile> auth_file;
+    std::shared_ptr<const SecuritySetup> security;  // TLS contexts, HBA rules
 };
 
-// Loads the config and its auth_file, and refuses what the daemon cannot run (auth_type cert,
-// hba or pam; a password auth_type without auth_file). Throws ConfigError or std::runtime_error.
+// Loads the config, its auth_file, TLS key/certificate/CA files and auth_hba_file, and refuses
+// what the daemon cannot run (auth_type pam; a password auth_type with neither auth_file nor
+// auth_user; TLS or HBA settings that cannot work). Throws ConfigError or std::runtime_error.
 LoadedConfig load_configuration(const std::string& path);
 
 class ConfigReloader {
@@ -44,8 +47,10 @@ class ConfigReloader {
                                    bool& supported);
 
   private:
+    // `security` is built from `config` when not given.
     std::optional<std::string> apply(Worker& worker, std::shared_ptr<Config> config,
-                                     std::shared_ptr<const AuthFile> auth_file);
+                                     std::shared_ptr<const AuthFile> auth_file,
+                                     std::shared_ptr<const SecuritySetup> security = nullptr);
 
     std::string path_;
     int verbose_;

@@ -14,6 +14,7 @@
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/server_login.hpp"
+#include "proxy/server_tls.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -148,12 +149,21 @@ void Server::on_stream_connected(int status) {
         return;
     }
     const auto& config = worker_.config();
-    const auto& db = pool_.database();
     stream_.set_tcp_options(config.tcp_keepalive, config.tcp_keepidle, config.tcp_keepintvl,
                             config.tcp_keepcnt);
     stream_.start_reading();
     set_state(State::Login);
+    tls_context_ = server_tls::context_for(worker_.security(), address_is_unix_);
+    if (tls_context_) {
+        awaiting_tls_answer_ = true;
+        stream_.write(protocol::build_ssl_request());
+        return;
+    }
+    send_startup();
+}
 
+void Server::send_startup() {
+    const auto& db = pool_.database();
     std::vector<std::pair<std::string, std::string>> params = {
         {"user", pool_.user_name()},
         {"database", db.dbname.empty() ? db.name : db.dbname},
@@ -394,11 +404,12 @@ void Server::cancel_finished() {
 
 std::size_t Server::on_stream_data(ByteSpan data) {
     std::size_t consumed = 0;
-    while (consumed < data.size() && state_ != State::Closing) {
+    // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
+    while (consumed < data.size() && state_ != State::Closing && !stream_.tls_handshaking()) {
         ByteSpan rest = data.subspan(consumed);
         std::size_t n;
         if (state_ == State::Login) {
-            n = handle_login_data(rest);
+            n = awaiting_tls_answer_ ? handle_tls_answer(rest) : handle_login_data(rest);
         } else if (internal_) {
             n = handle_internal_data(rest);
         } else if (client_) {
@@ -588,8 +599,11 @@ std::size_t Server::handle_unexpected_data(ByteSpan data) {
 }
 
 void Server::on_stream_end(int status) {
-    close(status == UV_EOF ? "server closed the connection"
-                           : "server connection failed: " + std::string(uv_strerror(status)));
+    std::string why = status == UV_EOF
+                          ? "server closed the connection"
+                          : "server connection failed: " + std::string(uv_strerror(status));
+    if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
+    close(why);
 }
 
 void Server::on_stream_drained() {

@@ -32,6 +32,7 @@ class ForwardBatch;
 class Pool;
 class Worker;
 class ServerLogin;
+class TlsContext;
 
 // Why pgtether runs a query of its own on a server (the results never reach a client).
 enum class InternalPurpose {
@@ -171,8 +172,12 @@ private:
     void on_stream_drained() override;
     void on_stream_connected(int status) override;
     void on_stream_closed() override;
+    void on_stream_tls_ready(const std::string& error) override;
 
     void set_state(State state);
+    // Login: the StartupMessage; before it, the answer to SSLRequest (server_tls_sslmode).
+    void send_startup();
+    std::size_t handle_tls_answer(protocol::ByteSpan data);
     void start_connect_to(const sockaddr* address);
     void login_failed(const protocol::ErrorFields& error);
     void sync_parameters();
@@ -209,6 +214,10 @@ private:
     ServerStatements statements_;
     bool translate_statements_ = false;
     std::unique_ptr<ServerLogin> login_;
+    // TLS towards the server: the context chosen at connect time (a reload may replace the
+    // worker's), and whether the one-byte answer to SSLRequest is still awaited.
+    std::shared_ptr<const TlsContext> tls_context_;
+    bool awaiting_tls_answer_ = false;
     std::unique_ptr<InternalQuery> internal_;
     std::size_t passthrough_remaining_ = 0;  // bytes of a streamed message still to forward
     std::size_t skip_remaining_ = 0;         // bytes of a drained message still to discard

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 
+#include "proxy/tls.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -17,6 +18,8 @@ Stream* stream_of(uv_handle_t* handle) { return static_cast<Stream*>(handle->dat
 }  // namespace
 
 Stream::Stream(Worker& worker, Handler& handler) : worker_(worker), handler_(handler) {}
+
+Stream::~Stream() = default;
 
 int Stream::init_tcp() {
     is_tcp_ = true;
@@ -77,6 +80,12 @@ void Stream::set_tcp_options(bool keepalive, int keepidle, int keepintvl, int ke
     if (keepcnt > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &keepcnt, sizeof keepcnt);
 }
 
+bool Stream::peer_address(sockaddr_storage& out) const {
+    if (!is_tcp_) return false;
+    int len = sizeof out;
+    return uv_tcp_getpeername(&handle_.tcp, reinterpret_cast<sockaddr*>(&out), &len) == 0;
+}
+
 std::string Stream::peer_name() const {
     if (!is_tcp_) return "unix";
     sockaddr_storage ss{};
@@ -110,7 +119,8 @@ void Stream::stop_reading() {
 void Stream::on_alloc(uv_handle_t* handle, std::size_t /*suggested*/, uv_buf_t* buf) {
     auto* self = stream_of(handle);
     auto scratch = self->worker_.scratch();
-    if (self->input_.empty()) {
+    // With TLS, input_ holds plaintext; ciphertext always lands in the scratch buffer.
+    if (self->input_.empty() || self->tls_) {
         *buf = uv_buf_init(reinterpret_cast<char*>(scratch.data()),
                            static_cast<unsigned>(scratch.size()));
     } else {
@@ -136,6 +146,10 @@ void Stream::on_read(uv_stream_t* handle, ssize_t nread, const uv_buf_t* buf) {
     if (self->lingering_ || self->closing_) return;  // discarding input while closing
     auto n = static_cast<std::size_t>(nread);
     auto scratch = self->worker_.scratch();
+    if (self->tls_) {
+        self->tls_receive({scratch.data(), n});
+        return;
+    }
     if (reinterpret_cast<std::uint8_t*>(buf->base) == scratch.data()) {
         self->dispatch({scratch.data(), n}, true);
     } else {
@@ -146,10 +160,20 @@ void Stream::on_read(uv_stream_t* handle, ssize_t nread, const uv_buf_t* buf) {
 
 void Stream::dispatch(protocol::ByteSpan data, bool from_scratch) {
     dispatching_ = true;
+    const bool was_plaintext = !tls_;
     std::size_t consumed = handler_.on_stream_data(data);
     if (closing_ || lingering_) {
         dispatching_ = false;
         input_.clear();
+        return;
+    }
+    if (was_plaintext && tls_ && consumed < data.size()) {
+        // TLS started while plaintext bytes were still waiting behind the request for it. They
+        // arrived unencrypted, so anyone on the path could have put them there
+        // (CVE-2021-23214, CVE-2021-23222): never hand them to the handler.
+        dispatching_ = false;
+        input_.clear();
+        tls_fail("unencrypted data received before the TLS handshake", true);
         return;
     }
     if (from_scratch) {
@@ -187,6 +211,18 @@ bool Stream::write(protocol::ByteSpan data) {
 }
 
 bool Stream::writev(const uv_buf_t* bufs, unsigned count) {
+    if (tls_) return tls_writev(bufs, count);
+    return raw_writev(bufs, count);
+}
+
+bool Stream::raw_write(const std::string& bytes) {
+    if (bytes.empty()) return !write_pending();
+    uv_buf_t buf =
+        uv_buf_init(const_cast<char*>(bytes.data()), static_cast<unsigned>(bytes.size()));
+    return raw_writev(&buf, 1);
+}
+
+bool Stream::raw_writev(const uv_buf_t* bufs, unsigned count) {
     if (closing_ || lingering_) return true;
     std::size_t total = 0;
     for (unsigned i = 0; i < count; ++i) total += bufs[i].len;
@@ -215,6 +251,180 @@ bool Stream::writev(const uv_buf_t* bufs, unsigned count) {
     }
     if (!write_in_flight_) start_write();
     return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS
+
+bool Stream::start_tls(const TlsContext& context, const std::string& server_host,
+                       protocol::ByteSpan initial) {
+    tls_ = std::make_unique<TlsSession>(context, server_host);
+    if (!tls_->error().empty()) {
+        tls_error_ = tls_->error();
+        tls_failed_ = true;
+        return false;
+    }
+    // The connecting side speaks first (ClientHello); the accepting side may already hold the
+    // peer's first flight (direct TLS). Neither can complete the handshake yet, so the outcome is
+    // reported later, from tls_receive(), never from inside this call.
+    std::string out;
+    tls_->set_output(&out);
+    tls_->set_input(initial);
+    auto status = tls_->handshake();
+    tls_->set_input({});
+    tls_->set_output(nullptr);
+    raw_write(out);
+    if (status == TlsSession::Status::Failed) {
+        tls_error_ = tls_->error();
+        tls_failed_ = true;
+        return false;
+    }
+    return true;
+}
+
+bool Stream::tls_handshaking() const { return tls_ && !tls_->established(); }
+
+void Stream::tls_fail(const std::string& error, bool in_handshake) {
+    if (tls_failed_) return;
+    tls_failed_ = true;
+    tls_error_ = error;
+    stop_reading();
+    if (in_handshake) {
+        handler_.on_stream_tls_ready(error);
+    } else {
+        handler_.on_stream_end(UV_EPROTO);
+    }
+    if (!closing_ && !lingering_) close();
+}
+
+void Stream::tls_receive(protocol::ByteSpan ciphertext) {
+    if (tls_failed_) return;
+    // The ciphertext stays in the worker's scratch buffer while OpenSSL consumes it; plaintext
+    // goes to the worker's TLS buffer (or behind input_ kept from earlier), and ciphertext
+    // OpenSSL wants to send (handshake, alerts, key updates) is flushed before the handler runs,
+    // because the handler's own writes reuse the staging buffer.
+    std::string& staging = worker_.tls_staging();
+    tls_->set_input(ciphertext);
+    if (!tls_->established()) {
+        staging.clear();
+        tls_->set_output(&staging);
+        auto status = tls_->handshake();
+        tls_->set_output(nullptr);
+        raw_write(staging);
+        if (status == TlsSession::Status::Failed) {
+            tls_->set_input({});
+            tls_fail(tls_->error(), true);
+            return;
+        }
+        if (status != TlsSession::Status::Ok) {
+            tls_->set_input({});
+            return;  // WantInput: everything was consumed
+        }
+        auto rest = ciphertext.last(tls_->input_left());
+        tls_->set_input({});
+        handler_.on_stream_tls_ready({});
+        if (closing_ || lingering_ || tls_failed_) return;
+        // Application data may follow the handshake in the same read (TLS 1.3: the client's
+        // Finished and its StartupMessage).
+        tls_->set_input(rest);
+    }
+    constexpr std::size_t kGrowBy = 16 * 1024;
+    for (;;) {
+        const bool to_scratch = input_.empty();
+        std::span<std::uint8_t> room =
+            to_scratch ? worker_.tls_plaintext() : input_.prepare(kGrowBy);
+        std::size_t got = 0;
+        auto status = TlsSession::Status::Ok;
+        staging.clear();
+        tls_->set_output(&staging);
+        while (got < room.size()) {
+            if (!tls_->readable()) {
+                status = TlsSession::Status::WantInput;
+                break;
+            }
+            auto [s, n] = tls_->read(room.subspan(got));
+            got += n;
+            if (s != TlsSession::Status::Ok) {
+                status = s;
+                break;
+            }
+        }
+        tls_->set_output(nullptr);
+        raw_write(staging);
+        if (got > 0) {
+            // A handler that stopped reading (back-pressure, waiting for a server) gets the rest
+            // later through redeliver_pending_input(), exactly like unconsumed plaintext.
+            if (to_scratch) {
+                if (reading_) {
+                    dispatch({room.data(), got}, true);
+                } else {
+                    input_.append(protocol::ByteSpan(room.data(), got));
+                }
+            } else {
+                input_.commit(got);
+                if (reading_) dispatch(input_.data(), false);
+            }
+        }
+        if (closing_ || lingering_ || tls_failed_) break;
+        if (status == TlsSession::Status::WantInput) break;
+        if (status == TlsSession::Status::Closed) {
+            tls_->set_input({});
+            stop_reading();
+            handler_.on_stream_end(UV_EOF);
+            return;
+        }
+        if (status == TlsSession::Status::Failed) {
+            tls_->set_input({});
+            tls_fail(tls_->error(), false);
+            return;
+        }
+        // The room filled up: there is more plaintext.
+    }
+    tls_->set_input({});
+}
+
+bool Stream::tls_writev(const uv_buf_t* bufs, unsigned count) {
+    if (closing_ || lingering_) return true;
+    // Before the handshake completes nothing can be sent securely, and after a TLS failure
+    // nothing at all; the connection is on its way to being closed in both cases.
+    if (tls_failed_ || !tls_->established()) return true;
+    std::string& staging = worker_.tls_staging();
+    staging.clear();
+    tls_->set_output(&staging);
+    bool ok = true;
+    std::size_t total = 0;
+    for (unsigned i = 0; i < count; ++i) total += bufs[i].len;
+    auto span_of = [](const uv_buf_t& b) {
+        return protocol::ByteSpan(reinterpret_cast<const std::uint8_t*>(b.base), b.len);
+    };
+    // Every SSL_write becomes at least one record (header, MAC, an encryption pass): gather small
+    // scattered pieces into one record instead of sending a record per piece.
+    constexpr std::size_t kMaxRecord = 16 * 1024;
+    if (count > 1 && total <= kMaxRecord) {
+        std::string& gather = worker_.tls_gather();
+        gather.clear();
+        for (unsigned i = 0; i < count; ++i) gather.append(bufs[i].base, bufs[i].len);
+        ok = tls_->write(protocol::as_bytes(gather));
+    } else {
+        for (unsigned i = 0; i < count && ok; ++i) ok = tls_->write(span_of(bufs[i]));
+    }
+    tls_->set_output(nullptr);
+    bool done = raw_write(staging);
+    if (!ok) {
+        // The session is broken; the peer will see garbage or nothing. Report it like a read
+        // failure would (the owner closes).
+        tls_error_ = tls_->error();
+    }
+    return done;
+}
+
+void Stream::send_close_notify() {
+    if (!tls_ || tls_failed_ || !tls_->established()) return;
+    std::string out;
+    tls_->set_output(&out);
+    tls_->shutdown();
+    tls_->set_output(nullptr);
+    raw_write(out);
 }
 
 void Stream::start_write() {
@@ -261,6 +471,7 @@ void Stream::close_after_flush() {
 
 void Stream::begin_linger() {
     close_when_drained_ = false;
+    send_close_notify();
     auto* req = new uv_shutdown_t;
     req->data = this;
     if (uv_shutdown(req, handle(), on_shutdown) != 0) {
@@ -293,6 +504,8 @@ void Stream::on_shutdown(uv_shutdown_t* req, int status) {
 
 void Stream::close() {
     if (closing_) return;
+    // A polite close_notify when it can go right away; an abrupt close needs no more than that.
+    if (!lingering_ && initialized_ && !write_pending()) send_close_notify();
     closing_ = true;
     lingering_ = false;
     input_.clear();

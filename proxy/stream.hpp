@@ -8,6 +8,10 @@
 //   other side until on_stream_drained() (back-pressure).
 // * Closing goes through uv_close; the owner is told in on_stream_closed() and frees itself there,
 //   never earlier, because libuv may still hold the handle.
+// * TLS, once started with start_tls(), lives entirely in here (proxy/tls.hpp): ciphertext read
+//   from the socket is decrypted before the handler sees it, and what the handler writes is
+//   encrypted on its way out. The handler keeps its plaintext view; a stream without TLS takes
+//   exactly the paths it took before TLS existed.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,8 @@
 
 namespace pgtether {
 
+class TlsContext;
+class TlsSession;
 class Worker;
 
 class Stream {
@@ -38,12 +44,16 @@ public:
         virtual void on_stream_connected(int status) = 0;
         // The handle is closed; the owner may now free itself.
         virtual void on_stream_closed() = 0;
+        // The TLS handshake begun with start_tls() completed (`error` empty) or failed. Only
+        // handlers that start TLS are ever told, hence the empty default.
+        virtual void on_stream_tls_ready(const std::string& error) { (void)error; }
 
     protected:
         ~Handler() = default;
     };
 
     Stream(Worker& worker, Handler& handler);
+    ~Stream();
     Stream(const Stream&) = delete;
     Stream& operator=(const Stream&) = delete;
 
@@ -78,10 +88,29 @@ public:
     void close_after_flush();
     [[nodiscard]] bool closing() const { return closing_ || lingering_; }
 
+    // Switches the connection to TLS from now on. `server_host` is the host a connecting side
+    // expects (SNI, verify-full). `initial` holds bytes already received that open the handshake
+    // (a direct-TLS ClientHello); the handler must consume them and everything else it was given,
+    // because bytes that arrived in plaintext before the handshake are never trusted: should any be
+    // left unconsumed, the stream ends with UV_EPROTO. The outcome arrives in
+    // on_stream_tls_ready(); false here means the session could not even start (tls_error()).
+    [[nodiscard]] bool start_tls(const TlsContext& context, const std::string& server_host,
+                                 protocol::ByteSpan initial = {});
+    [[nodiscard]] bool tls_active() const { return tls_ != nullptr; }
+    // TLS has started and its handshake is not done: a handler must stop reading the plaintext
+    // it was given (whatever is left is refused, see start_tls()).
+    [[nodiscard]] bool tls_handshaking() const;
+    // The session (nullptr without TLS), for its version, cipher and peer certificate.
+    [[nodiscard]] const TlsSession* tls() const { return tls_.get(); }
+    // Why TLS failed, once it has (the stream then ends with UV_EPROTO).
+    [[nodiscard]] const std::string& tls_error() const { return tls_error_; }
+
     [[nodiscard]] uv_stream_t* handle() { return reinterpret_cast<uv_stream_t*>(&handle_); }
     [[nodiscard]] bool is_tcp() const { return is_tcp_; }
     // "address:port" or "unix" of the peer, for logs.
     [[nodiscard]] std::string peer_name() const;
+    // The peer's address (TCP only); false when unknown.
+    [[nodiscard]] bool peer_address(sockaddr_storage& out) const;
 
 private:
     static void on_alloc(uv_handle_t* handle, std::size_t suggested, uv_buf_t* buf);
@@ -94,6 +123,14 @@ private:
     void dispatch(protocol::ByteSpan data, bool from_scratch);
     void start_write();
     void begin_linger();
+    // The socket-level write path (ciphertext when TLS is on).
+    bool raw_writev(const uv_buf_t* bufs, unsigned count);
+    bool raw_write(const std::string& bytes);
+    // TLS: ciphertext that arrived; plaintext to send; close_notify.
+    void tls_receive(protocol::ByteSpan ciphertext);
+    bool tls_writev(const uv_buf_t* bufs, unsigned count);
+    void tls_fail(const std::string& error, bool in_handshake);
+    void send_close_notify();
 
     Worker& worker_;
     Handler& handler_;
@@ -105,6 +142,8 @@ private:
     ByteBuffer out_queue_;  // output the kernel did not take yet, not handed to libuv
     ByteBuffer out_inflight_;
     std::unique_ptr<uv_write_t> write_req_;
+    std::unique_ptr<TlsSession> tls_;
+    std::string tls_error_;
     bool is_tcp_ = true;
     bool initialized_ = false;
     bool reading_ = false;
@@ -114,6 +153,7 @@ private:
     bool closing_ = false;
     bool lingering_ = false;
     bool close_when_drained_ = false;
+    bool tls_failed_ = false;
 };
 
 }  // namespace pgtether

@@ -18,6 +18,7 @@
 #include "proxy/metrics_server.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_control.hpp"
+#include "proxy/security.hpp"
 #include "proxy/server.hpp"
 
 namespace pgtether {
@@ -40,9 +41,10 @@ struct Worker::Registry {
 };
 
 Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
-               CancelRegistry& cancels)
+               CancelRegistry& cancels, std::shared_ptr<const SecuritySetup> security)
     : config_(std::move(config)),
       auth_file_(std::move(auth_file)),
+      security_(security ? std::move(security) : load_security(*config_)),
       scanner_(std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions)),
       cancels_(cancels),
       registry_(std::make_unique<Registry>()),
@@ -53,6 +55,9 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
     constexpr int kMaxReadBuffer = 16 * 1024 * 1024;
     scratch_.resize(static_cast<std::size_t>(
         std::clamp(config_->pkt_buf, kMinReadBuffer, kMaxReadBuffer)));
+    // Decrypted data out of one read: at most what was read plus the record OpenSSL held back.
+    constexpr std::size_t kTlsRecord = 16 * 1024;
+    tls_plaintext_.resize(std::max(scratch_.size(), kTlsRecord));
     if (int rc = uv_loop_init(&loop_); rc != 0) {
         throw std::runtime_error(std::string("cannot create event loop: ") + uv_strerror(rc));
     }
@@ -235,6 +240,7 @@ void Worker::janitor() {
     registry_->clients.for_each([&](Client& client) {
         if (shutting_down_ && (client.state() == Client::State::Idle ||
                                client.state() == Client::State::Startup ||
+                               client.state() == Client::State::AuthLookup ||
                                client.state() == Client::State::Auth)) {
             client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
             return;
@@ -294,9 +300,15 @@ void Worker::log_stats(const StatsAverages& avg) {
 // Reload and shutdown
 
 void Worker::apply_config(std::shared_ptr<const Config> config,
-                          std::shared_ptr<const AuthFile> auth_file) {
+                          std::shared_ptr<const AuthFile> auth_file,
+                          std::shared_ptr<const SecuritySetup> security) {
+    if (!security) security = load_security(*config);
+    // Server connections made with other TLS settings are replaced (PgBouncer does the same):
+    // otherwise an old, maybe weaker, setting would live on in the pool indefinitely.
+    const bool server_tls_changed = server_tls_settings_differ(*config_, *config);
     config_ = std::move(config);
     auth_file_ = std::move(auth_file);
+    security_ = std::move(security);
     scanner_ = std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions);
     if (!stopped_) restart_stats_timer();
     for (auto& [key, pool] : pools_) {
@@ -312,6 +324,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
                               old.password != resolved->password;
         pool->apply_config(*resolved);
         if (target_changed) pool->close_all_servers("connection settings changed");
+        else if (server_tls_changed) pool->close_all_servers("server TLS settings changed");
     }
 }
 

@@ -33,11 +33,13 @@ class MetricsServer;
 class Pool;
 class PoolControl;
 class Server;
+struct SecuritySetup;
 
 class Worker {
 public:
+    // `security` is built from `config` when not given (load_security; may throw ConfigError).
     Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
-           CancelRegistry& cancels);
+           CancelRegistry& cancels, std::shared_ptr<const SecuritySetup> security = nullptr);
     ~Worker();
     Worker(const Worker&) = delete;
     Worker& operator=(const Worker&) = delete;
@@ -51,15 +53,25 @@ public:
     void begin_shutdown();
     // Called once when shutdown has finished closing everything (to close signal handles).
     void set_on_stopped(std::function<void()> callback) { on_stopped_ = std::move(callback); }
-    // Applies a new configuration and auth file (SIGHUP). Existing clients stay connected.
+    // Applies a new configuration and auth file (SIGHUP). Existing clients stay connected. The
+    // TLS contexts and HBA rules are rebuilt from `config` unless given; that happens first, so a
+    // ConfigError leaves everything as it was.
     void apply_config(std::shared_ptr<const Config> config,
-                      std::shared_ptr<const AuthFile> auth_file);
+                      std::shared_ptr<const AuthFile> auth_file,
+                      std::shared_ptr<const SecuritySetup> security = nullptr);
 
     [[nodiscard]] uv_loop_t* loop() { return &loop_; }
     [[nodiscard]] std::span<std::uint8_t> scratch() { return scratch_; }
     [[nodiscard]] const Config& config() const { return *config_; }
     [[nodiscard]] const std::shared_ptr<const Config>& config_ptr() const { return config_; }
     [[nodiscard]] const AuthFile& auth_file() const { return *auth_file_; }
+    // TLS contexts and HBA rules of the current configuration.
+    [[nodiscard]] const SecuritySetup& security() const { return *security_; }
+    // Buffers for TLS (proxy/stream.cpp): decrypted input, encrypted output, scattered plaintext
+    // gathered into one record. Shared by all streams of this worker, like scratch().
+    [[nodiscard]] std::span<std::uint8_t> tls_plaintext() { return tls_plaintext_; }
+    [[nodiscard]] std::string& tls_staging() { return tls_staging_; }
+    [[nodiscard]] std::string& tls_gather() { return tls_gather_; }
     [[nodiscard]] const std::shared_ptr<const AuthFile>& auth_file_ptr() const {
         return auth_file_;
     }
@@ -139,6 +151,7 @@ private:
 
     std::shared_ptr<const Config> config_;
     std::shared_ptr<const AuthFile> auth_file_;
+    std::shared_ptr<const SecuritySetup> security_;
     std::unique_ptr<protocol::SqlScanner> scanner_;
     StatementRegistry statements_;
     CancelRegistry& cancels_;
@@ -146,6 +159,9 @@ private:
     uv_timer_t janitor_timer_{};
     uv_timer_t stats_timer_{};
     std::vector<std::uint8_t> scratch_;  // pkt_buf bytes: every socket read lands here first
+    std::vector<std::uint8_t> tls_plaintext_;
+    std::string tls_staging_;
+    std::string tls_gather_;
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
     std::map<std::string, int> db_servers_;

@@ -2,8 +2,12 @@
 # A throwaway PostgreSQL 15 for tests, benchmarks and the demo.
 #
 #   scripts/lib/pg.sh start STATE_DIR [--db NAME] [--pgbench-scale N] [--max-connections N]
+#                                     [--ssl CERT_DIR]
 #   scripts/lib/pg.sh stop  STATE_DIR
 #
+# --ssl turns on TLS (ssl = on) with CERT_DIR/server.crt and server.key as the server's certificate
+# and key and CERT_DIR/ca.crt as the CA for client certificates (ssl_ca_file); the files are copied
+# into the data directory. Without it the server has ssl = off, as always.
 # `start` runs initdb as the `postgres` user in a fresh mktemp directory, picks a free TCP port,
 # listens on 127.0.0.1 plus a Unix socket in that directory, creates the auth-test roles below and
 # the database NAME (default pgtether_test) with the pgbench tables (scale 1 by default; 0 = none),
@@ -30,7 +34,7 @@ PGT_PG_AUTH_USERS=(
 PGT_PG_MARKER=.pgtether-throwaway-postgresql
 
 pg_usage() {
-    sed -n '3,5p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
+    sed -n '3,6p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
     exit 2
 }
 
@@ -77,9 +81,13 @@ pg_write_env() {
 }
 
 pg_start() {
-    local state_dir="" db=pgtether_test scale=1 max_connections=300
+    local state_dir="" db=pgtether_test scale=1 max_connections=300 ssl_dir=""
     while (($#)); do
         case "$1" in
+        --ssl)
+            ssl_dir="$2"
+            shift 2
+            ;;
         --db)
             db="$2"
             shift 2
@@ -103,6 +111,12 @@ pg_start() {
     [[ -n $state_dir ]] || pg_usage
     [[ $db =~ ^[a-z_][a-z0-9_]*$ ]] || pgt_die "database name must be a plain identifier: $db"
     [[ -x $PGT_PG_BIN/initdb ]] || pgt_die "PostgreSQL 15 not found in $PGT_PG_BIN"
+    if [[ -n $ssl_dir ]]; then
+        local f
+        for f in server.crt server.key ca.crt; do
+            [[ -r $ssl_dir/$f ]] || pgt_die "--ssl: $ssl_dir/$f is missing"
+        done
+    fi
 
     mkdir -p "$state_dir"
     state_dir="$(cd "$state_dir" && pwd)"
@@ -147,6 +161,18 @@ pg_start() {
         printf 'host  all all 127.0.0.1/32 trust\n'
     } >"$data/pg_hba.conf"
 
+    local ssl_setting="ssl = off"
+    if [[ -n $ssl_dir ]]; then
+        # PostgreSQL insists that its key belongs to it and nobody else may read it.
+        cp "$ssl_dir/server.crt" "$ssl_dir/server.key" "$ssl_dir/ca.crt" "$data/"
+        chmod 600 "$data/server.key"
+        pgt_chown_daemon_user "$data/server.crt" "$data/server.key" "$data/ca.crt"
+        ssl_setting="ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+ssl_ca_file = 'ca.crt'"
+    fi
+
     for attempt in 1 2 3 4 5; do
         port="$(pgt_free_port)"
         cat >"$data/postgresql.auto.conf" <<CONF
@@ -156,7 +182,7 @@ port = $port
 unix_socket_directories = '$root'
 max_connections = $max_connections
 password_encryption = 'scram-sha-256'
-ssl = off
+$ssl_setting
 fsync = off
 synchronous_commit = off
 full_page_writes = off
@@ -217,6 +243,7 @@ SQL
         "PGT_PG_SUPERUSER=postgres" \
         "PGT_PG_DATABASE=$db" \
         "PGT_PG_PGBENCH_SCALE=$scale" \
+        "PGT_PG_SSL=$([[ -n $ssl_dir ]] && echo on || echo off)" \
         "PGT_PG_AUTH_USERS=$joined"
     trap - EXIT INT TERM
 

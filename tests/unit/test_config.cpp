@@ -373,7 +373,7 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
 
     const auto* legacy = cfg->find_database("legacy");
     REQUIRE(legacy != nullptr);
-    CHECK(legacy->auth_user == "pgbouncer_auth");  // stored although not honoured
+    CHECK(legacy->auth_user == "pgbouncer_auth");
     CHECK(legacy->min_pool_size == 2);
     CHECK(legacy->port == 6543);
 
@@ -401,6 +401,12 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
     CHECK(cfg->auth_file == "/etc/pgbouncer/userlist.txt");
     CHECK(cfg->auth_user == "pgbouncer_auth");
     CHECK(cfg->auth_query == "SELECT usename, passwd FROM pgbouncer.get_auth($1)");
+    CHECK(cfg->client_tls_sslmode == SslMode::Require);
+    CHECK(cfg->client_tls_key_file == "/etc/pgbouncer/server.key");
+    CHECK(cfg->client_tls_cert_file == "/etc/pgbouncer/server.crt");
+    CHECK(cfg->client_tls_ca_file == "/etc/ssl/certs/ca-certificates.crt");
+    CHECK(cfg->client_tls_protocols == "secure");
+    CHECK(cfg->server_tls_sslmode == SslMode::Disable);
     CHECK(cfg->admin_users == std::vector<std::string>{"postgres", "pgbouncer_admin"});
     CHECK(cfg->stats_users == std::vector<std::string>{"datadog", "prometheus"});
     CHECK(cfg->pool_mode == PoolMode::Transaction);
@@ -455,18 +461,10 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
                ": recognised but not supported by pgtether";
     };
     std::vector<std::string> expected = {
-        at("legacy = ", "[databases] auth_user"),
-        at("reporting = ", "[databases] auth_dbname"),
         at("reporting = ", "[databases] server_lifetime"),
         at("etl = ", "[users] query_timeout"),
         at("unix_socket_group =", "unix_socket_group"),
-        at("auth_user =", "auth_user"),
-        at("auth_query =", "auth_query"),
         at("tcp_user_timeout =", "tcp_user_timeout"),
-        at("client_tls_sslmode =", "client_tls_sslmode"),
-        at("client_tls_key_file =", "client_tls_key_file"),
-        at("client_tls_cert_file =", "client_tls_cert_file"),
-        at("client_tls_ca_file =", "client_tls_ca_file"),
         at("track_extra_parameters =", "track_extra_parameters"),
         at("application_name_add_host =", "application_name_add_host"),
     };
@@ -507,6 +505,26 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "unix_socket_mode",
                                             "auth_type",
                                             "auth_file",
+                                            "auth_hba_file",
+                                            "auth_user",
+                                            "auth_query",
+                                            "auth_dbname",
+                                            "client_tls_sslmode",
+                                            "client_tls_key_file",
+                                            "client_tls_cert_file",
+                                            "client_tls_ca_file",
+                                            "client_tls_protocols",
+                                            "client_tls_ciphers",
+                                            "client_tls13_ciphers",
+                                            "client_tls_dheparams",
+                                            "client_tls_ecdhcurve",
+                                            "server_tls_sslmode",
+                                            "server_tls_key_file",
+                                            "server_tls_cert_file",
+                                            "server_tls_ca_file",
+                                            "server_tls_protocols",
+                                            "server_tls_ciphers",
+                                            "server_tls13_ciphers",
                                             "pool_mode",
                                             "default_pool_size",
                                             "min_pool_size",
@@ -957,18 +975,19 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
               "disable_pqexec = 0\n");
     auto cfg = load_config("main.ini");
     const std::string suffix = ": recognised but not supported by pgtether";
+    // auth_type = hba and [databases] auth_query are honoured, so not reported.
     std::vector<std::string> expected = {
-        "extra.ini:2: [databases] auth_query" + suffix,
         "extra.ini:4: [databases] max_db_client_connections" + suffix,
         "main.ini:13: [peers]" + suffix,
-        "main.ini:16: auth_type = hba" + suffix,
     };
     CHECK(cfg->unsupported_keys == expected);
-    CHECK(cfg->auth_type == AuthType::Hba);  // loads; the daemon decides whether it can run it
+    CHECK(cfg->auth_type == AuthType::Hba);
+    REQUIRE(cfg->find_database("x") != nullptr);
+    CHECK(cfg->find_database("x")->auth_query == "SELECT 1");
 
     cfg = load_config((tmp.path() / "main.ini").string());
-    CHECK(cfg->unsupported_keys.size() == 4);  // names the files as given
-    CHECK(contains(cfg->unsupported_keys[3], (tmp.path() / "main.ini").string() + ":16:"));
+    REQUIRE(cfg->unsupported_keys.size() == 2);  // names the files as given
+    CHECK(contains(cfg->unsupported_keys[1], (tmp.path() / "main.ini").string() + ":13:"));
 }
 
 TEST_CASE("unsupported keys: values stored where Config has a field") {
@@ -986,7 +1005,8 @@ TEST_CASE("unsupported keys: values stored where Config has a field") {
     CHECK(cfg->auth_hba_file == "/etc/pgbouncer/hba.conf");
     CHECK(cfg->auth_dbname == "authdb");
     CHECK(cfg->server_fast_close);
-    CHECK(cfg->unsupported_keys.size() == 6);
+    // auth_hba_file and auth_dbname are honoured, and so are syslog and syslog_facility.
+    CHECK(cfg->unsupported_keys.size() == 4);
 }
 
 TEST_CASE("newer PgBouncer keys are recognised") {
@@ -1031,6 +1051,7 @@ TEST_CASE("to_string gives the config spelling") {
     CHECK(std::string(to_string(LockTracking::On)) == "on");
     CHECK(std::string(to_string(LockTracking::EveryTransaction)) == "every_transaction");
     CHECK(std::string(to_string(LockTracking::Off)) == "off");
+    CHECK(std::string(to_string(SslMode::VerifyFull)) == "verify-full");
 
     // ... and that spelling loads back.
     for (auto mode : {PoolMode::Session, PoolMode::Transaction, PoolMode::Statement}) {
@@ -1039,6 +1060,12 @@ TEST_CASE("to_string gives the config spelling") {
     for (auto t : {AuthType::Any, AuthType::Trust, AuthType::Plain, AuthType::Md5,
                    AuthType::ScramSha256, AuthType::Cert, AuthType::Hba, AuthType::Pam}) {
         CHECK(load_text(kMain + "auth_type = " + to_string(t) + "\n")->auth_type == t);
+    }
+    for (auto m : {SslMode::Disable, SslMode::Allow, SslMode::Prefer, SslMode::Require,
+                   SslMode::VerifyCa, SslMode::VerifyFull}) {
+        auto mode = std::string(to_string(m)) + "\n";
+        CHECK(load_text(kMain + "client_tls_sslmode = " + mode)->client_tls_sslmode == m);
+        CHECK(load_text(kMain + "server_tls_sslmode = " + mode)->server_tls_sslmode == m);
     }
     for (auto t : {LockTracking::On, LockTracking::EveryTransaction, LockTracking::Off}) {
         CHECK(load_text(kMain + "advisory_lock_tracking = " + to_string(t) + "\n")
@@ -1188,7 +1215,7 @@ TEST_CASE("set_config_value changes one setting like the loader would") {
           "SET: default_pool_size: invalid value \"lots\": expected an integer >= 0");
     CHECK(error("listen_port", "7000").find("cannot be changed while pgtether runs") !=
           std::string::npos);
-    CHECK(error("auth_type", "hba").find("not supported by pgtether") != std::string::npos);
+    CHECK(error("auth_type", "pam").find("not supported by pgtether") != std::string::npos);
     CHECK(cfg.default_pool_size == 30);  // failed SETs changed nothing
     CHECK(cfg.listen_port == 6432);
     CHECK(setting_is_changeable("default_pool_size"));

@@ -155,3 +155,27 @@ TEST_CASE("frontend message readers") {
     // Declared length longer than the data.
     CHECK_FALSE(parse_sasl_initial_response(as_bytes(std::string("M\0\0\0\0\x09" "abc", 9))));
 }
+
+TEST_CASE("extended-protocol builders for pgtether's own parameterised queries") {
+    std::string out;
+    append_parse(out, "", "SELECT $1");
+    CHECK(out == std::string("P\0\0\0\x11\0SELECT $1\0\0\0", 18));
+    auto parsed = parse_parse(body_of(out));
+    REQUIRE(parsed);
+    CHECK(parsed->statement.empty());
+    CHECK(parsed->query == "SELECT $1");
+
+    out.clear();
+    std::optional<std::string_view> params[] = {std::string_view("bob"), std::nullopt};
+    append_bind(out, "", "s1", params);
+    // portal "", statement "s1", 0 format codes, 2 parameters ("bob", NULL), 0 result formats.
+    CHECK(out ==
+          std::string("B\0\0\0\x19\0s1\0\0\0\0\x02\0\0\0\x03" "bob\xff\xff\xff\xff\0\0", 26));
+    auto names = parse_bind_names(body_of(out));
+    REQUIRE(names);
+    CHECK(names->statement == "s1");
+
+    out.clear();
+    append_execute(out, "", 0);
+    CHECK(out == std::string("E\0\0\0\x09\0\0\0\0\0", 10));
+}

@@ -1,0 +1,405 @@
+#include "proxy/hba.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "proxy/config.hpp"
+
+namespace pgtether {
+
+const char* to_string(HbaMethod method) {
+    switch (method) {
+        case HbaMethod::Trust:
+            return "trust";
+        case HbaMethod::Reject:
+            return "reject";
+        case HbaMethod::Md5:
+            return "md5";
+        case HbaMethod::Password:
+            return "password";
+        case HbaMethod::ScramSha256:
+            return "scram-sha-256";
+        case HbaMethod::Cert:
+            return "cert";
+        case HbaMethod::Peer:
+            return "peer";
+    }
+    return "?";
+}
+
+namespace {
+
+// @file references may nest; a file that names itself must not recurse forever.
+constexpr int kMaxIncludeDepth = 10;
+
+struct Token {
+    std::string text;
+    bool quoted = false;
+    bool comma_after = false;  // a comma follows (the list goes on)
+};
+
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+// Splits one line into fields the way PgBouncer's tokenizer does: whitespace separates fields, a
+// comma continues a list (whitespace around it is allowed), "..." quotes with "" for a literal
+// quote, # starts a comment outside quotes. Returns a list of fields, each a list of tokens.
+std::vector<std::vector<Token>> split_line(std::string_view line, const std::string& file,
+                                           int line_no) {
+    std::vector<std::vector<Token>> fields;
+    std::size_t pos = 0;
+    bool continue_list = false;
+    while (true) {
+        while (pos < line.size() && is_space(line[pos]))
+            ++pos;
+        if (pos >= line.size() || line[pos] == '#') break;
+        if (line[pos] == ',') {
+            if (fields.empty() || fields.back().empty() || continue_list) {
+                throw ConfigError(file, line_no, "", "unexpected comma");
+            }
+            fields.back().back().comma_after = true;
+            continue_list = true;
+            ++pos;
+            continue;
+        }
+        Token token;
+        if (line[pos] == '"') {
+            token.quoted = true;
+            ++pos;
+            bool closed = false;
+            while (pos < line.size()) {
+                if (line[pos] == '"') {
+                    if (pos + 1 < line.size() && line[pos + 1] == '"') {
+                        token.text.push_back('"');
+                        pos += 2;
+                        continue;
+                    }
+                    ++pos;
+                    closed = true;
+                    break;
+                }
+                token.text.push_back(line[pos++]);
+            }
+            if (!closed) throw ConfigError(file, line_no, "", "unterminated quoted name");
+        } else {
+            while (pos < line.size() && !is_space(line[pos]) && line[pos] != ',' &&
+                   line[pos] != '#' && line[pos] != '"') {
+                token.text.push_back(line[pos++]);
+            }
+        }
+        if (continue_list) {
+            fields.back().push_back(std::move(token));
+            continue_list = false;
+        } else {
+            fields.push_back({std::move(token)});
+        }
+    }
+    if (continue_list) throw ConfigError(file, line_no, "", "list ends with a comma");
+    return fields;
+}
+
+std::string directory_of(const std::string& path) {
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos) return "";
+    return path.substr(0, slash + 1);
+}
+
+class Parser {
+  public:
+    Parser(const HbaFileReader& reader) : reader_(reader) {}
+
+    void names(const std::vector<Token>& tokens, bool database_field, HbaNames& out,
+               const std::string& file, int line_no, int depth) {
+        for (const auto& token : tokens) {
+            const std::string& t = token.text;
+            if (!token.quoted) {
+                if (t == "all") {
+                    out.all = true;
+                    continue;
+                }
+                if (database_field && t == "sameuser") {
+                    out.sameuser = true;
+                    continue;
+                }
+                if (database_field && (t == "samerole" || t == "samegroup" || t == "replication")) {
+                    throw ConfigError(file, line_no, "",
+                                      "\"" + t + "\" is not supported (as in PgBouncer)");
+                }
+                if (!t.empty() && t[0] == '+') {
+                    throw ConfigError(
+                        file, line_no, "",
+                        "group membership (\"" + t + "\") is not supported (as in PgBouncer)");
+                }
+                if (!t.empty() && t[0] == '@') {
+                    include(t.substr(1), database_field, out, file, line_no, depth);
+                    continue;
+                }
+            }
+            if (t.empty()) throw ConfigError(file, line_no, "", "empty name");
+            out.names.insert(t);
+        }
+    }
+
+  private:
+    void include(const std::string& name, bool database_field, HbaNames& out,
+                 const std::string& file, int line_no, int depth) {
+        if (name.empty()) throw ConfigError(file, line_no, "", "@ without a file name");
+        if (depth >= kMaxIncludeDepth) {
+            throw ConfigError(file, line_no, "", "@" + name + ": nested too deeply");
+        }
+        std::string path = name[0] == '/' ? name : directory_of(file) + name;
+        auto text = reader_(path);
+        if (!text) throw ConfigError(file, line_no, "", "cannot read @" + name + " (" + path + ")");
+        // The file lists names separated by whitespace, commas or line breaks; # comments.
+        int inner_line = 0;
+        std::size_t start = 0;
+        while (start <= text->size()) {
+            std::size_t end = text->find('\n', start);
+            if (end == std::string::npos) end = text->size();
+            ++inner_line;
+            auto fields =
+                split_line(std::string_view(*text).substr(start, end - start), path, inner_line);
+            for (const auto& field : fields) {
+                names(field, database_field, out, path, inner_line, depth + 1);
+            }
+            start = end + 1;
+        }
+    }
+
+    const HbaFileReader& reader_;
+};
+
+bool parse_address(const std::string& text, HbaRule& rule) {
+    if (inet_pton(AF_INET, text.c_str(), rule.address.data()) == 1) {
+        rule.family = AF_INET;
+        return true;
+    }
+    if (inet_pton(AF_INET6, text.c_str(), rule.address.data()) == 1) {
+        rule.family = AF_INET6;
+        return true;
+    }
+    return false;
+}
+
+bool parse_prefix_length(const std::string& text, HbaRule& rule) {
+    if (text.empty() || text.size() > 3) return false;
+    int bits = 0;
+    for (char c : text) {
+        if (c < '0' || c > '9') return false;
+        bits = bits * 10 + (c - '0');
+    }
+    if (bits > (rule.family == AF_INET ? 32 : 128)) return false;
+    for (int i = 0; i < bits; ++i) {
+        rule.mask[static_cast<std::size_t>(i / 8)] |= static_cast<std::uint8_t>(0x80 >> (i % 8));
+    }
+    return true;
+}
+
+HbaRule::Type rule_type(const std::string& word, const std::string& file, int line_no) {
+    if (word == "local") return HbaRule::Type::Local;
+    if (word == "host") return HbaRule::Type::Host;
+    if (word == "hostssl") return HbaRule::Type::HostSsl;
+    if (word == "hostnossl") return HbaRule::Type::HostNoSsl;
+    if (word == "hostgssenc" || word == "hostnogssenc") {
+        throw ConfigError(file, line_no, "", "connection type \"" + word + "\" is not supported");
+    }
+    throw ConfigError(
+        file, line_no, "",
+        "invalid connection type \"" + word + "\" (expected local, host, hostssl or hostnossl)");
+}
+
+HbaMethod method_of(const std::string& word, const std::string& file, int line_no) {
+    if (word == "trust") return HbaMethod::Trust;
+    if (word == "reject") return HbaMethod::Reject;
+    if (word == "md5") return HbaMethod::Md5;
+    if (word == "password") return HbaMethod::Password;
+    if (word == "scram-sha-256") return HbaMethod::ScramSha256;
+    if (word == "cert") return HbaMethod::Cert;
+    if (word == "peer") return HbaMethod::Peer;
+    throw ConfigError(file, line_no, "",
+                      "authentication method \"" + word +
+                          "\" is not supported (expected trust, reject, md5, password, "
+                          "scram-sha-256, cert or peer)");
+}
+
+std::optional<std::string> read_whole_file(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return std::nullopt;
+    std::string text;
+    char buf[8192];
+    for (;;) {
+        std::size_t n = std::fread(buf, 1, sizeof buf, f);
+        text.append(buf, n);
+        if (n < sizeof buf) break;
+    }
+    bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) return std::nullopt;
+    return text;
+}
+
+bool names_match(const HbaNames& names, std::string_view name, std::string_view user) {
+    if (names.all) return true;
+    if (names.sameuser && name == user) return true;
+    return names.names.count(std::string(name)) > 0;
+}
+
+bool address_matches(const HbaRule& rule, const sockaddr* address) {
+    if (!address) return false;
+    const std::uint8_t* bytes = nullptr;
+    in_addr mapped{};
+    int family = address->sa_family;
+    if (family == AF_INET) {
+        bytes = reinterpret_cast<const std::uint8_t*>(
+            &reinterpret_cast<const sockaddr_in*>(address)->sin_addr);
+    } else if (family == AF_INET6) {
+        const auto* a6 = &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a6) && rule.family == AF_INET) {
+            // An IPv4 client on a dual-stack socket (::ffff:a.b.c.d) matches IPv4 rules.
+            std::memcpy(&mapped, a6->s6_addr + 12, 4);
+            bytes = reinterpret_cast<const std::uint8_t*>(&mapped);
+            family = AF_INET;
+        } else {
+            bytes = a6->s6_addr;
+        }
+    } else {
+        return false;
+    }
+    if (family != rule.family) return false;
+    std::size_t len = family == AF_INET ? 4 : 16;
+    for (std::size_t i = 0; i < len; ++i) {
+        if ((bytes[i] & rule.mask[i]) != rule.address[i]) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+HbaRules parse_hba(std::string_view text, const std::string& file_name,
+                   const HbaFileReader& read_file) {
+    HbaRules result;
+    result.file = file_name;
+    Parser parser(read_file);
+    int line_no = 0;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        std::size_t end = text.find('\n', start);
+        if (end == std::string_view::npos) end = text.size();
+        ++line_no;
+        auto fields = split_line(text.substr(start, end - start), file_name, line_no);
+        start = end + 1;
+        if (fields.empty()) continue;
+        auto single = [&](std::size_t i, const char* what) -> const Token& {
+            if (i >= fields.size()) {
+                throw ConfigError(file_name, line_no, "", std::string("missing ") + what);
+            }
+            if (fields[i].size() != 1) {
+                throw ConfigError(file_name, line_no, "",
+                                  std::string("a list is not allowed as ") + what);
+            }
+            return fields[i][0];
+        };
+        HbaRule rule;
+        rule.file = file_name;
+        rule.line = line_no;
+        rule.type = rule_type(single(0, "connection type").text, file_name, line_no);
+        if (fields.size() < 2) throw ConfigError(file_name, line_no, "", "missing database");
+        if (fields.size() < 3) throw ConfigError(file_name, line_no, "", "missing user name");
+        parser.names(fields[1], true, rule.databases, file_name, line_no, 0);
+        parser.names(fields[2], false, rule.users, file_name, line_no, 0);
+        std::size_t next = 3;
+        if (rule.type != HbaRule::Type::Local) {
+            const Token& addr = single(next++, "address");
+            std::string address = addr.text;
+            std::string prefix;
+            bool has_prefix = false;
+            if (auto slash = address.find('/'); slash != std::string::npos) {
+                prefix = address.substr(slash + 1);
+                address = address.substr(0, slash);
+                has_prefix = true;
+            }
+            if (!parse_address(address, rule)) {
+                throw ConfigError(file_name, line_no, "",
+                                  "invalid IP address \"" + addr.text +
+                                      "\" (host names, all, samehost and samenet are not "
+                                      "supported)");
+            }
+            if (has_prefix) {
+                if (!parse_prefix_length(prefix, rule)) {
+                    throw ConfigError(file_name, line_no, "",
+                                      "invalid CIDR mask in \"" + addr.text + "\"");
+                }
+            } else {
+                const Token& mask = single(next++, "netmask (or write the address as CIDR)");
+                if (inet_pton(rule.family, mask.text.c_str(), rule.mask.data()) != 1) {
+                    throw ConfigError(file_name, line_no, "",
+                                      "invalid netmask \"" + mask.text + "\"");
+                }
+            }
+            std::size_t len = rule.family == AF_INET ? 4 : 16;
+            for (std::size_t i = 0; i < len; ++i) {
+                if (rule.address[i] & ~rule.mask[i]) {
+                    // PgBouncer would keep such a rule and never match it.
+                    throw ConfigError(
+                        file_name, line_no, "",
+                        "address \"" + addr.text + "\" has bits set outside its netmask");
+                }
+            }
+        }
+        rule.method = method_of(single(next++, "authentication method").text, file_name, line_no);
+        if (next < fields.size()) {
+            throw ConfigError(file_name, line_no, "",
+                              "authentication options such as \"" + fields[next][0].text +
+                                  "\" are not supported");
+        }
+        if (rule.method == HbaMethod::Peer && rule.type != HbaRule::Type::Local) {
+            throw ConfigError(file_name, line_no, "",
+                              "peer authentication is only supported on local sockets");
+        }
+        if (rule.method == HbaMethod::Cert && rule.type != HbaRule::Type::HostSsl) {
+            throw ConfigError(file_name, line_no, "",
+                              "cert authentication is only supported on hostssl connections");
+        }
+        result.rules.push_back(std::move(rule));
+    }
+    return result;
+}
+
+HbaRules load_hba_file(const std::string& path) {
+    auto text = read_whole_file(path);
+    if (!text) {
+        throw ConfigError(path, 0, "",
+                          std::string("cannot read HBA file: ") + std::strerror(errno));
+    }
+    return parse_hba(*text, path, read_whole_file);
+}
+
+const HbaRule* match_hba(const HbaRules& rules, const HbaClient& client) {
+    for (const auto& rule : rules.rules) {
+        switch (rule.type) {
+            case HbaRule::Type::Local:
+                if (!client.unix_socket) continue;
+                break;
+            case HbaRule::Type::Host:
+            case HbaRule::Type::HostSsl:
+            case HbaRule::Type::HostNoSsl:
+                if (client.unix_socket) continue;
+                if (rule.type == HbaRule::Type::HostSsl && !client.tls) continue;
+                if (rule.type == HbaRule::Type::HostNoSsl && client.tls) continue;
+                if (!address_matches(rule, client.address)) continue;
+                break;
+        }
+        if (!names_match(rule.databases, client.database, client.user)) continue;
+        if (!names_match(rule.users, client.user, client.user)) continue;
+        return &rule;
+    }
+    return nullptr;
+}
+
+}  // namespace pgtether

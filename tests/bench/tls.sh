@@ -1,0 +1,362 @@
+#!/usr/bin/env bash
+# What TLS costs a pooler: pgbench through Debian's PgBouncer and through pgtether, each with
+# sslmode=require (TLS between pgbench and the pooler) and with sslmode=disable (the same pooler,
+# the same ini, plaintext), in one run on one throwaway PostgreSQL. Not a timed test; run it by
+# hand and record the table in docs/benchmarks.md ("TLS").
+#
+# Both poolers get the SAME generated ini: pool_mode = transaction, default_pool_size = 20,
+# client_tls_sslmode = prefer with the same key and certificate (prefer, so that one ini serves
+# the TLS runs and the plaintext baseline: pgbench's sslmode decides), auth trust. With
+# --server-tls the ini also has server_tls_sslmode = require (PostgreSQL runs with ssl = on
+# anyway), so the TLS runs are encrypted on both hops. Runs alternate between targets round by
+# round, each pooler freshly started for its run; the median over the rounds is reported. CPU
+# time per transaction is the pooler's utime + stime over the run (/proc/<pid>/stat) divided by
+# the transactions pgbench reports. "direct" is pgbench straight to PostgreSQL, with and without
+# TLS, for reference.
+#
+# With --idle N it instead opens N idle clients to each pooler, over TLS and in plaintext
+# (tests/bench/idle_tls_clients.py), and reports the pooler's resident memory per idle client.
+set -euo pipefail
+
+# shellcheck source=scripts/lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/common.sh"
+
+usage() {
+    cat <<'USAGE'
+usage: tests/bench/tls.sh [options]
+  -T SECONDS            length of each pgbench run (default 15)
+  -r ROUNDS             runs per target, mode and client count; the median is reported (default 3)
+  -j THREADS            pgbench threads (default 2)
+  --clients "10 50"     client counts (default "10 50")
+  --protocol MODE       pgbench -M: simple, extended or prepared (default simple)
+  --connect             a new connection per transaction (pgbench -C): the handshake's cost
+  --server-tls          server_tls_sslmode = require as well (TLS on both hops)
+  --scale N             pgbench -i scale (default 10)
+  --targets "LIST"      any of: direct pgbouncer pgtether (default all three)
+  --pgtether PATH       pgtether binary (default build/proxy/pgtether)
+  --pgbouncer PATH      pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
+  --idle N              idle-memory mode: N idle clients per pooler and mode instead of tps runs
+  --keep                keep the state directory (ini, certificates, logs, pgbench output)
+USAGE
+    exit "${1:-2}"
+}
+
+duration=15
+rounds=3
+threads=2
+clients_list="10 50"
+protocol=simple
+connect=0
+server_tls=0
+scale=10
+targets="direct pgbouncer pgtether"
+keep=0
+idle=0
+pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
+pgbouncer_bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
+
+while (($#)); do
+    case "$1" in
+    -T) duration="$2"; shift 2 ;;
+    -r) rounds="$2"; shift 2 ;;
+    -j) threads="$2"; shift 2 ;;
+    --clients) clients_list="$2"; shift 2 ;;
+    --protocol) protocol="$2"; shift 2 ;;
+    --connect) connect=1; shift ;;
+    --server-tls) server_tls=1; shift ;;
+    --scale) scale="$2"; shift 2 ;;
+    --targets) targets="$2"; shift 2 ;;
+    --pgtether) pgtether_bin="$2"; shift 2 ;;
+    --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
+    --idle) idle="$2"; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h | --help) usage 0 ;;
+    *) usage ;;
+    esac
+done
+[[ $duration =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ && $scale =~ ^[1-9][0-9]*$ ]] || usage
+[[ $idle =~ ^[0-9]+$ ]] || usage
+case "$protocol" in simple | extended | prepared) ;; *) usage ;; esac
+for target in $targets; do
+    case "$target" in direct | pgbouncer | pgtether) ;; *) usage ;; esac
+done
+max_clients=0
+for c in $clients_list; do
+    [[ $c =~ ^[1-9][0-9]*$ ]] || usage
+    ((c > max_clients)) && max_clients=$c
+done
+command -v openssl >/dev/null || pgt_die "the openssl command is needed to make certificates"
+
+# ---- state, cleanup ----
+state="$(mktemp -d /tmp/pgtether-tls-bench.XXXXXX)"
+pooler_pid=""
+idle_pid=""
+cleanup() {
+    [[ -z $idle_pid ]] || { kill -TERM "$idle_pid" 2>/dev/null || true; wait "$idle_pid" 2>/dev/null || true; }
+    [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
+    "$PGT_ROOT/scripts/lib/pg.sh" stop "$state/postgresql" || true
+    if ((keep)); then
+        pgt_log "state kept in $state"
+    else
+        rm -rf -- "$state"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+clk_tck="$(getconf CLK_TCK)"
+db=pgtether_bench
+hard_limit="$(ulimit -Hn)"
+[[ $hard_limit == unlimited ]] && hard_limit=1048576
+ulimit -n "$hard_limit"
+((idle + 200 <= hard_limit)) || pgt_die "--idle $idle needs more file descriptors than $hard_limit"
+
+# ---- certificates: one CA, one certificate for PostgreSQL and both poolers ----
+pgt_log "making a test CA and a server certificate (openssl)"
+certs="$state/certs"
+mkdir -p "$certs"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$certs/ca.key" \
+    -out "$certs/ca.crt" -days 2 -subj "/CN=pgtether bench CA" >/dev/null 2>&1
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$certs/server.key" -out "$certs/server.csr" -subj "/CN=localhost" >/dev/null 2>&1
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$certs/server.ext"
+openssl x509 -req -in "$certs/server.csr" -CA "$certs/ca.crt" -CAkey "$certs/ca.key" \
+    -CAcreateserial -out "$certs/server.crt" -days 2 -extfile "$certs/server.ext" >/dev/null 2>&1
+chmod 600 "$certs/server.key"
+
+# ---- PostgreSQL (ssl = on, for the direct TLS reference and --server-tls) ----
+pgt_log "starting a throwaway PostgreSQL with TLS, pgbench -i -s $scale"
+"$PGT_ROOT/scripts/lib/pg.sh" start "$state/postgresql" --db "$db" --pgbench-scale "$scale" \
+    --ssl "$certs" --max-connections $((max_clients + 100 > 300 ? max_clients + 100 : 300)) \
+    >/dev/null
+# shellcheck source=/dev/null
+source "$state/postgresql/pg.env"
+"$PGT_PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PGT_PG_PORT" -U postgres -d "$db" -c "VACUUM ANALYZE"
+
+# ---- the one ini both poolers run with ----
+pooler_port="$(pgt_free_port)"
+server_tls_line=""
+((server_tls)) && server_tls_line="server_tls_sslmode = require"
+cat >"$state/bench.ini" <<INI
+;; Generated by tests/bench/tls.sh; used unchanged by pgbouncer and pgtether.
+[databases]
+$db = host=127.0.0.1 port=$PGT_PG_PORT dbname=$db
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $pooler_port
+unix_socket_dir =
+auth_type = trust
+auth_file = $state/userlist.txt
+admin_users = postgres
+pool_mode = transaction
+default_pool_size = 20
+max_client_conn = $(((idle > max_clients ? idle : max_clients) + 100))
+ignore_startup_parameters = extra_float_digits
+log_connections = 0
+log_disconnections = 0
+client_tls_sslmode = prefer
+client_tls_key_file = $certs/server.key
+client_tls_cert_file = $certs/server.crt
+$server_tls_line
+INI
+printf '"postgres" ""\n' >"$state/userlist.txt"
+pgt_chown_daemon_user "$state"
+
+pooler_bin() {
+    case "$1" in
+    pgbouncer) printf '%s\n' "$pgbouncer_bin" ;;
+    pgtether) printf '%s\n' "$pgtether_bin" ;;
+    esac
+}
+
+pooler_start() {
+    local name="$1" bin log
+    bin="$(pooler_bin "$name")"
+    log="$state/$name.log"
+    if [[ ! -x $bin ]]; then
+        printf '%s: %s is not an executable\n' "$name" "$bin" >&2
+        return 1
+    fi
+    pgt_spawn_daemon "$log" "$bin" "$state/bench.ini"
+    pooler_pid="$PGT_SPAWNED_PID"
+    if ! pgt_wait_for_port 127.0.0.1 "$pooler_port" 15 "$pooler_pid"; then
+        printf '%s did not start; the end of its log:\n' "$name" >&2
+        tail -n 15 "$log" | sed 's/^/  | /' >&2
+        pgt_stop_pid "$pooler_pid" 5
+        pooler_pid=""
+        return 1
+    fi
+}
+
+pooler_stop() {
+    [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
+    pooler_pid=""
+}
+
+cpu_ticks() {
+    local rest
+    rest="$(sed -E 's/^.*\) //' "/proc/$1/stat")"
+    awk '{ print $12 + $13 }' <<<"$rest"
+}
+
+median() {
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) exit
+        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+active=()
+for target in $targets; do
+    if [[ $target == direct ]]; then
+        active+=(direct)
+    elif pooler_start "$target"; then
+        pooler_stop
+        active+=("$target")
+    else
+        pgt_warn "skipping $target: it does not start with $state/bench.ini"
+    fi
+done
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+# ======================= idle-memory mode =======================
+if ((idle > 0)); then
+    declare -A idle_result
+    for target in "${active[@]}"; do
+        [[ $target == direct ]] && continue
+        for mode in tls plain; do
+            pgt_log "$target: $idle idle $mode clients"
+            pooler_start "$target" || continue
+            # One client first, so the server connection exists before the baseline.
+            PGSSLMODE=disable "$PGT_PG_BIN/psql" -X -q -h 127.0.0.1 -p "$pooler_port" -U postgres \
+                -d "$db" -c "SELECT 1" >/dev/null
+            sleep 0.5
+            before="$(rss_kib "$pooler_pid")"
+            tls_flag=()
+            [[ $mode == tls ]] && tls_flag=(--tls)
+            coproc IDLE {
+                exec /usr/bin/python3 "$PGT_ROOT/tests/bench/idle_tls_clients.py" \
+                    --port "$pooler_port" --dbname "$db" -n "$idle" "${tls_flag[@]}" 2>&1
+            }
+            # shellcheck disable=SC2153  # set by coproc
+            idle_pid="$IDLE_PID"
+            line=""
+            IFS= read -r -t 600 line <&"${IDLE[0]}" || true
+            if [[ $line == "READY $idle" ]]; then
+                sleep 1
+                after="$(rss_kib "$pooler_pid")"
+                idle_result[$target $mode]="$(((after - before) * 1024 / idle))"
+                printf '  %s %s: VmRSS %s KiB -> %s KiB\n' "$target" "$mode" "$before" "$after"
+            else
+                pgt_warn "$target $mode: idle clients failed: ${line:-timeout}"
+            fi
+            kill -TERM "$idle_pid" 2>/dev/null || true
+            wait "$idle_pid" 2>/dev/null || true
+            idle_pid=""
+            pooler_stop
+        done
+    done
+    printf '\nIdle memory: %d idle clients per pooler and mode, resident memory (VmRSS) per client\n' "$idle"
+    printf '%-10s | %18s | %18s\n' pooler "TLS (bytes)" "plaintext (bytes)"
+    printf -- '-----------+--------------------+-------------------\n'
+    for target in pgbouncer pgtether; do
+        printf '%-10s | %18s | %18s\n' "$target" "${idle_result[$target tls]:-n/a}" \
+            "${idle_result[$target plain]:-n/a}"
+    done
+    exit 0
+fi
+
+connect_flag=()
+((connect)) && connect_flag=(-C)
+declare -A tps_runs cpu_runs
+
+run_pgbench() {  # target sslmode clients round -> sets run_tps, run_txns
+    local target="$1" sslmode="$2" clients="$3" round="$4" port out
+    port="$pooler_port"
+    [[ $target == direct ]] && port="$PGT_PG_PORT"
+    out="$state/pgbench-$target-$sslmode-c$clients-r$round.txt"
+    run_tps=""
+    run_txns=""
+    if PGSSLMODE="$sslmode" PGGSSENCMODE=disable "$PGT_PG_BIN/pgbench" -n -h 127.0.0.1 \
+        -p "$port" -U postgres -c "$clients" -j "$threads" -T "$duration" -M "$protocol" \
+        "${connect_flag[@]}" -S "$db" >"$out" 2>&1; then
+        run_tps="$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")"
+        run_txns="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")"
+    fi
+    if [[ -z $run_tps || -z $run_txns || $run_txns == 0 ]]; then
+        pgt_warn "$target $sslmode, $clients clients: pgbench failed; the end of its output:"
+        tail -n 5 "$out" | sed 's/^/  | /' >&2
+        run_tps=""
+        return 1
+    fi
+}
+
+pgt_log "pgbench -S -M $protocol${connect_flag[*]:+ -C}, ${duration}s per run, $rounds round(s), clients: $clients_list"
+for clients in $clients_list; do
+    for ((round = 1; round <= rounds; round++)); do
+        for target in "${active[@]}"; do
+            for sslmode in require disable; do
+                key="$target $sslmode $clients"
+                if [[ $target == direct ]]; then
+                    run_pgbench direct "$sslmode" "$clients" "$round" || continue
+                    tps_runs[$key]+="$run_tps "
+                    printf '  round %d/%d  %3d clients  %-9s %-8s %10.0f tps\n' "$round" \
+                        "$rounds" "$clients" direct "$sslmode" "$run_tps"
+                    continue
+                fi
+                pooler_start "$target" || continue
+                t0="$(cpu_ticks "$pooler_pid")"
+                if run_pgbench "$target" "$sslmode" "$clients" "$round"; then
+                    t1="$(cpu_ticks "$pooler_pid")"
+                    us="$(awk -v d=$((t1 - t0)) -v hz="$clk_tck" -v n="$run_txns" \
+                        'BEGIN { printf "%.2f", d * 1000000 / hz / n }')"
+                    tps_runs[$key]+="$run_tps "
+                    cpu_runs[$key]+="$us "
+                    printf '  round %d/%d  %3d clients  %-9s %-8s %10.0f tps  %8s us CPU/txn\n' \
+                        "$round" "$rounds" "$clients" "$target" "$sslmode" "$run_tps" "$us"
+                fi
+                pooler_stop
+            done
+        done
+    done
+done
+
+med() { tr ' ' '\n' <<<"${1:-}" | { grep . || true; } | median; }
+fmt() { if [[ -n $1 ]]; then printf "%.${2:-0}f" "$1"; else printf 'n/a'; fi; }
+ratio() { if [[ -n $1 && -n $2 ]]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; else printf 'n/a'; fi; }
+
+printf '\npgbench -S -M %s%s, %ss per run, median of %s round(s); pool_mode=transaction, default_pool_size=20, client TLS %s\n' \
+    "$protocol" "${connect_flag[*]:+ -C}" "$duration" "$rounds" \
+    "$( ((server_tls)) && echo "and server TLS (require)" || echo "only")"
+printf '%7s | %-9s | %10s | %10s | %10s | %10s | %10s | %8s | %8s\n' clients sslmode direct \
+    pgbouncer pgtether "pgb us/txn" "pgt us/txn" "tps t/b" "cpu t/b"
+printf -- '--------+-----------+------------+------------+------------+------------+------------+----------+---------\n'
+for clients in $clients_list; do
+    for sslmode in require disable; do
+        d="$(med "${tps_runs[direct $sslmode $clients]:-}")"
+        b="$(med "${tps_runs[pgbouncer $sslmode $clients]:-}")"
+        t="$(med "${tps_runs[pgtether $sslmode $clients]:-}")"
+        bc="$(med "${cpu_runs[pgbouncer $sslmode $clients]:-}")"
+        tc="$(med "${cpu_runs[pgtether $sslmode $clients]:-}")"
+        printf '%7s | %-9s | %10s | %10s | %10s | %10s | %10s | %8s | %8s\n' "$clients" \
+            "$sslmode" "$(fmt "$d")" "$(fmt "$b")" "$(fmt "$t")" "$(fmt "$bc" 2)" \
+            "$(fmt "$tc" 2)" "$(ratio "$t" "$b")" "$(ratio "$tc" "$bc")"
+    done
+done
+printf '(tps t/b = pgtether tps / PgBouncer tps, higher is better; cpu t/b = pgtether CPU per\n'
+printf ' transaction / PgBouncer CPU per transaction, lower is better; pgbench shares the machine)\n'
+for target in pgbouncer pgtether; do
+    for clients in $clients_list; do
+        r="$(med "${tps_runs[$target require $clients]:-}")"
+        p="$(med "${tps_runs[$target disable $clients]:-}")"
+        rc="$(med "${cpu_runs[$target require $clients]:-}")"
+        pc="$(med "${cpu_runs[$target disable $clients]:-}")"
+        if [[ -n $r && -n $p && -n $rc && -n $pc ]]; then
+            printf 'TLS cost, %-9s %3s clients: tps x%s, CPU per transaction +%s us\n' "$target" \
+                "$clients" "$(ratio "$r" "$p")" \
+                "$(awk -v a="$rc" -v b="$pc" 'BEGIN { printf "%.2f", a - b }')"
+        fi
+    done
+done

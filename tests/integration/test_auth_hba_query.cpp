@@ -1,0 +1,358 @@
+// The rest of PgBouncer's authentication, driven through pgtether by real clients against the
+// shared throwaway PostgreSQL (whose roles require md5, scram-sha-256 or password): auth_type = hba
+// with an allow/deny matrix over TCP, TLS and the Unix socket; auth_query for valid, expired,
+// missing and NOLOGIN users, through auth_user, a SECURITY DEFINER function, per-database settings
+// and auth_dbname, with proof that no client start-up parameter reaches the lookup connection;
+// SCRAM pass-through to a server that requires scram-sha-256, with secrets from auth_file and
+// from auth_query. Failing logins must leave no backend behind.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/raw_socket.hpp"
+#include "tests/integration/support/test_env.hpp"
+#include "tests/integration/support/tls_support.hpp"
+
+using namespace pgtether::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
+
+TestPki& pki() {
+    static TestPki instance(TestEnv::get().tmp_dir);
+    return instance;
+}
+
+Conn admin() {
+    // Named, like this test's server connections (see shared_server()).
+    return Conn::must(direct_conninfo("", "", "", "application_name=pgt_test_auth"));
+}
+
+std::string scalar(const std::string& sql) {
+    return admin().exec_ok(sql).value();
+}
+
+// Runs `sql` as the superuser, ignoring "already exists" (the shared server outlives one test).
+void setup(const std::string& sql) {
+    admin().exec_ok("DO $$ BEGIN " + sql +
+                    "; EXCEPTION WHEN duplicate_object OR duplicate_function THEN NULL; END $$");
+}
+
+// The authentication request a raw client gets first: "ok" (AuthenticationOk), "md5",
+// "cleartext", "sasl", or the SQLSTATE of an error.
+std::string first_auth_request(const PoolerProcess& pooler, const std::string& user,
+                               const std::string& database) {
+    RawConn raw(pooler.host(), pooler.port());
+    raw.send(wire::startup({{"user", user}, {"database", database}}));
+    auto msg = raw.read_message();
+    if (!msg) return "nothing";
+    if (msg->type == 'E') {
+        return wire::error_fields(*msg)['C'];
+    }
+    if (msg->type != 'R' || msg->body.size() < 4) return std::string("unexpected ") + msg->type;
+    switch (static_cast<unsigned char>(msg->body[3])) {
+        case 0:
+            return "ok";
+        case 3:
+            return "cleartext";
+        case 5:
+            return "md5";
+        case 10:
+            return "sasl";
+        default:
+            return "code " + std::to_string(msg->body[3]);
+    }
+}
+
+// The SQLSTATE a libpq connection failed with ("" when it connected). libpq keeps only the text,
+// so the distinctive messages stand for the codes.
+struct Outcome {
+    bool ok;
+    std::string error;
+};
+
+Outcome try_connect(const std::string& conninfo) {
+    Conn conn(conninfo);
+    if (!conn.ok()) return {false, conn.error()};
+    auto r = conn.exec("SELECT current_user");
+    if (!r.ok()) return {false, r.error_text};
+    return {true, r.value()};
+}
+
+// Where the shared server is, for [databases] lines. The server connections get their own
+// application_name: other tests running at the same time count the server's unnamed backends.
+std::string shared_server() {
+    const TestEnv& env = TestEnv::get();
+    return "host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+           " application_name=pgt_test_auth";
+}
+
+// A pooler configuration with the fallback database entry on the shared server.
+PoolerConfig on_shared_server() {
+    PoolerConfig config;
+    config.databases = {"* = " + shared_server()};
+    return config;
+}
+
+int backends(const std::string& where) {
+    return std::stoi(scalar("SELECT count(*) FROM pg_stat_activity WHERE " + where));
+}
+
+}  // namespace
+
+TEST_CASE("auth_type = hba: allow/deny matrix over TCP, TLS and the Unix socket") {
+    const TestEnv& env = TestEnv::get();
+    TempDir dir("pgt-hba", env.tmp_dir);
+    std::string hba =
+        dir.write_file("hba.conf",
+                       "# TYPE    DATABASE   USER        ADDRESS        METHOD\n"
+                       "hostnossl all        md5_user    127.0.0.1/32   md5\n"
+                       "hostssl   all        scram_user  127.0.0.1/32   scram-sha-256\n"
+                       "host      all        plain_user  127.0.0.1/32   password\n"
+                       "host      template1  all         127.0.0.1/32   reject\n"
+                       "host      all        postgres    127.0.0.1/32   trust\n"
+                       "local     all        postgres                   peer\n"
+                       "local     peerdb     root                       peer\n");
+    PoolerConfig config;
+    config.settings = {{"auth_type", "hba"},
+                       {"auth_hba_file", hba},
+                       {"client_tls_sslmode", "prefer"},
+                       {"client_tls_key_file", pki().path("server.key")},
+                       {"client_tls_cert_file", pki().path("server.crt")}};
+    const std::string target = shared_server();
+    config.databases = {"* = " + target,
+                        "peerdb = " + target + " dbname=" + env.database + " user=postgres"};
+    config.extra_args = {"-v"};
+    Pgtether pgtether(config);
+    const std::string db = env.database;
+    auto tcp = [&](const std::string& user, const std::string& database,
+                   const std::string& password) {
+        return try_connect(pgtether.conninfo(user, database, password));
+    };
+    auto tls = [&](const std::string& user, const std::string& database,
+                   const std::string& password) {
+        return try_connect(pgtether.conninfo(user, database, password, "sslmode=require"));
+    };
+    auto local = [&](const std::string& user, const std::string& database) {
+        return try_connect(make_conninfo(pgtether.dir(), pgtether.port(), user, database));
+    };
+    int template1_before = backends("datname = 'template1' AND usename = 'postgres'");
+
+    // Allowed, each by its own line and method.
+    CHECK(first_auth_request(pgtether, "md5_user", db) == "md5");
+    CHECK(tcp("md5_user", db, "secret").error == "md5_user");
+    CHECK(tls("scram_user", db, "secret").error == "scram_user");
+    CHECK(first_auth_request(pgtether, "plain_user", db) == "cleartext");
+    CHECK(tcp("plain_user", db, "secret").error == "plain_user");
+    CHECK(first_auth_request(pgtether, "postgres", db) == "ok");
+    CHECK(tcp("postgres", db, "").error == "postgres");
+    // The first matching line decides: md5_user's line matches template1 before `reject`.
+    CHECK(tcp("md5_user", "template1", "secret").ok);
+    // peer: this test runs as root; the forced user logs in to the server.
+    if (::geteuid() == 0) CHECK(local("root", "peerdb").error == "postgres");
+
+    // Refused.
+    auto wrong = tcp("md5_user", db, "wrong");
+    CHECK_FALSE(wrong.ok);
+    CHECK(contains(wrong.error, "password authentication failed for user \"md5_user\""));
+    auto ssl_for_nossl = tls("md5_user", db, "secret");
+    CHECK_FALSE(ssl_for_nossl.ok);
+    CHECK(contains(ssl_for_nossl.error,
+                   "no auth_hba_file entry for host \"127.0.0.1\", user "
+                   "\"md5_user\", database \"" +
+                       db + "\", SSL encryption"));
+    auto nossl_for_ssl = tcp("scram_user", db, "secret");
+    CHECK_FALSE(nossl_for_ssl.ok);
+    CHECK(contains(nossl_for_ssl.error,
+                   "user \"scram_user\", database \"" + db + "\", no encryption"));
+    CHECK(first_auth_request(pgtether, "scram_user", db) == "28000");
+    auto rejected = tcp("postgres", "template1", "");
+    CHECK_FALSE(rejected.ok);
+    CHECK(contains(rejected.error, "auth_hba_file rejects connection for host \"127.0.0.1\""));
+    CHECK(first_auth_request(pgtether, "postgres", "template1") == "28000");
+    auto nobody = tcp("nobody", db, "");
+    CHECK_FALSE(nobody.ok);
+    CHECK(contains(nobody.error, "no auth_hba_file entry"));
+    if (::geteuid() == 0) {
+        auto peer = local("postgres", db);
+        CHECK_FALSE(peer.ok);
+        CHECK(contains(peer.error, "Peer authentication failed for user \"postgres\""));
+        CHECK(pgtether.wait_for_log("operating-system user \"root\""));
+    }
+    auto unlisted = local("md5_user", db);
+    CHECK_FALSE(unlisted.ok);
+    CHECK(contains(unlisted.error, "no auth_hba_file entry for host \"[local]\""));
+
+    // Refused logins opened no backend.
+    CHECK(backends("datname = 'template1' AND usename = 'postgres'") == template1_before);
+}
+
+TEST_CASE("auth_query: valid, expired, missing and NOLOGIN users") {
+    const TestEnv& env = TestEnv::get();
+    setup("CREATE ROLE expired_user LOGIN PASSWORD 'secret' VALID UNTIL '2001-01-01'");
+    setup("CREATE ROLE nologin_user NOLOGIN PASSWORD 'secret'");
+    for (const char* auth_type : {"md5", "scram-sha-256"}) {
+        CAPTURE(auth_type);
+        PoolerConfig config = on_shared_server();
+        config.settings = {{"auth_type", auth_type}, {"auth_user", "postgres"}};
+        // Only the auth_user is listed: every other user is looked up.
+        config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+        config.extra_args = {"-v"};
+        Pgtether pgtether(config);
+
+        // scram_user's secret is a SCRAM secret: the login to PostgreSQL (which requires
+        // scram-sha-256 for it) works by SCRAM pass-through, with no password anywhere.
+        CHECK(try_connect(pgtether.conninfo("scram_user", "", "secret")).error == "scram_user");
+        if (std::string(auth_type) == "md5") {
+            // An md5 secret answers PostgreSQL's md5 challenge.
+            CHECK(try_connect(pgtether.conninfo("md5_user", "", "secret")).error == "md5_user");
+        }
+        for (const char* user : {"expired_user", "no_such_user", "nologin_user"}) {
+            CAPTURE(user);
+            auto refused = try_connect(pgtether.conninfo(user, "", "secret"));
+            CHECK_FALSE(refused.ok);
+            CHECK(contains(refused.error,
+                           std::string("password authentication failed for user \"") + user));
+        }
+        auto wrong = try_connect(pgtether.conninfo("scram_user", "", "wrong"));
+        CHECK_FALSE(wrong.ok);
+        CHECK(contains(wrong.error, "password authentication failed for user \"scram_user\""));
+        CHECK(pgtether.wait_for_log("user \"expired_user\" has no valid password"));
+        CHECK(pgtether.wait_for_log("no such user \"no_such_user\""));
+        CHECK(pgtether.wait_for_log("no such user \"nologin_user\""));
+    }
+    // No backend for any refused user, and every lookup connection is gone.
+    CHECK(backends("usename IN ('expired_user', 'no_such_user', 'nologin_user')") == 0);
+    bool lookups_closed = false;
+    for (int i = 0; i < 50 && !lookups_closed; ++i) {
+        lookups_closed = backends("application_name = 'pgtether auth_query'") == 0;
+        if (!lookups_closed) std::this_thread::sleep_for(100ms);
+    }
+    CHECK(lookups_closed);
+    (void)env;
+}
+
+TEST_CASE("auth_query: the lookup connection carries nothing of the client's") {
+    // CVE-2025-12819: client start-up parameters (options=-c search_path=...) reached the
+    // connection that ran the auth query. The query here records the settings it runs with.
+    admin().exec_ok("CREATE TABLE IF NOT EXISTS auth_probe (app text, path text)");
+    admin().exec_ok("TRUNCATE auth_probe");
+    PoolerConfig config = on_shared_server();
+    config.settings = {
+        {"auth_type", "scram-sha-256"},
+        {"auth_user", "postgres"},
+        {"ignore_startup_parameters", "options"},
+        {"auth_query",
+         "WITH probe AS (INSERT INTO auth_probe VALUES (current_setting('application_name'), "
+         "current_setting('search_path')) RETURNING 1) SELECT rolname, rolpassword FROM "
+         "pg_authid, probe WHERE rolname = $1"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+    Pgtether pgtether(config);
+    auto conn = Conn::must(pgtether.conninfo(
+        "scram_user", "", "secret", "application_name=evil options='-c search_path=evil'"));
+    CHECK(conn.exec_ok("SELECT current_user").value() == "scram_user");
+    auto rows = admin().exec_ok("SELECT app, path FROM auth_probe");
+    REQUIRE(rows.rows.size() == 1);
+    CHECK(rows.rows[0][0] == "pgtether auth_query");
+    CHECK(rows.rows[0][1] == "\"$user\", public");
+}
+
+TEST_CASE("auth_query through a SECURITY DEFINER function, per database, with auth_dbname") {
+    const TestEnv& env = TestEnv::get();
+    // PgBouncer's recommended set-up: an unprivileged auth_user calls a SECURITY DEFINER
+    // function. It exists only in the test database, not in "postgres".
+    auto in_test_db = admin();
+    in_test_db.exec_ok(
+        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
+        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
+        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
+        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
+    in_test_db.exec_ok("REVOKE ALL ON FUNCTION pgtether_lookup(text) FROM PUBLIC");
+    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO md5_user");
+    const std::string target = shared_server();
+    const std::string lookup = "SELECT * FROM pgtether_lookup($1)";
+
+    SUBCASE("per-database auth_user and auth_query") {
+        PoolerConfig config;
+        config.settings = {{"auth_type", "md5"}};
+        config.databases = {"viafunc = " + target + " dbname=" + env.database +
+                            " auth_user=md5_user auth_query='" + lookup + "'"};
+        // auth_user logs in with its md5 password from auth_file; PostgreSQL requires md5 for it.
+        config.userlist = std::vector<std::pair<std::string, std::string>>{{"md5_user", "secret"}};
+        Pgtether pgtether(config);
+        CHECK(try_connect(pgtether.conninfo("scram_user", "viafunc", "secret")).error ==
+              "scram_user");
+    }
+    SUBCASE("auth_dbname: the lookup runs in another database") {
+        PoolerConfig config;
+        config.settings = {{"auth_type", "md5"},
+                           {"auth_user", "md5_user"},
+                           {"auth_query", lookup},
+                           {"auth_dbname", "lookups"}};
+        config.databases = {"* = " + target, "lookups = " + target + " dbname=" + env.database};
+        config.userlist = std::vector<std::pair<std::string, std::string>>{{"md5_user", "secret"}};
+        config.extra_args = {"-v"};
+        Pgtether pgtether(config);
+        CHECK(try_connect(pgtether.conninfo("scram_user", "postgres", "secret")).error ==
+              "scram_user");
+        // Without auth_dbname the function is missing in "postgres": the lookup fails, clearly.
+        config.settings.erase("auth_dbname");
+        pgtether.reload(config);
+        CHECK(pgtether.wait_for_log("configuration reloaded"));
+        auto failed = try_connect(pgtether.conninfo("scram_user", "postgres", "secret"));
+        CHECK_FALSE(failed.ok);
+        CHECK(contains(failed.error, "authentication lookup failed"));
+        CHECK(pgtether.wait_for_log("function pgtether_lookup(unknown) does not exist"));
+    }
+}
+
+TEST_CASE("SCRAM pass-through from auth_file to a server that requires scram-sha-256") {
+    const TestEnv& env = TestEnv::get();
+    const auto& scram = env.auth_user("scram-sha-256");
+    std::string secret =
+        scalar("SELECT rolpassword FROM pg_authid WHERE rolname = '" + scram.name + "'");
+    REQUIRE(secret.starts_with("SCRAM-SHA-256$"));
+    for (const char* auth_type : {"scram-sha-256", "md5"}) {
+        CAPTURE(auth_type);
+        PoolerConfig config = on_shared_server();
+        config.settings = {{"auth_type", auth_type}, {"pool_mode", "transaction"}};
+        config.userlist = std::vector<std::pair<std::string, std::string>>{{scram.name, secret}};
+        Pgtether pgtether(config);
+        // md5 switches to SCRAM for a SCRAM secret (PgBouncer's rule).
+        CHECK(first_auth_request(pgtether, scram.name, env.database) == "sasl");
+        auto conn = Conn::must(pgtether.conninfo(scram.name, "", scram.password));
+        CHECK(conn.exec_ok("SELECT current_user").value() == scram.name);
+        // More server connections log in with the same ClientKey.
+        auto second = Conn::must(pgtether.conninfo(scram.name, "", scram.password));
+        conn.exec_ok("BEGIN");
+        CHECK(second.exec_ok("SELECT 1").value() == "1");
+        conn.exec_ok("COMMIT");
+    }
+    SUBCASE("the same password with another salt cannot log in to the server") {
+        // Pass-through replays the client's proof of the stored secret; a secret with another
+        // salt proves nothing to PostgreSQL. The client is told, and no backend stays.
+        admin().exec_ok("SET password_encryption = 'scram-sha-256'");
+        setup("CREATE ROLE salt_probe PASSWORD '" + scram.password + "'");
+        std::string other =
+            scalar("SELECT rolpassword FROM pg_authid WHERE rolname = 'salt_probe'");
+        REQUIRE(other != secret);
+        PoolerConfig config = on_shared_server();
+        config.settings = {{"auth_type", "scram-sha-256"}};
+        config.userlist = std::vector<std::pair<std::string, std::string>>{{scram.name, other}};
+        Pgtether pgtether(config);
+        auto failed = try_connect(pgtether.conninfo(scram.name, "", scram.password));
+        CHECK_FALSE(failed.ok);
+        CHECK(contains(failed.error,
+                       "password authentication failed for user \"" + scram.name + "\""));
+    }
+}

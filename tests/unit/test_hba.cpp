@@ -1,0 +1,238 @@
+// auth_hba_file: the parser (PgBouncer's subset of pg_hba.conf, refused lines named) and the
+// matcher (first matching line wins; no line means reject).
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "proxy/config.hpp"
+#include "proxy/hba.hpp"
+
+using namespace pgtether;
+
+namespace {
+
+// @files served from memory, keyed by resolved path.
+struct Files {
+    std::map<std::string, std::string> contents;
+    HbaFileReader reader() const {
+        return [this](const std::string& path) -> std::optional<std::string> {
+            auto it = contents.find(path);
+            if (it == contents.end()) return std::nullopt;
+            return it->second;
+        };
+    }
+};
+
+HbaRules parse(const std::string& text, const Files& files = {}) {
+    return parse_hba(text, "/etc/pgtether/hba.conf", files.reader());
+}
+
+std::string parse_error(const std::string& text, const Files& files = {}) {
+    try {
+        parse(text, files);
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+sockaddr_storage ipv4(const char* text) {
+    sockaddr_storage ss{};
+    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
+    sin->sin_family = AF_INET;
+    REQUIRE(inet_pton(AF_INET, text, &sin->sin_addr) == 1);
+    return ss;
+}
+
+sockaddr_storage ipv6(const char* text) {
+    sockaddr_storage ss{};
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    sin6->sin6_family = AF_INET6;
+    REQUIRE(inet_pton(AF_INET6, text, &sin6->sin6_addr) == 1);
+    return ss;
+}
+
+// The method of the first matching line, "none" when no line matches.
+std::string decide(const HbaRules& rules, const char* transport, const char* address,
+                   const char* database, const char* user) {
+    HbaClient client;
+    sockaddr_storage ss{};
+    std::string t = transport;
+    client.unix_socket = t == "local";
+    client.tls = t == "tls";
+    if (!client.unix_socket) {
+        ss = std::string(address).find(':') != std::string::npos ? ipv6(address) : ipv4(address);
+        client.address = reinterpret_cast<const sockaddr*>(&ss);
+    }
+    client.database = database;
+    client.user = user;
+    const HbaRule* rule = match_hba(rules, client);
+    return rule ? to_string(rule->method) : "none";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("hba: a typical file and its decisions") {
+    auto rules = parse(
+        "# TYPE  DATABASE        USER            ADDRESS                 METHOD\n"
+        "local   all             postgres                                peer\n"
+        "local   all             all                                     md5\n"
+        "host    all             blocked         0.0.0.0/0               reject\n"
+        "hostssl app,reports     alice,\"Bob\"     10.0.0.0/8              cert\n"
+        "hostnossl app           all             10.1.0.0 255.255.0.0    scram-sha-256\n"
+        "host    sameuser        all             192.168.0.0/16          password\n"
+        "host    all             all             ::1/128                 trust\n"
+        "host    all             all             127.0.0.1/32            md5   # comment\n");
+    REQUIRE(rules.rules.size() == 8);
+    CHECK(rules.rules[3].line == 5);
+    CHECK(rules.rules[3].users.names == std::set<std::string>{"alice", "Bob"});
+
+    CHECK(decide(rules, "local", "", "app", "postgres") == "peer");
+    CHECK(decide(rules, "local", "", "app", "alice") == "md5");
+    CHECK(decide(rules, "tcp", "10.2.3.4", "app", "blocked") == "reject");
+    CHECK(decide(rules, "tls", "10.2.3.4", "app", "blocked") == "reject");
+    // hostssl needs TLS; hostnossl needs its absence.
+    CHECK(decide(rules, "tls", "10.2.3.4", "reports", "alice") == "cert");
+    CHECK(decide(rules, "tcp", "10.2.3.4", "reports", "alice") == "none");
+    CHECK(decide(rules, "tls", "10.2.3.4", "reports", "Bob") == "cert");
+    CHECK(decide(rules, "tls", "10.2.3.4", "reports", "bob") == "none");  // names are exact
+    CHECK(decide(rules, "tcp", "10.1.200.1", "app", "carol") == "scram-sha-256");
+    CHECK(decide(rules, "tls", "10.1.200.1", "app", "carol") == "none");
+    CHECK(decide(rules, "tcp", "10.1.200.1", "other", "carol") == "none");
+    // sameuser: the database named after the user.
+    CHECK(decide(rules, "tcp", "192.168.7.7", "dave", "dave") == "password");
+    CHECK(decide(rules, "tcp", "192.168.7.7", "app", "dave") == "none");
+    CHECK(decide(rules, "tcp", "::1", "app", "erin") == "trust");
+    CHECK(decide(rules, "tcp", "127.0.0.1", "app", "erin") == "md5");
+    CHECK(decide(rules, "tcp", "127.0.0.2", "app", "erin") == "none");
+    // An IPv4 client on a dual-stack socket matches IPv4 rules.
+    CHECK(decide(rules, "tcp", "::ffff:127.0.0.1", "app", "erin") == "md5");
+}
+
+TEST_CASE("hba: the first matching line wins") {
+    auto rules = parse(
+        "host all all 127.0.0.1/32 reject\n"
+        "host all all 127.0.0.1/32 trust\n");
+    CHECK(decide(rules, "tcp", "127.0.0.1", "db", "u") == "reject");
+    auto empty = parse("# nothing\n\n");
+    CHECK(empty.rules.empty());
+    CHECK(decide(empty, "tcp", "127.0.0.1", "db", "u") == "none");
+    CHECK(decide(empty, "local", "", "db", "u") == "none");
+}
+
+TEST_CASE("hba: address masks") {
+    auto rules = parse(
+        "host all all 10.0.0.0/8 md5\n"
+        "host all all 172.16.0.0 255.240.0.0 password\n"
+        "host all all 0.0.0.0/0 reject\n"
+        "host all all fd00::/8 trust\n"
+        "host all all ::/0 scram-sha-256\n");
+    CHECK(decide(rules, "tcp", "10.255.255.255", "d", "u") == "md5");
+    CHECK(decide(rules, "tcp", "11.0.0.0", "d", "u") == "reject");
+    CHECK(decide(rules, "tcp", "172.31.255.1", "d", "u") == "password");
+    CHECK(decide(rules, "tcp", "172.32.0.1", "d", "u") == "reject");
+    CHECK(decide(rules, "tcp", "fd12::1", "d", "u") == "trust");
+    CHECK(decide(rules, "tcp", "fe80::1", "d", "u") == "scram-sha-256");
+    // /0 and /32 edges.
+    auto exact = parse("host all all 192.0.2.7/32 trust\n");
+    CHECK(decide(exact, "tcp", "192.0.2.7", "d", "u") == "trust");
+    CHECK(decide(exact, "tcp", "192.0.2.6", "d", "u") == "none");
+    // A /25 mask splits a byte.
+    auto half = parse("host all all 192.0.2.128/25 trust\n");
+    CHECK(decide(half, "tcp", "192.0.2.200", "d", "u") == "trust");
+    CHECK(decide(half, "tcp", "192.0.2.127", "d", "u") == "none");
+}
+
+TEST_CASE("hba: @file name lists, relative to the HBA file") {
+    Files files;
+    files.contents["/etc/pgtether/readers.txt"] = "alice, bob\n# comment\ncarol @more.txt\n";
+    files.contents["/etc/pgtether/more.txt"] = "dave\n";
+    files.contents["/abs/dbs"] = "app reports\n";
+    auto rules = parse("host @/abs/dbs @readers.txt 0.0.0.0/0 md5\n", files);
+    REQUIRE(rules.rules.size() == 1);
+    CHECK(rules.rules[0].users.names == std::set<std::string>{"alice", "bob", "carol", "dave"});
+    CHECK(rules.rules[0].databases.names == std::set<std::string>{"app", "reports"});
+    CHECK(decide(rules, "tcp", "1.2.3.4", "app", "dave") == "md5");
+    CHECK(decide(rules, "tcp", "1.2.3.4", "other", "dave") == "none");
+
+    CHECK(contains(parse_error("host all @missing.txt 0.0.0.0/0 md5\n", files),
+                   "cannot read @missing.txt (/etc/pgtether/missing.txt)"));
+    Files loop;
+    loop.contents["/etc/pgtether/self.txt"] = "@self.txt\n";
+    CHECK(contains(parse_error("host all @self.txt 0.0.0.0/0 md5\n", loop), "nested too deeply"));
+}
+
+TEST_CASE("hba: quoting and keywords") {
+    // Quoted keywords are plain names; "" is a quote inside a name.
+    auto rules = parse("host \"all\" \"sameuser\",\"a\"\"b\" 127.0.0.1/32 trust\n");
+    REQUIRE(rules.rules.size() == 1);
+    CHECK_FALSE(rules.rules[0].databases.all);
+    CHECK(rules.rules[0].databases.names == std::set<std::string>{"all"});
+    CHECK(rules.rules[0].users.names == std::set<std::string>{"sameuser", "a\"b"});
+    CHECK(decide(rules, "tcp", "127.0.0.1", "all", "a\"b") == "trust");
+    CHECK(decide(rules, "tcp", "127.0.0.1", "app", "a\"b") == "none");
+    // Lists may have spaces around commas.
+    auto spaced = parse("host app , reports all 127.0.0.1/32 trust\n");
+    CHECK(spaced.rules[0].databases.names == std::set<std::string>{"app", "reports"});
+}
+
+TEST_CASE("hba: refused lines name the file and line") {
+    struct Case {
+        const char* text;
+        const char* message;
+    };
+    const Case cases[] = {
+        {"hostgssenc all all 0.0.0.0/0 md5\n", "connection type \"hostgssenc\" is not supported"},
+        {"remote all all 0.0.0.0/0 md5\n", "invalid connection type \"remote\""},
+        {"host replication all 0.0.0.0/0 md5\n", "\"replication\" is not supported"},
+        {"host samerole all 0.0.0.0/0 md5\n", "\"samerole\" is not supported"},
+        {"host all +admins 0.0.0.0/0 md5\n", "group membership (\"+admins\") is not supported"},
+        {"host all all db.example.com md5\n", "invalid IP address \"db.example.com\""},
+        {"host all all all md5\n", "invalid IP address \"all\""},
+        {"host all all samenet md5\n", "invalid IP address \"samenet\""},
+        {"host all all 10.0.0.0/33 md5\n", "invalid CIDR mask"},
+        {"host all all 10.0.0.0 md5\n", "invalid netmask \"md5\""},
+        {"host all all 10.0.0.1/8 md5\n", "has bits set outside its netmask"},
+        {"host all all 10.0.0.0/8 ident\n", "authentication method \"ident\" is not supported"},
+        {"host all all 10.0.0.0/8 md5 map=x\n", "options such as \"map=x\" are not supported"},
+        {"host all all 10.0.0.0/8 peer\n", "peer authentication is only supported on local"},
+        {"host all all 10.0.0.0/8 cert\n", "cert authentication is only supported on hostssl"},
+        {"local all\n", "missing user name"},
+        {"local all all\n", "missing authentication method"},
+        {"host all all\n", "missing address"},
+        {"host all all 10.0.0.0/8\n", "missing authentication method"},
+        // A comma continues the list across spaces: the address became a user name.
+        {"host all a, 10.0.0.0/8 md5\n", "invalid IP address \"md5\""},
+        {"host all \"unterminated 10.0.0.0/8 md5\n", "unterminated quoted name"},
+        {", host all a 10.0.0.0/8 md5\n", "unexpected comma"},
+        {"host,local all a 10.0.0.0/8 md5\n", "a list is not allowed as connection type"},
+        {"host all a,,b 10.0.0.0/8 md5\n", "unexpected comma"},
+        {"local all a,\n", "list ends with a comma"},
+    };
+    for (const auto& c : cases) {
+        std::string text = c.text;
+        CAPTURE(text);
+        std::string error = parse_error(std::string("# header\n") + c.text);
+        CHECK(contains(error, "/etc/pgtether/hba.conf:2: "));
+        CAPTURE(error);
+        CHECK(contains(error, c.message));
+    }
+}
+
+TEST_CASE("hba: load_hba_file reports an unreadable file") {
+    try {
+        load_hba_file("/nonexistent/hba.conf");
+        FAIL("expected ConfigError");
+    } catch (const ConfigError& e) {
+        CHECK(contains(e.what(), "/nonexistent/hba.conf: cannot read HBA file"));
+    }
+}
