@@ -899,6 +899,20 @@ void Server::finish_internal() {
         }
         case InternalPurpose::Scrub: {
             auto report = verified();
+            // The scrub cancels what the departed client left running, and PostgreSQL may
+            // deliver that cancel twice (the postmaster signals the backend and its process
+            // group), or late: then it strikes the scrub's own statements. Those are idempotent,
+            // so a cancelled scrub is simply run again; nothing is left running to cancel now.
+            constexpr int kMaxScrubRepeats = 3;
+            if (op->failed && op->error.sqlstate == protocol::sqlstate::kQueryCanceled &&
+                scrub_repeats_ < kMaxScrubRepeats) {
+                ++scrub_repeats_;
+                spdlog::debug("S-{} {}/{}: scrub of backend {} was cancelled; running it again",
+                              id_, pool_.database_name(), pool_.user_name(), backend_key_.pid);
+                scrub();
+                return;
+            }
+            scrub_repeats_ = 0;
             if (!report || report->present != 0) {
                 pool_.stats().scrub_failures++;
                 close("scrub failed: " + failure(report));

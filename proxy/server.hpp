@@ -234,6 +234,9 @@ private:
     bool stream_closed_ = false;
     int pending_resolves_ = 0;       // a DNS lookup still holds a pointer to this object
     int cancels_in_flight_ = 0;
+    // Scrubs repeated because a cancel hit the scrub itself (see the Scrub case of
+    // finish_internal); reset once a scrub succeeds.
+    int scrub_repeats_ = 0;
     bool release_after_cancels_ = false;
     std::uint64_t connected_at_ms_ = 0;
     std::uint64_t state_since_ms_ = 0;
