@@ -1,6 +1,7 @@
 #include "proxy/client.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include <spdlog/spdlog.h>
 
@@ -55,10 +56,21 @@ bool Client::accept(uv_stream_t* listener) {
 }
 
 std::string Client::describe() const {
-    std::string out = "C-" + std::to_string(id_);
-    if (!database_.empty() || !user_.empty()) out += " " + database_ + "/" + user_;
-    out += "@" + peer_;
+    std::string out;
+    describe_to(out);
     return out;
+}
+
+void Client::describe_to(std::string& out) const {
+    // Server::link records this for every transaction (leak reports): append in place, without
+    // temporaries, so that a reused string needs no allocation.
+    char id[24];
+    auto end = std::to_chars(id, id + sizeof id, id_).ptr;
+    out.append("C-").append(id, end);
+    if (!database_.empty() || !user_.empty()) {
+        out.append(" ").append(database_).append("/").append(user_);
+    }
+    out.append("@").append(peer_);
 }
 
 void Client::set_state(State state) {

@@ -56,6 +56,7 @@ public:
     [[nodiscard]] const protocol::CancelKey& cancel_key() const { return cancel_key_; }
     [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
     [[nodiscard]] std::string describe() const;  // "C-12 db/user@1.2.3.4:5678" for logs
+    void describe_to(std::string& out) const;    // appends describe() to `out`
 
     // ---- called by the pool ----
     void on_welcome_ready();

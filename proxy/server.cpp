@@ -278,7 +278,8 @@ void Server::link(Client& client) {
     tracker_.reset();
     requests_.clear();
     translate_statements_ = worker_.config().max_prepared_statements > 0;
-    last_client_description_ = client.describe();
+    last_client_description_.clear();
+    client.describe_to(last_client_description_);
     const auto& config = worker_.config();
     bool long_idle = worker_.now_ms() - idle_since_ms_ >=
                      static_cast<std::uint64_t>(config.server_check_delay.count() / 1000);
