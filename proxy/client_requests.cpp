@@ -2,7 +2,7 @@
 // forwarding — with named prepared statements translated to the serving backend
 // (docs/prepared-statements.md).
 #include <algorithm>
-#include <deque>
+#include <list>
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/framing.hpp"
@@ -76,7 +76,9 @@ std::string simple_message(char type) {
 struct Client::Outbound {
     Client& client;
     ForwardBatch batch;
-    std::deque<std::string> owned;
+    // A list, not a deque: libstdc++'s deque allocates in its constructor, and this object
+    // exists for every read from a client while almost never holding anything.
+    std::list<std::string> owned;
 
     bool flush() {
         if (batch.empty()) return true;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <limits>
+#include <list>
 
 #include <spdlog/spdlog.h>
 
@@ -392,7 +393,9 @@ std::size_t Server::on_stream_data(ByteSpan data) {
 
 std::size_t Server::handle_linked_data(ByteSpan data) {
     ForwardBatch batch;
-    std::deque<std::string> answers;  // pgtether's own replies, alive until flushed
+    // pgtether's own replies, alive until flushed. A list: it is almost always empty, and an empty
+    // list allocates nothing (libstdc++'s deque allocates in its constructor, on every read).
+    std::list<std::string> answers;
     std::size_t consumed = 0;
     auto flush = [&]() {
         if (batch.empty()) return;
