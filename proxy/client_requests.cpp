@@ -388,6 +388,9 @@ bool Client::answer_deallocate(ByteSpan message) {
     // `DEALLOCATE name` of a protocol-level statement: the backend knows it under another name
     // (or not at all), so pgtether answers it, as PostgreSQL would outside a transaction block.
     if (worker_.config().max_prepared_statements <= 0) return false;
+    // Only a name the client prepared is answered here: without any, skip parsing the text (this
+    // runs for every simple query that starts a transaction).
+    if (statements_.size() == 0) return false;
     auto sql = protocol::parse_query(message.subspan(protocol::kTypedHeaderSize));
     if (!sql) return false;
     auto name = protocol::parse_lone_deallocate(*sql);
