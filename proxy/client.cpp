@@ -93,9 +93,8 @@ std::size_t Client::on_stream_data(ByteSpan data) {
             case State::Active: n = handle_requests(rest); break;
             case State::WelcomeWait:
             case State::Waiting:
-                // Held until a server (or its parameters) is available; stop reading meanwhile so
-                // a client cannot make us buffer without bound.
-                stream_.stop_reading();
+                // Held until a server (or its parameters) is available.
+                hold_input(data.size() - consumed);
                 return consumed;
             case State::Closing: return data.size();
         }
@@ -103,6 +102,14 @@ std::size_t Client::on_stream_data(ByteSpan data) {
         consumed += n;
     }
     return consumed;
+}
+
+void Client::hold_input(std::size_t held) {
+    // Input that must wait for a server, or for its server's internal query: keep reading while
+    // little is held. Stopping and restarting a read costs libuv two epoll_ctl calls, which would
+    // be paid by every transaction that queues for a server; stopping once more than pkt_buf
+    // bytes wait still bounds what one client can make us buffer (PgBouncer's bound, too).
+    if (held >= worker_.scratch().size()) stream_.stop_reading();
 }
 
 void Client::on_stream_end(int status) {

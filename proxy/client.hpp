@@ -114,6 +114,9 @@ private:
     void on_authenticated();
     void finish_login();
     void set_state(State state);
+    // Input that cannot be forwarded yet stays in the stream; reading stops only when too much
+    // (`held` bytes) waits.
+    void hold_input(std::size_t held);
     // On close: hand the linked server back — directly when clean, through a scrub otherwise.
     void detach_from_server();
     void remember_query(std::string_view sql);

@@ -117,14 +117,21 @@ std::size_t Client::handle_requests(ByteSpan data) {
         }
         set_state(State::Waiting);
         pool_->request_server(*this);
+        if (state_ == State::Waiting) {
+            hold_input(data.size());  // queued: hold the request
+            return 0;
+        }
         if (state_ != State::Active) {
-            // Queued (or closed by a fast failure): hold the request, read nothing more.
-            stream_.stop_reading();
+            stream_.stop_reading();  // closed by a fast failure
             return 0;
         }
     }
-    if (server_->busy() || input_paused_) {
-        stream_.stop_reading();
+    if (input_paused_) {
+        stream_.stop_reading();  // back-pressure: the server's socket is backed up
+        return 0;
+    }
+    if (server_->busy()) {
+        hold_input(data.size());  // parameter sync, check or probe first
         return 0;
     }
     Outbound out{*this, {}, {}};
