@@ -120,6 +120,8 @@ private:
     // On close: hand the linked server back — directly when clean, through a scrub otherwise.
     void detach_from_server();
     void remember_query(std::string_view sql);
+    // Whether the tether's trigger (the statement scan) is needed with the current settings.
+    [[nodiscard]] bool lock_trigger_wanted() const;
 
     // Extended-protocol routing with prepared-statement translation (client_requests.cpp). Each
     // route_* returns true when it forwarded (rewritten), injected or answered the message itself.

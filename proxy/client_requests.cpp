@@ -145,6 +145,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
     }
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     const bool translate = server_->translates_statements();
+    const bool trigger = lock_trigger_wanted();
     while (consumed < data.size() && state_ == State::Active) {
         ByteSpan rest = data.subspan(consumed);
         Frame frame = protocol::frame_message(rest, max_length);
@@ -195,7 +196,9 @@ std::size_t Client::handle_requests(ByteSpan data) {
                     fail(protocol::sqlstate::kProtocolViolation, "invalid Query message");
                     return data.size();
                 }
-                if (worker_.sql_scanner().scan(*sql) & kLockTrigger) server_->mark_lock_relevant();
+                if (trigger && (worker_.sql_scanner().scan(*sql) & kLockTrigger) != 0) {
+                    server_->mark_lock_relevant();
+                }
                 remember_query(*sql);
                 break;
             }
@@ -238,8 +241,12 @@ std::size_t Client::handle_requests(ByteSpan data) {
 // Named prepared statements
 
 bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
-    bool relevant = (worker_.sql_scanner().scan(parse.query) & kLockTrigger) != 0;
-    if (relevant) server_->mark_lock_relevant();
+    // A named statement is always scanned: its flag is kept, and must be right should a reload
+    // turn tracking on while the client still executes the statement.
+    const bool trigger = lock_trigger_wanted();
+    bool relevant = (trigger || !parse.statement.empty()) &&
+                    (worker_.sql_scanner().scan(parse.query) & kLockTrigger) != 0;
+    if (relevant && trigger) server_->mark_lock_relevant();
     remember_query(parse.query);
     if (parse.statement.empty()) return false;  // the unnamed statement is the backend's own
     if (!server_->translates_statements()) {
@@ -412,6 +419,12 @@ bool Client::answer_deallocate(ByteSpan message) {
 void Client::remember_query(std::string_view sql) {
     last_query_.assign(sql.substr(0, kLastQueryLength));
     if (server_) server_->last_statement_ = last_query_;
+}
+
+bool Client::lock_trigger_wanted() const {
+    // Only advisory_lock_tracking = on asks the trigger: every_transaction probes after every
+    // transaction and off never probes, so scanning their statements would be wasted work.
+    return worker_.config().advisory_lock_tracking == LockTracking::On;
 }
 
 bool Client::statement_is_lock_relevant(std::string_view name) const {
