@@ -370,7 +370,7 @@ void Client::on_server_released() {
 void Client::on_server_lost(const std::string& reason, bool server_saw_requests) {
     server_ = nullptr;
     if (state_ == State::Closing) return;
-    if (!server_saw_requests && !tethered_ && state_ == State::Active) {
+    if (!server_saw_requests && !tethered() && state_ == State::Active) {
         // The server failed before it served us anything (a failed check or parameter sync):
         // quietly ask for another one.
         set_state(State::Idle);
@@ -382,9 +382,27 @@ void Client::on_server_lost(const std::string& reason, bool server_saw_requests)
 }
 
 void Client::set_tether(std::vector<AdvisoryLockKey> keys, bool tethered) {
-    if (tethered && !tethered_) tethered_since_ms_ = worker_.now_ms();
-    tethered_ = tethered;
-    held_locks_ = std::move(keys);
+    if (!tethered) {
+        tether_.reset();
+        return;
+    }
+    if (!tether_) {
+        tether_ = std::make_unique<Tether>();
+        tether_->since_ms = worker_.now_ms();
+        // The statement that took the lock ran on the probing server, which remembers it.
+        if (server_) tether_->last_query = server_->last_statement_;
+    }
+    tether_->locks = std::move(keys);
+}
+
+const std::vector<AdvisoryLockKey>& Client::held_locks() const {
+    static const std::vector<AdvisoryLockKey> kNone;
+    return tether_ ? tether_->locks : kNone;
+}
+
+const std::string& Client::last_query() const {
+    static const std::string kNone;
+    return tether_ ? tether_->last_query : kNone;
 }
 
 void Client::detach_from_server() {
@@ -396,7 +414,7 @@ void Client::detach_from_server() {
         server->unlink();
         return;
     }
-    bool clean = server->tracker().idle() && !tethered_ && !server->lock_relevant();
+    bool clean = server->tracker().idle() && !tethered() && !server->lock_relevant();
     server->unlink();
     if (clean) {
         server->pool().release(*server);
@@ -444,7 +462,7 @@ void Client::janitor(std::uint64_t now) {
                     fail(protocol::sqlstate::kIdleInTransactionTimeout,
                          "idle transaction timeout");
                 }
-            } else if (tethered_ && expired(last_activity_ms_, config.tethered_idle_timeout)) {
+            } else if (tethered() && expired(last_activity_ms_, config.tethered_idle_timeout)) {
                 fail(protocol::sqlstate::kIdleSessionTimeout,
                      "tethered client idle for longer than tethered_idle_timeout; its advisory "
                      "locks have been released");

@@ -79,16 +79,20 @@ public:
     void resume_input();
 
     // ---- the tether ----
-    [[nodiscard]] bool tethered() const { return tethered_; }
-    [[nodiscard]] const std::vector<AdvisoryLockKey>& held_locks() const { return held_locks_; }
-    [[nodiscard]] std::uint64_t tethered_since_ms() const { return tethered_since_ms_; }
+    [[nodiscard]] bool tethered() const { return tether_ != nullptr; }
+    [[nodiscard]] const std::vector<AdvisoryLockKey>& held_locks() const;
+    [[nodiscard]] std::uint64_t tethered_since_ms() const {
+        return tether_ ? tether_->since_ms : 0;
+    }
     // The probe's verdict: `tethered` with the keys found (keys may be empty when the probe
     // failed and pgtether keeps the client tethered to be safe).
     void set_tether(std::vector<AdvisoryLockKey> keys, bool tethered);
     // Whether named prepared statement `name` mentions a lock function (the tether's trigger must
     // also fire when such a statement is executed later, by Bind).
     [[nodiscard]] bool statement_is_lock_relevant(std::string_view name) const;
-    [[nodiscard]] const std::string& last_query() const { return last_query_; }
+    // The last statement of a tethered client (SHOW LOCKS), starting with the one that took its
+    // lock; empty while untethered. Truncated.
+    [[nodiscard]] const std::string& last_query() const;
     [[nodiscard]] ClientStatements& statements() { return statements_; }
 
     // The periodic timeouts (login, idle, wait, transaction idle, tethered idle).
@@ -159,18 +163,21 @@ private:
     bool tcp_ = true;
     bool input_paused_ = false;  // the server's socket is backed up
     bool has_cancel_key_ = false;
-    std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
-    std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
-    // The tether.
-    bool tethered_ = false;
-    std::uint64_t tethered_since_ms_ = 0;
-    std::vector<AdvisoryLockKey> held_locks_;
-    // The client's named prepared statements (docs/prepared-statements.md).
-    ClientStatements statements_;
     // pgtether answered a message of the current extended batch with an error: discard the
     // client's messages up to its Sync, as PostgreSQL would.
     bool skip_until_sync_ = false;
-    std::string last_query_;  // for SHOW LOCKS and leak reports; truncated
+    std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
+    std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
+    // The tether, allocated while the client is tethered: the many untethered clients carry one
+    // pointer instead of its fields (idle memory per client, docs/benchmarks.md).
+    struct Tether {
+        std::uint64_t since_ms = 0;
+        std::vector<AdvisoryLockKey> locks;
+        std::string last_query;
+    };
+    std::unique_ptr<Tether> tether_;
+    // The client's named prepared statements (docs/prepared-statements.md).
+    ClientStatements statements_;
 };
 
 }  // namespace pgtether

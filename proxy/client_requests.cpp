@@ -417,8 +417,10 @@ bool Client::answer_deallocate(ByteSpan message) {
 }
 
 void Client::remember_query(std::string_view sql) {
-    last_query_.assign(sql.substr(0, kLastQueryLength));
-    if (server_) server_->last_statement_ = last_query_;
+    sql = sql.substr(0, kLastQueryLength);
+    // Leak reports name the last statement a backend ran; SHOW LOCKS a tethered client's.
+    if (server_) server_->last_statement_.assign(sql);
+    if (tether_) tether_->last_query.assign(sql);
 }
 
 bool Client::lock_trigger_wanted() const {
