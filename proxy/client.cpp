@@ -309,8 +309,8 @@ void Client::finish_login() {
     // The first server's greeting, with this client's own values for the parameters it chose.
     for (const auto& [name, value] : pool_->welcome()) {
         auto tracked = find_tracked_param(name);
-        const auto* own = tracked && params_.get(*tracked) ? &*params_.get(*tracked) : nullptr;
-        protocol::append_parameter_status(out, name, own ? *own : value);
+        auto own = tracked ? params_.get(*tracked) : std::nullopt;
+        protocol::append_parameter_status(out, name, own ? *own : std::string_view(value));
     }
     protocol::append_backend_key_data(out, cancel_key_);
     protocol::append_ready_for_query(out, protocol::kTxIdle);
