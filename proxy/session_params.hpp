@@ -42,7 +42,8 @@ public:
     [[nodiscard]] std::optional<std::string_view> get(TrackedParam p) const {
         auto i = static_cast<std::size_t>(p);
         if ((set_ & (1u << i)) == 0) return std::nullopt;
-        return std::string_view(values_).substr(begin(i), ends_[i] - begin(i));
+        std::uint32_t start = begin(i);  // the offsets are always within values_
+        return std::string_view(values_.data() + start, ends_[i] - start);
     }
     void set(TrackedParam p, std::string_view value) {
         auto i = static_cast<std::size_t>(p);
