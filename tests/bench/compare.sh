@@ -50,6 +50,8 @@ usage: tests/bench/compare.sh [options]
   --pin-postgres CPUS   pin PostgreSQL (postmaster and every backend) to CPUS
   --max-noise PCT       foreign CPU (% of the machine) above which a run is repeated (default 5)
   --retries N           repeats of a noisy run (default 2)
+  --wait-quiet SECONDS  before each run, wait up to this long for the machine to be quiet (busy
+                        below --max-noise over 2 s with nothing of ours running; default 0)
   --csv FILE            also write every run as CSV
   --idle N              idle-memory mode: N idle clients per pooler (e.g. 5000) instead of tps runs
   --idle-query SQL      in idle mode, each client runs this once before going idle
@@ -77,6 +79,7 @@ pin_pgbench=""
 pin_postgres=""
 max_noise=5
 retries=2
+wait_quiet=0
 csv=""
 idle=0
 idle_query=""
@@ -104,6 +107,7 @@ while (($#)); do
     --pin-postgres) pin_postgres="$2"; shift 2 ;;
     --max-noise) max_noise="$2"; shift 2 ;;
     --retries) retries="$2"; shift 2 ;;
+    --wait-quiet) wait_quiet="$2"; shift 2 ;;
     --csv) csv="$2"; shift 2 ;;
     --idle) idle="$2"; shift 2 ;;
     --idle-query) idle_query="$2"; shift 2 ;;
@@ -116,6 +120,7 @@ while (($#)); do
 done
 [[ $duration =~ ^[0-9]+$ && $rounds =~ ^[1-9][0-9]*$ && $scale =~ ^[1-9][0-9]*$ ]] || usage
 [[ $idle =~ ^[0-9]+$ && $retries =~ ^[0-9]+$ && $max_noise =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage
+[[ $wait_quiet =~ ^[0-9]+$ ]] || usage
 case "$protocol" in simple | extended | prepared) ;; *) usage ;; esac
 case "$auth" in trust | md5 | scram-sha-256) ;; *) usage ;; esac
 for cpus in "$pin_pooler" "$pin_pgbench" "$pin_postgres"; do
@@ -314,6 +319,28 @@ machine_ticks() { awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
+# Between runs nothing of ours is busy: wait (up to --wait-quiet seconds) until the rest of the
+# machine is below --max-noise too, measured over 2 s.
+wait_for_quiet() {
+    ((wait_quiet > 0)) || return 0
+    local deadline=$((SECONDS + wait_quiet)) m0 m1 quiet waited=0
+    while :; do
+        m0="$(machine_ticks)"
+        sleep 2
+        m1="$(machine_ticks)"
+        quiet="$(awk -v m0="$m0" -v m1="$m1" -v max="$max_noise" 'BEGIN {
+            split(m0, a, " "); split(m1, b, " "); all = b[2] - a[2]
+            print (all > 0 && 100 * (b[1] - a[1]) / all > max) ? 0 : 1 }')"
+        ((quiet)) && break
+        if ((SECONDS >= deadline)); then
+            pgt_warn "the machine stayed busy for ${wait_quiet}s; running anyway"
+            break
+        fi
+        waited=1
+    done
+    if ((waited)); then pgt_log "waited $((SECONDS - deadline + wait_quiet))s for a quiet machine"; fi
+}
+
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
 # median of the numbers on stdin ("" if none)
@@ -484,6 +511,7 @@ for clients in $clients_list; do
         for target in "${active[@]}"; do
             key="$target $clients"
             for ((attempt = 1; ; attempt++)); do
+                wait_for_quiet
                 measure "$target" "$clients" "$round" || break
                 noisy=$(awk -v n="$run_noise" -v m="$max_noise" 'BEGIN { print (n > m) ? 1 : 0 }')
                 printf '  round %d/%d  %3d clients  %-27s %9.0f tps  %8s us CPU/txn  noise %5s%%  load %s%s%s\n' \
