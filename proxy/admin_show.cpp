@@ -214,7 +214,7 @@ void show_clients(Worker& worker, std::string& out) {
             client.state() == Client::State::WelcomeWait) {
             wait_us = (clock.now_ms() - client.state_since_ms()) * 1000;
         }
-        const auto& app = client.params().get(TrackedParam::ApplicationName);
+        auto app = client.params().get(TrackedParam::ApplicationName);
         std::uint64_t request_ms =
             client.last_activity_ms() ? client.last_activity_ms() : client.connected_at_ms();
         rs.row({text("C"),
@@ -234,7 +234,7 @@ void show_clients(Worker& worker, std::string& out) {
                 text(client.server() ? pointer_text(client.server()) : ""),
                 number(unix_peer_pid(client.stream())),
                 text(tls_info(client.stream())),
-                text(app ? *app : ""),
+                text(std::string(app.value_or(""))),
                 unsigned_number(client.id()),
                 number(client.tethered() ? 1 : 0),
                 client.tethered() ? text(clock.format(client.tethered_since_ms())) : kNull,
@@ -272,8 +272,8 @@ void show_servers(Worker& worker, std::string& out) {
             }
         }
         Client* client = server.client();
-        const std::optional<std::string>* app =
-            client ? &client->params().get(TrackedParam::ApplicationName) : nullptr;
+        std::optional<std::string_view> app;
+        if (client) app = client->params().get(TrackedParam::ApplicationName);
         auto purpose = server.internal_purpose();
         rs.row({text("S"),
                 text(server.pool().user_name()),
@@ -292,7 +292,7 @@ void show_servers(Worker& worker, std::string& out) {
                 text(client ? pointer_text(client) : ""),
                 number(server.backend_pid()),
                 text(tls_info(server.stream())),
-                text(app && *app ? **app : ""),
+                text(std::string(app.value_or(""))),
                 unsigned_number(server.id()),
                 number(client && client->tethered() ? 1 : 0),
                 client ? unsigned_number(client->id()) : kNull,

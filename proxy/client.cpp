@@ -1,6 +1,7 @@
 #include "proxy/client.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include <spdlog/spdlog.h>
 
@@ -57,10 +58,21 @@ bool Client::accept(uv_stream_t* listener) {
 }
 
 std::string Client::describe() const {
-    std::string out = "C-" + std::to_string(id_);
-    if (!database_.empty() || !user_.empty()) out += " " + database_ + "/" + user_;
-    out += "@" + peer_;
+    std::string out;
+    describe_to(out);
     return out;
+}
+
+void Client::describe_to(std::string& out) const {
+    // Server::link records this for every transaction (leak reports): append in place, without
+    // temporaries, so that a reused string needs no allocation.
+    char id[24];
+    auto end = std::to_chars(id, id + sizeof id, id_).ptr;
+    out.append("C-").append(id, end);
+    if (!database_.empty() || !user_.empty()) {
+        out.append(" ").append(database_).append("/").append(user_);
+    }
+    out.append("@").append(peer_);
 }
 
 void Client::set_state(State state) {
@@ -85,9 +97,8 @@ std::size_t Client::on_stream_data(ByteSpan data) {
             case State::AuthLookup:
             case State::WelcomeWait:
             case State::Waiting:
-                // Held until the user's secret, a server or its parameters are available; stop
-                // reading meanwhile so a client cannot make us buffer without bound.
-                stream_.stop_reading();
+                // Held until the user's secret, a server or its parameters are available.
+                hold_input(data.size() - consumed);
                 return consumed;
             case State::Closing: return data.size();
         }
@@ -95,6 +106,14 @@ std::size_t Client::on_stream_data(ByteSpan data) {
         consumed += n;
     }
     return consumed;
+}
+
+void Client::hold_input(std::size_t held) {
+    // Input that must wait for a server, or for its server's internal query: keep reading while
+    // little is held. Stopping and restarting a read costs libuv two epoll_ctl calls, which would
+    // be paid by every transaction that queues for a server; stopping once more than pkt_buf
+    // bytes wait still bounds what one client can make us buffer (PgBouncer's bound, too).
+    if (held >= worker_.scratch().size()) stream_.stop_reading();
 }
 
 void Client::on_stream_end(int status) {
@@ -344,8 +363,8 @@ void Client::finish_login() {
     // The first server's greeting, with this client's own values for the parameters it chose.
     for (const auto& [name, value] : pool_->welcome()) {
         auto tracked = find_tracked_param(name);
-        const auto* own = tracked && params_.get(*tracked) ? &*params_.get(*tracked) : nullptr;
-        protocol::append_parameter_status(out, name, own ? *own : value);
+        auto own = tracked ? params_.get(*tracked) : std::nullopt;
+        protocol::append_parameter_status(out, name, own ? *own : std::string_view(value));
     }
     protocol::append_backend_key_data(out, cancel_key_);
     protocol::append_ready_for_query(out, protocol::kTxIdle);
@@ -423,20 +442,47 @@ void Client::on_server_lost(const std::string& reason, bool server_saw_requests)
 void Client::set_tether_kinds(std::uint32_t kinds) {
     bool was = tethered();
     tether_kinds_ = kinds;
-    if (!was && tethered()) tethered_since_ms_ = worker_.now_ms();
-    if (!(kinds & kStateAdvisoryLock)) held_locks_.clear();
-    if (!tethered()) tether_summaries_.clear();
+    if (!tethered()) {
+        tether_.reset();
+        return;
+    }
+    TetherDetails& details = tether_details();
+    if (!was) details.since_ms = worker_.now_ms();
+    if (!(kinds & kStateAdvisoryLock)) details.locks.clear();
+}
+
+Client::TetherDetails& Client::tether_details() {
+    if (!tether_) {
+        tether_ = std::make_unique<TetherDetails>();
+        tether_->since_ms = worker_.now_ms();
+        // The statement that tethered the client ran on the probing server, which remembers it.
+        if (server_) tether_->last_query = server_->last_statement_;
+    }
+    return *tether_;
 }
 
 void Client::update_tether_details(std::uint32_t probed, std::vector<AdvisoryLockKey> locks,
                                    std::vector<std::pair<std::uint32_t, std::string>> summaries) {
-    if (probed & kStateAdvisoryLock) held_locks_ = std::move(locks);
-    std::erase_if(tether_summaries_, [&](const auto& s) { return (s.first & probed) != 0; });
-    for (auto& s : summaries) tether_summaries_.push_back(std::move(s));
+    if (!tether_ && locks.empty() && summaries.empty()) return;  // the usual case: nothing held
+    TetherDetails& details = tether_details();
+    if (probed & kStateAdvisoryLock) details.locks = std::move(locks);
+    std::erase_if(details.summaries, [&](const auto& s) { return (s.first & probed) != 0; });
+    for (auto& s : summaries) details.summaries.push_back(std::move(s));
+}
+
+const std::vector<AdvisoryLockKey>& Client::held_locks() const {
+    static const std::vector<AdvisoryLockKey> kNone;
+    return tether_ ? tether_->locks : kNone;
+}
+
+const std::string& Client::last_query() const {
+    static const std::string kNone;
+    return tether_ ? tether_->last_query : kNone;
 }
 
 std::string Client::describe_tether() const {
-    return describe_state(tether_kinds_, held_locks_, tether_summaries_);
+    static const std::vector<std::pair<std::uint32_t, std::string>> kNoSummaries;
+    return describe_state(tether_kinds_, held_locks(), tether_ ? tether_->summaries : kNoSummaries);
 }
 
 void Client::detach_from_server() {

@@ -68,6 +68,7 @@ public:
     [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
     [[nodiscard]] std::uint64_t last_activity_ms() const { return last_activity_ms_; }
     [[nodiscard]] Stream& stream() { return stream_; }
+    void describe_to(std::string& out) const;  // appends describe() to `out`
 
     // ---- called by the pool ----
     void on_welcome_ready();
@@ -93,15 +94,19 @@ public:
     // Kinds of session state (StateKind flags) this client holds on its backend.
     [[nodiscard]] std::uint32_t tether_kinds() const { return tether_kinds_; }
     [[nodiscard]] bool tethered() const { return (tether_kinds_ & kTetherKinds) != 0; }
-    [[nodiscard]] const std::vector<AdvisoryLockKey>& held_locks() const { return held_locks_; }
-    [[nodiscard]] std::uint64_t tethered_since_ms() const { return tethered_since_ms_; }
+    [[nodiscard]] const std::vector<AdvisoryLockKey>& held_locks() const;
+    [[nodiscard]] std::uint64_t tethered_since_ms() const {
+        return tether_ ? tether_->since_ms : 0;
+    }
     void set_tether_kinds(std::uint32_t kinds);
     // The probe's details for the kinds it looked at: advisory keys and one line per other kind.
     void update_tether_details(std::uint32_t probed, std::vector<AdvisoryLockKey> locks,
                                std::vector<std::pair<std::uint32_t, std::string>> summaries);
     // "advisory locks 42 exclusive; temp tables 1: t" — the reasons the client is tethered.
     [[nodiscard]] std::string describe_tether() const;
-    [[nodiscard]] const std::string& last_query() const { return last_query_; }
+    // The last statement of a tethered client (SHOW LOCKS), starting with the one that tethered
+    // it; empty while untethered. Truncated.
+    [[nodiscard]] const std::string& last_query() const;
 
     // ---- session settings (docs/session-state.md) ----
     // What this client's session settings are: its start-up parameters, overridden by what the
@@ -152,6 +157,9 @@ private:
     void start_admin_session();  // the client asked for the admin console's database
     void finish_login();
     void set_state(State state);
+    // Input that cannot be forwarded yet stays in the stream; reading stops only when too much
+    // (`held` bytes) waits.
+    void hold_input(std::size_t held);
     // On close: hand the linked server back — directly when clean, through a scrub otherwise.
     void detach_from_server();
     void remember_query(std::string_view sql);
@@ -201,9 +209,16 @@ private:
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
     // The tether.
     std::uint32_t tether_kinds_ = 0;
-    std::uint64_t tethered_since_ms_ = 0;
-    std::vector<AdvisoryLockKey> held_locks_;
-    std::vector<std::pair<std::uint32_t, std::string>> tether_summaries_;
+    // The tether's details, allocated only while there are any: the many untethered clients
+    // carry one pointer instead of these fields (idle memory per client, docs/benchmarks.md).
+    struct TetherDetails {
+        std::uint64_t since_ms = 0;
+        std::vector<AdvisoryLockKey> locks;
+        std::vector<std::pair<std::uint32_t, std::string>> summaries;
+        std::string last_query;
+    };
+    std::unique_ptr<TetherDetails> tether_;
+    TetherDetails& tether_details();  // allocates on first use
     // Session settings.
     SettingsMap startup_settings_;
     SettingsMap session_settings_;
@@ -213,7 +228,6 @@ private:
     // pgtether answered a message of the current extended batch with an error: discard the
     // client's messages up to its Sync, as PostgreSQL would.
     bool skip_until_sync_ = false;
-    std::string last_query_;  // for SHOW LOCKS and leak reports; truncated
     std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console
 };
 

@@ -2,7 +2,7 @@
 // forwarding — with named prepared statements translated to the serving backend
 // (docs/prepared-statements.md).
 #include <algorithm>
-#include <deque>
+#include <list>
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/framing.hpp"
@@ -79,7 +79,9 @@ std::string simple_message(char type) {
 struct Client::Outbound {
     Client& client;
     ForwardBatch batch;
-    std::deque<std::string> owned;
+    // A list, not a deque: libstdc++'s deque allocates in its constructor, and this object
+    // exists for every read from a client while almost never holding anything.
+    std::list<std::string> owned;
 
     bool flush() {
         if (batch.empty()) return true;
@@ -130,14 +132,21 @@ std::size_t Client::handle_requests(ByteSpan data) {
         }
         set_state(State::Waiting);
         pool_->request_server(*this);
+        if (state_ == State::Waiting) {
+            hold_input(data.size());  // queued: hold the request
+            return 0;
+        }
         if (state_ != State::Active) {
-            // Queued (or closed by a fast failure): hold the request, read nothing more.
-            stream_.stop_reading();
+            stream_.stop_reading();  // closed by a fast failure
             return 0;
         }
     }
-    if (server_->busy() || input_paused_) {
-        stream_.stop_reading();
+    if (input_paused_) {
+        stream_.stop_reading();  // back-pressure: the server's socket is backed up
+        return 0;
+    }
+    if (server_->busy()) {
+        hold_input(data.size());  // parameter sync, check or probe first
         return 0;
     }
     Outbound out{*this, {}, {}};
@@ -411,6 +420,9 @@ bool Client::answer_deallocate(ByteSpan message) {
     // `DEALLOCATE name` of a protocol-level statement: the backend knows it under another name
     // (or not at all), so pgtether answers it, as PostgreSQL would outside a transaction block.
     if (worker_.config().max_prepared_statements <= 0) return false;
+    // Only a name the client prepared is answered here: without any, skip parsing the text (this
+    // runs for every simple query that starts a transaction).
+    if (statements_.size() == 0) return false;
     auto sql = protocol::parse_query(message.subspan(protocol::kTypedHeaderSize));
     if (!sql) return false;
     auto name = protocol::parse_lone_deallocate(*sql);
@@ -423,8 +435,10 @@ bool Client::answer_deallocate(ByteSpan message) {
 }
 
 void Client::remember_query(std::string_view sql) {
-    last_query_.assign(sql.substr(0, kLastQueryLength));
-    if (server_) server_->last_statement_ = last_query_;
+    sql = sql.substr(0, kLastQueryLength);
+    // Leak reports name the last statement a backend ran; SHOW LOCKS a tethered client's.
+    if (server_) server_->last_statement_.assign(sql);
+    if (tether_) tether_->last_query.assign(sql);
 }
 
 void Client::note_effects(std::string_view sql, std::uint32_t effects) {

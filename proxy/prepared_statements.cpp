@@ -31,19 +31,28 @@ StatementPtr StatementRegistry::intern(std::string_view query,
 }
 
 StatementPtr ClientStatements::find(std::string_view name) const {
-    auto it = by_name_.find(std::string(name));
-    return it == by_name_.end() ? nullptr : it->second;
+    if (!by_name_) return nullptr;
+    auto it = by_name_->find(name);
+    return it == by_name_->end() ? nullptr : it->second;
 }
 
 void ClientStatements::add(std::string_view name, StatementPtr statement) {
-    by_name_[std::string(name)] = std::move(statement);
+    if (!by_name_) by_name_ = std::make_unique<Map>();
+    auto it = by_name_->find(name);
+    if (it != by_name_->end()) {
+        it->second = std::move(statement);
+    } else {
+        by_name_->emplace(std::string(name), std::move(statement));
+    }
 }
 
 StatementPtr ClientStatements::remove(std::string_view name) {
-    auto it = by_name_.find(std::string(name));
-    if (it == by_name_.end()) return nullptr;
+    if (!by_name_) return nullptr;
+    auto it = by_name_->find(name);
+    if (it == by_name_->end()) return nullptr;
     StatementPtr removed = std::move(it->second);
-    by_name_.erase(it);
+    by_name_->erase(it);
+    if (by_name_->empty()) by_name_.reset();
     return removed;
 }
 

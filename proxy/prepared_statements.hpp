@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -53,11 +54,21 @@ public:
     void add(std::string_view name, StatementPtr statement);
     // Returns what the name stood for (for undoing a removal), or nullptr.
     StatementPtr remove(std::string_view name);
-    void clear() { by_name_.clear(); }
-    [[nodiscard]] std::size_t size() const { return by_name_.size(); }
+    void clear() { by_name_.reset(); }
+    [[nodiscard]] std::size_t size() const { return by_name_ ? by_name_->size() : 0; }
 
 private:
-    std::unordered_map<std::string, StatementPtr> by_name_;
+    // Looked up by string_view without building a std::string (C++20 heterogeneous lookup).
+    struct NameHash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view name) const {
+            return std::hash<std::string_view>{}(name);
+        }
+    };
+    using Map = std::unordered_map<std::string, StatementPtr, NameHash, std::equal_to<>>;
+    // Allocated on first use: most clients never name a statement, and an empty unordered_map
+    // would cost every client 56 bytes (idle memory per client, docs/benchmarks.md).
+    std::unique_ptr<Map> by_name_;
 };
 
 class ServerStatements {

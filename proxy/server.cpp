@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <limits>
+#include <list>
 
 #include <spdlog/spdlog.h>
 
@@ -289,7 +290,8 @@ void Server::link(Client& client) {
     tracker_.reset();
     requests_.clear();
     translate_statements_ = worker_.config().max_prepared_statements > 0;
-    last_client_description_ = client.describe();
+    last_client_description_.clear();
+    client.describe_to(last_client_description_);
     const auto& config = worker_.config();
     bool long_idle = worker_.now_ms() - idle_since_ms_ >=
                      static_cast<std::uint64_t>(config.server_check_delay.count() / 1000);
@@ -366,6 +368,7 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
 }
 
 void Server::settle_requests() {
+    if (requests_.finished().empty()) return;  // the usual case: skip building the callback
     settle_requests([this](std::string&& reply) { client_->send(reply); });
 }
 
@@ -426,7 +429,9 @@ std::size_t Server::on_stream_data(ByteSpan data) {
 
 std::size_t Server::handle_linked_data(ByteSpan data) {
     ForwardBatch batch;
-    std::deque<std::string> answers;  // pgtether's own replies, alive until flushed
+    // pgtether's own replies, alive until flushed. A list: it is almost always empty, and an empty
+    // list allocates nothing (libstdc++'s deque allocates in its constructor, on every read).
+    std::list<std::string> answers;
     std::size_t consumed = 0;
     auto flush = [&]() {
         if (batch.empty()) return;

@@ -24,6 +24,15 @@ std::optional<TrackedParam> find_tracked_param(std::string_view name) {
     return std::nullopt;
 }
 
+void ParamValues::replace(std::size_t i, std::string_view value) {
+    // Values come from protocol messages, whose lengths are 32-bit; so are the offsets.
+    std::uint32_t start = begin(i);
+    std::uint32_t old_size = ends_[i] - start;
+    values_.replace(start, old_size, value);
+    auto size = static_cast<std::uint32_t>(value.size());
+    for (std::size_t j = i; j < kTrackedParamCount; ++j) ends_[j] = ends_[j] - old_size + size;
+}
+
 std::string quote_literal(std::string_view value) {
     // E'' strings treat backslash as an escape regardless of standard_conforming_strings, so
     // doubling both quotes and backslashes is always right.
@@ -41,7 +50,8 @@ std::string build_parameter_sync_query(const ParamValues& wanted, const ParamVal
     std::string sql;
     for (std::size_t i = 0; i < kTrackedParamCount; ++i) {
         auto p = static_cast<TrackedParam>(i);
-        const auto& want = wanted.get(p) ? wanted.get(p) : defaults.get(p);
+        auto want = wanted.get(p);
+        if (!want) want = defaults.get(p);
         if (!want || want == backend.get(p)) continue;
         sql += "SET ";
         sql += kNames[i];

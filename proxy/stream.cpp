@@ -428,23 +428,23 @@ void Stream::send_close_notify() {
 }
 
 void Stream::start_write() {
-    std::swap(out_inflight_, out_queue_);
-    if (!write_req_) write_req_ = std::make_unique<uv_write_t>();
-    write_req_->data = this;
-    auto data = out_inflight_.data();
+    if (!write_) write_ = std::make_unique<PendingWrite>();
+    std::swap(write_->data, out_queue_);
+    write_->req.data = this;
+    auto data = write_->data.data();
     uv_buf_t buf = uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
                                static_cast<unsigned>(data.size()));
-    if (uv_write(write_req_.get(), handle(), &buf, 1, on_write) == 0) {
+    if (uv_write(&write_->req, handle(), &buf, 1, on_write) == 0) {
         write_in_flight_ = true;
     } else {
-        out_inflight_.clear();
+        write_->data.clear();
     }
 }
 
 void Stream::on_write(uv_write_t* req, int status) {
     auto* self = static_cast<Stream*>(req->data);
     self->write_in_flight_ = false;
-    self->out_inflight_.clear();
+    self->write_->data.clear();
     if (status == UV_ECANCELED || self->closing_) return;
     if (status < 0) self->out_queue_.clear();  // broken socket: the read side reports it
     if (!self->out_queue_.empty()) {
@@ -455,7 +455,7 @@ void Stream::on_write(uv_write_t* req, int status) {
         self->begin_linger();
         return;
     }
-    self->write_req_.reset();
+    self->write_.reset();
     self->handler_.on_stream_drained();
 }
 

@@ -140,8 +140,13 @@ private:
     } handle_;
     ByteBuffer input_;      // unconsumed input kept between reads
     ByteBuffer out_queue_;  // output the kernel did not take yet, not handed to libuv
-    ByteBuffer out_inflight_;
-    std::unique_ptr<uv_write_t> write_req_;
+    // The uv_write in flight and the bytes it sends: allocated only while the kernel is behind,
+    // so that an idle connection does not carry them (idle memory per client).
+    struct PendingWrite {
+        uv_write_t req;
+        ByteBuffer data;
+    };
+    std::unique_ptr<PendingWrite> write_;
     std::unique_ptr<TlsSession> tls_;
     std::string tls_error_;
     bool is_tcp_ = true;

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: pgbench against PostgreSQL directly, through Debian's PgBouncer and
 # through pgtether, in one run, on one throwaway PostgreSQL (not a timed test; run it by hand).
+# docs/benchmarks.md has the method, the machine and the results.
 #
-# Both poolers get the SAME generated ini (pool_mode = transaction, default_pool_size = 20). Runs
-# alternate between targets round by round (direct, pgbouncer, pgtether, direct, ...), each pooler
-# freshly started for its run; the median over the rounds is reported. For the poolers, CPU time
-# per transaction comes from /proc/<pid>/stat (utime + stime) over the run divided by the
-# transactions pgbench reports. A pooler that does not start is skipped with a message.
+# Both poolers get the SAME generated ini (pool_mode = transaction, default_pool_size = 20);
+# pgtether-only settings (--pgtether-set, the pgtether:MODE targets) go into a copy of it that only
+# pgtether reads, because PgBouncer refuses unknown keys. Runs alternate between targets round by
+# round (direct, pgbouncer, pgtether, direct, ...), each pooler freshly started for its run; the
+# median over the rounds is reported.
+#
+# CPU: for the poolers, CPU time per transaction is utime + stime from /proc/<pid>/stat over the
+# run divided by the transactions pgbench reports. (With tick-based accounting, network softirq
+# work done in the pooler's context is not charged to it; it is not charged to PgBouncer either.)
+# Noise: the machine is shared, so every run also measures the CPU time that was NOT spent by this
+# benchmark (user + nice + system from /proc/stat, minus the pooler, the throwaway PostgreSQL and
+# pgbench) as a percentage of the machine's capacity; a run above --max-noise is repeated up to
+# --retries times and marked with '*' if it stays noisy.
 #
 # With --idle N it instead opens N idle client connections to each pooler (tests/bench/idle_clients.py)
 # and reports the pooler's resident memory per client (VmRSS delta / N).
@@ -24,11 +33,28 @@ usage: tests/bench/compare.sh [options]
   --clients "20 200"    client counts (default "20 200")
   --protocol MODE       pgbench -M: simple, extended or prepared (default simple)
   --select-only         the built-in select-only script, pgbench -S (default)
-  --script FILE[@W]     a custom pgbench script instead (pgbench -f; repeatable)
+  --script FILE[@W]     a custom pgbench script instead (pgbench -f; repeatable), e.g.
+                        tests/bench/advisory_lock.sql
   --scale N             pgbench -i scale (default 10)
-  --targets "LIST"      any of: direct pgbouncer pgtether (default all three)
+  --targets "LIST"      any of: direct pgbouncer pgtether pgtether:on pgtether:off
+                        pgtether:every_transaction (pgtether:MODE = pgtether with
+                        advisory_lock_tracking = MODE); default "direct pgbouncer pgtether"
+  --reference TARGET    ratios are computed against this target (default pgbouncer when it is
+                        a target, else the first target)
+  --pgtether-set 'K = V'  an extra [pgbouncer] line for pgtether only (repeatable)
+  --count-probes        report the tether's probes per transaction (pgtether targets; sets
+                        stats_period = 1 for pgtether and reads its stats line)
   --auth TYPE           client auth at the poolers: trust, md5, scram-sha-256 (default md5)
+  --pin-pooler CPUS     run the pooler under taskset -c CPUS (e.g. 1)
+  --pin-pgbench CPUS    run pgbench under taskset -c CPUS
+  --pin-postgres CPUS   pin PostgreSQL (postmaster and every backend) to CPUS
+  --max-noise PCT       foreign CPU (% of the machine) above which a run is repeated (default 5)
+  --retries N           repeats of a noisy run (default 2)
+  --wait-quiet SECONDS  before each run, wait up to this long for the machine to be quiet (busy
+                        below --max-noise over 2 s with nothing of ours running; default 0)
+  --csv FILE            also write every run as CSV
   --idle N              idle-memory mode: N idle clients per pooler (e.g. 5000) instead of tps runs
+  --idle-query SQL      in idle mode, each client runs this once before going idle
   --pgtether PATH       pgtether binary (default build/proxy/pgtether)
   --pgbouncer PATH      pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
   --keep                keep the state directory (ini, logs, pgbench output) for inspection
@@ -44,8 +70,19 @@ protocol=simple
 scripts=()
 scale=10
 targets="direct pgbouncer pgtether"
+reference=""
+pgtether_set=()
+count_probes=0
 auth=md5
+pin_pooler=""
+pin_pgbench=""
+pin_postgres=""
+max_noise=5
+retries=2
+wait_quiet=0
+csv=""
 idle=0
+idle_query=""
 keep=0
 pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
 pgbouncer_bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
@@ -61,8 +98,19 @@ while (($#)); do
     --script) scripts+=("$2"); shift 2 ;;
     --scale) scale="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
+    --reference) reference="$2"; shift 2 ;;
+    --pgtether-set) pgtether_set+=("$2"); shift 2 ;;
+    --count-probes) count_probes=1; shift ;;
     --auth) auth="$2"; shift 2 ;;
+    --pin-pooler) pin_pooler="$2"; shift 2 ;;
+    --pin-pgbench) pin_pgbench="$2"; shift 2 ;;
+    --pin-postgres) pin_postgres="$2"; shift 2 ;;
+    --max-noise) max_noise="$2"; shift 2 ;;
+    --retries) retries="$2"; shift 2 ;;
+    --wait-quiet) wait_quiet="$2"; shift 2 ;;
+    --csv) csv="$2"; shift 2 ;;
     --idle) idle="$2"; shift 2 ;;
+    --idle-query) idle_query="$2"; shift 2 ;;
     --pgtether) pgtether_bin="$2"; shift 2 ;;
     --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -71,12 +119,23 @@ while (($#)); do
     esac
 done
 [[ $duration =~ ^[0-9]+$ && $rounds =~ ^[1-9][0-9]*$ && $scale =~ ^[1-9][0-9]*$ ]] || usage
-[[ $idle =~ ^[0-9]+$ ]] || usage
+[[ $idle =~ ^[0-9]+$ && $retries =~ ^[0-9]+$ && $max_noise =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage
+[[ $wait_quiet =~ ^[0-9]+$ ]] || usage
 case "$protocol" in simple | extended | prepared) ;; *) usage ;; esac
 case "$auth" in trust | md5 | scram-sha-256) ;; *) usage ;; esac
-for target in $targets; do
-    case "$target" in direct | pgbouncer | pgtether) ;; *) usage ;; esac
+for cpus in "$pin_pooler" "$pin_pgbench" "$pin_postgres"; do
+    [[ -z $cpus || $cpus =~ ^[0-9]+([,-][0-9]+)*$ ]] || usage
 done
+for target in $targets; do
+    case "$target" in
+    direct | pgbouncer | pgtether | pgtether:on | pgtether:off | pgtether:every_transaction) ;;
+    *) usage ;;
+    esac
+done
+if [[ -z $reference ]]; then
+    if [[ " $targets " == *" pgbouncer "* ]]; then reference=pgbouncer; else reference="${targets%% *}"; fi
+fi
+[[ " $targets " == *" $reference "* ]] || pgt_die "--reference $reference is not one of the targets"
 workload=(-S)
 if ((${#scripts[@]} > 0)); then
     workload=()
@@ -129,11 +188,18 @@ pgt_log "starting a throwaway PostgreSQL, pgbench -i -s $scale"
 # shellcheck source=/dev/null
 source "$state/postgresql/pg.env"
 "$PGT_PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PGT_PG_PORT" -U postgres -d "$db" -c "VACUUM ANALYZE"
+postmaster_pid="$(head -n 1 "$PGT_PG_DATA/postmaster.pid")"
+if [[ -n $pin_postgres ]]; then
+    # -a: every thread of every existing process; backends forked later inherit the mask.
+    for pid in $postmaster_pid $(pgrep -P "$postmaster_pid"); do
+        taskset -a -p -c "$pin_postgres" "$pid" >/dev/null
+    done
+fi
 
 # ---- the one ini both poolers run with ----
 pooler_port="$(pgt_free_port)"
 max_client_conn=$(((idle > max_clients ? idle : max_clients) + 100))
-cat >"$state/bench.ini" <<INI
+cat >"$state/pgbouncer.ini" <<INI
 ;; Generated by tests/bench/compare.sh; used unchanged by pgbouncer and pgtether.
 [databases]
 $db = host=127.0.0.1 port=$PGT_PG_PORT dbname=$db
@@ -153,26 +219,49 @@ log_connections = 0
 log_disconnections = 0
 INI
 printf '"postgres" "%s"\n' "$password" >"$state/userlist.txt"
+
+# The ini of a target: PgBouncer's own, or a copy with pgtether's extra lines.
+ini_of() {
+    case "$1" in
+    pgbouncer) printf '%s\n' "$state/pgbouncer.ini" ;;
+    *) printf '%s\n' "$state/${1//:/-}.ini" ;;
+    esac
+}
+for target in $targets; do
+    [[ $target == pgtether* ]] || continue
+    ini="$(ini_of "$target")"
+    {
+        cat "$state/pgbouncer.ini"
+        printf ';; pgtether only\n'
+        for line in "${pgtether_set[@]}"; do printf '%s\n' "$line"; done
+        if [[ $target == pgtether:* ]]; then
+            printf 'advisory_lock_tracking = %s\n' "${target#pgtether:}"
+        fi
+        if ((count_probes)); then printf 'stats_period = 1\n'; fi
+    } >"$ini"
+done
 pgt_chown_daemon_user "$state"
 export PGPASSWORD="$password"  # ignored by PostgreSQL itself (trust), used by the poolers
 
 pooler_bin() {
     case "$1" in
     pgbouncer) printf '%s\n' "$pgbouncer_bin" ;;
-    pgtether) printf '%s\n' "$pgtether_bin" ;;
+    pgtether*) printf '%s\n' "$pgtether_bin" ;;
     esac
 }
 
-# Start pooler $1 with the shared ini; sets pooler_pid. On failure prints why and returns 1.
+# Start pooler $1 with its ini; sets pooler_pid. On failure prints why and returns 1.
 pooler_start() {
-    local name="$1" bin log
+    local name="$1" bin log pin=()
     bin="$(pooler_bin "$name")"
-    log="$state/$name.log"
+    log="$state/${name//:/-}.log"
     if [[ ! -x $bin ]]; then
         printf '%s: %s is not an executable\n' "$name" "$bin" >&2
         return 1
     fi
-    pgt_spawn_daemon "$log" "$bin" "$state/bench.ini"
+    # taskset execs in place, so the pid stays the pooler's own.
+    [[ -z $pin_pooler ]] || pin=(taskset -c "$pin_pooler")
+    pgt_spawn_daemon "$log" "${pin[@]}" "$bin" "$(ini_of "$name")"
     pooler_pid="$PGT_SPAWNED_PID"
     if ! pgt_wait_for_port 127.0.0.1 "$pooler_port" 15 "$pooler_pid"; then
         printf '%s did not start; the end of its log:\n' "$name" >&2
@@ -190,10 +279,66 @@ pooler_stop() {
 
 # utime + stime of pid $1 in clock ticks (fields 14 and 15 of /proc/<pid>/stat, counted after the
 # parenthesised command name, which may contain spaces).
+# Bash builtins only: these run around the measured window and must not add processes to it.
+stat_fields() {  # pid -> fields=(state ppid ... utime stime cutime cstime ...) from index 0
+    local line
+    read -r line <"/proc/$1/stat" 2>/dev/null || return 1
+    read -ra fields <<<"${line##*) }"
+    [[ ${#fields[@]} -gt 15 ]]
+}
 cpu_ticks() {
-    local rest
-    rest="$(sed -E 's/^.*\) //' "/proc/$1/stat")"
-    awk '{ print $12 + $13 }' <<<"$rest"
+    stat_fields "$1" || { echo 0; return; }
+    echo $((fields[11] + fields[12]))
+}
+
+# CPU ticks of the throwaway PostgreSQL: the postmaster, its live children, and (through the
+# postmaster's cutime + cstime) every child that has exited, such as direct pgbench's backends.
+cluster_ticks() {
+    local total=0 f pid
+    for f in /proc/[0-9]*/stat; do
+        pid="${f#/proc/}"
+        pid="${pid%/stat}"
+        stat_fields "$pid" || continue
+        if [[ $pid == "$postmaster_pid" ]]; then
+            total=$((total + fields[11] + fields[12] + fields[13] + fields[14]))
+        elif [[ ${fields[1]} == "$postmaster_pid" ]]; then
+            total=$((total + fields[11] + fields[12]))
+        fi
+    done
+    printf '%s\n' "$total"
+}
+
+# Ticks of this script's exited children (pgbench and the helpers it waited for).
+own_children_ticks() {
+    stat_fields $$ || { echo 0; return; }
+    echo $((fields[13] + fields[14]))
+}
+
+# "busy total": user + nice + system ticks of the whole machine, and all ticks (idle included).
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat; }
+
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# Between runs nothing of ours is busy: wait (up to --wait-quiet seconds) until the rest of the
+# machine is below --max-noise too, measured over 2 s.
+wait_for_quiet() {
+    ((wait_quiet > 0)) || return 0
+    local deadline=$((SECONDS + wait_quiet)) m0 m1 quiet waited=0
+    while :; do
+        m0="$(machine_ticks)"
+        sleep 2
+        m1="$(machine_ticks)"
+        quiet="$(awk -v m0="$m0" -v m1="$m1" -v max="$max_noise" 'BEGIN {
+            split(m0, a, " "); split(m1, b, " "); all = b[2] - a[2]
+            print (all > 0 && 100 * (b[1] - a[1]) / all > max) ? 0 : 1 }')"
+        ((quiet)) && break
+        if ((SECONDS >= deadline)); then
+            pgt_warn "the machine stayed busy for ${wait_quiet}s; running anyway"
+            break
+        fi
+        waited=1
+    done
+    if ((waited)); then pgt_log "waited $((SECONDS - deadline + wait_quiet))s for a quiet machine"; fi
 }
 
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
@@ -205,6 +350,12 @@ median() {
         if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# ---- what we run on ----
+pgt_log "machine: $(nproc) CPUs ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+pgt_log "versions: $("$PGT_PG_BIN/postgres" -V), $("$PGT_PG_BIN/pgbench" -V), $("$pgbouncer_bin" -V 2>/dev/null | head -n 1 || echo 'pgbouncer ?'), $("$pgtether_bin" -V 2>/dev/null | head -n 1 || echo 'pgtether ?')"
+pinning="pooler ${pin_pooler:-any CPU}, pgbench ${pin_pgbench:-any CPU}, PostgreSQL ${pin_postgres:-any CPU}"
+pgt_log "pinning: $pinning"
+
 # Which targets can run at all: start each pooler once.
 active=()
 for target in $targets; do
@@ -214,16 +365,18 @@ for target in $targets; do
         pooler_stop
         active+=("$target")
     else
-        pgt_warn "skipping $target: it does not start with $state/bench.ini"
+        pgt_warn "skipping $target: it does not start with $(ini_of "$target")"
     fi
 done
 
 # ======================= idle-memory mode =======================
 if ((idle > 0)); then
     declare -A idle_result
+    idle_args=()
+    [[ -z $idle_query ]] || idle_args=(--query "$idle_query")
     for target in "${active[@]}"; do
         [[ $target == direct ]] && continue
-        pgt_log "$target: $idle idle clients"
+        pgt_log "$target: $idle idle clients${idle_query:+ (each ran: $idle_query)}"
         pooler_start "$target" || { idle_result[$target]="fail"; continue; }
         # One client first, so the server connection and per-database state exist before the
         # baseline: the delta is then the cost of the idle clients alone.
@@ -233,7 +386,7 @@ if ((idle > 0)); then
         before="$(rss_kib "$pooler_pid")"
         coproc IDLE {
             exec /usr/bin/python3 "$PGT_ROOT/tests/bench/idle_clients.py" --port "$pooler_port" \
-                --user postgres --dbname "$db" -n "$idle" 2>&1
+                --user postgres --dbname "$db" -n "$idle" "${idle_args[@]}" 2>&1
         }
         # shellcheck disable=SC2153  # set by coproc
         idle_pid="$IDLE_PID"
@@ -254,13 +407,15 @@ if ((idle > 0)); then
         pooler_stop
     done
 
-    printf '\nIdle memory: %d idle clients (auth %s), pooler resident memory (VmRSS)\n' "$idle" "$auth"
-    printf '%-10s | %14s | %14s | %16s\n' pooler "before (KiB)" "idle (KiB)" "bytes per client"
-    printf -- '-----------+----------------+----------------+-----------------\n'
-    for target in pgbouncer pgtether; do
+    printf '\nIdle memory: %d idle clients (auth %s%s), pooler resident memory (VmRSS)\n' "$idle" \
+        "$auth" "${idle_query:+; each ran one query first}"
+    printf '%-27s | %14s | %14s | %16s\n' pooler "before (KiB)" "idle (KiB)" "bytes per client"
+    printf -- '----------------------------+----------------+----------------+-----------------\n'
+    for target in "${active[@]}"; do
+        [[ $target == direct ]] && continue
         read -r b a per <<<"${idle_result[$target]:-n/a n/a n/a}"
         [[ $b == fail ]] && { a=fail; per=fail; }
-        printf '%-10s | %14s | %14s | %16s\n' "$target" "$b" "${a:-n/a}" "${per:-n/a}"
+        printf '%-27s | %14s | %14s | %16s\n' "$target" "$b" "${a:-n/a}" "${per:-n/a}"
     done
     pgb="$(awk '{print $3}' <<<"${idle_result[pgbouncer]:-}")"
     pgt="$(awk '{print $3}' <<<"${idle_result[pgtether]:-}")"
@@ -272,20 +427,26 @@ fi
 
 # ======================= tps mode =======================
 # Results: "<target> <clients>" -> space-separated per-round values.
-declare -A tps_runs cpu_runs
+declare -A tps_runs cpu_runs probe_runs noisy_runs
 what="${workload[*]}"
 [[ $what == -S ]] && what="select-only (-S)"
+if ((${#scripts[@]} > 0)); then
+    what="script $(basename "${scripts[0]%@*}")"
+    if ((${#scripts[@]} > 1)); then what+=" +$((${#scripts[@]} - 1))"; fi
+fi
 pgt_log "pgbench $what -M $protocol, ${duration}s per run, $rounds round(s), clients: $clients_list"
+[[ -z $csv ]] || echo "clients,round,target,attempt,tps,transactions,cpu_us_per_txn,noise_pct,load1,probes_per_txn" >"$csv"
 
 run_pgbench() {  # target clients round -> sets run_tps, run_txns (empty on failure)
-    local target="$1" clients="$2" round="$3" port out
+    local target="$1" clients="$2" round="$3" port out pin=()
     port="$pooler_port"
     [[ $target == direct ]] && port="$PGT_PG_PORT"
-    out="$state/pgbench-$target-c$clients-r$round.txt"
+    [[ -z $pin_pgbench ]] || pin=(taskset -c "$pin_pgbench")
+    out="$state/pgbench-${target//:/-}-c$clients-r$round.txt"
     run_tps=""
     run_txns=""
-    if "$PGT_PG_BIN/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c "$clients" -j "$threads" \
-        -T "$duration" -M "$protocol" "${workload[@]}" "$db" >"$out" 2>&1; then
+    if "${pin[@]}" "$PGT_PG_BIN/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c "$clients" \
+        -j "$threads" -T "$duration" -M "$protocol" "${workload[@]}" "$db" >"$out" 2>&1; then
         run_tps="$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")"
         run_txns="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")"
         local failed
@@ -302,29 +463,71 @@ run_pgbench() {  # target clients round -> sets run_tps, run_txns (empty on fail
     fi
 }
 
+# One measured run of target $1 with $2 clients (round $3); sets run_tps, run_cpu (pooler
+# microseconds per transaction, empty for direct), run_noise (% of the machine), run_load,
+# run_probes (probes per transaction, empty unless counted). Returns 1 on failure.
+measure() {
+    local target="$1" clients="$2" round="$3" p0=0 p1=0 c0 c1 o0 o1 m0 m1
+    run_cpu=""
+    run_probes=""
+    if [[ $target != direct ]]; then
+        pooler_start "$target" || return 1
+    fi
+    run_load="$(load1)"
+    [[ -z $pooler_pid ]] || p0="$(cpu_ticks "$pooler_pid")"
+    c0="$(cluster_ticks)"
+    o0="$(own_children_ticks)"
+    m0="$(machine_ticks)"
+    if ! run_pgbench "$target" "$clients" "$round"; then
+        pooler_stop
+        return 1
+    fi
+    m1="$(machine_ticks)"
+    [[ -z $pooler_pid ]] || p1="$(cpu_ticks "$pooler_pid")"
+    c1="$(cluster_ticks)"
+    o1="$(own_children_ticks)"
+    run_noise="$(awk -v m0="$m0" -v m1="$m1" -v ours=$((p1 - p0 + c1 - c0 + o1 - o0)) 'BEGIN {
+        split(m0, a, " "); split(m1, b, " ")
+        busy = b[1] - a[1]; all = b[2] - a[2]
+        foreign = busy - ours; if (foreign < 0) foreign = 0
+        printf "%.1f", (all > 0) ? 100 * foreign / all : 0 }')"
+    if [[ -n $pooler_pid ]]; then
+        run_cpu="$(awk -v d=$((p1 - p0)) -v hz="$clk_tck" -v n="$run_txns" \
+            'BEGIN { printf "%.2f", d * 1000000 / hz / n }')"
+        if ((count_probes)) && [[ $target == pgtether* ]]; then
+            # pgtether logs cumulative per-pool counters every stats_period (1 s here).
+            sleep 1.3
+            local line
+            line="$(grep -F "[$pooler_pid]" "$state/${target//:/-}.log" | grep -F ' stats ' | tail -n 1)"
+            run_probes="$(sed -nE 's/.* ([0-9]+) xacts,.* ([0-9]+) probes,.*/\2 \1/p' <<<"$line" |
+                awk '{ if ($2 > 0) printf "%.3f", $1 / $2 }')"
+        fi
+    fi
+    pooler_stop
+}
+
 for clients in $clients_list; do
     for ((round = 1; round <= rounds; round++)); do
         for target in "${active[@]}"; do
             key="$target $clients"
-            if [[ $target == direct ]]; then
-                run_pgbench direct "$clients" "$round" || continue
+            for ((attempt = 1; ; attempt++)); do
+                wait_for_quiet
+                measure "$target" "$clients" "$round" || break
+                noisy=$(awk -v n="$run_noise" -v m="$max_noise" 'BEGIN { print (n > m) ? 1 : 0 }')
+                printf '  round %d/%d  %3d clients  %-27s %9.0f tps  %8s us CPU/txn  noise %5s%%  load %s%s%s\n' \
+                    "$round" "$rounds" "$clients" "$target" "$run_tps" "${run_cpu:--}" "$run_noise" \
+                    "$run_load" "${run_probes:+  probes/txn $run_probes}" \
+                    "$( ((noisy)) && echo "  (noisy)")"
+                [[ -z $csv ]] || echo "$clients,$round,$target,$attempt,$run_tps,$run_txns,$run_cpu,$run_noise,$run_load,$run_probes" >>"$csv"
+                if ((noisy && attempt <= retries)); then
+                    continue
+                fi
                 tps_runs[$key]+="$run_tps "
-                printf '  round %d/%d  %3d clients  %-9s  %10.0f tps\n' "$round" "$rounds" \
-                    "$clients" direct "$run_tps"
-                continue
-            fi
-            pooler_start "$target" || continue
-            t0="$(cpu_ticks "$pooler_pid")"
-            if run_pgbench "$target" "$clients" "$round"; then
-                t1="$(cpu_ticks "$pooler_pid")"
-                us="$(awk -v d=$((t1 - t0)) -v hz="$clk_tck" -v n="$run_txns" \
-                    'BEGIN { printf "%.2f", d * 1000000 / hz / n }')"
-                tps_runs[$key]+="$run_tps "
-                cpu_runs[$key]+="$us "
-                printf '  round %d/%d  %3d clients  %-9s  %10.0f tps  %8s us CPU/txn\n' "$round" \
-                    "$rounds" "$clients" "$target" "$run_tps" "$us"
-            fi
-            pooler_stop
+                [[ -z $run_cpu ]] || cpu_runs[$key]+="$run_cpu "
+                [[ -z $run_probes ]] || probe_runs[$key]+="$run_probes "
+                if ((noisy)); then noisy_runs[$key]=$((${noisy_runs[$key]:-0} + 1)); fi
+                break
+            done
         done
     done
 done
@@ -335,18 +538,24 @@ ratio() { if [[ -n $1 && -n $2 ]]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b >
 
 printf '\npgbench %s -M %s, %ss per run, median of %s round(s); pool_mode=transaction, default_pool_size=20, auth %s\n' \
     "$what" "$protocol" "$duration" "$rounds" "$auth"
-printf '%7s | %10s | %10s | %10s | %10s | %10s | %9s | %9s\n' clients "direct" "pgbouncer" \
-    "pgtether" "pgb us/txn" "pgt us/txn" "tps t/b" "cpu t/b"
-printf -- '--------+------------+------------+------------+------------+------------+-----------+----------\n'
+printf 'pinning: %s; runs with more than %s%% foreign CPU were repeated up to %s times\n' "$pinning" \
+    "$max_noise" "$retries"
+printf '%-27s | %7s | %9s | %10s | %9s | %9s | %8s | %s\n' target clients tps "us CPU/txn" \
+    "tps/ref" "cpu/ref" "probes" "noisy runs kept"
+printf -- '----------------------------+---------+-----------+------------+-----------+-----------+----------+----------------\n'
 for clients in $clients_list; do
-    d="$(med "${tps_runs[direct $clients]:-}")"
-    b="$(med "${tps_runs[pgbouncer $clients]:-}")"
-    t="$(med "${tps_runs[pgtether $clients]:-}")"
-    bc="$(med "${cpu_runs[pgbouncer $clients]:-}")"
-    tc="$(med "${cpu_runs[pgtether $clients]:-}")"
-    printf '%7s | %10s | %10s | %10s | %10s | %10s | %9s | %9s\n' "$clients" "$(fmt "$d")" \
-        "$(fmt "$b")" "$(fmt "$t")" "$(fmt "$bc" 2)" "$(fmt "$tc" 2)" "$(ratio "$t" "$b")" \
-        "$(ratio "$tc" "$bc")"
+    rt="$(med "${tps_runs[$reference $clients]:-}")"
+    rc="$(med "${cpu_runs[$reference $clients]:-}")"
+    for target in "${active[@]}"; do
+        key="$target $clients"
+        t="$(med "${tps_runs[$key]:-}")"
+        c="$(med "${cpu_runs[$key]:-}")"
+        p="$(med "${probe_runs[$key]:-}")"
+        printf '%-27s | %7s | %9s | %10s | %9s | %9s | %8s | %s\n' "$target" "$clients" "$(fmt "$t")" \
+            "$(fmt "$c" 2)" "$(ratio "$t" "$rt")" "$(ratio "$c" "$rc")" "$(fmt "$p" 3)" \
+            "${noisy_runs[$key]:-0}"
+    done
 done
-printf '(tps t/b = pgtether tps / PgBouncer tps, higher is better; cpu t/b = pgtether CPU per\n'
-printf ' transaction / PgBouncer CPU per transaction, lower is better; pgbench shares the machine)\n'
+printf '(reference: %s. tps/ref higher is better; cpu/ref = pooler CPU per transaction relative to\n' "$reference"
+printf ' the reference, lower is better; probes = tether probes per transaction; pgbench, PostgreSQL\n'
+printf ' and the pooler share the machine)\n'

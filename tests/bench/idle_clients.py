@@ -2,7 +2,8 @@
 """Open N idle client connections to a PostgreSQL-protocol server and keep them open.
 
 Each connection does the full start-up: StartupMessage, authentication (trust, cleartext, MD5 or
-SCRAM-SHA-256), up to ReadyForQuery. Then the helper prints "READY <n>" on stdout and holds every
+SCRAM-SHA-256), up to ReadyForQuery, and optionally runs one simple query (--query: an idle client
+that has done some work). Then the helper prints "READY <n>" on stdout and holds every
 connection until stdin reaches EOF (or SIGTERM/SIGINT), then sends Terminate and exits.
 
 Used by tests/bench/compare.sh --idle to measure a pooler's memory per idle client. Standard library
@@ -121,6 +122,20 @@ def connect(host, port, user, database, password, timeout):
             raise ProtocolError(f"unsupported authentication request {code}")
 
 
+def run_query(sock, sql):
+    """One simple query (protocol §55.2.2); its results are read and dropped."""
+    send_message(sock, b"Q", sql.encode() + b"\0")
+    error = None
+    while True:
+        kind, body = read_message(sock)
+        if kind == b"E":
+            error = error_text(body)
+        elif kind == b"Z":
+            if error:
+                raise ProtocolError(error)
+            return
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -130,6 +145,7 @@ def main():
     parser.add_argument("--password", default=os.environ.get("PGPASSWORD"))
     parser.add_argument("-n", "--clients", type=int, default=5000)
     parser.add_argument("--timeout", type=float, default=30.0, help="per connection, seconds")
+    parser.add_argument("--query", help="simple query each client runs once before idling")
     args = parser.parse_args()
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -148,8 +164,13 @@ def main():
     try:
         for i in range(args.clients):
             try:
-                socks.append(connect(args.host, args.port, args.user, args.dbname, args.password,
-                                     args.timeout))
+                sock = connect(args.host, args.port, args.user, args.dbname, args.password,
+                               args.timeout)
+                socks.append(sock)
+                if args.query:
+                    sock.settimeout(args.timeout)
+                    run_query(sock, args.query)
+                    sock.settimeout(None)
             except (OSError, ProtocolError) as exc:
                 print(f"FAILED {i} {exc}", flush=True)
                 return 1

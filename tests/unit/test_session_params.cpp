@@ -47,3 +47,47 @@ TEST_CASE("parameter sync sends only what differs") {
           "SET DateStyle = E'ISO, MDY';SET TimeZone = E'Europe/Berlin';"
           "SET application_name = E'o''brien';");
 }
+
+TEST_CASE("ParamValues keeps each value apart, set or not") {
+    ParamValues values;
+    for (std::size_t i = 0; i < kTrackedParamCount; ++i) {
+        CHECK_FALSE(values.get(static_cast<TrackedParam>(i)));
+    }
+    // An empty value is set: application_name = '' differs from "never chosen".
+    values.set(TrackedParam::ApplicationName, "");
+    REQUIRE(values.get(TrackedParam::ApplicationName));
+    CHECK(*values.get(TrackedParam::ApplicationName) == "");
+    CHECK_FALSE(values.get(TrackedParam::StandardConformingStrings));
+
+    values.set(TrackedParam::TimeZone, "UTC");
+    values.set(TrackedParam::ClientEncoding, "UTF8");
+    values.set(TrackedParam::IntervalStyle, "postgres");
+    values.set(TrackedParam::ApplicationName, "pgbench");
+    CHECK(values.get(TrackedParam::ClientEncoding) == "UTF8");
+    CHECK_FALSE(values.get(TrackedParam::DateStyle));
+    CHECK(values.get(TrackedParam::TimeZone) == "UTC");
+    CHECK(values.get(TrackedParam::IntervalStyle) == "postgres");
+    CHECK(values.get(TrackedParam::ApplicationName) == "pgbench");
+
+    // Growing, shrinking and clearing one value moves the ones after it, not their contents.
+    values.set(TrackedParam::TimeZone, "America/Argentina/Buenos_Aires");
+    values.set(TrackedParam::DateStyle, "ISO, DMY");
+    CHECK(values.get(TrackedParam::ClientEncoding) == "UTF8");
+    CHECK(values.get(TrackedParam::DateStyle) == "ISO, DMY");
+    CHECK(values.get(TrackedParam::TimeZone) == "America/Argentina/Buenos_Aires");
+    CHECK(values.get(TrackedParam::IntervalStyle) == "postgres");
+    values.set(TrackedParam::TimeZone, "");
+    values.clear(TrackedParam::ClientEncoding);
+    CHECK_FALSE(values.get(TrackedParam::ClientEncoding));
+    CHECK(values.get(TrackedParam::DateStyle) == "ISO, DMY");
+    CHECK(values.get(TrackedParam::TimeZone) == "");
+    CHECK(values.get(TrackedParam::IntervalStyle) == "postgres");
+    CHECK(values.get(TrackedParam::ApplicationName) == "pgbench");
+
+    // Copies are independent.
+    ParamValues copy = values;
+    copy.set(TrackedParam::IntervalStyle, "iso_8601");
+    CHECK(values.get(TrackedParam::IntervalStyle) == "postgres");
+    CHECK(copy.get(TrackedParam::IntervalStyle) == "iso_8601");
+    CHECK(copy.get(TrackedParam::ApplicationName) == "pgbench");
+}
