@@ -12,6 +12,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/startup.hpp"
+#include "proxy/server_address.hpp"
 #include "proxy/server_tls.hpp"
 #include "proxy/tls.hpp"
 #include "proxy/worker.hpp"
@@ -45,17 +46,15 @@ void AuthQuery::cancel() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Connecting (as Server::connect does: Unix socket, IP literal, or a name resolved now)
+// Connecting (as Server::connect does: Unix socket, IP literal, or a name resolved now;
+// proxy/server_address.hpp)
 
 void AuthQuery::connect() {
     const auto& db = target_.database;
-    const std::string& host = db.host;
-    if (host.empty() || host[0] == '/') {
-        std::string dir = host.empty() ? worker_.config().unix_socket_dir : host;
-        if (dir.empty()) dir = "/tmp";
+    std::string unix_path = server_unix_socket_path(db, worker_.config());
+    if (!unix_path.empty()) {
         unix_socket_ = true;
-        if (stream_.init_pipe() != 0 ||
-            stream_.connect_pipe(dir + "/.s.PGSQL." + std::to_string(db.port)) != 0) {
+        if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path) != 0) {
             fail("cannot create a socket");
         }
         return;
@@ -64,27 +63,19 @@ void AuthQuery::connect() {
         fail("cannot create a socket");
         return;
     }
-    sockaddr_in sin{};
-    sockaddr_in6 sin6{};
-    if (uv_ip4_addr(host.c_str(), db.port, &sin) == 0) {
-        connect_to(reinterpret_cast<const sockaddr*>(&sin));
-    } else if (uv_ip6_addr(host.c_str(), db.port, &sin6) == 0) {
-        connect_to(reinterpret_cast<const sockaddr*>(&sin6));
-    } else {
-        auto* req = new uv_getaddrinfo_t;
-        req->data = this;
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        int rc = uv_getaddrinfo(worker_.loop(), req, on_resolved, host.c_str(),
-                                std::to_string(db.port).c_str(), &hints);
-        if (rc != 0) {
-            delete req;
-            fail(std::string("cannot resolve ") + host + ": " + uv_strerror(rc));
-        } else {
-            ++pending_resolves_;
-        }
+    sockaddr_storage literal;
+    if (parse_ip_literal(db.host, db.port, literal)) {
+        connect_to(reinterpret_cast<const sockaddr*>(&literal));
+        return;
     }
+    auto* req = new uv_getaddrinfo_t;
+    req->data = this;
+    if (int rc = start_resolving(worker_.loop(), req, on_resolved, db.host, db.port); rc != 0) {
+        delete req;
+        fail(std::string("cannot resolve ") + db.host + ": " + uv_strerror(rc));
+        return;
+    }
+    ++pending_resolves_;
 }
 
 void AuthQuery::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {

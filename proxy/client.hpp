@@ -115,6 +115,10 @@ public:
         return SettingsMap::merged(startup_settings_, session_settings_);
     }
     void set_session_settings(SettingsMap settings) { session_settings_ = std::move(settings); }
+    // Whether the client has any settings to replay (most have none).
+    [[nodiscard]] bool has_settings() const {
+        return !startup_settings_.empty() || !session_settings_.empty();
+    }
     // Dotted custom setting names the client has SET (pg_settings does not list them).
     [[nodiscard]] const std::vector<std::string>& custom_setting_names() const {
         return custom_setting_names_;
@@ -174,7 +178,11 @@ private:
     bool route_describe_or_close(protocol::ByteSpan body, char type, Outbound& out);
     // Prepares `statement` on the linked backend unless it has it, evicting if over capacity.
     void ensure_prepared(const StatementPtr& statement, Outbound& out);
+    // Closes (queued) of the statements the backend must evict to take `statement`.
     void make_room_for(const StatementPtr& statement, Outbound& out);
+    // Parse of `statement` under its backend name, after make_room_for; the caller queues the
+    // request its ParseComplete answers.
+    void write_server_parse(const StatementPtr& statement, Outbound& out);
     // Queues a reply pgtether gives itself, in its place in the reply stream.
     void answer(QueuedRequest::Kind kind, char type, std::string reply);
     // A lone `DEALLOCATE name` of one of the client's protocol-level statements, while idle.

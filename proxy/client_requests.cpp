@@ -301,16 +301,7 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
         server_->settle_requests();
         return true;
     }
-    make_room_for(statement, out);
-    std::string rewritten;
-    protocol::MessageWriter(rewritten)
-        .begin(fe::kParse)
-        .cstring(statement->server_name)
-        .cstring(statement->query)
-        .bytes(statement->parameter_types)
-        .end();
-    out.add_owned(std::move(rewritten));
-    server_->tracker().on_frontend(fe::kParse);
+    write_server_parse(statement, out);
     queue.push({fe::kParse, QueuedRequest::Kind::Forwarded,
                 QueuedRequest::kUndoClientAdd | QueuedRequest::kUndoServerAdd, {},
                 std::move(name), statement});
@@ -331,11 +322,7 @@ void Client::make_room_for(const StatementPtr& statement, Outbound& out) {
     }
 }
 
-void Client::ensure_prepared(const StatementPtr& statement, Outbound& out) {
-    if (server_->statements().contains(*statement)) {
-        server_->statements().touch(*statement);
-        return;
-    }
+void Client::write_server_parse(const StatementPtr& statement, Outbound& out) {
     make_room_for(statement, out);
     std::string parse;
     protocol::MessageWriter(parse)
@@ -346,6 +333,14 @@ void Client::ensure_prepared(const StatementPtr& statement, Outbound& out) {
         .end();
     out.add_owned(std::move(parse));
     server_->tracker().on_frontend(fe::kParse);
+}
+
+void Client::ensure_prepared(const StatementPtr& statement, Outbound& out) {
+    if (server_->statements().contains(*statement)) {
+        server_->statements().touch(*statement);
+        return;
+    }
+    write_server_parse(statement, out);
     server_->requests().push({fe::kParse, QueuedRequest::Kind::Injected,
                               QueuedRequest::kUndoServerAdd, {}, {}, statement});
 }

@@ -14,6 +14,7 @@
 #include "proxy/client.hpp"
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
+#include "proxy/server_address.hpp"
 #include "proxy/server_login.hpp"
 #include "proxy/server_tls.hpp"
 #include "proxy/worker.hpp"
@@ -75,14 +76,9 @@ Server::~Server() {
 
 void Server::connect() {
     const auto& db = pool_.database();
-    const auto& config = worker_.config();
     connected_at_ms_ = worker_.now_ms();
-    std::string host = db.host;
-    if (host.empty() || host[0] == '/') {
-        // A Unix socket: the directory given as host, else unix_socket_dir (PgBouncer's rule).
-        std::string dir = host.empty() ? config.unix_socket_dir : host;
-        if (dir.empty()) dir = "/tmp";
-        unix_path_ = dir + "/.s.PGSQL." + std::to_string(db.port);
+    unix_path_ = server_unix_socket_path(db, worker_.config());
+    if (!unix_path_.empty()) {
         address_is_unix_ = true;
         if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path_) != 0) {
             on_stream_connected(UV_EINVAL);
@@ -93,28 +89,19 @@ void Server::connect() {
         on_stream_connected(UV_EINVAL);
         return;
     }
-    sockaddr_in sin{};
-    sockaddr_in6 sin6{};
-    if (uv_ip4_addr(host.c_str(), db.port, &sin) == 0) {
-        start_connect_to(reinterpret_cast<const sockaddr*>(&sin));
-    } else if (uv_ip6_addr(host.c_str(), db.port, &sin6) == 0) {
-        start_connect_to(reinterpret_cast<const sockaddr*>(&sin6));
-    } else {
-        // A host name: resolve it on libuv's thread pool, at connection time as PgBouncer does.
-        auto* req = new uv_getaddrinfo_t;
-        req->data = this;
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        int rc = uv_getaddrinfo(worker_.loop(), req, on_resolved, host.c_str(),
-                                std::to_string(db.port).c_str(), &hints);
-        if (rc != 0) {
-            delete req;
-            on_stream_connected(rc);
-        } else {
-            ++pending_resolves_;
-        }
+    sockaddr_storage literal;
+    if (parse_ip_literal(db.host, db.port, literal)) {
+        start_connect_to(reinterpret_cast<const sockaddr*>(&literal));
+        return;
     }
+    auto* req = new uv_getaddrinfo_t;
+    req->data = this;
+    if (int rc = start_resolving(worker_.loop(), req, on_resolved, db.host, db.port); rc != 0) {
+        delete req;
+        on_stream_connected(rc);
+        return;
+    }
+    ++pending_resolves_;
 }
 
 void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
@@ -305,7 +292,10 @@ void Server::link(Client& client) {
 void Server::sync_parameters() {
     std::string sql =
         build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
-    if (worker_.config().session_settings == StateHandling::Keep) {
+    // Nothing to compare in the usual case: skip merging the client's settings (every transaction
+    // links a server).
+    if (worker_.config().session_settings == StateHandling::Keep &&
+        (client_->has_settings() || !applied_settings_.empty())) {
         sql += build_settings_sync(client_->wanted_settings(), applied_settings_);
     }
     if (!sql.empty()) run_internal(InternalPurpose::ParamSync, {sql});

@@ -23,6 +23,8 @@ set -euo pipefail
 
 # shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/common.sh"
+# shellcheck source=tests/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
     cat <<'USAGE'
@@ -35,6 +37,8 @@ usage: tests/bench/compare.sh [options]
   --select-only         the built-in select-only script, pgbench -S (default)
   --script FILE[@W]     a custom pgbench script instead (pgbench -f; repeatable), e.g.
                         tests/bench/advisory_lock.sql
+  --define NAME=VALUE   a pgbench variable for every client (pgbench -D; repeatable), e.g.
+                        settings_done=1 for tests/bench/settings_replay.sql
   --scale N             pgbench -i scale (default 10)
   --targets "LIST"      any of: direct pgbouncer pgtether pgtether:on pgtether:off
                         pgtether:every_transaction (pgtether:MODE = pgtether with
@@ -42,8 +46,9 @@ usage: tests/bench/compare.sh [options]
   --reference TARGET    ratios are computed against this target (default pgbouncer when it is
                         a target, else the first target)
   --pgtether-set 'K = V'  an extra [pgbouncer] line for pgtether only (repeatable)
-  --count-probes        report the tether's probes per transaction (pgtether targets; sets
-                        stats_period = 1 for pgtether and reads its stats line)
+  --count-probes        report the tether's probes per transaction and the most clients
+                        tethered at once (pgtether targets; sets stats_period = 1 for pgtether
+                        and sums its per-second stats and tether log lines)
   --auth TYPE           client auth at the poolers: trust, md5, scram-sha-256 (default md5)
   --pin-pooler CPUS     run the pooler under taskset -c CPUS (e.g. 1)
   --pin-pgbench CPUS    run pgbench under taskset -c CPUS
@@ -68,6 +73,7 @@ threads=2
 clients_list="20 200"
 protocol=simple
 scripts=()
+defines=()
 scale=10
 targets="direct pgbouncer pgtether"
 reference=""
@@ -96,6 +102,7 @@ while (($#)); do
     --protocol) protocol="$2"; shift 2 ;;
     --select-only) scripts=(); shift ;;
     --script) scripts+=("$2"); shift 2 ;;
+    --define) defines+=(-D "$2"); shift 2 ;;
     --scale) scale="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
     --reference) reference="$2"; shift 2 ;;
@@ -151,23 +158,7 @@ for c in $clients_list; do
 done
 
 # ---- state, cleanup ----
-state="$(mktemp -d /tmp/pgtether-bench.XXXXXX)"
-touch "$state/.pgtether-bench"
-pooler_pid=""
-idle_pid=""
-cleanup() {
-    [[ -z $idle_pid ]] || { kill -TERM "$idle_pid" 2>/dev/null || true; wait "$idle_pid" 2>/dev/null || true; }
-    [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
-    "$PGT_ROOT/scripts/lib/pg.sh" stop "$state/postgresql" || true
-    if ((keep)); then
-        pgt_log "state kept in $state"
-    else
-        rm -rf -- "$state"
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_make_state pgtether-bench
 
 # Thousands of sockets: the poolers and the idle helper inherit this limit.
 hard_limit="$(ulimit -Hn)"
@@ -250,46 +241,7 @@ pooler_bin() {
     esac
 }
 
-# Start pooler $1 with its ini; sets pooler_pid. On failure prints why and returns 1.
-pooler_start() {
-    local name="$1" bin log pin=()
-    bin="$(pooler_bin "$name")"
-    log="$state/${name//:/-}.log"
-    if [[ ! -x $bin ]]; then
-        printf '%s: %s is not an executable\n' "$name" "$bin" >&2
-        return 1
-    fi
-    # taskset execs in place, so the pid stays the pooler's own.
-    [[ -z $pin_pooler ]] || pin=(taskset -c "$pin_pooler")
-    pgt_spawn_daemon "$log" "${pin[@]}" "$bin" "$(ini_of "$name")"
-    pooler_pid="$PGT_SPAWNED_PID"
-    if ! pgt_wait_for_port 127.0.0.1 "$pooler_port" 15 "$pooler_pid"; then
-        printf '%s did not start; the end of its log:\n' "$name" >&2
-        tail -n 15 "$log" | sed 's/^/  | /' >&2
-        pgt_stop_pid "$pooler_pid" 5
-        pooler_pid=""
-        return 1
-    fi
-}
-
-pooler_stop() {
-    [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
-    pooler_pid=""
-}
-
-# utime + stime of pid $1 in clock ticks (fields 14 and 15 of /proc/<pid>/stat, counted after the
-# parenthesised command name, which may contain spaces).
-# Bash builtins only: these run around the measured window and must not add processes to it.
-stat_fields() {  # pid -> fields=(state ppid ... utime stime cutime cstime ...) from index 0
-    local line
-    read -r line <"/proc/$1/stat" 2>/dev/null || return 1
-    read -ra fields <<<"${line##*) }"
-    [[ ${#fields[@]} -gt 15 ]]
-}
-cpu_ticks() {
-    stat_fields "$1" || { echo 0; return; }
-    echo $((fields[11] + fields[12]))
-}
+pooler_start() { bench_pooler_start "$1" "$(pooler_bin "$1")" "$(ini_of "$1")"; }
 
 # CPU ticks of the throwaway PostgreSQL: the postmaster, its live children, and (through the
 # postmaster's cutime + cstime) every child that has exited, such as direct pgbench's backends.
@@ -341,14 +293,6 @@ wait_for_quiet() {
     if ((waited)); then pgt_log "waited $((SECONDS - deadline + wait_quiet))s for a quiet machine"; fi
 }
 
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
-
-# median of the numbers on stdin ("" if none)
-median() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) exit
-        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 
 # ---- what we run on ----
 pgt_log "machine: $(nproc) CPUs ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -427,7 +371,7 @@ fi
 
 # ======================= tps mode =======================
 # Results: "<target> <clients>" -> space-separated per-round values.
-declare -A tps_runs cpu_runs probe_runs noisy_runs
+declare -A tps_runs cpu_runs probe_runs tethered_runs noisy_runs
 what="${workload[*]}"
 [[ $what == -S ]] && what="select-only (-S)"
 if ((${#scripts[@]} > 0)); then
@@ -435,7 +379,7 @@ if ((${#scripts[@]} > 0)); then
     if ((${#scripts[@]} > 1)); then what+=" +$((${#scripts[@]} - 1))"; fi
 fi
 pgt_log "pgbench $what -M $protocol, ${duration}s per run, $rounds round(s), clients: $clients_list"
-[[ -z $csv ]] || echo "clients,round,target,attempt,tps,transactions,cpu_us_per_txn,noise_pct,load1,probes_per_txn" >"$csv"
+[[ -z $csv ]] || echo "clients,round,target,attempt,tps,transactions,cpu_us_per_txn,noise_pct,load1,probes_per_txn,tethered_max" >"$csv"
 
 run_pgbench() {  # target clients round -> sets run_tps, run_txns (empty on failure)
     local target="$1" clients="$2" round="$3" port out pin=()
@@ -446,7 +390,7 @@ run_pgbench() {  # target clients round -> sets run_tps, run_txns (empty on fail
     run_tps=""
     run_txns=""
     if "${pin[@]}" "$PGT_PG_BIN/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c "$clients" \
-        -j "$threads" -T "$duration" -M "$protocol" "${workload[@]}" "$db" >"$out" 2>&1; then
+        -j "$threads" -T "$duration" -M "$protocol" "${defines[@]}" "${workload[@]}" "$db" >"$out" 2>&1; then
         run_tps="$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")"
         run_txns="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")"
         local failed
@@ -470,6 +414,7 @@ measure() {
     local target="$1" clients="$2" round="$3" p0=0 p1=0 c0 c1 o0 o1 m0 m1
     run_cpu=""
     run_probes=""
+    run_tethered=""
     if [[ $target != direct ]]; then
         pooler_start "$target" || return 1
     fi
@@ -495,12 +440,20 @@ measure() {
         run_cpu="$(awk -v d=$((p1 - p0)) -v hz="$clk_tck" -v n="$run_txns" \
             'BEGIN { printf "%.2f", d * 1000000 / hz / n }')"
         if ((count_probes)) && [[ $target == pgtether* ]]; then
-            # pgtether logs cumulative per-pool counters every stats_period (1 s here).
+            # With stats_period = 1 pgtether logs, every second, that second's transactions
+            # ("stats: N xacts/s") and its tether's counters ("tether: T tethered clients; in the
+            # last period ... P probes"): probes per transaction is the sum of P over the sum of N;
+            # T's maximum is the most clients tethered at once. Wait for the last period's lines.
             sleep 1.3
-            local line
-            line="$(grep -F "[$pooler_pid]" "$state/${target//:/-}.log" | grep -F ' stats ' | tail -n 1)"
-            run_probes="$(sed -nE 's/.* ([0-9]+) xacts,.* ([0-9]+) probes,.*/\2 \1/p' <<<"$line" |
-                awk '{ if ($2 > 0) printf "%.3f", $1 / $2 }')"
+            read -r run_probes run_tethered < <(grep -F "[$pooler_pid]" "$state/${target//:/-}.log" | awk '
+                / stats: / { for (i = 1; i < NF; i++) if ($(i + 1) == "xacts/s,") x += $i }
+                / tether: / {
+                    for (i = 1; i < NF; i++) {
+                        if ($(i + 1) == "probes,") p += $i
+                        if ($(i + 1) == "tethered" && $(i + 2) == "clients;" && $i > t) t = $i
+                    }
+                }
+                END { if (x > 0) printf "%.3f %d\n", p / x, t; else print "" }') || true
         fi
     fi
     pooler_stop
@@ -516,15 +469,16 @@ for clients in $clients_list; do
                 noisy=$(awk -v n="$run_noise" -v m="$max_noise" 'BEGIN { print (n > m) ? 1 : 0 }')
                 printf '  round %d/%d  %3d clients  %-27s %9.0f tps  %8s us CPU/txn  noise %5s%%  load %s%s%s\n' \
                     "$round" "$rounds" "$clients" "$target" "$run_tps" "${run_cpu:--}" "$run_noise" \
-                    "$run_load" "${run_probes:+  probes/txn $run_probes}" \
+                    "$run_load" "${run_probes:+  probes/txn $run_probes  tethered max ${run_tethered:-0}}" \
                     "$( ((noisy)) && echo "  (noisy)")"
-                [[ -z $csv ]] || echo "$clients,$round,$target,$attempt,$run_tps,$run_txns,$run_cpu,$run_noise,$run_load,$run_probes" >>"$csv"
+                [[ -z $csv ]] || echo "$clients,$round,$target,$attempt,$run_tps,$run_txns,$run_cpu,$run_noise,$run_load,$run_probes,$run_tethered" >>"$csv"
                 if ((noisy && attempt <= retries)); then
                     continue
                 fi
                 tps_runs[$key]+="$run_tps "
                 [[ -z $run_cpu ]] || cpu_runs[$key]+="$run_cpu "
                 [[ -z $run_probes ]] || probe_runs[$key]+="$run_probes "
+                [[ -z $run_tethered ]] || tethered_runs[$key]+="$run_tethered "
                 if ((noisy)); then noisy_runs[$key]=$((${noisy_runs[$key]:-0} + 1)); fi
                 break
             done
@@ -532,17 +486,14 @@ for clients in $clients_list; do
     done
 done
 
-med() { tr ' ' '\n' <<<"${1:-}" | { grep . || true; } | median; }
-fmt() { if [[ -n $1 ]]; then printf "%.${2:-0}f" "$1"; else printf 'n/a'; fi; }
-ratio() { if [[ -n $1 && -n $2 ]]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; else printf 'n/a'; fi; }
 
 printf '\npgbench %s -M %s, %ss per run, median of %s round(s); pool_mode=transaction, default_pool_size=20, auth %s\n' \
     "$what" "$protocol" "$duration" "$rounds" "$auth"
 printf 'pinning: %s; runs with more than %s%% foreign CPU were repeated up to %s times\n' "$pinning" \
     "$max_noise" "$retries"
-printf '%-27s | %7s | %9s | %10s | %9s | %9s | %8s | %s\n' target clients tps "us CPU/txn" \
-    "tps/ref" "cpu/ref" "probes" "noisy runs kept"
-printf -- '----------------------------+---------+-----------+------------+-----------+-----------+----------+----------------\n'
+printf '%-27s | %7s | %9s | %10s | %9s | %9s | %8s | %8s | %s\n' target clients tps "us CPU/txn" \
+    "tps/ref" "cpu/ref" "probes" "tethered" "noisy runs kept"
+printf -- '----------------------------+---------+-----------+------------+-----------+-----------+----------+----------+----------------\n'
 for clients in $clients_list; do
     rt="$(med "${tps_runs[$reference $clients]:-}")"
     rc="$(med "${cpu_runs[$reference $clients]:-}")"
@@ -551,11 +502,13 @@ for clients in $clients_list; do
         t="$(med "${tps_runs[$key]:-}")"
         c="$(med "${cpu_runs[$key]:-}")"
         p="$(med "${probe_runs[$key]:-}")"
-        printf '%-27s | %7s | %9s | %10s | %9s | %9s | %8s | %s\n' "$target" "$clients" "$(fmt "$t")" \
-            "$(fmt "$c" 2)" "$(ratio "$t" "$rt")" "$(ratio "$c" "$rc")" "$(fmt "$p" 3)" \
+        tm="$(tr ' ' '\n' <<<"${tethered_runs[$key]:-}" | { grep . || true; } | sort -n | tail -n 1)"
+        printf '%-27s | %7s | %9s | %10s | %9s | %9s | %8s | %8s | %s\n' "$target" "$clients" "$(fmt "$t")" \
+            "$(fmt "$c" 2)" "$(ratio "$t" "$rt")" "$(ratio "$c" "$rc")" "$(fmt "$p" 3)" "${tm:-n/a}" \
             "${noisy_runs[$key]:-0}"
     done
 done
 printf '(reference: %s. tps/ref higher is better; cpu/ref = pooler CPU per transaction relative to\n' "$reference"
-printf ' the reference, lower is better; probes = tether probes per transaction; pgbench, PostgreSQL\n'
+printf ' the reference, lower is better; probes = tether probes per transaction; tethered = most\n'
+printf ' clients tethered at once, over all rounds; pgbench, PostgreSQL\n'
 printf ' and the pooler share the machine)\n'

@@ -20,6 +20,8 @@ set -euo pipefail
 
 # shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/common.sh"
+# shellcheck source=tests/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
     cat <<'USAGE'
@@ -88,22 +90,7 @@ done
 command -v openssl >/dev/null || pgt_die "the openssl command is needed to make certificates"
 
 # ---- state, cleanup ----
-state="$(mktemp -d /tmp/pgtether-tls-bench.XXXXXX)"
-pooler_pid=""
-idle_pid=""
-cleanup() {
-    [[ -z $idle_pid ]] || { kill -TERM "$idle_pid" 2>/dev/null || true; wait "$idle_pid" 2>/dev/null || true; }
-    [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
-    "$PGT_ROOT/scripts/lib/pg.sh" stop "$state/postgresql" || true
-    if ((keep)); then
-        pgt_log "state kept in $state"
-    else
-        rm -rf -- "$state"
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_make_state pgtether-tls-bench
 
 clk_tck="$(getconf CLK_TCK)"
 db=pgtether_bench
@@ -171,41 +158,7 @@ pooler_bin() {
     esac
 }
 
-pooler_start() {
-    local name="$1" bin log
-    bin="$(pooler_bin "$name")"
-    log="$state/$name.log"
-    if [[ ! -x $bin ]]; then
-        printf '%s: %s is not an executable\n' "$name" "$bin" >&2
-        return 1
-    fi
-    pgt_spawn_daemon "$log" "$bin" "$state/bench.ini"
-    pooler_pid="$PGT_SPAWNED_PID"
-    if ! pgt_wait_for_port 127.0.0.1 "$pooler_port" 15 "$pooler_pid"; then
-        printf '%s did not start; the end of its log:\n' "$name" >&2
-        tail -n 15 "$log" | sed 's/^/  | /' >&2
-        pgt_stop_pid "$pooler_pid" 5
-        pooler_pid=""
-        return 1
-    fi
-}
-
-pooler_stop() {
-    [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
-    pooler_pid=""
-}
-
-cpu_ticks() {
-    local rest
-    rest="$(sed -E 's/^.*\) //' "/proc/$1/stat")"
-    awk '{ print $12 + $13 }' <<<"$rest"
-}
-
-median() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) exit
-        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+pooler_start() { bench_pooler_start "$1" "$(pooler_bin "$1")" "$state/bench.ini"; }
 
 active=()
 for target in $targets; do
@@ -219,7 +172,6 @@ for target in $targets; do
     fi
 done
 
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
 # ======================= idle-memory mode =======================
 if ((idle > 0)); then
@@ -323,9 +275,6 @@ for clients in $clients_list; do
     done
 done
 
-med() { tr ' ' '\n' <<<"${1:-}" | { grep . || true; } | median; }
-fmt() { if [[ -n $1 ]]; then printf "%.${2:-0}f" "$1"; else printf 'n/a'; fi; }
-ratio() { if [[ -n $1 && -n $2 ]]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; else printf 'n/a'; fi; }
 
 printf '\npgbench -S -M %s%s, %ss per run, median of %s round(s); pool_mode=transaction, default_pool_size=20, client TLS %s\n' \
     "$protocol" "${connect_flag[*]:+ -C}" "$duration" "$rounds" \

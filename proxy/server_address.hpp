@@ -1,0 +1,26 @@
+// Where a [databases] entry's connections go, by PgBouncer's rules; shared by pooled server
+// connections and auth_query's side connections.
+#pragma once
+
+#include <sys/socket.h>
+#include <uv.h>
+
+#include <string>
+
+#include "proxy/config.hpp"
+
+namespace pgtether {
+
+// A host that is empty or starts with '/' means a Unix socket: in that directory, or in
+// unix_socket_dir (else /tmp) when empty. Returns the socket's path, or "" for a TCP host.
+[[nodiscard]] std::string server_unix_socket_path(const DatabaseConfig& db, const Config& config);
+
+// An IPv4 or IPv6 literal host with `port` in `out`; false for a host name (resolve it).
+[[nodiscard]] bool parse_ip_literal(const std::string& host, int port, sockaddr_storage& out);
+
+// Starts resolving `host` for a TCP connection on libuv's thread pool, at connection time as
+// PgBouncer does; `done` gets `req` back (set req->data first). Returns libuv's error code.
+int start_resolving(uv_loop_t* loop, uv_getaddrinfo_t* req, uv_getaddrinfo_cb done,
+                    const std::string& host, int port);
+
+}  // namespace pgtether
