@@ -49,6 +49,15 @@ public:
         return item;
     }
 
+    // The first of the first `limit` items that satisfies `pred`, or nullptr.
+    template <typename F>
+    T* find_first(F&& pred, std::size_t limit) {
+        for (ListHook* h = head_.next; h != &head_ && limit > 0; h = h->next, --limit) {
+            if (pred(*owner(h))) return owner(h);
+        }
+        return nullptr;
+    }
+
     // Iteration that tolerates removal of the current element: the callback may remove `item`.
     template <typename F>
     void for_each(F&& f) {

@@ -115,8 +115,9 @@ void Pool::cancel_welcome_wait(Client& client) { welcome_waiting_.remove(client)
 
 void Pool::request_server(Client& client) {
     // PAUSE / KILL: requests wait in the queue until RESUME.
-    Server* server = paused() ? nullptr : idle_.pop_front();
+    Server* server = paused() ? nullptr : idle_server_for(client);
     if (server) {
+        idle_.remove(*server);
         used_.push_back(*server);
         client.on_server_assigned(*server);
         return;
@@ -266,8 +267,52 @@ void Pool::release(Server& server) {
     make_idle(server);
 }
 
+// Session settings affinity (docs/session-state.md): a backend that already has a client's
+// settings saves the round trip that would replay them, and one without any settings saves a
+// client without settings the RESET. Both choices look only a few entries deep, so they cost
+// little and change the order of service only a little.
+namespace {
+constexpr std::size_t kAffinityLookahead = 16;
+// How often the first waiting client may be passed over for one whose settings match.
+constexpr int kMaxHeadSkips = 8;
+
+bool settings_match(const Client& client, const Server& server) {
+    if (!client.has_settings()) return server.applied_settings().empty();
+    return server.applied_settings() == client.wanted_settings();
+}
+}  // namespace
+
+Server* Pool::idle_server_for(const Client& client) {
+    // server_round_robin asks for the load spread evenly over the backends: no preference then.
+    const auto& config = worker_.config();
+    if (config.session_settings == StateHandling::Keep && !config.server_round_robin) {
+        if (Server* match = idle_.find_first(
+                [&](const Server& server) { return settings_match(client, server); },
+                kAffinityLookahead)) {
+            return match;
+        }
+    }
+    return idle_.front();  // LIFO (or round robin): see make_idle
+}
+
+Client* Pool::waiting_client_for(const Server& server) {
+    Client* head = waiting_.front();
+    if (worker_.config().session_settings == StateHandling::Keep && head_skips_ < kMaxHeadSkips &&
+        !settings_match(*head, server)) {
+        if (Client* match = waiting_.find_first(
+                [&](const Client& client) { return settings_match(client, server); },
+                kAffinityLookahead)) {
+            ++head_skips_;
+            return match;
+        }
+    }
+    head_skips_ = 0;
+    return head;
+}
+
 void Pool::hand_to_waiting_client(Server& server) {
-    Client* client = waiting_.pop_front();
+    Client* client = waiting_client_for(server);
+    waiting_.remove(*client);
     if (!idle_.contains(server)) used_.remove(server);
     idle_.remove(server);
     used_.push_back(server);

@@ -106,6 +106,10 @@ private:
     [[nodiscard]] bool may_launch(bool use_reserve) const;
     void launch_server();
     void hand_to_waiting_client(Server& server);
+    // Which idle server a client gets, and which waiting client a released server goes to:
+    // LIFO and FIFO, with a preference for matching session settings (pool.cpp).
+    Server* idle_server_for(const Client& client);
+    Client* waiting_client_for(const Server& server);
     void make_idle(Server& server);
     void fail_waiting_clients(const protocol::ErrorFields& error);
     // max_db_connections / max_user_connections are reached by other pools: close an idle
@@ -129,6 +133,7 @@ private:
     int server_count_ = 0;   // idle_ + used_
     int connecting_ = 0;     // servers not yet logged in
     int reserve_in_use_ = 0; // servers launched beyond pool_size
+    int head_skips_ = 0;     // times the first waiting client was passed over (waiting_client_for)
 
     std::vector<std::pair<std::string, std::string>> welcome_;
     ParamValues default_params_;

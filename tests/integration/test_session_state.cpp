@@ -258,6 +258,30 @@ TEST_CASE("settings are replayed, never tethered: 20 clients on 2 backends see o
     }
 }
 
+TEST_CASE("settings affinity: a client keeps the backend with its settings, others get another") {
+    Pgtether pooler(two_backends());
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    // Two backends exist once two transactions have run at the same time.
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    PGT_REQUIRE_OK(b.exec("BEGIN"));
+    REQUIRE(scalar(a, "SELECT pg_backend_pid()") != scalar(b, "SELECT pg_backend_pid()"));
+    PGT_REQUIRE_OK(a.exec("COMMIT"));
+    PGT_REQUIRE_OK(b.exec("COMMIT"));
+
+    PGT_REQUIRE_OK(a.exec("SET search_path = pg_catalog, public"));
+    const std::string with_settings = scalar(a, "SELECT pg_backend_pid()");
+    const std::string default_path = direct_scalar("SHOW search_path");
+    for (int i = 0; i < 5; ++i) {
+        // The most recently used backend is a's; b, which has no settings, gets the other one
+        // (without affinity it would get a's and pay a RESET, and a would pay a set_config next).
+        CHECK(scalar(b, "SELECT pg_backend_pid()") != with_settings);
+        CHECK(scalar(b, "SHOW search_path") == default_path);
+        CHECK(scalar(a, "SELECT pg_backend_pid()") == with_settings);
+        CHECK(scalar(a, "SHOW search_path") == "pg_catalog, public");
+    }
+}
+
 TEST_CASE("pgjdbc-style start-up parameters are accepted and honoured on every backend") {
     PoolerConfig config = two_backends({{"min_pool_size", "2"}, {"server_round_robin", "1"}});
     Pgtether pooler(config);
