@@ -286,8 +286,10 @@ Server* Pool::idle_server_for(const Client& client) {
     // server_round_robin asks for the load spread evenly over the backends: no preference then.
     const auto& config = worker_.config();
     if (config.session_settings == StateHandling::Keep && !config.server_round_robin) {
+        // The client's settings are merged once, not for every candidate.
+        const SettingsMap wanted = client.has_settings() ? client.wanted_settings() : SettingsMap{};
         if (Server* match = idle_.find_first(
-                [&](const Server& server) { return settings_match(client, server); },
+                [&](const Server& server) { return server.applied_settings() == wanted; },
                 kAffinityLookahead)) {
             return match;
         }

@@ -3,7 +3,6 @@
 // (SET, RESET, set_config, start-up parameters) are replayed instead — every client sees its own
 // and nobody else's, through a pool of two backends.
 #include <doctest/doctest.h>
-#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -34,31 +33,6 @@ PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
     return config;
 }
 
-// With a pool of two, two more clients can both hold a transaction open exactly when nobody is
-// tethered (see test_tether.cpp).
-bool two_transactions_fit(const Pgtether& pooler) {
-    Conn b = Conn::must(pooler.conninfo());
-    Conn c = Conn::must(pooler.conninfo());
-    PGT_REQUIRE_OK(b.exec("BEGIN"));
-    PGT_REQUIRE_OK(b.exec("SELECT 1"));
-    REQUIRE(PQsendQuery(c.raw(), "BEGIN; SELECT 1") == 1);
-    auto deadline = std::chrono::steady_clock::now() + 700ms;
-    bool fit = false;
-    while (std::chrono::steady_clock::now() < deadline) {
-        PQconsumeInput(c.raw());
-        if (!PQisBusy(c.raw())) {
-            fit = true;
-            break;
-        }
-        pollfd pfd{PQsocket(c.raw()), POLLIN, 0};
-        poll(&pfd, 1, 50);
-    }
-    PGT_CHECK_OK(b.exec("ROLLBACK"));
-    while (PGresult* res = PQgetResult(c.raw())) PQclear(res);
-    PGT_CHECK_OK(c.exec("ROLLBACK"));
-    return fit;
-}
-
 }  // namespace
 
 TEST_CASE("a temporary table tethers its client; others never see it; DROP untethers") {
@@ -71,23 +45,23 @@ TEST_CASE("a temporary table tethers its client; others never see it; DROP untet
         PGT_CHECK_SQLSTATE(b.exec("SELECT count(*) FROM scratch"), "42P01");
     }
     CHECK(scalar(a, "SELECT sum(n) FROM scratch") == "55");
-    CHECK_FALSE(two_transactions_fit(pooler));
+    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
     CHECK(pooler.wait_for_log("tethered to backend"));
     CHECK(pooler.log().find("temp tables 1: scratch") != std::string::npos);
     PGT_REQUIRE_OK(a.exec("DROP TABLE scratch"));
-    CHECK(two_transactions_fit(pooler));
+    CHECK(two_transactions_fit(pooler.conninfo()));
 
     SUBCASE("DISCARD TEMP untethers too") {
         PGT_REQUIRE_OK(a.exec("CREATE TEMPORARY TABLE again (n int)"));
-        CHECK_FALSE(two_transactions_fit(pooler));
+        CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
         PGT_REQUIRE_OK(a.exec("DISCARD TEMP"));
-        CHECK(two_transactions_fit(pooler));
+        CHECK(two_transactions_fit(pooler.conninfo()));
     }
     SUBCASE("ON COMMIT DROP never tethers") {
         PGT_REQUIRE_OK(a.exec("BEGIN"));
         PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE gone (n int) ON COMMIT DROP"));
         PGT_REQUIRE_OK(a.exec("COMMIT"));
-        CHECK(two_transactions_fit(pooler));
+        CHECK(two_transactions_fit(pooler.conninfo()));
     }
     SUBCASE("a client that leaves with a temp table: it is gone before anyone else comes") {
         PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE leftover (n int)"));
@@ -122,9 +96,9 @@ TEST_CASE("LISTEN keeps receiving notifications across transactions; UNLISTEN * 
         CHECK(std::string(notify->extra) == "job " + std::to_string(i));
         PQfreemem(notify);
     }
-    CHECK_FALSE(two_transactions_fit(pooler));
+    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
     PGT_REQUIRE_OK(a.exec("UNLISTEN *"));
-    CHECK(two_transactions_fit(pooler));
+    CHECK(two_transactions_fit(pooler.conninfo()));
 }
 
 TEST_CASE("a WITH HOLD cursor is fetched across transactions; CLOSE untethers") {
@@ -137,14 +111,14 @@ TEST_CASE("a WITH HOLD cursor is fetched across transactions; CLOSE untethers") 
         REQUIRE(r.rows.size() == 2);
         CHECK(r.value(0, 0) == std::to_string(2 * i + 1));
     }
-    CHECK_FALSE(two_transactions_fit(pooler));
+    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
     PGT_REQUIRE_OK(a.exec("CLOSE c"));
-    CHECK(two_transactions_fit(pooler));
+    CHECK(two_transactions_fit(pooler.conninfo()));
     // A cursor without HOLD dies with its transaction and never tethers.
     PGT_REQUIRE_OK(a.exec("BEGIN"));
     PGT_REQUIRE_OK(a.exec("DECLARE d CURSOR FOR SELECT 1"));
     PGT_REQUIRE_OK(a.exec("COMMIT"));
-    CHECK(two_transactions_fit(pooler));
+    CHECK(two_transactions_fit(pooler.conninfo()));
 }
 
 TEST_CASE("SQL-level PREPARE tethers until DEALLOCATE") {
@@ -152,9 +126,9 @@ TEST_CASE("SQL-level PREPARE tethers until DEALLOCATE") {
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("PREPARE twice(int) AS SELECT $1 * 2"));
     for (int i = 0; i < 5; ++i) CHECK(scalar(a, "EXECUTE twice(" + std::to_string(i) + ")") == std::to_string(2 * i));
-    CHECK_FALSE(two_transactions_fit(pooler));
+    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
     PGT_REQUIRE_OK(a.exec("DEALLOCATE twice"));
-    CHECK(two_transactions_fit(pooler));
+    CHECK(two_transactions_fit(pooler.conninfo()));
 }
 
 TEST_CASE("LOAD tethers for good and the backend is closed when its client leaves") {
@@ -162,7 +136,7 @@ TEST_CASE("LOAD tethers for good and the backend is closed when its client leave
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("LOAD 'auto_explain'"));
     int pid = std::stoi(scalar(a, "SELECT pg_backend_pid()"));
-    CHECK_FALSE(two_transactions_fit(pooler));
+    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
     a.close();
     Conn direct = Conn::must(direct_conninfo());
     bool closed = false;
@@ -178,7 +152,7 @@ TEST_CASE("session_state_* = ignore behaves like PgBouncer") {
     Pgtether pooler(two_backends({{"session_state_temp_tables", "ignore"}}));
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE not_tracked (n int)"));
-    CHECK(two_transactions_fit(pooler));
+    CHECK(two_transactions_fit(pooler.conninfo()));
     PGT_REQUIRE_OK(a.exec("DISCARD TEMP"));
 }
 
@@ -200,7 +174,7 @@ TEST_CASE("settings are replayed, never tethered: 20 clients on 2 backends see o
                                   "', false)"));
         }
     }
-    CHECK(two_transactions_fit(pooler));  // settings never tether
+    CHECK(two_transactions_fit(pooler.conninfo()));  // settings never tether
     for (int round = 0; round < 10; ++round) {
         for (int i = 0; i < kClients; ++i) {
             Conn& c = clients[static_cast<std::size_t>(i)];
@@ -353,5 +327,5 @@ TEST_CASE("the admin console and the metrics name every tether's reasons") {
     CHECK(reasons.find("temp tables 1: reasons") != std::string::npos);
     CHECK(reasons.find("listen 1: reasons_channel") != std::string::npos);
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all(); UNLISTEN *; DROP TABLE reasons"));
-    CHECK(two_transactions_fit(pooler));
+    CHECK(two_transactions_fit(pooler.conninfo()));
 }

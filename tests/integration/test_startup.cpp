@@ -91,20 +91,6 @@ std::string adapted_example_ini(const TempDir& dir, int port) {
     return out.str();
 }
 
-// Can two clients hold a transaction at the same time (a pool of at least two backends)?
-bool two_transactions_fit(const std::string& conninfo) {
-    Conn a = Conn::must(conninfo);
-    Conn b = Conn::must(conninfo);
-    a.exec_ok("BEGIN");
-    a.exec_ok("SELECT 1");
-    send_query(b, "BEGIN; SELECT 1");
-    bool fit = wait_result(b, 700ms).has_value();
-    a.exec("ROLLBACK");
-    if (!fit) wait_result(b, 10s);
-    b.exec("ROLLBACK");
-    return fit;
-}
-
 }  // namespace
 
 TEST_CASE("conf/pgtether.ini with every documented setting starts and serves md5 clients") {

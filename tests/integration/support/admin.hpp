@@ -38,10 +38,6 @@ std::string cell(const NamedRow& row, const std::string& column);
 long long cell_int(const NamedRow& row, const std::string& column);
 
 
-// Polls `predicate` every 20 ms until it is true or `timeout` passes; returns its last value.
-template <typename F>
-bool eventually(F predicate, std::chrono::milliseconds timeout = 5s);
-
 // One HTTP exchange: sends `request` as is, reads until the server closes. Status 0 when the
 // connection failed or the reply was not HTTP.
 struct HttpReply {
@@ -57,14 +53,3 @@ HttpReply http_get(const std::string& host, int port, const std::string& path,
 
 }  // namespace pgtether::itest
 
-#include <thread>
-
-template <typename F>
-bool pgtether::itest::eventually(F predicate, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!predicate()) {
-        if (std::chrono::steady_clock::now() >= deadline) return predicate();
-        std::this_thread::sleep_for(20ms);
-    }
-    return true;
-}

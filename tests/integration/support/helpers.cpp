@@ -70,6 +70,26 @@ Result first_error(const std::vector<Result>& results) {
     return Result::client_error("no error among " + std::to_string(results.size()) + " results");
 }
 
+bool two_transactions_fit(const std::string& conninfo) {
+    auto must_ok = [](const Result& r) {
+        if (!r.ok()) throw std::runtime_error("two_transactions_fit: " + r.describe());
+    };
+    Conn b = Conn::must(conninfo);
+    Conn c = Conn::must(conninfo);
+    must_ok(b.exec("BEGIN"));
+    must_ok(b.exec("SELECT 1"));
+    send_query(c, "BEGIN; SELECT 1");
+    auto second = wait_result(c, 700ms);
+    bool fit = second.has_value();
+    must_ok(b.exec("ROLLBACK"));
+    if (!fit) {
+        second = wait_result(c, 10s);
+        if (!second) throw std::runtime_error("two_transactions_fit: the second never ran");
+    }
+    must_ok(c.exec("ROLLBACK"));
+    return fit;
+}
+
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
