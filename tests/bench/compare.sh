@@ -39,6 +39,11 @@ usage: tests/bench/compare.sh [options]
                         tests/bench/advisory_lock.sql
   --define NAME=VALUE   a pgbench variable for every client (pgbench -D; repeatable), e.g.
                         settings_done=1 for tests/bench/settings_replay.sql
+  --define-for TARGET NAME=VALUE
+                        the same for one target only, after the --define ones (repeatable); with
+                        two targets of the same pooler it compares two workloads round by round,
+                        e.g. --targets "pgtether pgtether:on" --define settings_done=1
+                        --define-for pgtether:on settings_done=0
   --scale N             pgbench -i scale (default 10)
   --targets "LIST"      any of: direct pgbouncer pgtether pgtether:on pgtether:off
                         pgtether:every_transaction (pgtether:MODE = pgtether with
@@ -74,6 +79,7 @@ clients_list="20 200"
 protocol=simple
 scripts=()
 defines=()
+declare -A target_defines
 scale=10
 targets="direct pgbouncer pgtether"
 reference=""
@@ -103,6 +109,7 @@ while (($#)); do
     --select-only) scripts=(); shift ;;
     --script) scripts+=("$2"); shift 2 ;;
     --define) defines+=(-D "$2"); shift 2 ;;
+    --define-for) target_defines[$2]+="$3 "; shift 3 ;;
     --scale) scale="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
     --reference) reference="$2"; shift 2 ;;
@@ -382,7 +389,8 @@ pgt_log "pgbench $what -M $protocol, ${duration}s per run, $rounds round(s), cli
 [[ -z $csv ]] || echo "clients,round,target,attempt,tps,transactions,cpu_us_per_txn,noise_pct,load1,probes_per_txn,tethered_max" >"$csv"
 
 run_pgbench() {  # target clients round -> sets run_tps, run_txns (empty on failure)
-    local target="$1" clients="$2" round="$3" port out pin=()
+    local target="$1" clients="$2" round="$3" port out pin=() own_defines=() d
+    for d in ${target_defines[$target]:-}; do own_defines+=(-D "$d"); done
     port="$pooler_port"
     [[ $target == direct ]] && port="$PGT_PG_PORT"
     [[ -z $pin_pgbench ]] || pin=(taskset -c "$pin_pgbench")
@@ -390,7 +398,7 @@ run_pgbench() {  # target clients round -> sets run_tps, run_txns (empty on fail
     run_tps=""
     run_txns=""
     if "${pin[@]}" "$PGT_PG_BIN/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c "$clients" \
-        -j "$threads" -T "$duration" -M "$protocol" "${defines[@]}" "${workload[@]}" "$db" >"$out" 2>&1; then
+        -j "$threads" -T "$duration" -M "$protocol" "${defines[@]}" "${own_defines[@]}" "${workload[@]}" "$db" >"$out" 2>&1; then
         run_tps="$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")"
         run_txns="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")"
         local failed
