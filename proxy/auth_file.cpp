@@ -11,13 +11,12 @@
 // refused too (PgBouncer would skip to the next quote, even on a later line).
 #include "proxy/auth_file.hpp"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string_view>
 
 #include "proxy/config.hpp"
+#include "proxy/file_text.hpp"
 
 namespace pgtether {
 
@@ -108,26 +107,10 @@ AuthFile parse_auth_file(const std::string& text, const std::string& file_name_f
 }
 
 AuthFile load_auth_file(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-        throw ConfigError(path, 0, "",
-                          std::string("cannot read auth file: ") + std::strerror(errno));
-    }
-    std::string text;
-    char buf[8192];
-    for (;;) {
-        std::size_t n = std::fread(buf, 1, sizeof buf, f);
-        text.append(buf, n);
-        if (n < sizeof buf) break;
-    }
-    bool failed = std::ferror(f) != 0;
-    int saved_errno = errno;
-    std::fclose(f);
-    if (failed) {
-        throw ConfigError(path, 0, "",
-                          std::string("cannot read auth file: ") + std::strerror(saved_errno));
-    }
-    return parse_auth_file(text, path);
+    std::string error;
+    auto text = read_file_text(path, &error);
+    if (!text) throw ConfigError(path, 0, "", "cannot read auth file: " + error);
+    return parse_auth_file(*text, path);
 }
 
 }  // namespace pgtether

@@ -4,11 +4,10 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include "proxy/config.hpp"
+#include "proxy/file_text.hpp"
 
 namespace pgtether {
 
@@ -228,22 +227,6 @@ HbaMethod method_of(const std::string& word, const std::string& file, int line_n
                           "scram-sha-256, cert or peer)");
 }
 
-std::optional<std::string> read_whole_file(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return std::nullopt;
-    std::string text;
-    char buf[8192];
-    for (;;) {
-        std::size_t n = std::fread(buf, 1, sizeof buf, f);
-        text.append(buf, n);
-        if (n < sizeof buf) break;
-    }
-    bool failed = std::ferror(f) != 0;
-    std::fclose(f);
-    if (failed) return std::nullopt;
-    return text;
-}
-
 bool names_match(const HbaNames& names, std::string_view name, std::string_view user) {
     if (names.all) return true;
     if (names.sameuser && name == user) return true;
@@ -372,12 +355,12 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
 }
 
 HbaRules load_hba_file(const std::string& path) {
-    auto text = read_whole_file(path);
-    if (!text) {
-        throw ConfigError(path, 0, "",
-                          std::string("cannot read HBA file: ") + std::strerror(errno));
-    }
-    return parse_hba(*text, path, read_whole_file);
+    std::string error;
+    auto text = read_file_text(path, &error);
+    if (!text) throw ConfigError(path, 0, "", "cannot read HBA file: " + error);
+    return parse_hba(*text, path, [](const std::string& included) {
+        return read_file_text(included);
+    });
 }
 
 const HbaRule* match_hba(const HbaRules& rules, const HbaClient& client) {

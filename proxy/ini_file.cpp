@@ -1,13 +1,12 @@
 #include "proxy/ini_file.hpp"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string_view>
 
 #include "proxy/config.hpp"
+#include "proxy/file_text.hpp"
 
 namespace pgtether {
 
@@ -29,31 +28,6 @@ std::string_view trim(std::string_view s) {
     while (!s.empty() && is_blank(s.back()))
         s.remove_suffix(1);
     return s;
-}
-
-// Reads a whole file; on failure returns nullopt and sets `error` to strerror(errno).
-std::optional<std::string> slurp(const std::string& path, std::string& error) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-        error = std::strerror(errno);
-        return std::nullopt;
-    }
-    std::string data;
-    char buf[8192];
-    for (;;) {
-        std::size_t n = std::fread(buf, 1, sizeof buf, f);
-        data.append(buf, n);
-        if (n < sizeof buf) break;
-    }
-    // fopen() succeeds on a directory; the read then fails with EISDIR.
-    bool failed = std::ferror(f) != 0;
-    int saved_errno = errno;
-    std::fclose(f);
-    if (failed) {
-        error = std::strerror(saved_errno);
-        return std::nullopt;
-    }
-    return data;
 }
 
 std::string canonical_name(const std::string& path) {
@@ -128,7 +102,7 @@ class IniReader {
                 "%include nested more than " + std::to_string(kMaxIncludeDepth) + " levels deep");
         }
         std::string error;
-        auto text = slurp(target, error);
+        auto text = read_file_text(target, &error);
         if (!text) {
             throw ConfigError(from, line_no, "",
                               "cannot read included file \"" + target + "\": " + error);
@@ -201,7 +175,7 @@ class IniReader {
 
 std::vector<IniEntry> read_ini_file(const std::string& path) {
     std::string error;
-    auto text = slurp(path, error);
+    auto text = read_file_text(path, &error);
     if (!text) throw ConfigError(path, 0, "", "cannot read config file: " + error);
     IniReader reader;
     reader.read_text(*text, path, 0);

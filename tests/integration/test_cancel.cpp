@@ -18,12 +18,7 @@ using namespace pgtether::itest;
 namespace {
 
 PoolerConfig pool_of(const std::string& mode, int size) {
-    PoolerConfig config;
-    config.settings = {{"pool_mode", mode},
-                       {"default_pool_size", std::to_string(size)},
-                       {"query_wait_timeout", "30"}};
-    config.extra_args = {"-v"};
-    return config;
+    return pool_config(mode, size, {{"query_wait_timeout", "30"}});
 }
 
 // libpq's own cancel path: PQgetCancel + PQcancel (a CancelRequest on a new connection).

@@ -21,12 +21,7 @@ using namespace pgtether::itest;
 namespace {
 
 PoolerConfig transaction_pool(int size) {
-    PoolerConfig config;
-    config.settings = {{"pool_mode", "transaction"},
-                       {"default_pool_size", std::to_string(size)},
-                       {"query_wait_timeout", "30"}};
-    config.extra_args = {"-v"};
-    return config;
+    return pool_config("transaction", size, {{"query_wait_timeout", "30"}});
 }
 
 // A table of our own for one test, dropped again at the end.

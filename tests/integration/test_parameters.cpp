@@ -189,11 +189,7 @@ void check_same_after(const Pgtether& pooler, const std::vector<std::string>& st
     }
 }
 
-PoolerConfig two_backends() {
-    PoolerConfig config;
-    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "2"}};
-    return config;
-}
+PoolerConfig two_backends() { return pool_config("transaction", 2); }
 
 }  // namespace
 

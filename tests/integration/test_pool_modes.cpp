@@ -16,11 +16,7 @@ using namespace pgtether::itest;
 namespace {
 
 PoolerConfig one_backend(const std::string& mode) {
-    PoolerConfig config;
-    config.settings = {{"pool_mode", mode}, {"default_pool_size", "1"},
-                       {"query_wait_timeout", "20"}};
-    config.extra_args = {"-v"};
-    return config;
+    return pool_config(mode, 1, {{"query_wait_timeout", "20"}});
 }
 
 // Leaves session state behind on the client's backend: a temp table, a prepared statement, a

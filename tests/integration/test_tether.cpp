@@ -27,13 +27,8 @@ using namespace std::chrono_literals;
 namespace {
 
 PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
-    PoolerConfig config;
-    config.settings = {{"pool_mode", "transaction"},
-                       {"default_pool_size", "2"},
-                       {"query_wait_timeout", "20"}};
-    for (auto& [key, value] : extra) config.settings[key] = value;
-    config.extra_args = {"-v"};
-    return config;
+    extra.emplace("query_wait_timeout", "20");
+    return pool_config("transaction", 2, extra);
 }
 
 int backend_pid(Conn& conn) {

@@ -26,6 +26,15 @@ std::string quote_userlist(const std::string& s) {
 
 }  // namespace
 
+PoolerConfig pool_config(const std::string& mode, int size,
+                         const std::map<std::string, std::string>& extra) {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", mode}, {"default_pool_size", std::to_string(size)}};
+    for (const auto& [key, value] : extra) config.settings[key] = value;
+    config.extra_args = {"-v"};
+    return config;
+}
+
 std::string render_ini(const PoolerConfig& config,
                        const std::map<std::string, std::string>& defaults, const TestEnv& env) {
     std::map<std::string, std::string> settings = defaults;

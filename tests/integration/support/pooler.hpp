@@ -36,6 +36,11 @@ struct PoolerConfig {
     std::vector<std::string> extra_args;
 };
 
+// The usual test pool: `pool_mode = mode`, `default_pool_size = size`, then `extra` (which may
+// override both); pgtether runs with -v so that failed tests leave a useful log.
+PoolerConfig pool_config(const std::string& mode, int size,
+                         const std::map<std::string, std::string>& extra = {});
+
 // Renders the ini text; exposed so tests can check what a pooler was started with.
 std::string render_ini(const PoolerConfig& config,
                        const std::map<std::string, std::string>& defaults, const TestEnv& env);
