@@ -6,7 +6,11 @@ SCRAM-SHA-256), up to ReadyForQuery, and optionally runs one simple query (--que
 that has done some work). Then the helper prints "READY <n>" on stdout and holds every
 connection until stdin reaches EOF (or SIGTERM/SIGINT), then sends Terminate and exits.
 
-Used by tests/bench/compare.sh --idle to measure a pooler's memory per idle client. Standard library
+With --tls each connection first sends SSLRequest and runs a TLS handshake (no certificate
+verification: a benchmark, not a security check).
+
+Used by tests/bench/compare.sh --idle and tests/bench/tls.sh --idle to measure a pooler's memory
+per idle client. Standard library
 only (raw sockets), so it runs with Debian's /usr/bin/python3 and opens thousands of connections
 cheaply.
 """
@@ -18,6 +22,7 @@ import os
 import resource
 import signal
 import socket
+import ssl
 import struct
 import sys
 
@@ -85,8 +90,22 @@ def scram_client(sock, user, password, mechanisms):
     send_message(sock, b"p", final)
 
 
-def connect(host, port, user, database, password, timeout):
+def start_tls(sock, host):
+    """SSLRequest (protocol §55.2.10), then the handshake; returns the TLS socket."""
+    sock.sendall(struct.pack("!II", 8, 80877103))
+    answer = recv_exact(sock, 1)
+    if answer != b"S":
+        raise ProtocolError(f"server refused TLS: {answer!r}")
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context.wrap_socket(sock, server_hostname=host)
+
+
+def connect(host, port, user, database, password, timeout, tls=False):
     sock = socket.create_connection((host, port), timeout=timeout)
+    if tls:
+        sock = start_tls(sock, host)
     body = struct.pack("!I", 196608)
     for key, value in (("user", user), ("database", database),
                        ("application_name", "idle_clients")):
@@ -146,6 +165,7 @@ def main():
     parser.add_argument("-n", "--clients", type=int, default=5000)
     parser.add_argument("--timeout", type=float, default=30.0, help="per connection, seconds")
     parser.add_argument("--query", help="simple query each client runs once before idling")
+    parser.add_argument("--tls", action="store_true", help="SSLRequest and TLS first")
     args = parser.parse_args()
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -165,13 +185,13 @@ def main():
         for i in range(args.clients):
             try:
                 sock = connect(args.host, args.port, args.user, args.dbname, args.password,
-                               args.timeout)
+                               args.timeout, args.tls)
                 socks.append(sock)
                 if args.query:
                     sock.settimeout(args.timeout)
                     run_query(sock, args.query)
                     sock.settimeout(None)
-            except (OSError, ProtocolError) as exc:
+            except (OSError, ProtocolError) as exc:  # ssl.SSLError is an OSError
                 print(f"FAILED {i} {exc}", flush=True)
                 return 1
         print(f"READY {len(socks)}", flush=True)

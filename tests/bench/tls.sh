@@ -15,7 +15,7 @@
 # TLS, for reference.
 #
 # With --idle N it instead opens N idle clients to each pooler, over TLS and in plaintext
-# (tests/bench/idle_tls_clients.py), and reports the pooler's resident memory per idle client.
+# (tests/bench/idle_clients.py --tls), and reports the pooler's resident memory per idle client.
 set -euo pipefail
 
 # shellcheck source=scripts/lib/common.sh
@@ -189,7 +189,7 @@ if ((idle > 0)); then
             tls_flag=()
             [[ $mode == tls ]] && tls_flag=(--tls)
             coproc IDLE {
-                exec /usr/bin/python3 "$PGT_ROOT/tests/bench/idle_tls_clients.py" \
+                exec /usr/bin/python3 "$PGT_ROOT/tests/bench/idle_clients.py" \
                     --port "$pooler_port" --dbname "$db" -n "$idle" "${tls_flag[@]}" 2>&1
             }
             # shellcheck disable=SC2153  # set by coproc
