@@ -130,6 +130,27 @@ TEST_CASE("default allowance: two lock holders in a pool of two leave the pool t
     CHECK(pooler.log().find(") exhausted") == std::string::npos);
 }
 
+TEST_CASE("a client waiting in a full pool gets a backend when another one becomes tethered") {
+    const std::string role = private_role("pgt_treserve_widen");
+    REQUIRE(settled(role));
+    Pgtether pooler(pool_of_two(role, {{"query_wait_timeout", "30"}}));
+    Conn a = in_transaction(pooler, role);
+    Conn b = in_transaction(pooler, role);
+    Conn c = Conn::must(pooler.conninfo(role));
+    send_query(c, "SELECT 'widened'");
+    CHECK_FALSE(wait_result(c, 1500ms).has_value());  // a full pool of two, nobody tethered
+    // a takes a session lock and ends its transaction: it stays on its backend, tethered, and
+    // the pool may open one more backend, which goes to c (b still holds the other).
+    a.exec_ok("SELECT pg_advisory_lock(7501)");
+    a.exec_ok("COMMIT");
+    auto answer = wait_result(c, 5s);
+    REQUIRE_MESSAGE(answer.has_value(), "the waiting client did not get the allowance's backend");
+    CHECK(answer->value() == "widened");
+    CHECK(backends_of(role) == 3);
+    b.exec_ok("ROLLBACK");
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(7501)") == "t");
+}
+
 TEST_CASE("the allowance used up: a client without a lock waits as before; logged and counted") {
     const std::string role = private_role("pgt_treserve_exhausted");
     REQUIRE(settled(role));
@@ -216,8 +237,8 @@ TEST_CASE("max_db_connections stays a hard cap for the allowance") {
 TEST_CASE("tether_reserve_size = 0: tethered backends count against the pool, as before") {
     const std::string role = private_role("pgt_treserve_zero");
     REQUIRE(settled(role));
-    Pgtether pooler(
-        pool_of_two(role, {{"tether_reserve_size", "0"}, {"query_wait_timeout", "30"}}));
+    Pgtether pooler(pool_of_two(
+        role, {{"tether_reserve_size", "0"}, {"query_wait_timeout", "30"}, {"stats_period", "1"}}));
     Conn a = lock_holder(pooler, role, 7401);
     REQUIRE(eventually([&] { return cell(pool_row(pooler, role), "sv_tethered") == "1"; }));
     Conn c = in_transaction(pooler, role);
@@ -232,4 +253,6 @@ TEST_CASE("tether_reserve_size = 0: tethered backends count against the pool, as
     REQUIRE(answer.has_value());
     CHECK(answer->value() == "after the other");
     CHECK(cell(pool_row(pooler, role), "tether_reserve_exhausted") == "1");
+    // The stats_period summary counts it too.
+    CHECK(pooler.wait_for_log("0 leaks found, 1 times tether_reserve_size exhausted"));
 }
