@@ -175,22 +175,28 @@ LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
     return pgtether::launch_verdict(sizes_, counts, use_reserve);
 }
 
+bool Pool::launch_suspended() const {
+    if (worker_.shutting_down() || paused()) return true;
+    return last_login_failure_ms_ != 0 &&
+           worker_.now_ms() - last_login_failure_ms_ < to_ms(worker_.config().server_login_retry);
+}
+
 bool Pool::may_launch(bool use_reserve) const {
-    const auto& config = worker_.config();
-    if (worker_.shutting_down() || paused()) return false;
-    if (last_login_failure_ms_ != 0 &&
-        worker_.now_ms() - last_login_failure_ms_ < to_ms(config.server_login_retry)) {
-        return false;
-    }
-    return launch_verdict(use_reserve) == LaunchVerdict::Launch;
+    return !launch_suspended() && launch_verdict(use_reserve) == LaunchVerdict::Launch;
 }
 
 void Pool::launch_if_needed() {
     // One new server per waiting client not already covered by a server on its way.
-    auto uncovered = [&] { return static_cast<std::size_t>(connecting_) < waiting_.size(); };
-    while (uncovered() && may_launch(false)) launch_server();
-    note_tether_reserve_exhausted(uncovered() && !paused() &&
-                                  launch_verdict(false) == LaunchVerdict::TetherReserveExhausted);
+    bool exhausted = false;
+    while (static_cast<std::size_t>(connecting_) < waiting_.size() && !launch_suspended()) {
+        const LaunchVerdict verdict = launch_verdict(false);
+        if (verdict != LaunchVerdict::Launch) {
+            exhausted = verdict == LaunchVerdict::TetherReserveExhausted;
+            break;
+        }
+        launch_server();
+    }
+    note_tether_reserve_exhausted(exhausted);
 }
 
 void Pool::note_tether_reserve_exhausted(bool exhausted) {

@@ -112,6 +112,9 @@ public:
 
 private:
     void launch_if_needed();
+    // Shutting down, paused, or waiting out server_login_retry: no server is launched at all.
+    [[nodiscard]] bool launch_suspended() const;
+    // Which limit, if any, keeps the pool from launching another server (pool_capacity.hpp).
     [[nodiscard]] LaunchVerdict launch_verdict(bool use_reserve) const;
     [[nodiscard]] bool may_launch(bool use_reserve) const;
     // Clients wait although the pool is below its share for them, because more clients are
