@@ -170,8 +170,11 @@ LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
     counts.pool = server_count_;
     // In session mode every client keeps its server: a tether changes nothing there.
     counts.tethered = mode_ == PoolMode::Session ? 0 : tethered_server_count();
-    counts.database = worker.database_server_count(database_.name);
-    counts.user = worker.user_server_count(user_);
+    // Only looked up when capped (a map lookup by name).
+    if (sizes_.max_db_connections > 0) {
+        counts.database = worker.database_server_count(database_.name);
+    }
+    if (sizes_.max_user_connections > 0) counts.user = worker.user_server_count(user_);
     return pgtether::launch_verdict(sizes_, counts, use_reserve);
 }
 
