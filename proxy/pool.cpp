@@ -415,7 +415,7 @@ void Pool::janitor(std::uint64_t now) {
     std::vector<Server*> to_sweep;
     const bool sweep = config.advisory_lock_tracking != LockTracking::Off &&
                        config.server_check_delay.count() > 0;
-    const int tethered = tethered_server_count();
+    const int tethered = idle_.empty() ? 0 : tethered_server_count();  // for idle servers only
     auto remaining = [&] { return server_count_ - static_cast<int>(to_close.size()); };
     idle_.for_each([&](Server& server) {
         const Surplus surplus = server_surplus(sizes_, remaining(), tethered);
