@@ -319,7 +319,8 @@ void show_pools(Worker& worker, std::string& out) {
                        {"pool_mode", kText},
                        // pgtether
                        {"cl_tethered", kInt4},
-                       {"sv_tethered", kInt4}});
+                       {"sv_tethered", kInt4},
+                       {"tether_reserve_exhausted", kInt8}});
     auto census = take_census(worker);
     int admin_clients = 0;
     worker.for_each_client([&](Client& client) {
@@ -332,7 +333,7 @@ void show_pools(Worker& worker, std::string& out) {
         rs.row({text(kAdminDatabaseName), text(kAdminDatabaseName), number(admin_clients),
                 number(0), number(0), number(0), number(0), number(0), number(0), number(0),
                 number(0), number(0), number(0), number(0), number(0), text(kAdminPoolMode),
-                number(0), number(0)});
+                number(0), number(0), number(0)});
     };
     for (const auto& [key, pool] : worker.pools()) {
         if (!admin_done && key.first > kAdminDatabaseName) admin_row();
@@ -343,7 +344,8 @@ void show_pools(Worker& worker, std::string& out) {
                 number(c.sv_used), number(c.sv_tested), number(c.sv_login),
                 unsigned_number(c.maxwait_us / 1'000'000),
                 unsigned_number(c.maxwait_us % 1'000'000), text(pool_mode_text(pool->mode())),
-                number(c.cl_tethered), number(c.sv_tethered)});
+                number(c.cl_tethered), number(c.sv_tethered),
+                unsigned_number(pool->stats().tether_reserve_exhausted)});
     }
     if (!admin_done) admin_row();
 }

@@ -363,6 +363,8 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("advisory_lock_functions", Kind::FunctionList, kHonoured, "",
                &C::advisory_lock_functions),
         key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
+        key<C>("tether_reserve_size", Kind::Int, kHonoured, "-1", &C::tether_reserve_size)
+            .range(-1, kIntMax),
         key<C>("session_state_temp_tables", Kind::Choice, kHonoured, "tether",
                &C::session_state_temp_tables)
             .among(kTetherChoices),
@@ -407,6 +409,10 @@ const std::vector<KeySpec<D>>& database_keys() {
         key<D>("pool_mode", Kind::Choice, kHonoured, std::nullopt, &D::pool_mode).among(kPoolModes),
         key<D>("max_db_connections", Kind::Decimal, kHonoured, std::nullopt,
                &D::max_db_connections),
+        // pgtether's own.
+        key<D>("tether_reserve_size", Kind::Decimal, kHonoured, std::nullopt,
+               &D::tether_reserve_size)
+            .range(-1, kIntMax),
         key<D>("client_encoding", Kind::String, kHonoured, std::nullopt, &D::client_encoding),
         key<D>("datestyle", Kind::String, kHonoured, std::nullopt, &D::datestyle),
         key<D>("timezone", Kind::String, kHonoured, std::nullopt, &D::timezone),

@@ -66,6 +66,7 @@ struct DatabaseConfig {
     std::optional<int> reserve_pool_size;  // key "reserve_pool"
     std::optional<PoolMode> pool_mode;
     std::optional<int> max_db_connections;
+    std::optional<int> tether_reserve_size;  // pgtether's own (docs/advisory-locks.md)
     // Startup parameters PgBouncer lets a database entry preset for its server connections.
     std::optional<std::string> client_encoding;
     std::optional<std::string> datestyle;
@@ -174,6 +175,9 @@ struct Config {
     LockTracking advisory_lock_tracking = LockTracking::On;
     std::vector<std::string> advisory_lock_functions;  // extra names, lower-cased
     Duration tethered_idle_timeout{0};                 // 0 = never
+    // Servers a pool may open on top of pool_size for tethered clients; -1 = as many as the
+    // pool's size (proxy/pool_capacity.hpp).
+    int tether_reserve_size = -1;
     // Other session state (docs/session-state.md).
     StateHandling session_state_temp_tables = StateHandling::Keep;
     StateHandling session_state_listen = StateHandling::Keep;

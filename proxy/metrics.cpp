@@ -157,6 +157,10 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
     per_pool_counter("pgtether_leaks_found",
                      "Idle pooled backends the leak sweep found holding advisory locks",
                      [](const PoolRow& r) { return r.stats.leaks_found; });
+    per_pool_counter("pgtether_tether_reserve_exhausted",
+                     "Times clients waited because more clients were tethered than "
+                     "tether_reserve_size covers",
+                     [](const PoolRow& r) { return r.stats.tether_reserve_exhausted; });
 
     auto& ws = worker.stats();
     w.family("pgtether_client_connections_accepted", "counter", "Client connections accepted");

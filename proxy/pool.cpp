@@ -18,6 +18,12 @@ std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 
 // it is closed instead.
 constexpr std::uint64_t kCleanupTimeoutMs = 10'000;
 
+// How long a server beyond the pool's current limit (opened for the tether allowance while
+// clients were tethered) may stay idle before it is closed. Long enough that a busy pool whose
+// lock holders come and go keeps its servers instead of closing and reopening one per tether;
+// short enough that the pool is back to pool_size soon after the tethers end.
+constexpr std::uint64_t kTetherSurplusIdleMs = 1'000;
+
 }  // namespace
 
 Pool::Pool(Worker& worker, DatabaseConfig database, std::string user)
@@ -34,12 +40,8 @@ void Pool::apply_config(const DatabaseConfig& database) {
     mode_ = user && user->pool_mode ? *user->pool_mode
             : database_.pool_mode   ? *database_.pool_mode
                                     : config.pool_mode;
-    pool_size_ = database_.pool_size.value_or(config.default_pool_size);
-    min_pool_size_ = database_.min_pool_size.value_or(config.min_pool_size);
-    reserve_pool_size_ = database_.reserve_pool_size.value_or(config.reserve_pool_size);
-    max_db_connections_ = database_.max_db_connections.value_or(config.max_db_connections);
-    max_user_connections_ = user && user->max_user_connections ? *user->max_user_connections
-                                                                : config.max_user_connections;
+    sizes_ = resolve_pool_sizes(config, database_, mode_,
+                                user ? user->max_user_connections : std::nullopt);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -133,7 +135,12 @@ void Pool::request_server(Client& client) {
     launch_if_needed();
 }
 
-void Pool::cancel_request(Client& client) { waiting_.remove(client); }
+void Pool::cancel_request(Client& client) {
+    waiting_.remove(client);
+    if (static_cast<std::size_t>(connecting_) >= waiting_.size()) {
+        note_tether_reserve_exhausted(false);  // nobody left waiting uncovered
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Servers
@@ -147,32 +154,68 @@ void Pool::resume() {
     }
 }
 
+int Pool::tethered_server_count() const {
+    // Tethered servers are linked, so in used_; counted when asked rather than kept in a counter
+    // that every way a tether or a link can end would have to update.
+    int tethered = 0;
+    const_cast<IntrusiveList<Server, &Server::pool_hook_>&>(used_).for_each([&](Server& server) {
+        if (server.client() && server.client()->tethered()) ++tethered;
+    });
+    return tethered;
+}
+
+LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
+    auto& worker = const_cast<Worker&>(worker_);
+    ServerCounts counts;
+    counts.pool = server_count_;
+    // In session mode every client keeps its server: a tether changes nothing there.
+    counts.tethered = mode_ == PoolMode::Session ? 0 : tethered_server_count();
+    // Only looked up when capped (a map lookup by name).
+    if (sizes_.max_db_connections > 0) {
+        counts.database = worker.database_server_count(database_.name);
+    }
+    if (sizes_.max_user_connections > 0) counts.user = worker.user_server_count(user_);
+    return pgtether::launch_verdict(sizes_, counts, use_reserve);
+}
+
+bool Pool::launch_suspended() const {
+    if (worker_.shutting_down() || paused()) return true;
+    return last_login_failure_ms_ != 0 &&
+           worker_.now_ms() - last_login_failure_ms_ < to_ms(worker_.config().server_login_retry);
+}
+
 bool Pool::may_launch(bool use_reserve) const {
-    const auto& config = worker_.config();
-    if (worker_.shutting_down() || paused()) return false;
-    if (last_login_failure_ms_ != 0 &&
-        worker_.now_ms() - last_login_failure_ms_ < to_ms(config.server_login_retry)) {
-        return false;
-    }
-    int limit = pool_size_ + (use_reserve ? reserve_pool_size_ : 0);
-    if (server_count_ >= limit) return false;
-    auto& self = const_cast<Pool&>(*this);
-    if (max_db_connections_ > 0 &&
-        self.worker_.database_server_count(database_.name) >= max_db_connections_) {
-        return false;
-    }
-    if (max_user_connections_ > 0 &&
-        self.worker_.user_server_count(user_) >= max_user_connections_) {
-        return false;
-    }
-    return true;
+    return !launch_suspended() && launch_verdict(use_reserve) == LaunchVerdict::Launch;
 }
 
 void Pool::launch_if_needed() {
     // One new server per waiting client not already covered by a server on its way.
-    while (static_cast<std::size_t>(connecting_) < waiting_.size() && may_launch(false)) {
+    bool exhausted = false;
+    while (static_cast<std::size_t>(connecting_) < waiting_.size() && !launch_suspended()) {
+        const LaunchVerdict verdict = launch_verdict(false);
+        if (verdict != LaunchVerdict::Launch) {
+            exhausted = verdict == LaunchVerdict::TetherReserveExhausted;
+            break;
+        }
         launch_server();
     }
+    note_tether_reserve_exhausted(exhausted);
+}
+
+void Pool::note_tether_reserve_exhausted(bool exhausted) {
+    if (exhausted && !tether_reserve_exhausted_) {
+        stats_.tether_reserve_exhausted++;
+        const int tethered = tethered_server_count();
+        spdlog::warn("{}/{}: tether_reserve_size ({}) exhausted: {} tethered servers leave {} of "
+                     "pool_size {} to other clients, which wait",
+                     database_.name, user_, sizes_.tether_reserve_size, tethered,
+                     std::max(0, server_count_ - tethered), sizes_.pool_size);
+    }
+    tether_reserve_exhausted_ = exhausted;
+}
+
+void Pool::on_tether_change() {
+    if (!waiting_.empty()) launch_if_needed();
 }
 
 void Pool::launch_server() {
@@ -180,7 +223,6 @@ void Pool::launch_server() {
     used_.push_back(*server);
     ++server_count_;
     ++connecting_;
-    if (server_count_ > pool_size_) ++reserve_in_use_;
     ++worker_.database_server_count(database_.name);
     ++worker_.user_server_count(user_);
     worker_.stats().servers_opened++;
@@ -224,7 +266,6 @@ void Pool::forget_server(Server& server) {
         used_.remove(server);
     }
     --server_count_;
-    if (reserve_in_use_ > 0 && server_count_ < pool_size_ + reserve_in_use_) --reserve_in_use_;
     --worker_.database_server_count(database_.name);
     --worker_.user_server_count(user_);
     launch_if_needed();
@@ -318,6 +359,9 @@ void Pool::hand_to_waiting_client(Server& server) {
     if (!idle_.contains(server)) used_.remove(server);
     idle_.remove(server);
     used_.push_back(server);
+    if (static_cast<std::size_t>(connecting_) >= waiting_.size()) {
+        note_tether_reserve_exhausted(false);  // nobody left waiting uncovered
+    }
     client->on_server_assigned(server);
 }
 
@@ -364,24 +408,33 @@ void Pool::janitor(std::uint64_t now) {
     launch_if_needed();
     if (needs_greeting && may_launch(true)) launch_server();
     // min_pool_size: keep some servers warm once the pool is in use.
-    while (server_count_ < min_pool_size_ && may_launch(false)) launch_server();
+    while (server_count_ < sizes_.min_pool_size && may_launch(false)) launch_server();
 
-    std::vector<Server*> to_close;
+    // Servers to close, each with its reason, decided before any is closed.
+    std::vector<std::pair<Server*, const char*>> to_close;
     std::vector<Server*> to_sweep;
     const bool sweep = config.advisory_lock_tracking != LockTracking::Off &&
                        config.server_check_delay.count() > 0;
+    const int tethered = idle_.empty() ? 0 : tethered_server_count();  // for idle servers only
+    auto remaining = [&] { return server_count_ - static_cast<int>(to_close.size()); };
     idle_.for_each([&](Server& server) {
+        const Surplus surplus = server_surplus(sizes_, remaining(), tethered);
         if (config.server_lifetime.count() > 0 &&
             now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
-            to_close.push_back(&server);
-        } else if (server_count_ - static_cast<int>(to_close.size()) >
-                   pool_size_ + reserve_pool_size_) {
-            // pool_size or reserve_pool_size was lowered by a reload or SET.
-            to_close.push_back(&server);
+            to_close.emplace_back(&server, "server_lifetime");
+        } else if (surplus == Surplus::PoolSizeReduced) {
+            // pool_size, reserve_pool_size or tether_reserve_size was lowered by a reload or SET.
+            to_close.emplace_back(&server, "pool size reduced");
+        } else if (surplus == Surplus::TetherReserveUnused &&
+                   now - server.idle_since_ms() >= kTetherSurplusIdleMs) {
+            // Opened while clients were tethered; those tethers have ended (or a size was
+            // lowered) and it has not been needed since.
+            to_close.emplace_back(&server,
+                                  "not needed: beyond pool_size and the tether allowance in use");
         } else if (config.server_idle_timeout.count() > 0 &&
                    now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
-                   server_count_ - static_cast<int>(to_close.size()) > min_pool_size_) {
-            to_close.push_back(&server);
+                   remaining() > sizes_.min_pool_size) {
+            to_close.emplace_back(&server, "server_idle_timeout");
         } else if (sweep && now - std::max(server.idle_since_ms(), server.last_checked_ms()) >=
                                 to_ms(config.server_check_delay)) {
             to_sweep.push_back(&server);
@@ -392,25 +445,13 @@ void Pool::janitor(std::uint64_t now) {
         if ((state == Server::State::Connecting || state == Server::State::Login) &&
             config.server_connect_timeout.count() > 0 &&
             now - server.state_since_ms_ >= to_ms(config.server_connect_timeout)) {
-            to_close.push_back(&server);
+            to_close.emplace_back(&server, "server_connect_timeout");
         } else if (state == Server::State::Cleaning &&
                    now - server.state_since_ms_ >= kCleanupTimeoutMs) {
-            to_close.push_back(&server);
+            to_close.emplace_back(&server, "clean-up took too long");
         }
     });
-    for (Server* server : to_close) {
-        auto state = server->state();
-        server->close(state == Server::State::Connecting || state == Server::State::Login
-                          ? "server_connect_timeout"
-                      : state == Server::State::Cleaning ? "clean-up took too long"
-                      : config.server_lifetime.count() > 0 &&
-                              now - server->connected_at_ms() >= to_ms(config.server_lifetime)
-                          ? "server_lifetime"
-                      : server->idle_since_ms() != 0 && config.server_idle_timeout.count() > 0 &&
-                              now - server->idle_since_ms() >= to_ms(config.server_idle_timeout)
-                          ? "server_idle_timeout"
-                          : "pool size reduced");
-    }
+    for (auto [server, reason] : to_close) server->close(reason);
     for (Server* server : to_sweep) {
         take_idle(*server);
         server->sweep_for_leaks();
@@ -431,12 +472,17 @@ bool Pool::close_one_idle_server(const char* reason) {
 }
 
 void Pool::make_room_elsewhere() {
-    if (worker_.shutting_down() || server_count_ >= pool_size_) return;
-    const bool db_full = max_db_connections_ > 0 &&
-                         worker_.database_server_count(database_.name) >= max_db_connections_;
-    const bool user_full = max_user_connections_ > 0 &&
-                           worker_.user_server_count(user_) >= max_user_connections_;
-    if (!db_full && !user_full) return;
+    // Only for a pool below its own limit (pool_size, and the tether allowance its tethered
+    // clients entitle it to), as PgBouncer evicts only for a pool below pool_size.
+    const LaunchVerdict verdict = launch_verdict(false);
+    if (worker_.shutting_down() ||
+        (verdict != LaunchVerdict::DatabaseFull && verdict != LaunchVerdict::UserFull)) {
+        return;
+    }
+    const bool db_full = sizes_.max_db_connections > 0 &&
+                         worker_.database_server_count(database_.name) >= sizes_.max_db_connections;
+    const bool user_full = sizes_.max_user_connections > 0 &&
+                           worker_.user_server_count(user_) >= sizes_.max_user_connections;
     for (const auto& [key, pool] : worker_.pools()) {
         if (pool.get() == this) continue;
         // Closing its server must free every limit that is full.

@@ -5,7 +5,10 @@
 //   - every live Server of this pool is in exactly one of idle_ (clean, unlinked, ready) or used_
 //     (connecting, logging in, linked to a client, or busy with pgtether's own queries);
 //   - waiting_ holds clients that have a request but no server, in arrival order;
-//   - server_count() never exceeds pool_size + reserve_pool_size, nor the database and user limits.
+//   - server_count() never exceeds pool_size + reserve_pool_size + tether_reserve_size, nor the
+//     database and user limits. Servers beyond pool_size (+ the reserve pool) are opened only
+//     for tethered clients, one per tethered server up to tether_reserve_size, and closed when
+//     idle for a second after those tethers ended (proxy/pool_capacity.hpp).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include "proxy/client.hpp"
 #include "proxy/config.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/pool_capacity.hpp"
 #include "proxy/server.hpp"
 #include "proxy/server_login.hpp"
 #include "proxy/session_params.hpp"
@@ -83,6 +87,9 @@ public:
     void forget_server(Server& server);
     // A server moved from idle to busy (check query, leak sweep) or back.
     void take_idle(Server& server);
+    // One of this pool's clients became tethered, or stopped being tethered: a new tether widens
+    // the pool (tether_reserve_size), so clients waiting for a server may get a new one now.
+    void on_tether_change();
 
     // PAUSE / KILL of this pool's database (proxy/pool_control.hpp): no servers are handed out
     // or launched, and released servers are closed. resume() serves the queue again.
@@ -100,10 +107,19 @@ public:
 
     [[nodiscard]] int server_count() const { return server_count_; }
     [[nodiscard]] std::size_t idle_count() const { return idle_.size(); }
+    // Servers linked to a tethered client.
+    [[nodiscard]] int tethered_server_count() const;
 
 private:
     void launch_if_needed();
+    // Shutting down, paused, or waiting out server_login_retry: no server is launched at all.
+    [[nodiscard]] bool launch_suspended() const;
+    // Which limit, if any, keeps the pool from launching another server (pool_capacity.hpp).
+    [[nodiscard]] LaunchVerdict launch_verdict(bool use_reserve) const;
     [[nodiscard]] bool may_launch(bool use_reserve) const;
+    // Clients wait although the pool is below its share for them, because more clients are
+    // tethered than tether_reserve_size covers: logged and counted once per occurrence.
+    void note_tether_reserve_exhausted(bool exhausted);
     void launch_server();
     void hand_to_waiting_client(Server& server);
     // Which idle server a client gets, and which waiting client a released server goes to:
@@ -120,11 +136,7 @@ private:
     DatabaseConfig database_;
     std::string user_;
     PoolMode mode_ = PoolMode::Transaction;
-    int pool_size_ = 0;
-    int min_pool_size_ = 0;
-    int reserve_pool_size_ = 0;
-    int max_db_connections_ = 0;
-    int max_user_connections_ = 0;
+    PoolSizes sizes_;
 
     IntrusiveList<Server, &Server::pool_hook_> idle_;
     IntrusiveList<Server, &Server::pool_hook_> used_;
@@ -132,8 +144,8 @@ private:
     IntrusiveList<Client, &Client::pool_hook_> welcome_waiting_;
     int server_count_ = 0;   // idle_ + used_
     int connecting_ = 0;     // servers not yet logged in
-    int reserve_in_use_ = 0; // servers launched beyond pool_size
     int head_skips_ = 0;     // times the first waiting client was passed over (waiting_client_for)
+    bool tether_reserve_exhausted_ = false;  // an occurrence is going on (logged, counted)
 
     std::vector<std::pair<std::string, std::string>> welcome_;
     ParamValues default_params_;

@@ -638,6 +638,7 @@ void Server::note_tether_change(std::uint32_t kinds) {
         pool_.stats().untether_events++;
         spdlog::debug("{}: untethered from backend {}", client->describe(), backend_key_.pid);
     }
+    if (was != client->tethered()) pool_.on_tether_change();
 }
 
 void Server::after_probe(InternalQuery& result) {

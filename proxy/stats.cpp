@@ -17,6 +17,7 @@ PoolStats& PoolStats::operator+=(const PoolStats& other) {
     scrubs += other.scrubs;
     scrub_failures += other.scrub_failures;
     leaks_found += other.leaks_found;
+    tether_reserve_exhausted += other.tether_reserve_exhausted;
     return *this;
 }
 

@@ -289,11 +289,13 @@ void Worker::log_stats(const StatsAverages& avg) {
     registry_->clients.for_each([&](Client& client) { tethered += client.tethered() ? 1 : 0; });
     const PoolStats& before = logged_totals_;
     spdlog::info("tether: {} tethered clients; in the last period {} tethered, {} untethered, {} "
-                 "probes, {} scrubs ({} failed), {} leaks found",
+                 "probes, {} scrubs ({} failed), {} leaks found, {} times tether_reserve_size "
+                 "exhausted",
                  tethered, totals.tether_events - before.tether_events,
                  totals.untether_events - before.untether_events, totals.probes - before.probes,
                  totals.scrubs - before.scrubs, totals.scrub_failures - before.scrub_failures,
-                 totals.leaks_found - before.leaks_found);
+                 totals.leaks_found - before.leaks_found,
+                 totals.tether_reserve_exhausted - before.tether_reserve_exhausted);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -136,7 +136,7 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
     REQUIRE_MESSAGE(admin_b.ok(), admin_b.error());
 
     const std::map<std::string, std::vector<std::string>> appended = {
-        {"POOLS", {"cl_tethered", "sv_tethered"}},
+        {"POOLS", {"cl_tethered", "sv_tethered", "tether_reserve_exhausted"}},
         {"CLIENTS", {"id", "tethered", "tethered_since", "held_locks", "tether_reasons"}},
         {"SERVERS", {"id", "tethered", "client_id", "internal_query"}},
         {"STATS",

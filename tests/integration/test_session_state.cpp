@@ -24,6 +24,9 @@ namespace {
 
 PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
     extra.emplace("query_wait_timeout", "20");
+    // No allowance on top of the pool, so that a tethered client visibly takes one of the two
+    // backends (test_tether_reserve.cpp tests the allowance).
+    extra.emplace("tether_reserve_size", "0");
     extra.emplace("max_client_conn", "100");
     return pool_config("transaction", 2, extra);
 }

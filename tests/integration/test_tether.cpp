@@ -1,8 +1,9 @@
 // The tether (issue "session-level advisory locks stay correct under transaction pooling"), driven
 // through pgtether by real libpq clients against a real PostgreSQL, with a pool of two backends.
 //
-// How a test sees whether a client is tethered: the pool has two backends. A tethered client keeps
-// one, so two other clients cannot both open a transaction at once — the second one waits. An
+// How a test sees whether a client is tethered: the pool has two backends and no tether allowance
+// (tether_reserve_size = 0). A tethered client keeps one, so two other clients cannot both open a
+// transaction at once — the second one waits. An
 // untethered client keeps none, so both can. The lock state itself is read from pg_locks on a
 // direct connection.
 #include <doctest/doctest.h>
@@ -28,6 +29,9 @@ namespace {
 
 PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
     extra.emplace("query_wait_timeout", "20");
+    // No allowance on top of the pool, so that a tethered client visibly takes one of the two
+    // backends (test_tether_reserve.cpp tests the allowance).
+    extra.emplace("tether_reserve_size", "0");
     return pool_config("transaction", 2, extra);
 }
 

@@ -566,6 +566,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "advisory_lock_tracking",
                                             "advisory_lock_functions",
                                             "tethered_idle_timeout",
+                                            "tether_reserve_size",
                                             "session_state_temp_tables",
                                             "session_state_listen",
                                             "session_state_cursors",
@@ -660,6 +661,7 @@ TEST_CASE("every [pgbouncer] key at its neutral value changes nothing") {
     CHECK(cfg->advisory_lock_tracking == d.advisory_lock_tracking);
     CHECK(cfg->advisory_lock_functions == d.advisory_lock_functions);
     CHECK(cfg->tethered_idle_timeout == d.tethered_idle_timeout);
+    CHECK(cfg->tether_reserve_size == d.tether_reserve_size);
 }
 
 TEST_CASE("an empty [pgbouncer] section gives PgBouncer 1.18's defaults") {
@@ -844,6 +846,7 @@ TEST_CASE("bad [databases], [users] and [peers] entries") {
         {"[databases]\nmydb = host=x port=abc", "mydb", "invalid value \"abc\" for \"port\""},
         {"[databases]\nmydb = port=0", "mydb", "from 1 to 65535"},
         {"[databases]\nmydb = pool_size=-1", "mydb", "out of range"},
+        {"[databases]\nmydb = tether_reserve_size=-2", "mydb", "out of range"},
         {"[databases]\nmydb = pool_mode=txn", "mydb", "expected one of"},
         {"[databases]\nmydb = load_balance_hosts=random", "mydb", "expected one of"},
         {"[databases]\nmydb = host='x", "mydb", "unterminated quoted value"},
@@ -918,11 +921,20 @@ TEST_CASE("[pgtether] is the same section as [pgbouncer], and reopening it reset
         "listen_port = 7000\n"
         "advisory_lock_tracking = every_transaction\n"
         "advisory_lock_functions = App.Take_Lock, take_other\n"
-        "tethered_idle_timeout = 300\n");
+        "tethered_idle_timeout = 300\n"
+        "tether_reserve_size = 4\n"
+        "[databases]\n"
+        "small = host=x pool_size=2 tether_reserve_size=0\n"
+        "large = host=x\n");
     CHECK(cfg->listen_port == 7000);
     CHECK(cfg->advisory_lock_tracking == LockTracking::EveryTransaction);
     CHECK(cfg->advisory_lock_functions == std::vector<std::string>{"app.take_lock", "take_other"});
     CHECK(cfg->tethered_idle_timeout == 300s);
+    CHECK(cfg->tether_reserve_size == 4);
+    CHECK(cfg->find_database("small")->tether_reserve_size == 0);
+    CHECK_FALSE(cfg->find_database("large")->tether_reserve_size);
+    CHECK(error_from_text("[pgtether]\ntether_reserve_size = -2\n").key() ==
+          "tether_reserve_size");
 
     // PgBouncer refills every [pgbouncer] default when the section starts again (checked with
     // PgBouncer 1.18: auth_type = hba before a second [pgbouncer] has no effect).

@@ -53,8 +53,10 @@ TEST_CASE("pool stats add up per database") {
     PoolStats b;
     b.query_count = 4;
     b.leaks_found = 2;
+    b.tether_reserve_exhausted = 3;
     a += b;
     CHECK(a.query_count == 7);
     CHECK(a.scrubs == 1);
     CHECK(a.leaks_found == 2);
+    CHECK(a.tether_reserve_exhausted == 3);
 }
