@@ -48,8 +48,10 @@ public:
 
     // Accepts from the listener and starts reading. Returns false (and closes) on failure.
     bool accept(uv_stream_t* listener);
-    // Closes the connection after sending `error` (when given) and logs the reason.
-    void close(const std::string& reason, const protocol::ErrorFields* error = nullptr);
+    // Closes the connection after sending `error` (when given) and logs the reason. With an
+    // error, or with `flush`, what is queued for the client is sent before the socket closes.
+    void close(const std::string& reason, const protocol::ErrorFields* error = nullptr,
+               bool flush = false);
     // Sends a FATAL error with this SQLSTATE and message, then closes.
     void fail(const char* sqlstate, const std::string& message);
 
