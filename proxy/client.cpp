@@ -441,7 +441,8 @@ void Client::on_server_released() {
     stream_.redeliver_pending_input();
 }
 
-void Client::on_server_lost(const std::string& reason, bool server_saw_requests) {
+void Client::on_server_lost(const std::string& reason, bool server_saw_requests,
+                            bool client_got_fatal) {
     server_ = nullptr;
     if (state_ == State::Closing) return;
     if (!server_saw_requests && !tethered() && state_ == State::Active) {
@@ -450,6 +451,12 @@ void Client::on_server_lost(const std::string& reason, bool server_saw_requests)
         set_state(State::Idle);
         stream_.start_reading();
         stream_.redeliver_pending_input();
+        return;
+    }
+    if (client_got_fatal) {
+        // The backend said why it went (57P01 after pg_terminate_backend, a shutdown): that one
+        // error is all a client of PostgreSQL gets before the connection closes.
+        close("server closed the connection after a FATAL error: " + reason, nullptr, true);
         return;
     }
     fail(protocol::sqlstate::kConnectionFailure, "server connection lost: " + reason);

@@ -86,8 +86,11 @@ public:
     // The transaction ended and the server went back to the pool.
     void on_server_released();
     // The server connection failed under this client. When it had not yet seen any request of
-    // this client, the client quietly gets another server; otherwise it is closed with an error.
-    void on_server_lost(const std::string& reason, bool server_saw_requests);
+    // this client, the client quietly gets another server; otherwise it is closed -- with an
+    // error of pgtether's own unless the client already has the backend's FATAL (as from
+    // PostgreSQL directly: one error, then the connection closes).
+    void on_server_lost(const std::string& reason, bool server_saw_requests,
+                        bool client_got_fatal);
     // Flow control: the server's socket is backed up / drained.
     void pause_input();
     void resume_input();

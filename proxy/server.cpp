@@ -273,6 +273,7 @@ void Server::link(Client& client) {
     set_state(State::Active);
     effects_ = 0;
     client_forwarded_ = false;
+    fatal_forwarded_ = false;
     request_started_us_ = xact_started_us_ = 0;
     tracker_.reset();
     requests_.clear();
@@ -526,6 +527,14 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 flush();
                 close(std::string("unexpected message from server: '") + frame.type + "'");
                 return consumed;
+            case be::kErrorResponse:
+                tracker_.on_backend(frame.type);
+                if (auto error = protocol::parse_error_fields(body)) {
+                    // The backend's last word before it closes: the client needs no other.
+                    if (!swallow && protocol::is_fatal(*error)) fatal_forwarded_ = true;
+                    failed_sqlstate_ = error->sqlstate;  // for settle_requests
+                }
+                break;
             default:
                 tracker_.on_backend(frame.type);
                 break;
@@ -1028,7 +1037,7 @@ void Server::close(const std::string& reason) {
     internal_.reset();
     if (Client* client = client_) {
         client_ = nullptr;
-        client->on_server_lost(reason, client_forwarded_);
+        client->on_server_lost(reason, client_forwarded_, fatal_forwarded_);
     }
     pool_.forget_server(*this);
     stream_.close();

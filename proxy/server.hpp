@@ -229,6 +229,8 @@ private:
     SettingsMap applied_settings_;
     bool retired_ = false;
     bool client_forwarded_ = false;  // the linked client has sent this server anything
+    bool fatal_forwarded_ = false;   // the linked client got the backend's FATAL ErrorResponse
+    std::string failed_sqlstate_;    // of the last ErrorResponse forwarded to the linked client
     bool reset_done_ = false;        // server_reset_query ran since the last client left
     bool login_failed_reported_ = false;
     bool stream_closed_ = false;

@@ -290,3 +290,69 @@ TEST_CASE("query_timeout: a query running too long is stopped, the backend reuse
     CHECK(scalar(b, "SELECT pg_sleep(0.3)::text") == "");
     check_clean_backend(pooler, role);
 }
+
+namespace {
+
+// Waits until a backend runs `sql` (pg_stat_activity) and terminates it from a direct connection.
+void terminate_backend_running(const std::string& sql) {
+    std::string pid;
+    REQUIRE(eventually([&] {
+        pid = direct_scalar("SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE query = '" +
+                            sql + "' AND state = 'active'");
+        return pid != "0";
+    }));
+    terminate_backend(pid);
+}
+
+// What a raw client sees when its backend is terminated in the middle of `SELECT pg_sleep(60)`.
+std::string terminated_mid_query_raw(const std::string& host, int port, const std::string& tag) {
+    const TestEnv& env = TestEnv::get();
+    RawConn raw(host, port);
+    auto hello = raw.startup(env.superuser, env.database);
+    REQUIRE((!hello.empty() && hello.back().type == 'Z'));
+    const std::string sql = "SELECT pg_sleep(60) /* " + tag + " */";
+    REQUIRE(raw.send(wire::query(sql)));
+    terminate_backend_running(sql);
+    return wire::render_reply(raw.read_until_closed(10s));
+}
+
+// The same through libpq: every result PQgetResult gives, and the connection's error text.
+std::string terminated_mid_query_libpq(const std::string& conninfo, const std::string& tag) {
+    Conn conn = Conn::must(conninfo);
+    const std::string sql = "SELECT pg_sleep(60) /* " + tag + " */";
+    send_query(conn, sql);
+    terminate_backend_running(sql);
+    std::string out;
+    while (PGresult* res = PQgetResult(conn.raw())) {
+        Result r = Result::from(res);
+        PQclear(res);
+        out += r.status_name() + " " + r.sqlstate + " " + r.error_text + "\n";
+    }
+    return out + "status " + std::to_string(PQstatus(conn.raw())) + ": " + conn.error();
+}
+
+}  // namespace
+
+TEST_CASE("a backend terminated mid-query: the client sees PostgreSQL's FATAL and nothing else") {
+    // pg_terminate_backend: PostgreSQL sends FATAL 57P01 and closes. pgtether forwards that one
+    // error and closes the client, as a direct connection would; its own 08006 is for backends
+    // that vanish without a word.
+    const TestEnv& env = TestEnv::get();
+    Pgtether pooler(pool_for(env.superuser, "transaction", 2));
+    SUBCASE("raw protocol") {
+        const std::string direct = terminated_mid_query_raw(env.pg_host, env.pg_port, "raw direct");
+        const std::string pooled = terminated_mid_query_raw(pooler.host(), pooler.port(), "raw pooled");
+        CHECK(direct.find("C=57P01") != std::string::npos);
+        CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
+    }
+    SUBCASE("libpq") {
+        const std::string direct = terminated_mid_query_libpq(direct_conninfo(), "libpq direct");
+        const std::string pooled = terminated_mid_query_libpq(pooler.conninfo(), "libpq pooled");
+        CHECK(direct.find("57P01") != std::string::npos);
+        CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
+    }
+    // The pool replaced the backend.
+    Conn next = Conn::must(pooler.conninfo());
+    CHECK(scalar(next, "SELECT 1") == "1");
+    CHECK(pooler.wait_for_log("closing because: server closed the connection after a FATAL"));
+}
