@@ -553,8 +553,12 @@ void Server::record_parameter(std::string_view name, std::string_view value,
     params_.set(*tracked, value);
     if (client_ && state_ == State::Active) {
         // The client either caused this change (SET) or must learn the canonical spelling of a
-        // value it asked for during parameter sync.
-        const auto& current = client_->params().get(*tracked);
+        // value it asked for during parameter sync. What it last saw is its own value, or, for
+        // a parameter it never chose, the pool's that greeted it: a sync back to that value
+        // (a backend that last served a client with an application_name) is news to nobody,
+        // and PostgreSQL reports only changes.
+        auto current = client_->params().get(*tracked);
+        if (!current) current = pool_.default_params().get(*tracked);
         if (!current || *current != value) {
             client_->params().set(*tracked, value);
             if (forward_to_client) {
