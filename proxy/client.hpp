@@ -185,6 +185,8 @@ private:
     void ensure_prepared(const StatementPtr& statement, Outbound& out);
     // Closes (queued) of the statements the backend must evict to take `statement`.
     void make_room_for(const StatementPtr& statement, Outbound& out);
+    // Queues an injected Close of `statement` on the linked backend (`undo`: QueuedRequest).
+    void close_on_server(const StatementPtr& statement, std::uint8_t undo, Outbound& out);
     // Parse of `statement` under its backend name, after make_room_for; the caller queues the
     // request its ParseComplete answers.
     void write_server_parse(const StatementPtr& statement, Outbound& out);

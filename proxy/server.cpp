@@ -350,6 +350,16 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
                 if (client_ && state_ == State::Active) emit(std::move(done.request.reply));
                 break;
             case RequestQueue::Outcome::Failed:
+                // "cached plan must not change result type": the statement was planned against
+                // objects that changed since (a dropped temporary table, an altered column). A
+                // fresh Parse plans it again, as a client of PostgreSQL would have to; until
+                // then no other client may be handed this copy.
+                if (done.request.type == protocol::fe::kBind && done.request.statement &&
+                    failed_sqlstate_ == protocol::sqlstate::kFeatureNotSupported) {
+                    statements_.mark_stale(done.request.statement);
+                }
+                undo(done.request);
+                break;
             case RequestQueue::Outcome::Skipped:
                 undo(done.request);
                 break;
@@ -377,6 +387,7 @@ void Server::undo(const QueuedRequest& request) {
     if (request.undo & QueuedRequest::kUndoServerRemove) {
         statements_.add(request.statement, std::numeric_limits<std::size_t>::max(), {});
     }
+    if (request.undo & QueuedRequest::kUndoServerStale) statements_.mark_stale(request.statement);
 }
 
 void Server::resume_input_from_client() {
@@ -642,6 +653,11 @@ void Server::on_transaction_end() {
 void Server::note_tether_change(std::uint32_t kinds) {
     Client* client = client_;
     bool was = client->tethered();
+    if ((client->tether_kinds() & kStateTempTable) && !(kinds & kStateTempTable)) {
+        // The session's temporary objects are gone: statements planned meanwhile may name them
+        // and must not be handed to the next client (docs/prepared-statements.md).
+        statements_.mark_all_stale();
+    }
     client->set_tether_kinds(kinds);
     if (!was && client->tethered()) {
         pool_.stats().tether_events++;

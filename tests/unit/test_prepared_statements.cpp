@@ -58,6 +58,41 @@ TEST_CASE("a backend's statements are evicted least recently used first, pinned 
     CHECK(server.size() == 1);
 }
 
+TEST_CASE("stale statements: off the backend's set, closed before their next Parse") {
+    StatementRegistry registry;
+    std::vector<StatementPtr> s;
+    for (int i = 0; i < 3; ++i) {
+        s.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), 0));
+    }
+    ServerStatements server;
+    server.add(s[0], 10, {});
+    server.add(s[1], 10, {});
+    server.mark_stale(s[0]);
+    CHECK_FALSE(server.contains(*s[0]));  // not to be used as it is
+    CHECK(server.contains(*s[1]));
+    server.mark_stale(s[0]);  // twice is once
+    CHECK(server.take_stale(*s[0]));
+    CHECK_FALSE(server.take_stale(*s[0]));
+    CHECK_FALSE(server.take_stale(*s[2]));
+
+    // Temporary objects gone: everything prepared on the backend goes stale.
+    server.add(s[2], 10, {});
+    server.mark_all_stale();
+    CHECK(server.size() == 0);
+    CHECK(server.take_stale(*s[1]));
+
+    // Stale statements still count on the backend: beyond the capacity they are closed.
+    server.add(s[0], 2, {});
+    server.add(s[1], 2, {});
+    auto trimmed = server.trim_stale(2);  // s[2] stale + two fresh: one too many
+    REQUIRE(trimmed.size() == 1);
+    CHECK(trimmed[0] == s[2]);
+    CHECK(server.trim_stale(2).empty());
+    server.mark_stale(s[0]);
+    server.clear();  // DISCARD ALL
+    CHECK_FALSE(server.take_stale(*s[0]));
+}
+
 TEST_CASE("client statements map names to statements") {
     StatementRegistry registry;
     ClientStatements client;
