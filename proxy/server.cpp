@@ -133,7 +133,8 @@ void Server::on_stream_connected(int status) {
     if (state_ == State::Closing) return;
     if (status != 0) {
         login_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                           "could not connect to server: " + std::string(uv_strerror(status))));
+                           "could not connect to server: " + std::string(uv_strerror(status))),
+                     LoginFailureKind::Unreachable);
         return;
     }
     const auto& config = worker_.config();
@@ -164,13 +165,13 @@ void Server::send_startup() {
     stream_.write(protocol::build_startup_message(params));
 }
 
-void Server::login_failed(const protocol::ErrorFields& error) {
+void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind kind) {
     if (state_ == State::Closing) return;
     spdlog::warn("S-{} {}/{}: server login failed: {}", id_, pool_.database_name(),
                  pool_.user_name(), error.message);
     worker_.stats().login_failures++;
     login_failed_reported_ = true;
-    pool_.on_server_login_failed(*this, error);
+    pool_.on_server_login_failed(*this, error, kind);
     close("login failed");
 }
 
@@ -206,9 +207,12 @@ std::size_t Server::handle_login_data(ByteSpan data) {
             }
             case be::kErrorResponse: {
                 auto error = protocol::parse_error_fields(body);
-                login_failed(error ? *error
-                                   : fatal(protocol::sqlstate::kProtocolViolation,
-                                           "invalid error message from server"));
+                if (error) {
+                    login_failed(*error, classify_login_failure(error->sqlstate));
+                } else {
+                    login_failed(fatal(protocol::sqlstate::kProtocolViolation,
+                                       "invalid error message from server"));
+                }
                 return consumed;
             }
             case be::kParameterStatus: {
@@ -1046,8 +1050,11 @@ void Server::close(const std::string& reason) {
                 pool_.database_name(), pool_.user_name(), backend_key_.pid, reason);
     if ((previous == State::Connecting || previous == State::Login) && !login_failed_reported_) {
         login_failed_reported_ = true;
-        pool_.on_server_login_failed(*this, fatal(protocol::sqlstate::kConnectionFailure,
-                                                  "server connection failed: " + reason));
+        // The connection broke or timed out before the login completed: worth a quick retry.
+        pool_.on_server_login_failed(*this,
+                                     fatal(protocol::sqlstate::kConnectionFailure,
+                                           "server connection failed: " + reason),
+                                     LoginFailureKind::Unreachable);
     }
     if (previous != State::Connecting && previous != State::Login) {
         std::string terminate;

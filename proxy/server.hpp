@@ -19,6 +19,7 @@
 #include "protocol/pipeline_tracker.hpp"
 #include "protocol/startup.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/login_retry.hpp"
 #include "proxy/prepared_statements.hpp"
 #include "proxy/request_queue.hpp"
 #include "proxy/session_params.hpp"
@@ -179,7 +180,9 @@ private:
     void send_startup();
     std::size_t handle_tls_answer(protocol::ByteSpan data);
     void start_connect_to(const sockaddr* address);
-    void login_failed(const protocol::ErrorFields& error);
+    // `kind`: whether the pool retries soon (proxy/login_retry.hpp).
+    void login_failed(const protocol::ErrorFields& error,
+                      LoginFailureKind kind = LoginFailureKind::Refused);
     void sync_parameters();
     void release_to_pool();
     void maybe_finish_close();
