@@ -12,7 +12,16 @@ using pgtether::protocol::as_bytes;
 
 namespace {
 const std::string kNoTypes("\0\0", 2);
+
+// `n` distinct statements, "SELECT 0" ... (the registry must outlive them).
+std::vector<StatementPtr> distinct_statements(StatementRegistry& registry, int n) {
+    std::vector<StatementPtr> statements;
+    for (int i = 0; i < n; ++i) {
+        statements.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), 0));
+    }
+    return statements;
 }
+}  // namespace
 
 TEST_CASE("the registry gives one statement per distinct text and parameter types") {
     StatementRegistry registry;
@@ -34,10 +43,7 @@ TEST_CASE("the registry gives one statement per distinct text and parameter type
 
 TEST_CASE("a backend's statements are evicted least recently used first, pinned ones never") {
     StatementRegistry registry;
-    std::vector<StatementPtr> s;
-    for (int i = 0; i < 4; ++i) {
-        s.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), 0));
-    }
+    std::vector<StatementPtr> s = distinct_statements(registry, 4);
     ServerStatements server;
     CHECK(server.add(s[0], 2, {}).empty());
     CHECK(server.add(s[1], 2, {}).empty());
@@ -60,10 +66,7 @@ TEST_CASE("a backend's statements are evicted least recently used first, pinned 
 
 TEST_CASE("stale statements: off the backend's set, closed before their next Parse") {
     StatementRegistry registry;
-    std::vector<StatementPtr> s;
-    for (int i = 0; i < 3; ++i) {
-        s.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), 0));
-    }
+    std::vector<StatementPtr> s = distinct_statements(registry, 3);
     ServerStatements server;
     server.add(s[0], 10, {});
     server.add(s[1], 10, {});
