@@ -185,8 +185,8 @@ std::size_t Client::handle_startup(ByteSpan data) {
             if ((packet.code >> 16) < 3) {
                 // PostgreSQL answers a protocol 2.0 client in its own protocol.
                 std::string out;
-                protocol::append_v2_fatal_error(out,
-                                                protocol::unsupported_protocol_message(packet.code));
+                protocol::append_v2_fatal_error(
+                    out, protocol::unsupported_protocol_message(packet.code));
                 stream_.write(out);
                 close(protocol::unsupported_protocol_message(packet.code), nullptr, true);
                 return data.size();

@@ -41,10 +41,13 @@ public:
 
     [[nodiscard]] bool failing() const { return failures_ > 0; }
     // Whether a new login may be attempted now.
-    [[nodiscard]] bool may_attempt(std::uint64_t now_ms) const { return now_ms >= next_attempt_ms_; }
+    [[nodiscard]] bool may_attempt(std::uint64_t now_ms) const {
+        return now_ms >= next_attempt_ms_;
+    }
     // Whether clients without a server should get the login error now instead of waiting: the
     // server refused, or it has been unreachable for longer than server_login_retry.
-    [[nodiscard]] bool fail_clients(std::uint64_t now_ms, std::uint64_t server_login_retry_ms) const;
+    [[nodiscard]] bool fail_clients(std::uint64_t now_ms,
+                                    std::uint64_t server_login_retry_ms) const;
 
 private:
     int failures_ = 0;

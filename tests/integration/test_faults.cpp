@@ -341,7 +341,8 @@ TEST_CASE("a backend terminated mid-query: the client sees PostgreSQL's FATAL an
     Pgtether pooler(pool_for(env.superuser, "transaction", 2));
     SUBCASE("raw protocol") {
         const std::string direct = terminated_mid_query_raw(env.pg_host, env.pg_port, "raw direct");
-        const std::string pooled = terminated_mid_query_raw(pooler.host(), pooler.port(), "raw pooled");
+        const std::string pooled =
+            terminated_mid_query_raw(pooler.host(), pooler.port(), "raw pooled");
         CHECK(direct.find("C=57P01") != std::string::npos);
         CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
     }

@@ -87,7 +87,8 @@ TEST_CASE("FATAL and PANIC errors end the session; others do not") {
     CHECK_FALSE(severity_of("ERROR"));
     CHECK_FALSE(severity_of("WARNING"));
     // The non-localized 'V' field decides over a localized 'S'.
-    auto localized = parse_error_fields(as_bytes(std::string("SFATALE\0VFATAL\0C57P01\0Mx\0\0", 26)));
+    auto localized =
+        parse_error_fields(as_bytes(std::string("SFATALE\0VFATAL\0C57P01\0Mx\0\0", 26)));
     REQUIRE(localized);
     CHECK(is_fatal(*localized));
 }
