@@ -118,6 +118,14 @@ void Pool::cancel_welcome_wait(Client& client) { welcome_waiting_.remove(client)
 void Pool::request_server(Client& client) {
     // PAUSE / KILL: requests wait in the queue until RESUME.
     Server* server = paused() ? nullptr : idle_server_for(client);
+    while (server && server->spoke_while_idle(worker_.now_ms())) {
+        // A backend ended while idle (pg_terminate_backend, PostgreSQL shutting down) has sent
+        // its FATAL and closed, and the loop may not have read that yet: the client's request
+        // would meet a dead backend. An idle server has nothing to say, so one that did is
+        // closed instead of handed out.
+        server->close("the server spoke or closed while idle in the pool");
+        server = idle_server_for(client);
+    }
     if (server) {
         idle_.remove(*server);
         used_.push_back(*server);

@@ -272,6 +272,11 @@ void Server::mark_idle(std::uint64_t now_ms) {
     welcome_.shrink_to_fit();
 }
 
+bool Server::spoke_while_idle(std::uint64_t now_ms) const {
+    constexpr std::uint64_t kCheckAfterIdleMs = 1;
+    return now_ms - idle_since_ms_ >= kCheckAfterIdleMs && stream_.peer_spoke();
+}
+
 void Server::link(Client& client) {
     client_ = &client;
     set_state(State::Active);

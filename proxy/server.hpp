@@ -90,6 +90,10 @@ public:
 
     // ---- life in the pool ----
     void mark_idle(std::uint64_t now_ms);
+    // Whether the backend, idle in the pool, sent something the loop has not read yet (in
+    // practice a FATAL and EOF: it was terminated). Looked at (one system call) only when it has
+    // been idle for a millisecond or more: a busy pool's servers are handed on at once.
+    [[nodiscard]] bool spoke_while_idle(std::uint64_t now_ms) const;
     // Linking: the pool hands this server to a client. Applies the client's parameters first
     // when they differ; the client's input waits until then (busy()).
     void link(Client& client);

@@ -4,6 +4,7 @@
 // idle_transaction_timeout, query_timeout). Afterwards the pool serves clean backends only:
 // pools of one backend make "the next client gets the backend the last one left" certain.
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -356,4 +357,27 @@ TEST_CASE("a backend terminated mid-query: the client sees PostgreSQL's FATAL an
     Conn next = Conn::must(pooler.conninfo());
     CHECK(scalar(next, "SELECT 1") == "1");
     CHECK(pooler.wait_for_log("closing because: server closed the connection after a FATAL"));
+}
+
+TEST_CASE("a backend terminated while idle, before pgtether read its FATAL, is not handed out") {
+    // pgtether is stopped (SIGSTOP) while a client sends its next transaction and the backend it
+    // would get is terminated: on SIGCONT the loop sees the client first, with the dead backend
+    // still idle in the pool and its FATAL unread. It must not be handed out.
+    const std::string role = private_role("pgt_faults_idle_race");
+    REQUIRE(settled(role));
+    Pgtether pooler(pool_for(role, "transaction", 1));
+    Conn client = Conn::must(pooler.conninfo(role));
+    const std::string pid = scalar(client, "SELECT pg_backend_pid()");
+    std::this_thread::sleep_for(50ms);  // idle for a while in the pool
+    REQUIRE(::kill(pooler.pid(), SIGSTOP) == 0);
+    send_query(client, "SELECT 'served'");
+    std::this_thread::sleep_for(50ms);  // the request is in pgtether's socket before the FATAL
+    terminate_backend(pid);
+    CHECK(eventually([&] { return backends_of(role) == 0; }));
+    REQUIRE(::kill(pooler.pid(), SIGCONT) == 0);
+    auto result = wait_result(client, 10s);
+    REQUIRE(result.has_value());
+    CHECK_MESSAGE(result->ok(), result->describe());
+    if (result->ok()) CHECK(result->value() == "served");
+    CHECK(scalar(client, "SELECT pg_backend_pid()") != pid);
 }
