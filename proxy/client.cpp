@@ -574,7 +574,18 @@ void Client::janitor(std::uint64_t now) {
             }
             break;
         case State::Active: {
-            if (!server_ || server_->busy()) break;
+            if (!server_) break;
+            if (server_->busy()) {
+                // pgtether's own query for this client (server_check_query, the parameter sync,
+                // the tether's probe) stands in for the client's: a backend that stopped
+                // answering is given up after query_timeout, counted from the client's last
+                // request. Closing it tells this client (Client::on_server_lost): one whose
+                // request never reached the backend quietly gets another.
+                if (expired(last_activity_ms_, config.query_timeout)) {
+                    server_->close("pgtether's query on the server took longer than query_timeout");
+                }
+                break;
+            }
             auto& tracker = server_->tracker();
             if (!tracker.quiet()) {
                 if (expired(query_started_ms_, config.query_timeout)) {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <string>
 #include <thread>
@@ -380,4 +381,35 @@ TEST_CASE("a backend terminated while idle, before pgtether read its FATAL, is n
     CHECK_MESSAGE(result->ok(), result->describe());
     if (result->ok()) CHECK(result->value() == "served");
     CHECK(scalar(client, "SELECT pg_backend_pid()") != pid);
+}
+
+TEST_CASE("a backend that stops answering during server_check_query: the client gets another") {
+    // SIGSTOP on the backend: the connection stays up (the kernel still acknowledges), but
+    // nothing answers -- a backend that vanished without RST or FIN looks the same to pgtether.
+    // server_check_delay = 0 checks every backend before it serves; query_timeout bounds that
+    // check as it bounds the client's own query, and the client, whose request never reached the
+    // silent backend, is served by another.
+    const std::string role = private_role("pgt_faults_silent_check");
+    REQUIRE(settled(role));
+    Pgtether pooler(pool_for(role, "transaction", 2,
+                             {{"server_check_delay", "0"}, {"query_timeout", "2"}}));
+    Conn client = Conn::must(pooler.conninfo(role));
+    const std::string pid = scalar(client, "SELECT pg_backend_pid()");
+    REQUIRE(::kill(std::stoi(pid), SIGSTOP) == 0);
+    // The backend resumes after 20 s whatever happens, so that a pgtether that waits for it for
+    // ever fails this test instead of hanging it (and the shared server's shutdown).
+    std::atomic<bool> done{false};
+    std::thread watchdog([&] {
+        for (int i = 0; i < 200 && !done; ++i) std::this_thread::sleep_for(100ms);
+        ::kill(std::stoi(pid), SIGCONT);
+    });
+    auto started = std::chrono::steady_clock::now();
+    Result r = client.exec("SELECT pg_backend_pid()");
+    CHECK_MESSAGE(r.ok(), r.describe());
+    if (r.ok()) CHECK(r.value() != pid);
+    // query_timeout (2 s) and the janitor's tick; generous for a loaded machine.
+    CHECK(std::chrono::steady_clock::now() - started < 15s);
+    done = true;
+    watchdog.join();
+    CHECK(pooler.wait_for_log("took longer than query_timeout"));
 }
