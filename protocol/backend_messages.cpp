@@ -120,6 +120,16 @@ std::optional<ErrorFields> parse_error_fields(ByteSpan body) {
     return f;
 }
 
+void append_v2_fatal_error(std::string& out, std::string_view message) {
+    out.push_back(be::kErrorResponse);
+    out.append("FATAL:  ").append(message).append("\n");
+    out.push_back('\0');
+}
+
+bool is_fatal(const ErrorFields& error) {
+    return error.severity == "FATAL" || error.severity == "PANIC";
+}
+
 std::optional<AuthenticationMessage> parse_authentication(ByteSpan body) {
     ByteReader r(body);
     auto code = r.i32();

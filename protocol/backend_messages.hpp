@@ -27,6 +27,9 @@ struct ErrorFields {
 
 // ---- builders (append one complete message to `out`) ----
 void append_error_response(std::string& out, const ErrorFields& fields);
+// A FATAL error as protocol 2.0 sent it ('E' and one string, no length word): PostgreSQL's answer
+// to a StartupMessage for protocol 2.0 or older, which it still speaks that far.
+void append_v2_fatal_error(std::string& out, std::string_view message);
 void append_notice_response(std::string& out, const ErrorFields& fields);
 void append_authentication(std::string& out, AuthRequest code, std::string_view data = {});
 void append_auth_md5(std::string& out, const std::array<std::uint8_t, 4>& salt);
@@ -46,6 +49,8 @@ void append_empty_query_response(std::string& out);
 
 // ---- readers ----
 [[nodiscard]] std::optional<ErrorFields> parse_error_fields(ByteSpan body);
+// Whether an error is FATAL or PANIC: the backend closes the connection after it.
+[[nodiscard]] bool is_fatal(const ErrorFields& error);
 
 struct AuthenticationMessage {
     AuthRequest code;

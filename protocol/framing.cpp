@@ -20,7 +20,7 @@ Frame frame_startup_packet(ByteSpan buffer) {
     Frame frame;
     if (buffer.size() < kStartupHeaderSize) return frame;
     frame.length = load_u32(buffer.data());
-    if (frame.length < 8 || frame.length > kMaxStartupPacketLength) {
+    if (frame.length < 8 || frame.length - kStartupHeaderSize > kMaxStartupPacketLength) {
         frame.status = FrameStatus::Invalid;
         return frame;
     }

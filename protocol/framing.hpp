@@ -34,14 +34,17 @@ struct Frame {
 
 inline constexpr std::size_t kTypedHeaderSize = 5;    // type byte + Int32 length
 inline constexpr std::size_t kStartupHeaderSize = 4;  // Int32 length
-// PostgreSQL's own cap on a start-up packet (MAX_STARTUP_PACKET_LENGTH in pqcomm.h).
+// PostgreSQL's own cap on a start-up packet's body, after the length word
+// (MAX_STARTUP_PACKET_LENGTH in pqcomm.h): the length field may say up to 10004.
 inline constexpr std::uint32_t kMaxStartupPacketLength = 10000;
 
 // Frames a typed message at the start of `buffer`. A length field below 4 or above `max_length` is
 // Invalid. NeedMore with has_header() means the header is known and the body is still arriving.
 [[nodiscard]] Frame frame_message(ByteSpan buffer, std::uint32_t max_length);
 
-// Frames a start-up packet at the start of `buffer` (length at least 8: length + protocol code).
+// Frames a start-up packet at the start of `buffer` (length at least 8: length + protocol code,
+// at most kMaxStartupPacketLength + 4). Invalid is what PostgreSQL logs as "invalid length of
+// startup packet" and answers by closing the connection without a word.
 [[nodiscard]] Frame frame_startup_packet(ByteSpan buffer);
 
 }  // namespace pgtether::protocol

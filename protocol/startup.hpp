@@ -45,10 +45,17 @@ struct StartupPacket {
 struct StartupParseResult {
     std::optional<StartupPacket> packet;
     std::string error;  // set when packet is empty: why the packet is malformed
+    // Whether PostgreSQL tells the client (FATAL) or only logs the error and closes the
+    // connection without a word (COMMERROR in ProcessStartupPacket, postmaster.c).
+    bool tell_client = true;
 };
 
 // Parses a whole start-up packet (including its length word), as framed by frame_startup_packet.
 [[nodiscard]] StartupParseResult parse_startup_packet(ByteSpan packet);
+
+// PostgreSQL's answer to a start-up code it does not know, which it takes for a protocol
+// version: "unsupported frontend protocol 1234.5679: server supports 3.0 to 3.0" (0A000).
+std::string unsupported_protocol_message(std::uint32_t code);
 
 // Builders for the packets pgtether sends to servers.
 std::string build_startup_message(const std::vector<std::pair<std::string, std::string>>& params);

@@ -154,14 +154,22 @@ bool Client::send_from_server(const uv_buf_t* bufs, unsigned count) {
 std::size_t Client::handle_startup(ByteSpan data) {
     // A TLS record (handshake, 0x16) instead of a length word: PostgreSQL 17's direct TLS.
     if (data[0] == 0x16 && !stream_.tls_active() && !ssl_answered_) return start_direct_tls(data);
+    // What PostgreSQL only logs (a COMMERROR in ProcessStartupPacket), the client does not hear
+    // about from us either: the connection just closes. A driver that sends Terminate before its
+    // start-up packet (its length word reads as 1.4 GB) must see what PostgreSQL shows it.
+    auto close_unanswered = [&](const std::string& why) {
+        spdlog::info("{}: closing because: {} (nothing sent, as PostgreSQL)", describe(), why);
+        close(why);
+        return data.size();
+    };
     Frame frame = protocol::frame_startup_packet(data);
     if (frame.status == FrameStatus::Invalid) {
-        fail(protocol::sqlstate::kProtocolViolation, "invalid length of startup packet");
-        return data.size();
+        return close_unanswered("invalid length of startup packet");
     }
     if (frame.status == FrameStatus::NeedMore) return 0;
     auto parsed = protocol::parse_startup_packet(data.first(frame.total));
     if (!parsed.packet) {
+        if (!parsed.tell_client) return close_unanswered(parsed.error);
         fail(protocol::sqlstate::kProtocolViolation, parsed.error);
         return data.size();
     }
@@ -174,9 +182,17 @@ std::size_t Client::handle_startup(ByteSpan data) {
             handle_cancel_request(packet.cancel_key);
             return data.size();
         case protocol::StartupKind::UnsupportedVersion:
+            if ((packet.code >> 16) < 3) {
+                // PostgreSQL answers a protocol 2.0 client in its own protocol.
+                std::string out;
+                protocol::append_v2_fatal_error(
+                    out, protocol::unsupported_protocol_message(packet.code));
+                stream_.write(out);
+                close(protocol::unsupported_protocol_message(packet.code), nullptr, true);
+                return data.size();
+            }
             fail(protocol::sqlstate::kFeatureNotSupported,
-                 "unsupported frontend protocol " + std::to_string(packet.code >> 16) + "." +
-                     std::to_string(packet.code & 0xffff) + ": server supports 3.0 to 3.0");
+                 protocol::unsupported_protocol_message(packet.code));
             return data.size();
         case protocol::StartupKind::Startup:
             handle_startup_packet(packet);
@@ -425,7 +441,8 @@ void Client::on_server_released() {
     stream_.redeliver_pending_input();
 }
 
-void Client::on_server_lost(const std::string& reason, bool server_saw_requests) {
+void Client::on_server_lost(const std::string& reason, bool server_saw_requests,
+                            bool client_got_fatal) {
     server_ = nullptr;
     if (state_ == State::Closing) return;
     if (!server_saw_requests && !tethered() && state_ == State::Active) {
@@ -434,6 +451,12 @@ void Client::on_server_lost(const std::string& reason, bool server_saw_requests)
         set_state(State::Idle);
         stream_.start_reading();
         stream_.redeliver_pending_input();
+        return;
+    }
+    if (client_got_fatal) {
+        // The backend said why it went (57P01 after pg_terminate_backend, a shutdown): that one
+        // error is all a client of PostgreSQL gets before the connection closes.
+        close("server closed the connection after a FATAL error: " + reason, nullptr, true);
         return;
     }
     fail(protocol::sqlstate::kConnectionFailure, "server connection lost: " + reason);
@@ -551,7 +574,18 @@ void Client::janitor(std::uint64_t now) {
             }
             break;
         case State::Active: {
-            if (!server_ || server_->busy()) break;
+            if (!server_) break;
+            if (server_->busy()) {
+                // pgtether's own query for this client (server_check_query, the parameter sync,
+                // the tether's probe) stands in for the client's: a backend that stopped
+                // answering is given up after query_timeout, counted from the client's last
+                // request. Closing it tells this client (Client::on_server_lost): one whose
+                // request never reached the backend quietly gets another.
+                if (expired(last_activity_ms_, config.query_timeout)) {
+                    server_->close("pgtether's query on the server took longer than query_timeout");
+                }
+                break;
+            }
             auto& tracker = server_->tracker();
             if (!tracker.quiet()) {
                 if (expired(query_started_ms_, config.query_timeout)) {
@@ -583,7 +617,7 @@ void Client::fail(const char* sqlstate, const std::string& message) {
     close(message, &error);
 }
 
-void Client::close(const std::string& reason, const protocol::ErrorFields* error) {
+void Client::close(const std::string& reason, const protocol::ErrorFields* error, bool flush) {
     if (state_ == State::Closing) return;
     State previous = state_;
     bool logged_in = previous != State::Startup && previous != State::AuthLookup &&
@@ -619,7 +653,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         auth_lookup_->cancel();
         auth_lookup_ = nullptr;
     }
-    if (error) {
+    if (error || flush) {
         stream_.close_after_flush();
     } else {
         stream_.close();

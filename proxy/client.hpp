@@ -48,8 +48,10 @@ public:
 
     // Accepts from the listener and starts reading. Returns false (and closes) on failure.
     bool accept(uv_stream_t* listener);
-    // Closes the connection after sending `error` (when given) and logs the reason.
-    void close(const std::string& reason, const protocol::ErrorFields* error = nullptr);
+    // Closes the connection after sending `error` (when given) and logs the reason. With an
+    // error, or with `flush`, what is queued for the client is sent before the socket closes.
+    void close(const std::string& reason, const protocol::ErrorFields* error = nullptr,
+               bool flush = false);
     // Sends a FATAL error with this SQLSTATE and message, then closes.
     void fail(const char* sqlstate, const std::string& message);
 
@@ -84,8 +86,11 @@ public:
     // The transaction ended and the server went back to the pool.
     void on_server_released();
     // The server connection failed under this client. When it had not yet seen any request of
-    // this client, the client quietly gets another server; otherwise it is closed with an error.
-    void on_server_lost(const std::string& reason, bool server_saw_requests);
+    // this client, the client quietly gets another server; otherwise it is closed -- with an
+    // error of pgtether's own unless the client already has the backend's FATAL (as from
+    // PostgreSQL directly: one error, then the connection closes).
+    void on_server_lost(const std::string& reason, bool server_saw_requests,
+                        bool client_got_fatal);
     // Flow control: the server's socket is backed up / drained.
     void pause_input();
     void resume_input();
@@ -180,6 +185,8 @@ private:
     void ensure_prepared(const StatementPtr& statement, Outbound& out);
     // Closes (queued) of the statements the backend must evict to take `statement`.
     void make_room_for(const StatementPtr& statement, Outbound& out);
+    // Queues an injected Close of `statement` on the linked backend (`undo`: QueuedRequest).
+    void close_on_server(const StatementPtr& statement, std::uint8_t undo, Outbound& out);
     // Parse of `statement` under its backend name, after make_room_for; the caller queues the
     // request its ParseComplete answers.
     void write_server_parse(const StatementPtr& statement, Outbound& out);

@@ -60,7 +60,9 @@ std::size_t Client::handle_encryption_request(protocol::StartupKind kind, ByteSp
         // No GSSAPI encryption: 'N', and the client continues in plaintext or tries TLS next
         // (protocol §55.2.11).
         if (gss_answered_ || stream_.tls_active()) {
-            fail(protocol::sqlstate::kProtocolViolation, "duplicate GSSAPI encryption request");
+            // PostgreSQL takes a second request for a protocol version it does not know.
+            fail(protocol::sqlstate::kFeatureNotSupported,
+                 protocol::unsupported_protocol_message(protocol::kGssEncRequestCode));
             return data.size();
         }
         gss_answered_ = true;
@@ -68,7 +70,8 @@ std::size_t Client::handle_encryption_request(protocol::StartupKind kind, ByteSp
         return request_size;
     }
     if (ssl_answered_ || stream_.tls_active()) {
-        fail(protocol::sqlstate::kProtocolViolation, "duplicate SSL negotiation request");
+        fail(protocol::sqlstate::kFeatureNotSupported,
+             protocol::unsupported_protocol_message(protocol::kSslRequestCode));
         return data.size();
     }
     ssl_answered_ = true;

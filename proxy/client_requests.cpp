@@ -293,14 +293,11 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
         worker_.statements().intern(parse.query, parse.parameter_types, relevant);
     statements_.add(parse.statement, statement);
     std::string name(parse.statement);
-    if (server_->statements().contains(*statement)) {
-        // Already prepared on this backend (by this or another client): answer it ourselves.
-        server_->statements().touch(*statement);
-        queue.push({fe::kParse, QueuedRequest::Kind::Answered, QueuedRequest::kUndoClientAdd,
-                    simple_message(protocol::be::kParseComplete), std::move(name), statement});
-        server_->settle_requests();
-        return true;
-    }
+    // Prepared afresh even where the backend has it already (for another client): a Parse plans
+    // the query in the client's own session, as on a direct connection. The copy on the backend
+    // was planned in another client's session, perhaps against its temporary table of the same
+    // name ("cached plan must not change result type" where PostgreSQL would succeed).
+    if (server_->statements().contains(*statement)) server_->statements().mark_stale(statement);
     write_server_parse(statement, out);
     queue.push({fe::kParse, QueuedRequest::Kind::Forwarded,
                 QueuedRequest::kUndoClientAdd | QueuedRequest::kUndoServerAdd, {},
@@ -310,20 +307,29 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
 
 void Client::make_room_for(const StatementPtr& statement, Outbound& out) {
     auto capacity = static_cast<std::size_t>(worker_.config().max_prepared_statements);
-    auto evicted = server_->statements().add(statement, capacity,
-                                             server_->requests().pinned_statements());
-    for (auto& old : evicted) {
-        std::string close;
-        protocol::MessageWriter(close).begin(fe::kClose).u8('S').cstring(old->server_name).end();
-        out.add_owned(std::move(close));
-        server_->tracker().on_frontend(fe::kClose);
-        server_->requests().push({fe::kClose, QueuedRequest::Kind::Injected,
-                                  QueuedRequest::kUndoServerRemove, {}, {}, old});
+    auto& on_server = server_->statements();
+    for (auto& old : on_server.add(statement, capacity, server_->requests().pinned_statements())) {
+        close_on_server(old, QueuedRequest::kUndoServerRemove, out);
     }
+    for (auto& old : on_server.trim_stale(capacity)) {
+        close_on_server(old, QueuedRequest::kUndoServerStale, out);
+    }
+}
+
+void Client::close_on_server(const StatementPtr& statement, std::uint8_t undo, Outbound& out) {
+    std::string close;
+    protocol::MessageWriter(close).begin(fe::kClose).u8('S').cstring(statement->server_name).end();
+    out.add_owned(std::move(close));
+    server_->tracker().on_frontend(fe::kClose);
+    server_->requests().push({fe::kClose, QueuedRequest::Kind::Injected, undo, {}, {}, statement});
 }
 
 void Client::write_server_parse(const StatementPtr& statement, Outbound& out) {
     make_room_for(statement, out);
+    // A stale copy under the same name goes first (ServerStatements::mark_stale).
+    if (server_->statements().take_stale(*statement)) {
+        close_on_server(statement, QueuedRequest::kUndoServerStale, out);
+    }
     std::string parse;
     protocol::MessageWriter(parse)
         .begin(fe::kParse)

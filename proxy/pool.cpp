@@ -93,11 +93,11 @@ void Pool::learn_client_credentials(const ClientAuth& auth) {
 // Greeting
 
 void Pool::wait_for_welcome(Client& client) {
-    if (last_login_error_ && server_count_ == 0 &&
-        worker_.now_ms() - last_login_failure_ms_ < to_ms(worker_.config().server_login_retry)) {
+    if (last_login_error_ && server_count_ == 0 && login_fails_clients()) {
         // Logins are failing: tell the client now instead of letting it wait (PgBouncer's
         // "fast fail").
         client.on_login_failed(*last_login_error_);
+        probe_login();
         return;
     }
     welcome_waiting_.push_back(client);
@@ -118,17 +118,25 @@ void Pool::cancel_welcome_wait(Client& client) { welcome_waiting_.remove(client)
 void Pool::request_server(Client& client) {
     // PAUSE / KILL: requests wait in the queue until RESUME.
     Server* server = paused() ? nullptr : idle_server_for(client);
+    while (server && server->spoke_while_idle(worker_.now_ms())) {
+        // A backend ended while idle (pg_terminate_backend, PostgreSQL shutting down) has sent
+        // its FATAL and closed, and the loop may not have read that yet: the client's request
+        // would meet a dead backend. An idle server has nothing to say, so one that did is
+        // closed instead of handed out.
+        server->close("the server spoke or closed while idle in the pool");
+        server = idle_server_for(client);
+    }
     if (server) {
         idle_.remove(*server);
         used_.push_back(*server);
         client.on_server_assigned(*server);
         return;
     }
-    if (last_login_error_ && server_count_ == 0 &&
-        worker_.now_ms() - last_login_failure_ms_ < to_ms(worker_.config().server_login_retry)) {
+    if (last_login_error_ && server_count_ == 0 && login_fails_clients()) {
         protocol::ErrorFields error = *last_login_error_;
         error.severity = "FATAL";
         client.close("server login has been failing: " + error.message, &error);
+        probe_login();
         return;
     }
     waiting_.push_back(client);
@@ -180,8 +188,7 @@ LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
 
 bool Pool::launch_suspended() const {
     if (worker_.shutting_down() || paused()) return true;
-    return last_login_failure_ms_ != 0 &&
-           worker_.now_ms() - last_login_failure_ms_ < to_ms(worker_.config().server_login_retry);
+    return !login_backoff_.may_attempt(worker_.now_ms());
 }
 
 bool Pool::may_launch(bool use_reserve) const {
@@ -231,7 +238,7 @@ void Pool::launch_server() {
 
 void Pool::on_server_login(Server& server) {
     --connecting_;
-    last_login_failure_ms_ = 0;
+    login_backoff_.on_success();
     last_login_error_.reset();
     if (welcome_.empty()) {
         welcome_ = server.welcome_;
@@ -242,11 +249,15 @@ void Pool::on_server_login(Server& server) {
     release(server);
 }
 
-void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& error) {
+void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& error,
+                                  LoginFailureKind kind) {
     (void)server;
     --connecting_;
-    last_login_failure_ms_ = worker_.now_ms();
+    login_backoff_.on_failure(kind, worker_.now_ms(), to_ms(worker_.config().server_login_retry));
     last_login_error_ = error;
+    // A server that is restarting is waited for (proxy/login_retry.hpp): its clients are served
+    // once it is back, unless it stays away longer than server_login_retry.
+    if (!login_fails_clients()) return;
     while (Client* client = welcome_waiting_.pop_front()) client->on_login_failed(error);
     if (server_count_ <= 1) {
         // No other server can serve the queued clients: fail them now (fast fail) rather than
@@ -497,6 +508,18 @@ void Pool::make_room_elsewhere() {
 void Pool::close_all_servers(const char* reason) {
     used_.for_each([&](Server& server) { server.retire(); });
     close_idle_servers(reason);
+}
+
+void Pool::probe_login() {
+    // Clients that arrive while logins fail are turned away without waiting for an attempt; one
+    // attempt (at the backoff's pace) finds out whether the server is back for the next ones,
+    // who then wait for it instead.
+    if (connecting_ == 0 && may_launch(false)) launch_server();
+}
+
+bool Pool::login_fails_clients() const {
+    return login_backoff_.fail_clients(worker_.now_ms(),
+                                       to_ms(worker_.config().server_login_retry));
 }
 
 bool Pool::empty() const { return server_count_ == 0 && waiting_.empty(); }

@@ -21,6 +21,7 @@
 #include "proxy/client.hpp"
 #include "proxy/config.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/login_retry.hpp"
 #include "proxy/pool_capacity.hpp"
 #include "proxy/server.hpp"
 #include "proxy/server_login.hpp"
@@ -82,7 +83,8 @@ public:
     void release(Server& server);
     // A server finished logging in (first ReadyForQuery).
     void on_server_login(Server& server);
-    void on_server_login_failed(Server& server, const protocol::ErrorFields& error);
+    void on_server_login_failed(Server& server, const protocol::ErrorFields& error,
+                                LoginFailureKind kind);
     // A server is being destroyed.
     void forget_server(Server& server);
     // A server moved from idle to busy (check query, leak sweep) or back.
@@ -112,7 +114,8 @@ public:
 
 private:
     void launch_if_needed();
-    // Shutting down, paused, or waiting out server_login_retry: no server is launched at all.
+    // Shutting down, paused, or waiting for the next login attempt after failed ones
+    // (proxy/login_retry.hpp): no server is launched at all.
     [[nodiscard]] bool launch_suspended() const;
     // Which limit, if any, keeps the pool from launching another server (pool_capacity.hpp).
     [[nodiscard]] LaunchVerdict launch_verdict(bool use_reserve) const;
@@ -120,6 +123,10 @@ private:
     // Clients wait although the pool is below its share for them, because more clients are
     // tethered than tether_reserve_size covers: logged and counted once per occurrence.
     void note_tether_reserve_exhausted(bool exhausted);
+    // Logins are failing in a way that clients without a server should hear about now.
+    [[nodiscard]] bool login_fails_clients() const;
+    // While clients are failed fast: a login attempt, when the backoff allows one.
+    void probe_login();
     void launch_server();
     void hand_to_waiting_client(Server& server);
     // Which idle server a client gets, and which waiting client a released server goes to:
@@ -149,7 +156,7 @@ private:
 
     std::vector<std::pair<std::string, std::string>> welcome_;
     ParamValues default_params_;
-    std::uint64_t last_login_failure_ms_ = 0;
+    LoginBackoff login_backoff_;
     std::optional<protocol::ErrorFields> last_login_error_;
     std::optional<UserSecret> fetched_secret_;  // from auth_query, for users not in auth_file
     std::optional<protocol::ScramKey> scram_client_key_;

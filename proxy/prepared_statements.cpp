@@ -97,6 +97,38 @@ void ServerStatements::remove(const PreparedStatement& statement) {
 void ServerStatements::clear() {
     lru_.clear();
     index_.clear();
+    stale_.clear();
+}
+
+void ServerStatements::mark_stale(StatementPtr statement) {
+    remove(*statement);
+    for (const auto& stale : stale_) {
+        if (stale->id == statement->id) return;
+    }
+    stale_.push_back(std::move(statement));
+}
+
+void ServerStatements::mark_all_stale() {
+    for (auto& statement : lru_) stale_.push_back(std::move(statement));
+    lru_.clear();
+    index_.clear();
+}
+
+bool ServerStatements::take_stale(const PreparedStatement& statement) {
+    auto it = std::find_if(stale_.begin(), stale_.end(),
+                           [&](const StatementPtr& s) { return s->id == statement.id; });
+    if (it == stale_.end()) return false;
+    stale_.erase(it);
+    return true;
+}
+
+std::vector<StatementPtr> ServerStatements::trim_stale(std::size_t capacity) {
+    std::vector<StatementPtr> trimmed;
+    while (!stale_.empty() && index_.size() + stale_.size() > capacity) {
+        trimmed.push_back(std::move(stale_.back()));
+        stale_.pop_back();
+    }
+    return trimmed;
 }
 
 }  // namespace pgtether

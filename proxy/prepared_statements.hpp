@@ -87,9 +87,21 @@ public:
     void clear();
     [[nodiscard]] std::size_t size() const { return index_.size(); }
 
+    // A statement the backend still has under its name, but whose plan must not be used any
+    // more: it was planned while the session had temporary objects that are gone now, or it
+    // failed with "cached plan must not change result type". It leaves the set above; the next
+    // use closes it on the backend and prepares it afresh (take_stale).
+    void mark_stale(StatementPtr statement);
+    void mark_all_stale();
+    // Whether the backend holds a stale copy of `statement`; forgets it (the caller closes it).
+    [[nodiscard]] bool take_stale(const PreparedStatement& statement);
+    // Stale statements beyond what `capacity` leaves room for, forgotten; the caller closes them.
+    std::vector<StatementPtr> trim_stale(std::size_t capacity);
+
 private:
     std::list<StatementPtr> lru_;  // front = most recently used
     std::unordered_map<std::uint64_t, std::list<StatementPtr>::iterator> index_;
+    std::vector<StatementPtr> stale_;  // on the backend, not in lru_; almost always empty
 };
 
 }  // namespace pgtether

@@ -34,6 +34,7 @@ struct QueuedRequest {
         kUndoClientRemove = 2,  // put client_name → statement back
         kUndoServerAdd = 4,     // the backend does not have `statement` after all
         kUndoServerRemove = 8,  // the backend still has `statement`
+        kUndoServerStale = 16,  // the backend still has a stale `statement` (ServerStatements)
     };
 
     char type = 0;  // the frontend message type: 'P', 'B', 'D', 'E', 'C', 'S', 'Q', 'F'

@@ -133,7 +133,8 @@ void Server::on_stream_connected(int status) {
     if (state_ == State::Closing) return;
     if (status != 0) {
         login_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                           "could not connect to server: " + std::string(uv_strerror(status))));
+                           "could not connect to server: " + std::string(uv_strerror(status))),
+                     LoginFailureKind::Unreachable);
         return;
     }
     const auto& config = worker_.config();
@@ -164,13 +165,13 @@ void Server::send_startup() {
     stream_.write(protocol::build_startup_message(params));
 }
 
-void Server::login_failed(const protocol::ErrorFields& error) {
+void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind kind) {
     if (state_ == State::Closing) return;
     spdlog::warn("S-{} {}/{}: server login failed: {}", id_, pool_.database_name(),
                  pool_.user_name(), error.message);
     worker_.stats().login_failures++;
     login_failed_reported_ = true;
-    pool_.on_server_login_failed(*this, error);
+    pool_.on_server_login_failed(*this, error, kind);
     close("login failed");
 }
 
@@ -206,9 +207,12 @@ std::size_t Server::handle_login_data(ByteSpan data) {
             }
             case be::kErrorResponse: {
                 auto error = protocol::parse_error_fields(body);
-                login_failed(error ? *error
-                                   : fatal(protocol::sqlstate::kProtocolViolation,
-                                           "invalid error message from server"));
+                if (error) {
+                    login_failed(*error, classify_login_failure(error->sqlstate));
+                } else {
+                    login_failed(fatal(protocol::sqlstate::kProtocolViolation,
+                                       "invalid error message from server"));
+                }
                 return consumed;
             }
             case be::kParameterStatus: {
@@ -268,11 +272,17 @@ void Server::mark_idle(std::uint64_t now_ms) {
     welcome_.shrink_to_fit();
 }
 
+bool Server::spoke_while_idle(std::uint64_t now_ms) const {
+    constexpr std::uint64_t kCheckAfterIdleMs = 1;
+    return now_ms - idle_since_ms_ >= kCheckAfterIdleMs && stream_.peer_spoke();
+}
+
 void Server::link(Client& client) {
     client_ = &client;
     set_state(State::Active);
     effects_ = 0;
     client_forwarded_ = false;
+    fatal_forwarded_ = false;
     request_started_us_ = xact_started_us_ = 0;
     tracker_.reset();
     requests_.clear();
@@ -349,6 +359,16 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
                 if (client_ && state_ == State::Active) emit(std::move(done.request.reply));
                 break;
             case RequestQueue::Outcome::Failed:
+                // "cached plan must not change result type": the statement was planned against
+                // objects that changed since (a dropped temporary table, an altered column). A
+                // fresh Parse plans it again, as a client of PostgreSQL would have to; until
+                // then no other client may be handed this copy.
+                if (done.request.type == protocol::fe::kBind && done.request.statement &&
+                    failed_sqlstate_ == protocol::sqlstate::kFeatureNotSupported) {
+                    statements_.mark_stale(done.request.statement);
+                }
+                undo(done.request);
+                break;
             case RequestQueue::Outcome::Skipped:
                 undo(done.request);
                 break;
@@ -376,6 +396,7 @@ void Server::undo(const QueuedRequest& request) {
     if (request.undo & QueuedRequest::kUndoServerRemove) {
         statements_.add(request.statement, std::numeric_limits<std::size_t>::max(), {});
     }
+    if (request.undo & QueuedRequest::kUndoServerStale) statements_.mark_stale(request.statement);
 }
 
 void Server::resume_input_from_client() {
@@ -526,6 +547,14 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 flush();
                 close(std::string("unexpected message from server: '") + frame.type + "'");
                 return consumed;
+            case be::kErrorResponse:
+                tracker_.on_backend(frame.type);
+                if (auto error = protocol::parse_error_fields(body)) {
+                    // The backend's last word before it closes: the client needs no other.
+                    if (!swallow && protocol::is_fatal(*error)) fatal_forwarded_ = true;
+                    failed_sqlstate_ = error->sqlstate;  // for settle_requests
+                }
+                break;
             default:
                 tracker_.on_backend(frame.type);
                 break;
@@ -544,8 +573,12 @@ void Server::record_parameter(std::string_view name, std::string_view value,
     params_.set(*tracked, value);
     if (client_ && state_ == State::Active) {
         // The client either caused this change (SET) or must learn the canonical spelling of a
-        // value it asked for during parameter sync.
-        const auto& current = client_->params().get(*tracked);
+        // value it asked for during parameter sync. What it last saw is its own value, or, for
+        // a parameter it never chose, the pool's that greeted it: a sync back to that value
+        // (a backend that last served a client with an application_name) is news to nobody,
+        // and PostgreSQL reports only changes.
+        auto current = client_->params().get(*tracked);
+        if (!current) current = pool_.default_params().get(*tracked);
         if (!current || *current != value) {
             client_->params().set(*tracked, value);
             if (forward_to_client) {
@@ -629,6 +662,11 @@ void Server::on_transaction_end() {
 void Server::note_tether_change(std::uint32_t kinds) {
     Client* client = client_;
     bool was = client->tethered();
+    if ((client->tether_kinds() & kStateTempTable) && !(kinds & kStateTempTable)) {
+        // The session's temporary objects are gone: statements planned meanwhile may name them
+        // and must not be handed to the next client (docs/prepared-statements.md).
+        statements_.mark_all_stale();
+    }
     client->set_tether_kinds(kinds);
     if (!was && client->tethered()) {
         pool_.stats().tether_events++;
@@ -1017,8 +1055,11 @@ void Server::close(const std::string& reason) {
                 pool_.database_name(), pool_.user_name(), backend_key_.pid, reason);
     if ((previous == State::Connecting || previous == State::Login) && !login_failed_reported_) {
         login_failed_reported_ = true;
-        pool_.on_server_login_failed(*this, fatal(protocol::sqlstate::kConnectionFailure,
-                                                  "server connection failed: " + reason));
+        // The connection broke or timed out before the login completed: worth a quick retry.
+        pool_.on_server_login_failed(*this,
+                                     fatal(protocol::sqlstate::kConnectionFailure,
+                                           "server connection failed: " + reason),
+                                     LoginFailureKind::Unreachable);
     }
     if (previous != State::Connecting && previous != State::Login) {
         std::string terminate;
@@ -1028,7 +1069,7 @@ void Server::close(const std::string& reason) {
     internal_.reset();
     if (Client* client = client_) {
         client_ = nullptr;
-        client->on_server_lost(reason, client_forwarded_);
+        client->on_server_lost(reason, client_forwarded_, fatal_forwarded_);
     }
     pool_.forget_server(*this);
     stream_.close();

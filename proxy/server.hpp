@@ -19,6 +19,7 @@
 #include "protocol/pipeline_tracker.hpp"
 #include "protocol/startup.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/login_retry.hpp"
 #include "proxy/prepared_statements.hpp"
 #include "proxy/request_queue.hpp"
 #include "proxy/session_params.hpp"
@@ -89,6 +90,10 @@ public:
 
     // ---- life in the pool ----
     void mark_idle(std::uint64_t now_ms);
+    // Whether the backend, idle in the pool, sent something the loop has not read yet (in
+    // practice a FATAL and EOF: it was terminated). Looked at (one system call) only when it has
+    // been idle for a millisecond or more: a busy pool's servers are handed on at once.
+    [[nodiscard]] bool spoke_while_idle(std::uint64_t now_ms) const;
     // Linking: the pool hands this server to a client. Applies the client's parameters first
     // when they differ; the client's input waits until then (busy()).
     void link(Client& client);
@@ -179,7 +184,9 @@ private:
     void send_startup();
     std::size_t handle_tls_answer(protocol::ByteSpan data);
     void start_connect_to(const sockaddr* address);
-    void login_failed(const protocol::ErrorFields& error);
+    // `kind`: whether the pool retries soon (proxy/login_retry.hpp).
+    void login_failed(const protocol::ErrorFields& error,
+                      LoginFailureKind kind = LoginFailureKind::Refused);
     void sync_parameters();
     void release_to_pool();
     void maybe_finish_close();
@@ -229,6 +236,8 @@ private:
     SettingsMap applied_settings_;
     bool retired_ = false;
     bool client_forwarded_ = false;  // the linked client has sent this server anything
+    bool fatal_forwarded_ = false;   // the linked client got the backend's FATAL ErrorResponse
+    std::string failed_sqlstate_;    // of the last ErrorResponse forwarded to the linked client
     bool reset_done_ = false;        // server_reset_query ran since the last client left
     bool login_failed_reported_ = false;
     bool stream_closed_ = false;

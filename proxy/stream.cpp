@@ -4,6 +4,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+
 #include <arpa/inet.h>
 
 #include "proxy/tls.hpp"
@@ -103,6 +105,16 @@ std::string Stream::peer_name() const {
         port = ntohs(sin6->sin6_port);
     }
     return std::string(host) + ":" + std::to_string(port);
+}
+
+bool Stream::peer_spoke() const {
+    if (!input_.empty()) return true;
+    uv_os_fd_t fd;
+    if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd) != 0) return false;
+    char byte;
+    ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    // Data (> 0), an orderly close (0) or an error such as ECONNRESET: all something to read.
+    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 void Stream::start_reading() {

@@ -73,6 +73,9 @@ public:
     void redeliver_pending_input();
     [[nodiscard]] bool has_pending_input() const { return !input_.empty(); }
     [[nodiscard]] std::size_t pending_input_size() const { return input_.size(); }
+    // Whether the peer sent anything the loop has not read yet, or closed the connection: kept
+    // input, or a non-blocking peek at the socket (one system call).
+    [[nodiscard]] bool peer_spoke() const;
 
     // Queue bytes for the peer. Returns true when everything went to the kernel right away.
     bool write(protocol::ByteSpan data);

@@ -97,7 +97,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     if (startup_first) {
         const std::size_t used =
-            check_frame(rest, kStartupHeaderSize, 8, kMaxStartupPacketLength, startup);
+            check_frame(rest, kStartupHeaderSize, 8,
+                        kMaxStartupPacketLength + static_cast<std::uint32_t>(kStartupHeaderSize),
+                        startup);
         if (used == 0) return 0;
         rest = rest.subspan(used);
     }

@@ -4,9 +4,11 @@
 // idle_transaction_timeout, query_timeout). Afterwards the pool serves clean backends only:
 // pools of one backend make "the next client gets the backend the last one left" certain.
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <string>
 #include <thread>
@@ -289,4 +291,125 @@ TEST_CASE("query_timeout: a query running too long is stopped, the backend reuse
     Conn b = Conn::must(pooler.conninfo(role));
     CHECK(scalar(b, "SELECT pg_sleep(0.3)::text") == "");
     check_clean_backend(pooler, role);
+}
+
+namespace {
+
+// Waits until a backend runs `sql` (pg_stat_activity) and terminates it from a direct connection.
+void terminate_backend_running(const std::string& sql) {
+    std::string pid;
+    REQUIRE(eventually([&] {
+        pid = direct_scalar("SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE query = '" +
+                            sql + "' AND state = 'active'");
+        return pid != "0";
+    }));
+    terminate_backend(pid);
+}
+
+// What a raw client sees when its backend is terminated in the middle of `SELECT pg_sleep(60)`.
+std::string terminated_mid_query_raw(const std::string& host, int port, const std::string& tag) {
+    const TestEnv& env = TestEnv::get();
+    RawConn raw(host, port);
+    auto hello = raw.startup(env.superuser, env.database);
+    REQUIRE((!hello.empty() && hello.back().type == 'Z'));
+    const std::string sql = "SELECT pg_sleep(60) /* " + tag + " */";
+    REQUIRE(raw.send(wire::query(sql)));
+    terminate_backend_running(sql);
+    return wire::render_reply(raw.read_until_closed(10s));
+}
+
+// The same through libpq: every result PQgetResult gives, and the connection's error text.
+std::string terminated_mid_query_libpq(const std::string& conninfo, const std::string& tag) {
+    Conn conn = Conn::must(conninfo);
+    const std::string sql = "SELECT pg_sleep(60) /* " + tag + " */";
+    send_query(conn, sql);
+    terminate_backend_running(sql);
+    std::string out;
+    while (PGresult* res = PQgetResult(conn.raw())) {
+        Result r = Result::from(res);
+        PQclear(res);
+        out += r.status_name() + " " + r.sqlstate + " " + r.error_text + "\n";
+    }
+    return out + "status " + std::to_string(PQstatus(conn.raw())) + ": " + conn.error();
+}
+
+}  // namespace
+
+TEST_CASE("a backend terminated mid-query: the client sees PostgreSQL's FATAL and nothing else") {
+    // pg_terminate_backend: PostgreSQL sends FATAL 57P01 and closes. pgtether forwards that one
+    // error and closes the client, as a direct connection would; its own 08006 is for backends
+    // that vanish without a word.
+    const TestEnv& env = TestEnv::get();
+    Pgtether pooler(pool_for(env.superuser, "transaction", 2));
+    SUBCASE("raw protocol") {
+        const std::string direct = terminated_mid_query_raw(env.pg_host, env.pg_port, "raw direct");
+        const std::string pooled =
+            terminated_mid_query_raw(pooler.host(), pooler.port(), "raw pooled");
+        CHECK(direct.find("C=57P01") != std::string::npos);
+        CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
+    }
+    SUBCASE("libpq") {
+        const std::string direct = terminated_mid_query_libpq(direct_conninfo(), "libpq direct");
+        const std::string pooled = terminated_mid_query_libpq(pooler.conninfo(), "libpq pooled");
+        CHECK(direct.find("57P01") != std::string::npos);
+        CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
+    }
+    // The pool replaced the backend.
+    Conn next = Conn::must(pooler.conninfo());
+    CHECK(scalar(next, "SELECT 1") == "1");
+    CHECK(pooler.wait_for_log("closing because: server closed the connection after a FATAL"));
+}
+
+TEST_CASE("a backend terminated while idle, before pgtether read its FATAL, is not handed out") {
+    // pgtether is stopped (SIGSTOP) while a client sends its next transaction and the backend it
+    // would get is terminated: on SIGCONT the loop sees the client first, with the dead backend
+    // still idle in the pool and its FATAL unread. It must not be handed out.
+    const std::string role = private_role("pgt_faults_idle_race");
+    REQUIRE(settled(role));
+    Pgtether pooler(pool_for(role, "transaction", 1));
+    Conn client = Conn::must(pooler.conninfo(role));
+    const std::string pid = scalar(client, "SELECT pg_backend_pid()");
+    std::this_thread::sleep_for(50ms);  // idle for a while in the pool
+    REQUIRE(::kill(pooler.pid(), SIGSTOP) == 0);
+    send_query(client, "SELECT 'served'");
+    std::this_thread::sleep_for(50ms);  // the request is in pgtether's socket before the FATAL
+    terminate_backend(pid);
+    CHECK(eventually([&] { return backends_of(role) == 0; }));
+    REQUIRE(::kill(pooler.pid(), SIGCONT) == 0);
+    auto result = wait_result(client, 10s);
+    REQUIRE(result.has_value());
+    CHECK_MESSAGE(result->ok(), result->describe());
+    if (result->ok()) CHECK(result->value() == "served");
+    CHECK(scalar(client, "SELECT pg_backend_pid()") != pid);
+}
+
+TEST_CASE("a backend that stops answering during server_check_query: the client gets another") {
+    // SIGSTOP on the backend: the connection stays up (the kernel still acknowledges), but
+    // nothing answers -- a backend that vanished without RST or FIN looks the same to pgtether.
+    // server_check_delay = 0 checks every backend before it serves; query_timeout bounds that
+    // check as it bounds the client's own query, and the client, whose request never reached the
+    // silent backend, is served by another.
+    const std::string role = private_role("pgt_faults_silent_check");
+    REQUIRE(settled(role));
+    Pgtether pooler(pool_for(role, "transaction", 2,
+                             {{"server_check_delay", "0"}, {"query_timeout", "2"}}));
+    Conn client = Conn::must(pooler.conninfo(role));
+    const std::string pid = scalar(client, "SELECT pg_backend_pid()");
+    REQUIRE(::kill(std::stoi(pid), SIGSTOP) == 0);
+    // The backend resumes after 20 s whatever happens, so that a pgtether that waits for it for
+    // ever fails this test instead of hanging it (and the shared server's shutdown).
+    std::atomic<bool> done{false};
+    std::thread watchdog([&] {
+        for (int i = 0; i < 200 && !done; ++i) std::this_thread::sleep_for(100ms);
+        ::kill(std::stoi(pid), SIGCONT);
+    });
+    auto started = std::chrono::steady_clock::now();
+    Result r = client.exec("SELECT pg_backend_pid()");
+    CHECK_MESSAGE(r.ok(), r.describe());
+    if (r.ok()) CHECK(r.value() != pid);
+    // query_timeout (2 s) and the janitor's tick; generous for a loaded machine.
+    CHECK(std::chrono::steady_clock::now() - started < 15s);
+    done = true;
+    watchdog.join();
+    CHECK(pooler.wait_for_log("took longer than query_timeout"));
 }

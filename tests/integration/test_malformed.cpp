@@ -1,8 +1,10 @@
 // Malformed input over raw sockets: bad lengths, packets larger than allowed, unknown start-up
 // codes, protocol 2.0, unknown message types, garbage after start-up, broken message bodies.
-// Each offender gets one ErrorResponse (08P01, or 0A000 where PostgreSQL itself answers
-// "unsupported frontend protocol") and is disconnected; a bystander client in the middle of a
-// transaction keeps working on its backend throughout, and pgtether keeps running.
+// Each offender gets what PostgreSQL would give it -- one ErrorResponse (08P01, or 0A000 for
+// "unsupported frontend protocol"), or nothing at all where PostgreSQL only logs the error (a bad
+// start-up packet length) -- and is disconnected; a bystander client in the middle of a
+// transaction keeps working on its backend throughout, and pgtether keeps running. The start-up
+// cases are also sent to PostgreSQL itself and the replies compared.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -23,7 +25,7 @@ struct Case {
     std::string name;
     bool log_in_first;   // send a valid start-up (trust) before the bad bytes
     std::string bytes;   // what the offender sends
-    std::string sqlstate;
+    std::string sqlstate;  // "" for a silent close, as PostgreSQL's (COMMERROR: logged only)
 };
 
 std::vector<Case> cases() {
@@ -31,18 +33,21 @@ std::vector<Case> cases() {
     const TestEnv& env = TestEnv::get();
     const std::string user = env.superuser;
     return {
-        {"start-up length below the minimum", false, i32(3) + "xxxx", "08P01"},
-        {"start-up length zero", false, i32(0) + i32(196608), "08P01"},
-        {"start-up length above PostgreSQL's 10000", false, i32(100'000) + i32(196608), "08P01"},
-        {"HTTP instead of a start-up packet", false, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "08P01"},
+        {"start-up length below the minimum", false, i32(3) + "xxxx", ""},
+        {"start-up length zero", false, i32(0) + i32(196608), ""},
+        {"start-up length above PostgreSQL's 10000", false, i32(100'000) + i32(196608), ""},
+        {"HTTP instead of a start-up packet", false, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", ""},
+        {"Terminate instead of a start-up packet", false, terminate(), ""},
+        {"CancelRequest of the wrong length", false, i32(12) + i32(80877102) + i32(1), ""},
         // PostgreSQL treats any code it does not know as a protocol version: 0A000.
         {"unknown start-up code", false, i32(8) + i32((1234 << 16) | 5681), "0A000"},
-        {"protocol 2.0", false, startup({{"user", user}}, 2 << 16), "0A000"},
+        // Answered in protocol 2.0, as PostgreSQL does: a message without SQLSTATE.
+        {"protocol 2.0", false, startup({{"user", user}}, 2 << 16), ""},
         {"protocol 4.0", false, startup({{"user", user}}, 4 << 16), "0A000"},
         {"start-up parameter without a value", false,
          i32(4 + 4 + 5) + i32(196608) + "user" + std::string(1, '\0'), "08P01"},
         {"start-up packet without its final terminator", false,
-         i32(4 + 4 + 15) + i32(196608) + cstr("user") + cstr("postgres") + "x", "08P01"},
+         i32(4 + 4 + 14) + i32(196608) + cstr("user") + cstr("postgres"), "08P01"},
         {"unknown message type after start-up", true, message('z', "junk"), "08P01"},
         {"message type NUL after start-up", true, std::string(1, '\0') + i32(8) + "abcd", "08P01"},
         {"garbage after start-up", true, "\x01\x02\x03\x04garbage garbage garbage", "08P01"},
@@ -98,7 +103,7 @@ TEST_CASE("malformed packets: one ErrorResponse each, only the offender is close
     for (const auto& c : cases()) {
         CAPTURE(c.name);
         auto sqlstate = offend(pooler, c);
-        CHECK_MESSAGE(sqlstate == c.sqlstate, "got " << sqlstate.value_or("no error"));
+        CHECK_MESSAGE(sqlstate.value_or("") == c.sqlstate, "got " << sqlstate.value_or("no error"));
         REQUIRE(pooler.running());
         PGT_CHECK_OK(bystander.exec("INSERT INTO bystander VALUES (" + std::to_string(++n) + ")"));
         CHECK(scalar(bystander, "SELECT pg_backend_pid()") == pid);
@@ -110,28 +115,117 @@ TEST_CASE("malformed packets: one ErrorResponse each, only the offender is close
     PGT_CHECK_OK(bystander.exec("COMMIT"));
 }
 
-TEST_CASE("malformed packets compared with PostgreSQL where it answers at all") {
-    // PostgreSQL closes silently on a bad start-up length (a COMMERROR is only logged); where it
-    // does answer, pgtether must answer with the same SQLSTATE.
+TEST_CASE("malformed messages after start-up: the same SQLSTATE as PostgreSQL's") {
     const TestEnv& env = TestEnv::get();
-    PoolerConfig config;
-    config.settings = {{"pool_mode", "transaction"}, {"max_packet_size", "100000"}};
-    Pgtether pooler(config);
     for (const auto& c : cases()) {
+        if (!c.log_in_first) continue;  // start-up packets: the differential test below
         if (c.name.find("max_packet_size") != std::string::npos) continue;  // pooler-only limit
         if (c.name.find("second StartupMessage") != std::string::npos) continue;  // see below
         CAPTURE(c.name);
         RawConn raw(env.pg_host, env.pg_port);
-        if (c.log_in_first) {
-            auto hello = raw.startup(env.superuser, env.database);
-            REQUIRE((!hello.empty() && hello.back().type == 'Z'));
-        }
+        auto hello = raw.startup(env.superuser, env.database);
+        REQUIRE((!hello.empty() && hello.back().type == 'Z'));
         raw.send(c.bytes);
         auto reply = raw.read_until_ready_or_error(5s);
-        auto pg_state = wire::first_error_sqlstate(reply);
-        if (!pg_state || pg_state->empty()) continue;  // silent close, or a v2-style error
-        CHECK_MESSAGE(*pg_state == c.sqlstate, "PostgreSQL says " << *pg_state);
+        // PostgreSQL closes without a word on a bad message length (a COMMERROR, logged only);
+        // pgtether tells the client what went wrong there (08P01), as PgBouncer does.
+        if (reply.empty()) continue;
+        CHECK_MESSAGE(wire::first_error_sqlstate(reply).value_or("") == c.sqlstate,
+                      "PostgreSQL says " << wire::describe(reply));
     }
+}
+
+namespace {
+
+// A start-up exchange as a client sees it: `steps` are written one after the other (a short
+// pause between them, so that each is read on its own, as from a real client); an empty step
+// half-closes the connection (EOF).
+struct StartupCase {
+    std::string name;
+    std::vector<std::string> steps;
+    int encryption_answers = 0;  // one-byte answers to SSLRequest that come first
+};
+
+std::vector<StartupCase> startup_cases() {
+    using namespace wire;
+    const TestEnv& env = TestEnv::get();
+    const std::string login = startup({{"user", env.superuser}, {"database", env.database}});
+    const std::string ssl = ssl_request();
+    std::string at_limit = i32(10004) + i32(196608) + std::string(9996, '\0');
+    std::string over_limit = i32(10005) + i32(196608) + std::string(9997, '\0');
+    return {
+        {"Terminate before the start-up packet", {terminate()}},
+        {"Terminate, then EOF", {terminate(), ""}},
+        {"nothing, then EOF", {""}},
+        {"half a length word, then EOF", {std::string(2, '\0'), ""}},
+        {"half a start-up packet, then EOF", {login.substr(0, 12), ""}},
+        {"length 0", {i32(0) + i32(196608)}},
+        {"length 7", {i32(7) + "abc"}},
+        {"length 10004 (the limit), zero-filled", {at_limit}},
+        {"length 10005", {over_limit}},
+        {"length 100000", {i32(100'000) + i32(196608)}},
+        {"HTTP request", {"GET / HTTP/1.1\r\nHost: x\r\n\r\n"}},
+        {"CancelRequest of length 12", {i32(12) + i32(80877102) + i32(1)}},
+        {"CancelRequest of length 20", {i32(20) + i32(80877102) + i32(1) + i32(2) + i32(3)}},
+        {"CancelRequest for no one", {cancel_request(12345, 67890)}},
+        {"SSLRequest, then Terminate", {ssl, terminate()}, 1},
+        {"SSLRequest, then a bad length", {ssl, i32(3) + "xxxx"}, 1},
+        {"SSLRequest twice", {ssl, ssl}, 1},
+        {"SSLRequest with 4 bytes more, then Terminate",
+         {i32(12) + i32(80877103) + i32(0), terminate()},
+         1},
+        {"unknown start-up code", {i32(8) + i32((1234 << 16) | 5681)}},
+        {"protocol 2.0", {startup({{"user", env.superuser}}, 2 << 16)}},
+        {"protocol 4.0", {startup({{"user", env.superuser}}, 4 << 16)}},
+        {"parameter without a value",
+         {i32(4 + 4 + 5) + i32(196608) + "user" + std::string(1, '\0')}},
+        {"empty value, no final terminator",
+         {i32(4 + 4 + 6) + i32(196608) + cstr("user") + std::string(1, '\0')}},
+        {"no final terminator", {i32(4 + 4 + 14) + i32(196608) + cstr("user") + cstr("postgres")}},
+        {"two stray bytes instead of the terminator",
+         {i32(4 + 4 + 16) + i32(196608) + cstr("user") + cstr("postgres") + "xy"}},
+        {"no user", {startup({{"database", env.database}})}},
+        {"empty user", {startup({{"user", ""}})}},
+        {"Terminate instead of a password", {startup({{"user", env.auth_user("md5").name},
+                                                       {"database", env.database}}),
+                                              terminate()}},
+    };
+}
+
+std::string exchange(const std::string& host, int port, const StartupCase& c) {
+    RawConn raw(host, port);
+    for (const auto& step : c.steps) {
+        if (step.empty()) {
+            raw.shutdown_write();
+        } else if (!raw.send(step)) {
+            break;  // the peer is gone; what it sent before is still read below
+        }
+        std::this_thread::sleep_for(100ms);
+    }
+    return wire::render_reply(raw.read_until_closed(5s), c.encryption_answers);
+}
+
+}  // namespace
+
+TEST_CASE("start-up packets: the same bytes get the same answer as from PostgreSQL") {
+    // PostgreSQL closes without a word where ProcessStartupPacket only logs (a bad length, a
+    // CancelRequest of the wrong size, a Terminate before the start-up packet); a driver that
+    // sees an error from pgtether there reports a failure PostgreSQL never gave it.
+    const TestEnv& env = TestEnv::get();
+    PoolerConfig config = pool_config("transaction", 2, {{"auth_type", "md5"}});
+    Pgtether pooler(config);
+    for (const auto& c : startup_cases()) {
+        CAPTURE(c.name);
+        const std::string direct = exchange(env.pg_host, env.pg_port, c);
+        const std::string pooled = exchange(pooler.host(), pooler.port(), c);
+        CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
+        REQUIRE(pooler.running());
+    }
+    CHECK(pooler.wait_for_log("closing because: invalid length of startup packet"));
+    // Still serving.
+    const AuthUser& md5 = env.auth_user("md5");
+    Conn fresh = Conn::must(pooler.conninfo(md5.name, env.database, md5.password));
+    CHECK(scalar(fresh, "SELECT 'fresh'") == "fresh");
 }
 
 TEST_CASE("a malformed message in the middle of a transaction: the backend is cleaned") {

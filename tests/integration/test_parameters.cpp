@@ -14,6 +14,7 @@
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/raw_socket.hpp"
 #include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
@@ -212,6 +213,74 @@ TEST_CASE("RESET and DISCARD ALL return to the client's start-up values" * docte
     check_same_after(pooler, {"SET TimeZone = 'America/Sao_Paulo'", "RESET TimeZone",
                               "SET application_name = 'x'", "RESET ALL",
                               "SET TimeZone = 'Africa/Cairo'", "DISCARD ALL"});
+}
+
+namespace {
+
+using StartupParams = std::vector<std::pair<std::string, std::string>>;
+
+// Everything a raw client receives in a session: its greeting, then each query's replies up to
+// ReadyForQuery, one rendered message per line (ParameterStatus with name and value).
+std::string raw_session(const std::string& host, int port, const StartupParams& params,
+                        const std::vector<std::string>& queries) {
+    RawConn raw(host, port);
+    std::string out;
+    auto read_to_ready = [&] {
+        while (auto msg = raw.read_message(5s)) {
+            out += wire::render(*msg) + "\n";
+            if (msg->type == 'Z') return;
+        }
+        out += "(no ReadyForQuery)\n";
+    };
+    if (!raw.send(wire::startup(params))) return "(start-up not sent)";
+    read_to_ready();
+    for (const auto& sql : queries) {
+        out += "> " + sql + "\n";
+        raw.send(wire::query(sql));
+        read_to_ready();
+    }
+    raw.send(wire::terminate());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a ParameterStatus reaches a client only when a value it knows changes") {
+    // One backend serves every client in turn, so each one lands on the backend the previous one
+    // left; the parameter sync brings it in line, and the client hears of it only where a direct
+    // connection would report something (PostgreSQL reports changes only).
+    const TestEnv& env = TestEnv::get();
+    Pgtether pooler(pool_config("transaction", 1));
+    const StartupParams plain = {{"user", env.superuser}, {"database", env.database}};
+    auto with = [&](const std::string& name, const std::string& value) {
+        StartupParams params = plain;
+        params.emplace_back(name, value);
+        return params;
+    };
+    struct Session {
+        std::string name;
+        StartupParams params;
+        std::vector<std::string> queries;
+    };
+    const std::vector<Session> sessions = {
+        {"psql-like client", with("application_name", "psql"), {"SELECT 1"}},
+        {"no application_name after psql", plain,
+         {"SELECT 1", "SET application_name = 'mine'", "SELECT 2"}},
+        {"no application_name after a SET", plain, {"SELECT 1"}},
+        {"psql-like client again", with("application_name", "psql"), {"SELECT 1"}},
+        {"explicit empty application_name after psql", with("application_name", ""), {"SELECT 1"}},
+        {"TimeZone from the start-up packet", with("TimeZone", "Asia/Tokyo"),
+         {"SELECT 1", "SET TimeZone = 'Asia/Tokyo'", "SET TimeZone = 'UTC'"}},
+        {"no TimeZone after Tokyo", plain, {"SELECT 1"}},
+    };
+    for (const auto& session : sessions) {
+        CAPTURE(session.name);
+        const std::string direct =
+            raw_session(env.pg_host, env.pg_port, session.params, session.queries);
+        const std::string pooled =
+            raw_session(pooler.host(), pooler.port(), session.params, session.queries);
+        CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
+    }
 }
 
 TEST_CASE("session mode: each client sees its own settings on a reused backend") {

@@ -3,8 +3,10 @@
 // error and pgtether keeps running; once it is back, old and new clients work again.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
@@ -76,4 +78,95 @@ TEST_CASE("PostgreSQL stopped and restarted under pgtether") {
     PGT_REQUIRE_OK(second.exec("BEGIN"));
     CHECK(scalar(after, "SELECT pg_backend_pid()") != scalar(second, "SELECT pg_backend_pid()"));
     CHECK(pooler.running());
+}
+
+TEST_CASE("a quick restart: queued clients are served as soon as PostgreSQL is back") {
+    // PgBouncer waits server_login_retry (15 s by default) after a failed login, whatever the
+    // cause. A server that refused the connection because it was restarting is retried within
+    // a second instead (proxy/login_retry.hpp), and the clients that queued meanwhile are served,
+    // not failed: server_login_retry and query_wait_timeout are far above the outage here.
+    PrivatePostgres pg;
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"},
+                       {"default_pool_size", "2"},
+                       {"server_login_retry", "30"},
+                       {"query_wait_timeout", "60"}};
+    config.databases = {"* = host=" + pg.env().pg_host + " port=" + std::to_string(pg.port())};
+    config.extra_args = {"-v"};
+    Pgtether pooler(config, 10s, pg.env());
+    {
+        Conn setup = Conn::must(pooler.conninfo("", "postgres"));
+        setup.exec_ok("CREATE TABLE restart_commits (n int)");
+    }
+    // Two backends idle in the pool, and clients idle between transactions.
+    std::vector<Conn> clients;
+    for (int i = 0; i < 3; ++i) clients.push_back(Conn::must(pooler.conninfo("", "postgres")));
+    PGT_REQUIRE_OK(clients[0].exec("BEGIN"));
+    PGT_REQUIRE_OK(clients[1].exec("BEGIN"));
+    PGT_REQUIRE_OK(clients[0].exec("COMMIT"));
+    PGT_REQUIRE_OK(clients[1].exec("COMMIT"));
+
+    pg.stop();
+    // While it is down: the idle clients send their next transactions, and a new client logs in
+    // (the pool knows the greeting) and sends one too. They wait.
+    clients.push_back(Conn::must(pooler.conninfo("", "postgres")));
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+        send_query(clients[i], "INSERT INTO restart_commits VALUES (" + std::to_string(i) + ")");
+    }
+    std::this_thread::sleep_for(300ms);  // a few failed logins
+    for (auto& client : clients) CHECK_FALSE(wait_result(client, 0ms).has_value());
+
+    pg.start();
+    const auto back = std::chrono::steady_clock::now();
+    std::chrono::milliseconds first_commit{0};
+    for (auto& client : clients) {
+        auto result = wait_result(client, 20s);
+        REQUIRE(result.has_value());
+        CHECK_MESSAGE(result->ok(), result->describe());
+        if (result->ok() && first_commit.count() == 0) {
+            first_commit = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - back);
+        }
+    }
+    MESSAGE("first commit " << first_commit.count() << " ms after PostgreSQL was back");
+    // Far below server_login_retry (30 s here; PgBouncer would wait all of it). Generous: the
+    // machine running the tests may be loaded; the retry itself comes within a second.
+    CHECK(first_commit < 10s);
+    Conn check = Conn::must(pooler.conninfo("", "postgres"));
+    CHECK(scalar(check, "SELECT count(*) FROM restart_commits") == std::to_string(clients.size()));
+    CHECK(pooler.wait_for_log("server login failed"));
+}
+
+TEST_CASE("a refused login still waits server_login_retry, and its clients fail at once") {
+    // Authentication failures need an operator: no quick retries, and the clients get the error.
+    const TestEnv& env = TestEnv::get();
+    const AuthUser& user = env.auth_user("md5");
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"},
+                       {"default_pool_size", "2"},
+                       {"auth_type", "trust"},
+                       {"server_login_retry", "30"},
+                       {"query_wait_timeout", "60"}};
+    // The pool logs in to PostgreSQL with a wrong password.
+    config.databases = {"wrongpw = host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+                        " dbname=" + env.database + " user=" + user.name + " password=wrong"};
+    config.extra_args = {"-v"};
+    Pgtether pooler(config);
+    for (int i = 0; i < 3; ++i) {
+        auto started = std::chrono::steady_clock::now();
+        Conn c(pooler.conninfo(user.name, "wrongpw"));
+        std::string error = c.ok() ? first_error(c.exec_all("SELECT 1")).describe() : c.error();
+        CAPTURE(error);
+        CHECK(error.find("password authentication failed") != std::string::npos);
+        CHECK(std::chrono::steady_clock::now() - started < 8s);
+    }
+    // One login attempt only: the later clients were failed from the remembered error.
+    const std::string log = pooler.log();
+    const std::string server_line = "/" + user.name + ": server login failed";
+    std::size_t attempts = 0;
+    for (auto pos = log.find(server_line); pos != std::string::npos;
+         pos = log.find(server_line, pos + 1)) {
+        ++attempts;
+    }
+    CHECK(attempts == 1);
 }

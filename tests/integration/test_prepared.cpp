@@ -297,3 +297,89 @@ TEST_CASE("prepared statements under concurrency keep every result right") {
     for (auto& thread : threads) thread.join();
     CHECK(wrong == 0);
 }
+
+namespace {
+
+// node-postgres's messages for one query: Parse (unless the named statement was prepared on this
+// connection before), Bind, Describe portal, Execute, Sync; text parameters.
+std::string node_postgres_query(const std::string& name, const std::string& text,
+                                const std::vector<std::string>& params, bool parse) {
+    std::string bind = wire::cstr("") + wire::cstr(name) + wire::i16(0) +
+                       wire::i16(static_cast<std::int16_t>(params.size()));
+    for (const auto& p : params) bind += wire::i32(static_cast<std::int32_t>(p.size())) + p;
+    bind += wire::i16(0);
+    std::string out;
+    if (parse) out += wire::message('P', wire::cstr(name) + wire::cstr(text) + wire::i16(0));
+    return out + wire::message('B', bind) + wire::message('D', "P" + wire::cstr("")) +
+           wire::message('E', wire::cstr("") + wire::i32(0)) + wire::sync();
+}
+
+// Runs node-postgres's sessions one after the other, each on a new connection, and returns every
+// reply rendered (wire::render), one line each, "> ..." before each request. A lone Sync ends each
+// session before its Terminate: its ReadyForQuery comes once pgtether's probe after the last
+// statement is done and the backend is back in the pool, as when the driver's end() comes a
+// moment later (a Terminate during the probe has the backend scrubbed with DISCARD ALL, which
+// would hide what this test looks for).
+std::string node_postgres_sessions(const std::string& host, int port,
+                                   const std::vector<std::vector<std::string>>& sessions) {
+    const TestEnv& env = TestEnv::get();
+    std::string out;
+    for (const auto& requests : sessions) {
+        RawConn raw(host, port);
+        auto hello = raw.startup(env.superuser, env.database);
+        REQUIRE((!hello.empty() && hello.back().type == 'Z'));
+        for (const auto& request : requests) {
+            out += "> " + std::string(1, request[0]) + "\n";
+            raw.send(request);
+            while (auto msg = raw.read_message(5s)) {
+                out += wire::render(*msg) + "\n";
+                if (msg->type == 'Z') break;
+            }
+        }
+        raw.send(wire::sync());
+        auto ready = raw.read_message(5s);
+        out += (ready ? wire::render(*ready) : std::string("(no reply to Sync)")) + "\n";
+        raw.send(wire::terminate());
+        out += "-- session ends\n";
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a shared statement meets another session's temporary table of the same name") {
+    // node-postgres's test: a client creates temp table test_type(col int) and runs the named
+    // statement "get type integer" (select col from test_type) between inserts and deletes, drops
+    // the table and leaves; the next client creates test_type(col smallint) and runs "get type
+    // smallint" with the same text. Both statements share one server-side name, and the next
+    // client lands on the backend the first one left (the pool hands out the most recently used
+    // backend first). PostgreSQL plans the second Parse afresh; so must pgtether, instead of
+    // reusing the plan for the first session's table ("cached plan must not change result type").
+    const std::string text = "select col from test_type";
+    auto insert = [](const std::string& n) {
+        return node_postgres_query("", "insert into test_type(col) values ($1)", {n}, true);
+    };
+    auto remove = [](const std::string& n) {
+        return node_postgres_query("", "delete from test_type where col = $1", {n}, true);
+    };
+    const std::vector<std::vector<std::string>> sessions = {
+        {wire::query("create temp table test_type(col int)"), insert("1"),
+         node_postgres_query("get type integer", text, {}, true), remove("1"), insert("2"),
+         node_postgres_query("get type integer", text, {}, false), remove("2"), insert("3"),
+         node_postgres_query("get type integer", text, {}, false),
+         wire::query("drop table test_type")},
+        {wire::query("create temp table test_type(col smallint)"), insert("4"),
+         node_postgres_query("get type smallint", text, {}, true),
+         node_postgres_query("get type smallint", text, {}, false)},
+        // A third client, its table of yet another type, on the same backend again.
+        {wire::query("create temp table test_type(col text)"), insert("five"),
+         node_postgres_query("get type text", text, {}, true),
+         node_postgres_query("get type text", text, {}, false)},
+    };
+    const TestEnv& env = TestEnv::get();
+    Pgtether pooler(pool_config("transaction", 4));
+    const std::string direct = node_postgres_sessions(env.pg_host, env.pg_port, sessions);
+    const std::string pooled = node_postgres_sessions(pooler.host(), pooler.port(), sessions);
+    CHECK(direct.find("E ") == std::string::npos);  // no errors on a direct connection
+    CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
+}

@@ -109,10 +109,17 @@ TEST_CASE("start-up packets") {
     CHECK(*parsed.packet->find("database") == "app");
     CHECK(parsed.packet->find("options") == nullptr);
 
-    // Too short, too long.
+    // Too short, too long: PostgreSQL allows 10000 bytes after the length word.
     CHECK(frame_startup_packet(as_bytes(std::string("\0\0\0\7", 4))).status ==
           FrameStatus::Invalid);
     CHECK(frame_startup_packet(as_bytes(std::string("\0\1\0\0", 4))).status ==
+          FrameStatus::Invalid);
+    CHECK(frame_startup_packet(as_bytes(std::string("\0\0\x27\x14", 4))).status ==
+          FrameStatus::NeedMore);  // 10004
+    CHECK(frame_startup_packet(as_bytes(std::string("\0\0\x27\x15", 4))).status ==
+          FrameStatus::Invalid);  // 10005
+    // A Terminate where the start-up packet belongs: its type byte makes the length 1.4 GB.
+    CHECK(frame_startup_packet(as_bytes(std::string("X\0\0\0\4", 5))).status ==
           FrameStatus::Invalid);
 }
 
@@ -135,9 +142,22 @@ TEST_CASE("SSLRequest, GSSENCRequest and CancelRequest") {
     CHECK(parsed.packet->kind == StartupKind::CancelRequest);
     CHECK(parsed.packet->cancel_key == CancelKey{1234, -5678});
 
-    // An SSLRequest with trailing bytes inside its declared length is malformed.
-    std::string bad_ssl("\0\0\0\x0c\x04\xd2\x16\x2f\0\0\0\0", 12);
-    CHECK_FALSE(parse_startup_packet(as_bytes(bad_ssl)).packet);
+    // PostgreSQL reads an SSLRequest's declared length and ignores the bytes beyond its code.
+    std::string long_ssl("\0\0\0\x0c\x04\xd2\x16\x2f\0\0\0\0", 12);
+    parsed = parse_startup_packet(as_bytes(long_ssl));
+    REQUIRE(parsed.packet);
+    CHECK(parsed.packet->kind == StartupKind::SslRequest);
+
+    // A CancelRequest of the wrong size is refused without a word to the client, as PostgreSQL
+    // refuses it (a COMMERROR, logged only).
+    for (std::string bad_cancel : {std::string("\0\0\0\x0c\x04\xd2\x16\x2e\0\0\0\1", 12),
+                                   cancel + std::string(4, '\0')}) {
+        bad_cancel[3] = static_cast<char>(bad_cancel.size());
+        auto r = parse_startup_packet(as_bytes(bad_cancel));
+        CHECK_FALSE(r.packet);
+        CHECK(r.error == "invalid length of cancel request packet");
+        CHECK_FALSE(r.tell_client);
+    }
 }
 
 TEST_CASE("protocol 2.0 and malformed parameter lists") {
@@ -149,11 +169,26 @@ TEST_CASE("protocol 2.0 and malformed parameter lists") {
     // Missing the final terminator.
     std::string no_terminator("\0\0\0\x13\0\x03\0\0user\0alice\0", 19);
     CHECK_FALSE(parse_startup_packet(as_bytes(no_terminator)).packet);
-    // Name without a value.
+    // Name without a value. PostgreSQL reports every layout error to the client, in one wording.
     std::string no_value("\0\0\0\x0e\0\x03\0\0user\0\0", 14);
     auto r = parse_startup_packet(as_bytes(no_value));
     CHECK_FALSE(r.packet);
-    CHECK_FALSE(r.error.empty());
+    CHECK(r.error == "invalid startup packet layout: expected terminator as last byte");
+    CHECK(r.tell_client);
+    std::string value_unterminated("\0\0\0\x0e\0\x03\0\0user\0x", 14);
+    r = parse_startup_packet(as_bytes(value_unterminated));
+    CHECK_FALSE(r.packet);
+    CHECK(r.error == "invalid startup packet layout: expected terminator as last byte");
+    // PostgreSQL accepts one stray byte where the terminator belongs (ProcessStartupPacket stops
+    // its scan there), and nothing more.
+    std::string stray("\0\0\0\x14\0\x03\0\0user\0alice\0x", 20);
+    parsed = parse_startup_packet(as_bytes(stray));
+    REQUIRE(parsed.packet);
+    CHECK(*parsed.packet->find("user") == "alice");
+    std::string two_stray("\0\0\0\x15\0\x03\0\0user\0alice\0xy", 21);
+    CHECK_FALSE(parse_startup_packet(as_bytes(two_stray)).packet);
+    CHECK(unsupported_protocol_message((1234u << 16) | 5679) ==
+          "unsupported frontend protocol 1234.5679: server supports 3.0 to 3.0");
     // Protocol 3.2 is still protocol 3.
     std::string v32("\0\0\0\x09\0\x03\0\x02\0", 9);
     parsed = parse_startup_packet(as_bytes(v32));

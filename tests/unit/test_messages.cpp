@@ -71,6 +71,28 @@ TEST_CASE("ErrorResponse round trip") {
     CHECK(old->severity == "FEHLER");
 }
 
+TEST_CASE("a protocol 2.0 error is 'E' and one string") {
+    std::string out;
+    append_v2_fatal_error(out, "unsupported frontend protocol 2.0: server supports 3.0 to 3.0");
+    CHECK(out == std::string("EFATAL:  unsupported frontend protocol 2.0: server supports 3.0 to "
+                             "3.0\n\0", 72));
+}
+
+TEST_CASE("FATAL and PANIC errors end the session; others do not") {
+    auto severity_of = [](const char* severity) {
+        return is_fatal(ErrorFields{severity, "57P01", "terminating connection", {}, {}});
+    };
+    CHECK(severity_of("FATAL"));
+    CHECK(severity_of("PANIC"));
+    CHECK_FALSE(severity_of("ERROR"));
+    CHECK_FALSE(severity_of("WARNING"));
+    // The non-localized 'V' field decides over a localized 'S'.
+    auto localized =
+        parse_error_fields(as_bytes(std::string("SFATALE\0VFATAL\0C57P01\0Mx\0\0", 26)));
+    REQUIRE(localized);
+    CHECK(is_fatal(*localized));
+}
+
 TEST_CASE("backend message readers reject malformed bodies") {
     CHECK(parse_ready_for_query(as_bytes(std::string("T", 1))) == 'T');
     CHECK_FALSE(parse_ready_for_query(as_bytes(std::string("X", 1))));

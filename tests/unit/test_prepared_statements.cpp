@@ -12,7 +12,16 @@ using pgtether::protocol::as_bytes;
 
 namespace {
 const std::string kNoTypes("\0\0", 2);
+
+// `n` distinct statements, "SELECT 0" ... (the registry must outlive them).
+std::vector<StatementPtr> distinct_statements(StatementRegistry& registry, int n) {
+    std::vector<StatementPtr> statements;
+    for (int i = 0; i < n; ++i) {
+        statements.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), 0));
+    }
+    return statements;
 }
+}  // namespace
 
 TEST_CASE("the registry gives one statement per distinct text and parameter types") {
     StatementRegistry registry;
@@ -34,10 +43,7 @@ TEST_CASE("the registry gives one statement per distinct text and parameter type
 
 TEST_CASE("a backend's statements are evicted least recently used first, pinned ones never") {
     StatementRegistry registry;
-    std::vector<StatementPtr> s;
-    for (int i = 0; i < 4; ++i) {
-        s.push_back(registry.intern("SELECT " + std::to_string(i), as_bytes(kNoTypes), 0));
-    }
+    std::vector<StatementPtr> s = distinct_statements(registry, 4);
     ServerStatements server;
     CHECK(server.add(s[0], 2, {}).empty());
     CHECK(server.add(s[1], 2, {}).empty());
@@ -56,6 +62,38 @@ TEST_CASE("a backend's statements are evicted least recently used first, pinned 
     server.remove(*s[3]);
     CHECK_FALSE(server.contains(*s[3]));
     CHECK(server.size() == 1);
+}
+
+TEST_CASE("stale statements: off the backend's set, closed before their next Parse") {
+    StatementRegistry registry;
+    std::vector<StatementPtr> s = distinct_statements(registry, 3);
+    ServerStatements server;
+    server.add(s[0], 10, {});
+    server.add(s[1], 10, {});
+    server.mark_stale(s[0]);
+    CHECK_FALSE(server.contains(*s[0]));  // not to be used as it is
+    CHECK(server.contains(*s[1]));
+    server.mark_stale(s[0]);  // twice is once
+    CHECK(server.take_stale(*s[0]));
+    CHECK_FALSE(server.take_stale(*s[0]));
+    CHECK_FALSE(server.take_stale(*s[2]));
+
+    // Temporary objects gone: everything prepared on the backend goes stale.
+    server.add(s[2], 10, {});
+    server.mark_all_stale();
+    CHECK(server.size() == 0);
+    CHECK(server.take_stale(*s[1]));
+
+    // Stale statements still count on the backend: beyond the capacity they are closed.
+    server.add(s[0], 2, {});
+    server.add(s[1], 2, {});
+    auto trimmed = server.trim_stale(2);  // s[2] stale + two fresh: one too many
+    REQUIRE(trimmed.size() == 1);
+    CHECK(trimmed[0] == s[2]);
+    CHECK(server.trim_stale(2).empty());
+    server.mark_stale(s[0]);
+    server.clear();  // DISCARD ALL
+    CHECK_FALSE(server.take_stale(*s[0]));
 }
 
 TEST_CASE("client statements map names to statements") {

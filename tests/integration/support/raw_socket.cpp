@@ -111,6 +111,48 @@ std::string describe(const std::vector<BackendMessage>& messages) {
     return out.str();
 }
 
+std::string render(const BackendMessage& msg) {
+    std::string out(1, msg.type);
+    if (msg.type == 'E' || msg.type == 'N') {
+        auto fields = error_fields(msg);
+        for (char f : std::string("SCMDH")) {
+            if (fields.count(f)) out += std::string(" ") + f + "=" + fields[f];
+        }
+    } else if (msg.type == 'R' && msg.body.size() >= 4) {
+        out += " auth " + std::to_string(static_cast<int>(msg.body[3]));
+    } else if (msg.type == 'S') {
+        auto name_end = msg.body.find('\0');
+        if (name_end != std::string::npos) {
+            auto value = msg.body.substr(name_end + 1);
+            if (!value.empty() && value.back() == '\0') value.pop_back();
+            out += " " + msg.body.substr(0, name_end) + "=" + value;
+        }
+    } else {
+        out += " (" + std::to_string(msg.body.size()) + " bytes)";
+    }
+    return out;
+}
+
+std::string render_reply(const std::optional<std::string>& bytes, int one_byte_answers) {
+    if (!bytes) return "(still open)";
+    std::string out;
+    std::size_t pos = 0;
+    for (int i = 0; i < one_byte_answers && pos < bytes->size(); ++i) {
+        out += std::string("answer ") + (*bytes)[pos++] + "\n";
+    }
+    while (pos + 5 <= bytes->size()) {
+        std::uint32_t length = 0;
+        for (std::size_t i = 1; i <= 4; ++i) {
+            length = (length << 8) | static_cast<std::uint8_t>((*bytes)[pos + i]);
+        }
+        if (length < 4 || pos + 1 + length > bytes->size()) break;
+        out += render(BackendMessage{(*bytes)[pos], bytes->substr(pos + 5, length - 4)}) + "\n";
+        pos += 1 + length;
+    }
+    if (pos < bytes->size()) out += "+ " + std::to_string(bytes->size() - pos) + " bytes\n";
+    return out + "closed";
+}
+
 }  // namespace wire
 
 RawConn::RawConn(const std::string& host, int port, std::chrono::milliseconds timeout) {
@@ -244,6 +286,16 @@ bool RawConn::wait_closed(std::chrono::milliseconds timeout) {
         if (!fill(deadline) && !eof_) return false;
     }
     return true;
+}
+
+std::optional<std::string> RawConn::read_until_closed(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!eof_) {
+        if (!fill(deadline) && !eof_) return std::nullopt;
+    }
+    std::string out = std::move(buffer_);
+    buffer_.clear();
+    return out;
 }
 
 std::vector<BackendMessage> RawConn::startup(const std::string& user, const std::string& database,

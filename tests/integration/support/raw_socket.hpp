@@ -44,6 +44,14 @@ std::map<char, std::string> error_fields(const BackendMessage& msg);
 std::optional<std::string> first_error_sqlstate(const std::vector<BackendMessage>& messages);
 // "R(8) S(25) ... Z(1)" for assertion messages; ErrorResponses show their code and message.
 std::string describe(const std::vector<BackendMessage>& messages);
+// One message as a line for comparing two servers: ErrorResponses and notices by severity,
+// SQLSTATE, message, detail and hint (not the source file and line), authentication requests by
+// their code (not a salt), ParameterStatus by name=value, other messages by type and size.
+std::string render(const BackendMessage& msg);
+// Everything a server sent until it closed (RawConn::read_until_closed), one render() line per
+// message after the first `one_byte_answers` answers to SSLRequest/GSSENCRequest; "closed" at
+// the end, or "(still open)" for nullopt.
+std::string render_reply(const std::optional<std::string>& bytes, int one_byte_answers = 0);
 }  // namespace wire
 
 class RawConn {
@@ -68,6 +76,9 @@ class RawConn {
     std::vector<BackendMessage> read_until_ready_or_error(std::chrono::milliseconds timeout = 5s);
     // Reads and discards until the peer closes the connection; false on timeout.
     bool wait_closed(std::chrono::milliseconds timeout = 5s);
+    // Every byte received until the peer closes (orderly or by reset), pending bytes included;
+    // nullopt if it is still open after `timeout`.
+    std::optional<std::string> read_until_closed(std::chrono::milliseconds timeout = 5s);
 
     [[nodiscard]] bool peer_closed() const { return eof_; }
     // Bytes received but not consumed yet.
