@@ -281,6 +281,7 @@ void Server::link(Client& client) {
     client_ = &client;
     set_state(State::Active);
     effects_ = 0;
+    locks_.reset();
     client_forwarded_ = false;
     fatal_forwarded_ = false;
     request_started_us_ = xact_started_us_ = 0;
@@ -496,6 +497,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
         // client (RequestQueue says which).
         bool swallow = translate_statements_ && !requests_.empty() &&
                        requests_.on_backend_message(frame.type) == RequestQueue::Verdict::Swallow;
+        if (locks_.armed()) locks_.on_backend_message(frame.type, body);
         switch (frame.type) {
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -643,20 +645,34 @@ void Server::on_stream_drained() {
 
 void Server::on_transaction_end() {
     const auto& config = worker_.config();
-    std::uint32_t effects = effects_;
+    TransactionEnd end;
+    end.effects = effects_;
+    end.tracked = tracked_kinds(config);
+    end.every_transaction = config.advisory_lock_tracking == LockTracking::EveryTransaction;
+    end.tether_kinds = client_->tether_kinds();
+    end.ledger_had_maybe = client_->lock_ledger().has_maybe();
+    end.locks_armed = locks_.armed();
+    end.locks_exact = locks_.exact();
+    end.exact_ledger = &locks_.ledger();
+    const TransactionEndDecision decision = decide_transaction_end(end);
     effects_ = 0;
-    // LOAD cannot be undone and leaves nothing to probe: the client keeps this backend for good.
-    if ((effects & protocol::kEffectLoad) && (tracked_kinds(config) & kStateLoad)) {
-        note_tether_change(client_->tether_kinds() | kStateLoad);
+    if (decision.adopt_ledger) {
+        pool_.stats().ledger_decisions++;
+        client_->adopt_lock_ledger(locks_.ledger());
     }
-    std::uint32_t kinds = kinds_to_probe(effects, config);
-    if (kinds != 0) {
-        pool_.stats().probes++;
-        probe(InternalPurpose::Probe, kinds);
-        return;
+    locks_.reset();
+    note_tether_change(decision.tether_kinds);
+    switch (decision.action) {
+        case TransactionEndDecision::Action::Probe:
+            pool_.stats().probes++;
+            probe(InternalPurpose::Probe, decision.probe_kinds);
+            return;
+        case TransactionEndDecision::Action::Keep:
+            return;
+        case TransactionEndDecision::Action::Release:
+            release_to_pool();
+            return;
     }
-    if (client_->tethered()) return;  // still holds its state
-    release_to_pool();
 }
 
 void Server::note_tether_change(std::uint32_t kinds) {
@@ -688,7 +704,7 @@ void Server::after_probe(InternalQuery& result) {
         // someone else. The next relevant transaction probes again.
         spdlog::warn("{}: session state probe failed ({}); keeping the client tethered",
                      client->describe(), result.failed ? result.error.message : "bad rows");
-        note_tether_change(client->tether_kinds() | kStateUnknown);
+        note_tether_change(tether_kinds_after_probe(client->tether_kinds(), result.probed, nullptr));
         client->on_server_ready();
         return;
     }
@@ -698,9 +714,9 @@ void Server::after_probe(InternalQuery& result) {
         applied_settings_ = report->settings;
         client->set_session_settings(std::move(report->settings));
     }
-    std::uint32_t probed = result.probed & kTetherKinds;
-    client->update_tether_details(probed, report->locks, report->summaries);
-    note_tether_change(((client->tether_kinds() & ~probed) | report->present) & ~kStateUnknown);
+    client->update_tether_details(result.probed & kTetherKinds, report->locks, report->summaries);
+    note_tether_change(
+        tether_kinds_after_probe(client->tether_kinds(), result.probed, &report->present));
     if (client->tethered()) {
         client->on_server_ready();
         return;
@@ -883,7 +899,7 @@ void Server::finish_internal() {
         if (op->failed) return op->error.message;
         if (!report) return std::string("unexpected probe result");
         return "session state remains: " +
-               describe_state(report->present, report->locks, report->summaries);
+               describe_state(report->present, describe_locks(report->locks), report->summaries);
     };
     switch (op->purpose) {
         case InternalPurpose::ConnectQuery:
@@ -971,7 +987,8 @@ void Server::finish_internal() {
                 spdlog::warn("S-{} {}/{}: leaked session state on idle backend {}: {} (last used "
                              "by {}: {})",
                              id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
-                             describe_state(report->present, report->locks, report->summaries),
+                             describe_state(report->present, describe_locks(report->locks),
+                                            report->summaries),
                              last_client_description_, last_statement_);
                 scrub();
                 return;

@@ -18,6 +18,7 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/pipeline_tracker.hpp"
 #include "protocol/startup.hpp"
+#include "core/lock_accounting.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/login_retry.hpp"
 #include "proxy/prepared_statements.hpp"
@@ -123,6 +124,9 @@ public:
     // (protocol::SessionEffect flags); at its end they decide what to probe for.
     void mark_effects(std::uint32_t effects) { effects_ |= effects; }
     [[nodiscard]] std::uint32_t effects() const { return effects_; }
+    // Exact lock accounting for the current transaction (docs/advisory-locks.md): the client
+    // arms it and adds what its statements will report; the backend's answers complete it.
+    [[nodiscard]] LockAccounting& lock_accounting() { return locks_; }
     // The session settings this backend has beyond its defaults (docs/session-state.md).
     [[nodiscard]] const SettingsMap& applied_settings() const { return applied_settings_; }
     // The linked client sent a request while the backend was quiet (nothing owed): the start of
@@ -233,6 +237,7 @@ private:
     bool address_is_unix_ = false;
     std::string unix_path_;
     std::uint32_t effects_ = 0;
+    LockAccounting locks_;
     SettingsMap applied_settings_;
     bool retired_ = false;
     bool client_forwarded_ = false;  // the linked client has sent this server anything

@@ -141,10 +141,10 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
         {"SERVERS", {"id", "tethered", "client_id", "internal_query"}},
         {"STATS",
          {"total_tether_count", "total_untether_count", "total_probe_count", "total_scrub_count",
-          "total_scrub_failure_count", "total_leak_count"}},
+          "total_scrub_failure_count", "total_leak_count", "total_ledger_count"}},
         {"STATS_TOTALS",
          {"tether_count", "untether_count", "probe_count", "scrub_count", "scrub_failure_count",
-          "leak_count"}},
+          "leak_count", "ledger_count"}},
     };
     for (const auto& what : kShowSubjects) {
         CAPTURE(what);
