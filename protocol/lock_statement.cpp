@@ -436,9 +436,13 @@ bool lock_function_returns_bool(LockFunction function) {
 }
 
 QueryLockPlan plan_query_locks(std::string_view sql, const SqlScanner& scanner) {
+    // A text we may split differently from the server: nothing exact, and nothing known about
+    // its transaction control either.
+    QueryLockPlan unknown;
     QueryLockPlan plan;
+    plan.safe_to_follow = true;
     std::vector<Token> tokens;
-    if (!Tokenizer(sql).run(tokens)) return plan;
+    if (!Tokenizer(sql).run(tokens)) return unknown;
     bool exact = true;
     std::size_t depth = 0;
     std::size_t first = 0;  // first token of the current statement
@@ -447,6 +451,10 @@ QueryLockPlan plan_query_locks(std::string_view sql, const SqlScanner& scanner) 
         const Token* b = tokens.data() + first;
         const Token* e = tokens.data() + end;
         const std::uint32_t index = plan.statement_count++;
+        for (const char* word : {"begin", "start", "commit", "end", "rollback", "abort",
+                                 "savepoint", "release", "prepare", "copy"}) {
+            if (b->kind == Tok::Word && name_is(*b, word)) plan.safe_to_follow = false;
+        }
         if (auto calls = ShapeParser(b, e).statement()) {
             plan.lock_statements.emplace_back(index, std::move(*calls));
             return;
@@ -461,7 +469,7 @@ QueryLockPlan plan_query_locks(std::string_view sql, const SqlScanner& scanner) 
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         const Token& t = tokens[i];
         // BEGIN ATOMIC ... END: its ';' do not end the statement (PostgreSQL 14+).
-        if (name_is(t, "atomic")) return QueryLockPlan{};
+        if (name_is(t, "atomic")) return unknown;
         if (t.kind == Tok::Open) ++depth;
         if (t.kind == Tok::Close && depth > 0) --depth;
         if (t.kind == Tok::Semicolon && depth == 0) {

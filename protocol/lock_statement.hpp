@@ -66,6 +66,11 @@ struct QueryLockPlan {
     // The number of top-level statements: each produces one CommandComplete (or an error that
     // ends the Query).
     std::uint32_t statement_count = 0;
+    // pgtether may send a query of its own right behind this text (a pipelined probe): no
+    // statement controls transactions (BEGIN, START, COMMIT, END, ROLLBACK, ABORT, SAVEPOINT,
+    // RELEASE, PREPARE: the text may leave a block open, or start one that must see no other
+    // statement first) and none is a COPY (which may read from the client next).
+    bool safe_to_follow = false;
     // The exact lock statements: (index among the statements, calls).
     std::vector<std::pair<std::uint32_t, LockCalls>> lock_statements;
 };

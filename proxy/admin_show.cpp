@@ -637,7 +637,8 @@ void show_locks(Worker& worker, std::string& out) {
                        {"tethered_since", kText},
                        {"tethered_seconds", kInt4},
                        {"last_query", kText},
-                       {"tether_reasons", kText}});
+                       {"tether_reasons", kText},
+                       {"ledger", kText}});
     Clock clock(worker);
     const int listen_port = worker.config().listen_port;
     worker.for_each_client([&](Client& client) {
@@ -652,7 +653,8 @@ void show_locks(Worker& worker, std::string& out) {
                 text(pairs), text(clock.format(client.tethered_since_ms())),
                 unsigned_number(
                     (clock.now_ms() - std::min(clock.now_ms(), client.tethered_since_ms())) / 1000),
-                text(client.last_query()), text(client.describe_tether())});
+                text(client.last_query()), text(client.describe_tether()),
+                text(client.lock_ledger().describe())});
     });
 }
 

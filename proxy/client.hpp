@@ -182,15 +182,19 @@ private:
     // Exact lock accounting (docs/advisory-locks.md): tells the linked server's LockAccounting
     // what a lock-relevant Query, Bind or FunctionCall will do.
     [[nodiscard]] bool accounts_locks_exactly() const;
-    void account_query_locks(std::string_view sql);
+    // True when accounting cannot decide and a probe may follow the text at once.
+    [[nodiscard]] bool account_query_locks(std::string_view sql);
     void account_bind_locks(const protocol::BindNames& names, const StatementPtr& statement,
                             protocol::ByteSpan body);
     void account_execute(protocol::ByteSpan body);
     void account_uncertain();
+    // Bytes on their way to the server (client_requests.cpp).
+    struct Outbound;
+    // Appends the transaction-end probe right behind the Query that needs it.
+    void pipeline_probe(Outbound& out);
 
     // Extended-protocol routing with prepared-statement translation (client_requests.cpp). Each
     // route_* returns true when it forwarded (rewritten), injected or answered the message itself.
-    struct Outbound;
     bool route_parse(const protocol::ParseMessage& parse, Outbound& out);
     bool route_bind(protocol::ByteSpan body, Outbound& out);
     bool route_describe_or_close(protocol::ByteSpan body, char type, Outbound& out);

@@ -149,7 +149,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
         stream_.stop_reading();  // back-pressure: the server's socket is backed up
         return 0;
     }
-    if (server_->busy()) {
+    if (server_->holds_client_input()) {
         hold_input(data.size());  // parameter sync, check or probe first
         return 0;
     }
@@ -164,6 +164,9 @@ std::size_t Client::handle_requests(ByteSpan data) {
     }
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     const bool translate = server_->translates_statements();
+    // Where a Query ended that exact lock accounting could not decide and that a probe may
+    // follow at once (0: none).
+    std::size_t probe_may_follow_at = 0;
     while (consumed < data.size() && state_ == State::Active) {
         ByteSpan rest = data.subspan(consumed);
         Frame frame = protocol::frame_message(rest, max_length);
@@ -225,7 +228,13 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 }
                 const std::uint32_t effects = worker_.sql_scanner().scan(*sql);
                 note_effects(*sql, effects);
-                if (effects & kLockRelevant) account_query_locks(*sql);
+                // A new transaction starts with this Query when nothing is owed and no block is
+                // open: then its probe can go out right behind it.
+                const bool starts_transaction =
+                    tracker.quiet() && tracker.tx_status() == protocol::kTxIdle;
+                if ((effects & kLockRelevant) && account_query_locks(*sql) && starts_transaction) {
+                    probe_may_follow_at = consumed;
+                }
                 server_->lock_accounting().note_group_end();
                 remember_query(*sql);
                 break;
@@ -263,6 +272,13 @@ std::size_t Client::handle_requests(ByteSpan data) {
     }
     last_activity_ms_ = worker_.now_ms();
     if (state_ == State::Active) {
+        // The Query that needs a probe was the last message: the probe follows it in the same
+        // write instead of a round trip after its answer; the client's next messages wait for
+        // the probe's answer, as they would anyway.
+        if (probe_may_follow_at == consumed && consumed == data.size() &&
+            pool_->mode() != PoolMode::Session) {
+            pipeline_probe(out);
+        }
         out.flush();
         server_->settle_requests();
     }
@@ -483,14 +499,14 @@ void Client::account_uncertain() {
     accounting.mark_uncertain();
 }
 
-void Client::account_query_locks(std::string_view sql) {
-    if (!accounts_locks_exactly()) return;
+bool Client::account_query_locks(std::string_view sql) {
+    if (!accounts_locks_exactly()) return false;
     auto& accounting = server_->lock_accounting();
     accounting.arm(lock_ledger());
     auto plan = protocol::plan_query_locks(sql, worker_.sql_scanner());
     if (!plan.exact) {
         accounting.mark_uncertain();
-        return;
+        return plan.safe_to_follow;
     }
     // The Query's results come after the ReadyForQuery of everything sent before it.
     const int ready_ahead = server_->tracker().outstanding();
@@ -498,10 +514,25 @@ void Client::account_query_locks(std::string_view sql) {
         auto resolved = resolve_lock_calls(calls, {}, nullptr);
         if (!resolved) {
             accounting.mark_uncertain();
-            return;
+            return plan.safe_to_follow;
         }
         accounting.expect(ready_ahead, accounting.units_in_group() + index, std::move(*resolved));
     }
+    return false;
+}
+
+void Client::pipeline_probe(Outbound& out) {
+    const auto& config = worker_.config();
+    TransactionEnd end;
+    end.effects = server_->effects();
+    end.tracked = tracked_kinds(config);
+    end.tether_kinds = tether_kinds_;
+    end.ledger_had_maybe = lock_ledger().has_maybe();
+    end.locks_armed = true;  // and not exact: that is why a probe is needed
+    const TransactionEndDecision decision = decide_transaction_end(end);
+    if (decision.action != TransactionEndDecision::Action::Probe) return;
+    std::string messages = server_->pipeline_probe(decision.probe_kinds);
+    if (!messages.empty()) out.add_owned(std::move(messages));
 }
 
 void Client::account_bind_locks(const protocol::BindNames& names, const StatementPtr& statement,

@@ -128,6 +128,15 @@ TEST_CASE("a Query splits into statements; exact only if nothing else can touch 
                         scanner())
                         .exact);
     }
+    SUBCASE("transaction control and COPY are noticed (nothing may run right behind them)") {
+        CHECK(plan_query_locks("SELECT pg_advisory_lock(1) FROM t", scanner()).safe_to_follow);
+        CHECK(plan_query_locks("SELECT 'begin'", scanner()).safe_to_follow);
+        CHECK_FALSE(plan_query_locks("begin; SELECT pg_advisory_lock(1) FROM t", scanner())
+                        .safe_to_follow);
+        CHECK_FALSE(plan_query_locks("SELECT 1; COMMIT", scanner()).safe_to_follow);
+        CHECK_FALSE(plan_query_locks("COPY t FROM STDIN", scanner()).safe_to_follow);
+        CHECK_FALSE(plan_query_locks("SELECT 'x\\'; SELECT 1", scanner()).safe_to_follow);
+    }
     SUBCASE("escape strings and dollar quotes are lexed as the server does") {
         auto plan = plan_query_locks(
             "SELECT E'it\\'s;'; SELECT $tag$ ; $$ ; $tag$; SELECT pg_try_advisory_lock(3)", scanner());
