@@ -180,6 +180,25 @@ std::optional<std::string_view> parse_command_complete(ByteSpan body) {
     return tag;
 }
 
+std::optional<std::vector<std::uint32_t>> parse_row_description_types(ByteSpan body) {
+    // Per field (§55.7): name, table OID (4), column number (2), type OID (4), type size (2),
+    // type modifier (4), format code (2).
+    ByteReader r(body);
+    auto count = r.i16();
+    if (!r.ok() || count < 0) return std::nullopt;
+    std::vector<std::uint32_t> types;
+    types.reserve(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) {
+        r.cstring();
+        r.bytes(6);
+        types.push_back(r.u32());
+        r.bytes(8);
+        if (!r.ok()) return std::nullopt;
+    }
+    if (!r.at_end()) return std::nullopt;
+    return types;
+}
+
 std::optional<std::vector<std::optional<std::string_view>>> parse_data_row(ByteSpan body) {
     ByteReader r(body);
     auto count = r.i16();

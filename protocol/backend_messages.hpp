@@ -69,6 +69,8 @@ struct ParameterStatus {
 [[nodiscard]] std::optional<char> parse_ready_for_query(ByteSpan body);
 [[nodiscard]] std::optional<std::string_view> parse_command_complete(ByteSpan body);
 // Column values of a DataRow; a NULL is nullopt. Text format is assumed by callers.
+// The type OIDs of a RowDescription's fields, in order.
+[[nodiscard]] std::optional<std::vector<std::uint32_t>> parse_row_description_types(ByteSpan body);
 [[nodiscard]] std::optional<std::vector<std::optional<std::string_view>>> parse_data_row(
     ByteSpan body);
 

@@ -88,6 +88,41 @@ std::optional<BindNames> parse_bind_names(ByteSpan body) {
     return b;
 }
 
+std::optional<BindParameters> parse_bind_parameters(ByteSpan body) {
+    ByteReader r(body);
+    r.cstring();  // portal
+    r.cstring();  // statement
+    BindParameters b;
+    auto format_count = r.i16();
+    if (!r.ok() || format_count < 0 || static_cast<std::size_t>(format_count) * 2 > r.remaining()) {
+        return std::nullopt;
+    }
+    b.formats.reserve(static_cast<std::size_t>(format_count));
+    for (int i = 0; i < format_count; ++i) b.formats.push_back(r.i16());
+    auto value_count = r.i16();
+    if (!r.ok() || value_count < 0 || static_cast<std::size_t>(value_count) * 4 > r.remaining()) {
+        return std::nullopt;
+    }
+    if (b.formats.size() > 1 && b.formats.size() != static_cast<std::size_t>(value_count)) {
+        return std::nullopt;
+    }
+    b.values.reserve(static_cast<std::size_t>(value_count));
+    for (int i = 0; i < value_count; ++i) {
+        auto len = r.i32();
+        if (!r.ok() || len < -1) return std::nullopt;
+        if (len == -1) {
+            b.values.emplace_back(std::nullopt);
+            continue;
+        }
+        auto bytes = r.bytes(static_cast<std::size_t>(len));
+        if (!r.ok()) return std::nullopt;
+        b.values.emplace_back(bytes);
+    }
+    // The result formats follow; they are not needed (the accounting reads both formats).
+    if (!r.ok()) return std::nullopt;
+    return b;
+}
+
 std::optional<TargetName> parse_describe_or_close(ByteSpan body) {
     ByteReader r(body);
     auto kind = static_cast<char>(r.u8());

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/bytes.hpp"
 #include "protocol/message_types.hpp"
@@ -46,6 +47,19 @@ struct BindNames {
     std::string_view statement;
 };
 [[nodiscard]] std::optional<BindNames> parse_bind_names(ByteSpan body);
+
+// The parameters of a Bind (protocol §55.7): read only for statements exact lock accounting
+// looks at.
+struct BindParameters {
+    std::vector<std::int16_t> formats;  // none (all text), one (for all) or one per parameter
+    std::vector<std::optional<ByteSpan>> values;  // nullopt for NULL
+    // 0 text, 1 binary, for parameter `i` (0-based).
+    [[nodiscard]] std::int16_t format_of(std::size_t i) const {
+        if (formats.empty()) return 0;
+        return formats.size() == 1 ? formats[0] : (i < formats.size() ? formats[i] : -1);
+    }
+};
+[[nodiscard]] std::optional<BindParameters> parse_bind_parameters(ByteSpan body);
 
 // Describe and Close share a layout: 'S' (statement) or 'P' (portal), then a name.
 struct TargetName {

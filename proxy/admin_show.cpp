@@ -238,7 +238,7 @@ void show_clients(Worker& worker, std::string& out) {
                 unsigned_number(client.id()),
                 number(client.tethered() ? 1 : 0),
                 client.tethered() ? text(clock.format(client.tethered_since_ms())) : kNull,
-                client.tethered() ? text(describe_locks(client.held_locks())) : kNull,
+                client.tethered() ? text(client.lock_ledger().describe()) : kNull,
                 client.tethered() ? text(client.describe_tether()) : kNull});
     });
 }
@@ -378,7 +378,7 @@ void show_stats(Worker& worker, std::string& out) {
           "avg_wait_time",
           // pgtether: the tether's counters
           "total_tether_count", "total_untether_count", "total_probe_count", "total_scrub_count",
-          "total_scrub_failure_count", "total_leak_count"}) {
+          "total_scrub_failure_count", "total_leak_count", "total_ledger_count"}) {
         columns.push_back({name, kNumeric});
     }
     ResultSet rs(out, columns);
@@ -405,7 +405,8 @@ void show_stats(Worker& worker, std::string& out) {
                 unsigned_number(t.probes),
                 unsigned_number(t.scrubs),
                 unsigned_number(t.scrub_failures),
-                unsigned_number(t.leaks_found)});
+                unsigned_number(t.leaks_found),
+                unsigned_number(t.ledger_decisions)});
     }
 }
 
@@ -415,7 +416,7 @@ void show_stats_totals(Worker& worker, std::string& out) {
                              "xact_time", "query_time", "wait_time",
                              // pgtether
                              "tether_count", "untether_count", "probe_count", "scrub_count",
-                             "scrub_failure_count", "leak_count"}) {
+                             "scrub_failure_count", "leak_count", "ledger_count"}) {
         columns.push_back({name, kNumeric});
     }
     ResultSet rs(out, columns);
@@ -427,7 +428,7 @@ void show_stats_totals(Worker& worker, std::string& out) {
                 unsigned_number(t.wait_time_us), unsigned_number(t.tether_events),
                 unsigned_number(t.untether_events), unsigned_number(t.probes),
                 unsigned_number(t.scrubs), unsigned_number(t.scrub_failures),
-                unsigned_number(t.leaks_found)});
+                unsigned_number(t.leaks_found), unsigned_number(t.ledger_decisions)});
     }
 }
 
@@ -636,7 +637,8 @@ void show_locks(Worker& worker, std::string& out) {
                        {"tethered_since", kText},
                        {"tethered_seconds", kInt4},
                        {"last_query", kText},
-                       {"tether_reasons", kText}});
+                       {"tether_reasons", kText},
+                       {"ledger", kText}});
     Clock clock(worker);
     const int listen_port = worker.config().listen_port;
     worker.for_each_client([&](Client& client) {
@@ -651,7 +653,8 @@ void show_locks(Worker& worker, std::string& out) {
                 text(pairs), text(clock.format(client.tethered_since_ms())),
                 unsigned_number(
                     (clock.now_ms() - std::min(clock.now_ms(), client.tethered_since_ms())) / 1000),
-                text(client.last_query()), text(client.describe_tether())});
+                text(client.last_query()), text(client.describe_tether()),
+                text(client.lock_ledger().describe())});
     });
 }
 

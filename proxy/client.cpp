@@ -484,17 +484,22 @@ Client::TetherDetails& Client::tether_details() {
     return *tether_;
 }
 
-void Client::update_tether_details(std::uint32_t probed, std::vector<AdvisoryLockKey> locks,
+void Client::update_tether_details(std::uint32_t probed, const std::vector<AdvisoryLockKey>& locks,
                                    std::vector<std::pair<std::uint32_t, std::string>> summaries) {
     if (!tether_ && locks.empty() && summaries.empty()) return;  // the usual case: nothing held
     TetherDetails& details = tether_details();
-    if (probed & kStateAdvisoryLock) details.locks = std::move(locks);
+    if (probed & kStateAdvisoryLock) details.locks.reset_from_probe(locks);
     std::erase_if(details.summaries, [&](const auto& s) { return (s.first & probed) != 0; });
     for (auto& s : summaries) details.summaries.push_back(std::move(s));
 }
 
-const std::vector<AdvisoryLockKey>& Client::held_locks() const {
-    static const std::vector<AdvisoryLockKey> kNone;
+void Client::adopt_lock_ledger(const LockLedger& ledger) {
+    if (!tether_ && ledger.empty()) return;  // untethered and still holding nothing
+    tether_details().locks = ledger;
+}
+
+const LockLedger& Client::lock_ledger() const {
+    static const LockLedger kNone;
     return tether_ ? tether_->locks : kNone;
 }
 
@@ -505,7 +510,8 @@ const std::string& Client::last_query() const {
 
 std::string Client::describe_tether() const {
     static const std::vector<std::pair<std::uint32_t, std::string>> kNoSummaries;
-    return describe_state(tether_kinds_, held_locks(), tether_ ? tether_->summaries : kNoSummaries);
+    return describe_state(tether_kinds_, lock_ledger().describe(),
+                          tether_ ? tether_->summaries : kNoSummaries);
 }
 
 void Client::detach_from_server() {

@@ -99,14 +99,19 @@ public:
     // Kinds of session state (StateKind flags) this client holds on its backend.
     [[nodiscard]] std::uint32_t tether_kinds() const { return tether_kinds_; }
     [[nodiscard]] bool tethered() const { return (tether_kinds_ & kTetherKinds) != 0; }
-    [[nodiscard]] const std::vector<AdvisoryLockKey>& held_locks() const;
+    // The session advisory locks the client holds, as far as pgtether knows (exact accounting
+    // or the last probe); empty while untethered.
+    [[nodiscard]] const LockLedger& lock_ledger() const;
+    [[nodiscard]] std::vector<AdvisoryLockKey> held_locks() const { return lock_ledger().keys(); }
     [[nodiscard]] std::uint64_t tethered_since_ms() const {
         return tether_ ? tether_->since_ms : 0;
     }
     void set_tether_kinds(std::uint32_t kinds);
     // The probe's details for the kinds it looked at: advisory keys and one line per other kind.
-    void update_tether_details(std::uint32_t probed, std::vector<AdvisoryLockKey> locks,
+    void update_tether_details(std::uint32_t probed, const std::vector<AdvisoryLockKey>& locks,
                                std::vector<std::pair<std::uint32_t, std::string>> summaries);
+    // The ledger exact accounting computed for the transaction that just ended.
+    void adopt_lock_ledger(const LockLedger& ledger);
     // "advisory locks 42 exclusive; temp tables 1: t" — the reasons the client is tethered.
     [[nodiscard]] std::string describe_tether() const;
     // The last statement of a tethered client (SHOW LOCKS), starting with the one that tethered
@@ -174,10 +179,22 @@ private:
     void remember_query(std::string_view sql);
     // What the tether's trigger found in a statement: recorded for the transaction's end.
     void note_effects(std::string_view sql, std::uint32_t effects);
+    // Exact lock accounting (docs/advisory-locks.md): tells the linked server's LockAccounting
+    // what a lock-relevant Query, Bind or FunctionCall will do.
+    [[nodiscard]] bool accounts_locks_exactly() const;
+    // True when accounting cannot decide and a probe may follow the text at once.
+    [[nodiscard]] bool account_query_locks(std::string_view sql);
+    void account_bind_locks(const protocol::BindNames& names, const StatementPtr& statement,
+                            protocol::ByteSpan body);
+    void account_execute(protocol::ByteSpan body);
+    void account_uncertain();
+    // Bytes on their way to the server (client_requests.cpp).
+    struct Outbound;
+    // Appends the transaction-end probe right behind the Query that needs it.
+    void pipeline_probe(Outbound& out);
 
     // Extended-protocol routing with prepared-statement translation (client_requests.cpp). Each
     // route_* returns true when it forwarded (rewritten), injected or answered the message itself.
-    struct Outbound;
     bool route_parse(const protocol::ParseMessage& parse, Outbound& out);
     bool route_bind(protocol::ByteSpan body, Outbound& out);
     bool route_describe_or_close(protocol::ByteSpan body, char type, Outbound& out);
@@ -228,7 +245,7 @@ private:
     // carry one pointer instead of these fields (idle memory per client, docs/benchmarks.md).
     struct TetherDetails {
         std::uint64_t since_ms = 0;
-        std::vector<AdvisoryLockKey> locks;
+        LockLedger locks;
         std::vector<std::pair<std::uint32_t, std::string>> summaries;
         std::string last_query;
     };
@@ -240,6 +257,9 @@ private:
     std::vector<std::string> custom_setting_names_;
     // The client's named prepared statements (docs/prepared-statements.md).
     ClientStatements statements_;
+    // The unnamed statement, when its text is lock-relevant (exact lock accounting needs its
+    // calls at every Bind); null otherwise, which is almost always.
+    StatementPtr unnamed_lock_statement_;
     // pgtether answered a message of the current extended batch with an error: discard the
     // client's messages up to its Sync, as PostgreSQL would.
     bool skip_until_sync_ = false;

@@ -34,6 +34,10 @@ constexpr std::size_t kMaxCustomSettings = 64;
 // cannot grow pgtether's memory without bound.
 constexpr std::size_t kMaxClientStatements = 10000;
 
+// Effects that may change the session's advisory locks: a lock function (or configured wrapper)
+// named, or DISCARD.
+constexpr std::uint32_t kLockRelevant = protocol::kEffectAdvisoryLock | protocol::kEffectDiscard;
+
 // Messages a client sends that are only forwarded: streamed when larger than what has arrived.
 bool streamable_from_client(char type) { return type == fe::kCopyData; }
 
@@ -145,7 +149,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
         stream_.stop_reading();  // back-pressure: the server's socket is backed up
         return 0;
     }
-    if (server_->busy()) {
+    if (server_->holds_client_input()) {
         hold_input(data.size());  // parameter sync, check or probe first
         return 0;
     }
@@ -160,6 +164,9 @@ std::size_t Client::handle_requests(ByteSpan data) {
     }
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     const bool translate = server_->translates_statements();
+    // Where a Query ended that exact lock accounting could not decide and that a probe may
+    // follow at once (0: none).
+    std::size_t probe_may_follow_at = 0;
     while (consumed < data.size() && state_ == State::Active) {
         ByteSpan rest = data.subspan(consumed);
         Frame frame = protocol::frame_message(rest, max_length);
@@ -219,7 +226,16 @@ std::size_t Client::handle_requests(ByteSpan data) {
                     fail(protocol::sqlstate::kProtocolViolation, "invalid Query message");
                     return data.size();
                 }
-                note_effects(*sql, worker_.sql_scanner().scan(*sql));
+                const std::uint32_t effects = worker_.sql_scanner().scan(*sql);
+                note_effects(*sql, effects);
+                // A new transaction starts with this Query when nothing is owed and no block is
+                // open: then its probe can go out right behind it.
+                const bool starts_transaction =
+                    tracker.quiet() && tracker.tx_status() == protocol::kTxIdle;
+                if ((effects & kLockRelevant) && account_query_locks(*sql) && starts_transaction) {
+                    probe_may_follow_at = consumed;
+                }
+                server_->lock_accounting().note_group_end();
                 remember_query(*sql);
                 break;
             }
@@ -239,7 +255,11 @@ std::size_t Client::handle_requests(ByteSpan data) {
             case fe::kFunctionCall:
                 // A fast-path call names its function by OID: it could be a lock function.
                 server_->mark_effects(protocol::kEffectAdvisoryLock);
+                account_uncertain();
+                server_->lock_accounting().note_group_end();
                 break;
+            case fe::kExecute: account_execute(body); break;
+            case fe::kSync: server_->lock_accounting().note_group_end(); break;
             default:
                 break;
         }
@@ -252,6 +272,13 @@ std::size_t Client::handle_requests(ByteSpan data) {
     }
     last_activity_ms_ = worker_.now_ms();
     if (state_ == State::Active) {
+        // The Query that needs a probe was the last message: the probe follows it in the same
+        // write instead of a round trip after its answer; the client's next messages wait for
+        // the probe's answer, as they would anyway.
+        if (probe_may_follow_at == consumed && consumed == data.size() &&
+            pool_->mode() != PoolMode::Session) {
+            pipeline_probe(out);
+        }
         out.flush();
         server_->settle_requests();
     }
@@ -265,7 +292,14 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
     std::uint32_t relevant = worker_.sql_scanner().scan(parse.query);
     note_effects(parse.query, relevant);
     remember_query(parse.query);
-    if (parse.statement.empty()) return false;  // the unnamed statement is the backend's own
+    if (parse.statement.empty()) {
+        // The unnamed statement is the backend's own; only exact lock accounting remembers it.
+        unnamed_lock_statement_ =
+            (relevant & kLockRelevant)
+                ? worker_.statements().intern(parse.query, parse.parameter_types, relevant)
+                : nullptr;
+        return false;
+    }
     if (!server_->translates_statements()) {
         // No translation: the name goes to the backend as is; remember it only so that a later
         // Bind of it still fires the tether's trigger.
@@ -353,11 +387,26 @@ void Client::ensure_prepared(const StatementPtr& statement, Outbound& out) {
 
 bool Client::route_bind(ByteSpan body, Outbound& out) {
     auto names = protocol::parse_bind_names(body);
-    if (!names || names->statement.empty()) return false;
+    if (!names) return false;
+    if (names->statement.empty()) {
+        if (unnamed_lock_statement_) {
+            // Bound again, perhaps in a later transaction than its Parse: the effects again.
+            server_->mark_effects(unnamed_lock_statement_->effects);
+            account_bind_locks(*names, unnamed_lock_statement_, body);
+        } else if (server_->lock_accounting().has_portals()) {
+            server_->lock_accounting().forget_portal(names->portal);
+        }
+        return false;
+    }
     StatementPtr statement = statements_.find(names->statement);
     if (!statement) return false;  // unknown: the backend reports it with the client's name
     // Executing a statement again has the effects its text had when it was parsed.
     server_->mark_effects(statement->effects);
+    if (statement->effects & kLockRelevant) {
+        account_bind_locks(*names, statement, body);
+    } else if (server_->lock_accounting().has_portals()) {
+        server_->lock_accounting().forget_portal(names->portal);
+    }
     if (!server_->translates_statements()) return false;
     ensure_prepared(statement, out);
     // Same Bind, with the backend's name for the statement; the parameters are copied as sent.
@@ -433,6 +482,91 @@ bool Client::answer_deallocate(ByteSpan message) {
     protocol::append_ready_for_query(reply, protocol::kTxIdle);
     send(reply);
     return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exact lock accounting (docs/advisory-locks.md, "Exact accounting")
+
+bool Client::accounts_locks_exactly() const {
+    // every_transaction probes anyway; off tracks nothing.
+    return worker_.config().advisory_lock_tracking == LockTracking::On;
+}
+
+void Client::account_uncertain() {
+    if (!accounts_locks_exactly()) return;
+    auto& accounting = server_->lock_accounting();
+    accounting.arm(lock_ledger());
+    accounting.mark_uncertain();
+}
+
+bool Client::account_query_locks(std::string_view sql) {
+    if (!accounts_locks_exactly()) return false;
+    auto& accounting = server_->lock_accounting();
+    accounting.arm(lock_ledger());
+    auto plan = protocol::plan_query_locks(sql, worker_.sql_scanner());
+    if (!plan.exact) {
+        accounting.mark_uncertain();
+        return plan.safe_to_follow;
+    }
+    // The Query's results come after the ReadyForQuery of everything sent before it.
+    const int ready_ahead = server_->tracker().outstanding();
+    for (const auto& [index, calls] : plan.lock_statements) {
+        auto resolved = resolve_lock_calls(calls, {}, nullptr);
+        if (!resolved) {
+            accounting.mark_uncertain();
+            return plan.safe_to_follow;
+        }
+        accounting.expect(ready_ahead, accounting.units_in_group() + index, std::move(*resolved));
+    }
+    return false;
+}
+
+void Client::pipeline_probe(Outbound& out) {
+    const auto& config = worker_.config();
+    TransactionEnd end;
+    end.effects = server_->effects();
+    end.tracked = tracked_kinds(config);
+    end.tether_kinds = tether_kinds_;
+    end.ledger_had_maybe = lock_ledger().has_maybe();
+    end.locks_armed = true;  // and not exact: that is why a probe is needed
+    const TransactionEndDecision decision = decide_transaction_end(end);
+    if (decision.action != TransactionEndDecision::Action::Probe) return;
+    std::string messages = server_->pipeline_probe(decision.probe_kinds);
+    if (!messages.empty()) out.add_owned(std::move(messages));
+}
+
+void Client::account_bind_locks(const protocol::BindNames& names, const StatementPtr& statement,
+                                ByteSpan body) {
+    if (!accounts_locks_exactly()) return;
+    auto& accounting = server_->lock_accounting();
+    accounting.arm(lock_ledger());
+    std::optional<std::vector<ResolvedLockCall>> resolved;
+    if (statement->lock_calls) {
+        if (auto parameters = protocol::parse_bind_parameters(body)) {
+            resolved = resolve_lock_calls(*statement->lock_calls,
+                                          protocol::as_bytes(statement->parameter_types),
+                                          &*parameters);
+        }
+    }
+    if (!resolved) {
+        accounting.mark_uncertain();
+        accounting.forget_portal(names.portal);
+        return;
+    }
+    accounting.bind_portal(names.portal, std::move(*resolved));
+}
+
+void Client::account_execute(ByteSpan body) {
+    auto& accounting = server_->lock_accounting();
+    if (accounting.has_portals()) {
+        protocol::ByteReader reader(body);
+        const std::string_view portal = reader.cstring();
+        if (const auto* calls = accounting.portal_calls(portal); calls && reader.ok()) {
+            accounting.expect(server_->tracker().outstanding(), accounting.units_in_group(),
+                              *calls);
+        }
+    }
+    accounting.note_execute();
 }
 
 void Client::remember_query(std::string_view sql) {

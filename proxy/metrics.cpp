@@ -150,6 +150,9 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
                      [](const PoolRow& r) { return r.stats.untether_events; });
     per_pool_counter("pgtether_lock_probes", "pg_locks probes at transaction ends",
                      [](const PoolRow& r) { return r.stats.probes; });
+    per_pool_counter("pgtether_lock_ledger_decisions",
+                     "Lock-relevant transaction ends decided by exact accounting, without a probe",
+                     [](const PoolRow& r) { return r.stats.ledger_decisions; });
     per_pool_counter("pgtether_scrubs", "Backends cleaned after a tethered or dirty client left",
                      [](const PoolRow& r) { return r.stats.scrubs; });
     per_pool_counter("pgtether_scrub_failures", "Backends closed because cleaning failed",

@@ -68,7 +68,7 @@ std::map<const Pool*, PoolCensus> take_census(Worker& worker) {
         }
         if (client.tethered()) {
             ++c.cl_tethered;
-            c.held_locks += static_cast<int>(client.held_locks().size());
+            c.held_locks += static_cast<int>(client.lock_ledger().entries().size());
             for (std::uint32_t kind = 1; kind <= kStateUnknown; kind <<= 1) {
                 if ((client.tether_kinds() & kind & kTetherKinds) != 0) ++c.tethered_by_kind[kind];
             }

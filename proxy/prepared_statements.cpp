@@ -20,6 +20,11 @@ StatementPtr StatementRegistry::intern(std::string_view query,
     statement->query = std::string(query);
     statement->parameter_types = std::string(protocol::as_chars(parameter_types));
     statement->effects = effects;
+    if (effects & protocol::kEffectAdvisoryLock) {
+        if (auto calls = protocol::parse_lock_select(query)) {
+            statement->lock_calls = std::make_shared<const protocol::LockCalls>(std::move(*calls));
+        }
+    }
     by_text_[std::move(key)] = statement;
     // Forget texts nobody uses any more, now and then, so the registry stays as small as the
     // statements in use.

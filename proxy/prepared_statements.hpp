@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "protocol/bytes.hpp"
+#include "protocol/lock_statement.hpp"
 
 namespace pgtether {
 
@@ -31,6 +32,9 @@ struct PreparedStatement {
     std::string query;
     std::string parameter_types;  // the Parse message's Int16 count + Int32 OIDs, as sent
     std::uint32_t effects = 0;    // the tether's trigger findings in the query text
+    // Exact lock accounting: the calls when the text is a SELECT of lock calls only
+    // (protocol/lock_statement.hpp), null otherwise.
+    std::shared_ptr<const protocol::LockCalls> lock_calls;
 };
 using StatementPtr = std::shared_ptr<const PreparedStatement>;
 

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <limits>
+#include <utility>
 #include <list>
 
 #include <spdlog/spdlog.h>
@@ -32,6 +34,7 @@ const char* to_string(InternalPurpose purpose) {
         case InternalPurpose::Check: return "server_check_query";
         case InternalPurpose::ParamSync: return "parameter sync";
         case InternalPurpose::Probe: return "session state probe";
+        case InternalPurpose::DiscardedProbe: return "session state probe (discarded)";
         case InternalPurpose::Reset: return "server_reset_query";
         case InternalPurpose::Scrub: return "scrub";
         case InternalPurpose::LeakSweep: return "leak sweep";
@@ -281,6 +284,8 @@ void Server::link(Client& client) {
     client_ = &client;
     set_state(State::Active);
     effects_ = 0;
+    locks_.reset();
+    pipelined_probe_kinds_ = 0;
     client_forwarded_ = false;
     fatal_forwarded_ = false;
     request_started_us_ = xact_started_us_ = 0;
@@ -496,6 +501,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
         // client (RequestQueue says which).
         bool swallow = translate_statements_ && !requests_.empty() &&
                        requests_.on_backend_message(frame.type) == RequestQueue::Verdict::Swallow;
+        if (locks_.armed()) locks_.on_backend_message(frame.type, body);
         switch (frame.type) {
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -525,6 +531,14 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                         on_transaction_end();
                         return consumed;
                     }
+                    if (pipelined_probe_kinds_ != 0) {
+                        // The client's statements left a transaction block open (plan says
+                        // they cannot; defensive): the probe ran inside it and means nothing.
+                        flush();
+                        pipelined_probe_kinds_ = 0;
+                        start_internal(InternalPurpose::DiscardedProbe, {}, 1, 0, 0);
+                        return consumed;
+                    }
                 }
                 continue;
             }
@@ -535,6 +549,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
             }
             case be::kCommandComplete:
                 tracker_.on_backend(frame.type);
+                if (!prepared_probes_.empty() && deallocates_all(body)) prepared_probes_.clear();
                 if (translate_statements_ && deallocates_all(body)) {
                     // DISCARD ALL / DEALLOCATE ALL: the backend and the client forgot every
                     // prepared statement.
@@ -643,20 +658,40 @@ void Server::on_stream_drained() {
 
 void Server::on_transaction_end() {
     const auto& config = worker_.config();
-    std::uint32_t effects = effects_;
+    TransactionEnd end;
+    end.effects = effects_;
+    end.tracked = tracked_kinds(config);
+    end.every_transaction = config.advisory_lock_tracking == LockTracking::EveryTransaction;
+    end.tether_kinds = client_->tether_kinds();
+    end.ledger_had_maybe = client_->lock_ledger().has_maybe();
+    end.locks_armed = locks_.armed();
+    end.locks_exact = locks_.exact();
+    end.exact_ledger = &locks_.ledger();
+    const TransactionEndDecision decision = decide_transaction_end(end);
     effects_ = 0;
-    // LOAD cannot be undone and leaves nothing to probe: the client keeps this backend for good.
-    if ((effects & protocol::kEffectLoad) && (tracked_kinds(config) & kStateLoad)) {
-        note_tether_change(client_->tether_kinds() | kStateLoad);
+    if (decision.adopt_ledger) {
+        pool_.stats().ledger_decisions++;
+        client_->adopt_lock_ledger(locks_.ledger());
     }
-    std::uint32_t kinds = kinds_to_probe(effects, config);
-    if (kinds != 0) {
-        pool_.stats().probes++;
-        probe(InternalPurpose::Probe, kinds);
+    locks_.reset();
+    note_tether_change(decision.tether_kinds);
+    if (const std::uint32_t pipelined = std::exchange(pipelined_probe_kinds_, 0)) {
+        // The probe already went out behind the client's statement (Client::handle_requests):
+        // its answer is next, and it is the truth whatever this decision would have asked.
+        start_internal(InternalPurpose::Probe, {}, 1, 0, pipelined);
         return;
     }
-    if (client_->tethered()) return;  // still holds its state
-    release_to_pool();
+    switch (decision.action) {
+        case TransactionEndDecision::Action::Probe:
+            pool_.stats().probes++;
+            probe(InternalPurpose::Probe, decision.probe_kinds);
+            return;
+        case TransactionEndDecision::Action::Keep:
+            return;
+        case TransactionEndDecision::Action::Release:
+            release_to_pool();
+            return;
+    }
 }
 
 void Server::note_tether_change(std::uint32_t kinds) {
@@ -684,11 +719,14 @@ void Server::after_probe(InternalQuery& result) {
     std::optional<StateReport> report;
     if (!result.failed) report = decode_state_probe(result.rows);
     if (!report) {
+        // A prepared probe that failed (a client took its name, or dropped it by name): this
+        // backend gets simple probes from now on.
+        if (result.failed) prepared_probe_refused_ = true;
         // Cannot tell: keep the client on this backend rather than risk handing its state to
         // someone else. The next relevant transaction probes again.
         spdlog::warn("{}: session state probe failed ({}); keeping the client tethered",
                      client->describe(), result.failed ? result.error.message : "bad rows");
-        note_tether_change(client->tether_kinds() | kStateUnknown);
+        note_tether_change(tether_kinds_after_probe(client->tether_kinds(), result.probed, nullptr));
         client->on_server_ready();
         return;
     }
@@ -698,9 +736,9 @@ void Server::after_probe(InternalQuery& result) {
         applied_settings_ = report->settings;
         client->set_session_settings(std::move(report->settings));
     }
-    std::uint32_t probed = result.probed & kTetherKinds;
-    client->update_tether_details(probed, report->locks, report->summaries);
-    note_tether_change(((client->tether_kinds() & ~probed) | report->present) & ~kStateUnknown);
+    client->update_tether_details(result.probed & kTetherKinds, report->locks, report->summaries);
+    note_tether_change(
+        tether_kinds_after_probe(client->tether_kinds(), result.probed, &report->present));
     if (client->tethered()) {
         client->on_server_ready();
         return;
@@ -708,8 +746,51 @@ void Server::after_probe(InternalQuery& result) {
     release_to_pool();
 }
 
+std::string Server::probe_messages(std::uint32_t kinds) {
+    static const std::vector<std::string> kNoCustomSettings;
+    const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
+                                                             : kNoCustomSettings;
+    std::string sql = build_state_probe(kinds, custom);
+    std::string out;
+    if (sql.empty()) return out;
+    if (!custom.empty() || prepared_probe_refused_) {
+        protocol::append_query(out, sql);
+        return out;
+    }
+    // Prepared once per backend and kind mask, then only bound and executed: no parse and plan
+    // each time.
+    const std::string name = "pgtether_probe_" + std::to_string(kinds);
+    if (std::find(prepared_probes_.begin(), prepared_probes_.end(), kinds) ==
+        prepared_probes_.end()) {
+        protocol::append_parse(out, name, sql);
+        prepared_probes_.push_back(kinds);
+    }
+    protocol::append_bind(out, "", name, {});
+    protocol::append_execute(out, "", 0);
+    protocol::append_sync(out);
+    return out;
+}
+
+std::string Server::pipeline_probe(std::uint32_t kinds) {
+    std::string messages = probe_messages(kinds);
+    if (!messages.empty()) {
+        pipelined_probe_kinds_ = kinds;
+        pool_.stats().probes++;
+    }
+    return messages;
+}
+
 void Server::probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries,
                    std::string prefix, int extra_ready) {
+    if (purpose == InternalPurpose::Probe && queries.empty() && prefix.empty()) {
+        // The transaction-end probe, the one that runs often. Reset, scrub and sweep run after
+        // DISCARD ALL or server_reset_query, which may drop prepared statements: they stay
+        // simple queries.
+        std::string messages = probe_messages(kinds);
+        const int own = messages.empty() ? 0 : 1;
+        start_internal(purpose, std::move(messages), own, 0, own ? kinds : 0);
+        return;
+    }
     static const std::vector<std::string> kNoCustomSettings;
     const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
                                                              : kNoCustomSettings;
@@ -724,20 +805,26 @@ void Server::probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std
 
 void Server::run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
                           std::string prefix, int extra_ready, std::uint32_t probed) {
-    internal_ = std::make_unique<InternalQuery>();
-    internal_->purpose = purpose;
-    internal_->probed = probed;
-    internal_->pending_ready = static_cast<int>(queries.size()) + extra_ready;
-    internal_->own_ready = static_cast<int>(queries.size());
-    // A message that was being streamed to a client which has since left (a scrub after the
-    // client vanished mid-COPY TO / mid-result): its rest must be skipped, not framed.
-    skip_remaining_ += passthrough_remaining_;
-    passthrough_remaining_ = 0;
     std::string out = std::move(prefix);
     for (const auto& q : queries) protocol::append_query(out, q);
     spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
                   queries.empty() ? std::string() : queries.back());
-    if (!out.empty()) stream_.write(out);
+    const int own = static_cast<int>(queries.size());
+    start_internal(purpose, std::move(out), own, extra_ready, probed);
+}
+
+void Server::start_internal(InternalPurpose purpose, std::string messages, int own_ready,
+                            int extra_ready, std::uint32_t probed) {
+    internal_ = std::make_unique<InternalQuery>();
+    internal_->purpose = purpose;
+    internal_->probed = probed;
+    internal_->pending_ready = own_ready + extra_ready;
+    internal_->own_ready = own_ready;
+    // A message that was being streamed to a client which has since left (a scrub after the
+    // client vanished mid-COPY TO / mid-result): its rest must be skipped, not framed.
+    skip_remaining_ += passthrough_remaining_;
+    passthrough_remaining_ = 0;
+    if (!messages.empty()) stream_.write(messages);
     if (internal_->pending_ready == 0) {
         finish_internal();
         return;
@@ -788,10 +875,13 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
         }
         if (frame.type == be::kCommandComplete && deallocates_all(body)) {
             statements_.clear();
+            prepared_probes_.clear();
             applied_settings_.clear();
         }
         switch (frame.type) {
             case be::kRowDescription:
+            case be::kBindComplete:
+                // A new result set of ours (a prepared probe sends no RowDescription).
                 if (ours()) op.rows.clear();
                 break;
             case be::kDataRow:
@@ -860,10 +950,11 @@ void Server::finish_internal() {
     bool clean = tracker_.idle() && !op->failed;
     bool for_client = op->purpose == InternalPurpose::Check ||
                       op->purpose == InternalPurpose::ParamSync ||
-                      op->purpose == InternalPurpose::Probe;
+                      op->purpose == InternalPurpose::Probe ||
+                      op->purpose == InternalPurpose::DiscardedProbe;
     if (for_client && client_ == nullptr) {
         // The client left while we worked on its behalf (see Client::detach_from_server).
-        if (op->purpose == InternalPurpose::Probe) {
+        if (op->purpose == InternalPurpose::Probe || op->purpose == InternalPurpose::DiscardedProbe) {
             scrub();
         } else if (clean) {
             pool_.release(*this);
@@ -883,7 +974,7 @@ void Server::finish_internal() {
         if (op->failed) return op->error.message;
         if (!report) return std::string("unexpected probe result");
         return "session state remains: " +
-               describe_state(report->present, report->locks, report->summaries);
+               describe_state(report->present, describe_locks(report->locks), report->summaries);
     };
     switch (op->purpose) {
         case InternalPurpose::ConnectQuery:
@@ -920,6 +1011,9 @@ void Server::finish_internal() {
             return;
         case InternalPurpose::Probe:
             after_probe(*op);
+            return;
+        case InternalPurpose::DiscardedProbe:
+            client_->on_server_ready();
             return;
         case InternalPurpose::Reset: {
             auto report = verified();
@@ -971,7 +1065,8 @@ void Server::finish_internal() {
                 spdlog::warn("S-{} {}/{}: leaked session state on idle backend {}: {} (last used "
                              "by {}: {})",
                              id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
-                             describe_state(report->present, report->locks, report->summaries),
+                             describe_state(report->present, describe_locks(report->locks),
+                                            report->summaries),
                              last_client_description_, last_statement_);
                 scrub();
                 return;
@@ -997,7 +1092,8 @@ void Server::scrub() {
     set_state(State::Cleaning);
     std::string prefix;
     const int left_running = tracker_.outstanding();  // the client's, before our own Sync
-    int extra_ready = left_running;
+    // A probe pipelined behind the client's last statement is answered too (and thrown away).
+    int extra_ready = left_running + (std::exchange(pipelined_probe_kinds_, 0) != 0 ? 1 : 0);
     if (tracker_.in_copy_in()) protocol::append_copy_fail(prefix, "client disconnected");
     if (tracker_.unsynced() || tracker_.in_copy_in()) {
         protocol::append_sync(prefix);

@@ -18,6 +18,7 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/pipeline_tracker.hpp"
 #include "protocol/startup.hpp"
+#include "core/lock_accounting.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/login_retry.hpp"
 #include "proxy/prepared_statements.hpp"
@@ -41,6 +42,7 @@ enum class InternalPurpose {
     Check,         // server_check_query before reusing a long-idle server
     ParamSync,     // SET the linked client's parameters
     Probe,         // the tether: what session state does this backend hold for its client?
+    DiscardedProbe,  // a pipelined probe that ran inside the client's transaction block
     Reset,         // server_reset_query when a session-mode client leaves (or always)
     Scrub,         // clean up after a client left mid-transaction or tethered
     LeakSweep,     // periodic probe of an idle pooled backend
@@ -74,6 +76,10 @@ public:
     [[nodiscard]] const ParamValues& params() const { return params_; }
     [[nodiscard]] protocol::PipelineTracker& tracker() { return tracker_; }
     [[nodiscard]] bool busy() const { return internal_ != nullptr; }
+    // The client's input must wait: pgtether's own query runs, or its probe's answer is due.
+    [[nodiscard]] bool holds_client_input() const {
+        return internal_ != nullptr || pipelined_probe_kinds_ != 0;
+    }
     [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
     [[nodiscard]] std::uint64_t idle_since_ms() const { return idle_since_ms_; }
     [[nodiscard]] std::uint64_t last_checked_ms() const { return last_checked_ms_; }
@@ -123,6 +129,9 @@ public:
     // (protocol::SessionEffect flags); at its end they decide what to probe for.
     void mark_effects(std::uint32_t effects) { effects_ |= effects; }
     [[nodiscard]] std::uint32_t effects() const { return effects_; }
+    // Exact lock accounting for the current transaction (docs/advisory-locks.md): the client
+    // arms it and adds what its statements will report; the backend's answers complete it.
+    [[nodiscard]] LockAccounting& lock_accounting() { return locks_; }
     // The session settings this backend has beyond its defaults (docs/session-state.md).
     [[nodiscard]] const SettingsMap& applied_settings() const { return applied_settings_; }
     // The linked client sent a request while the backend was quiet (nothing owed): the start of
@@ -135,6 +144,14 @@ public:
     // requests already in flight. On completion finish_internal() dispatches on the purpose.
     void run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
                       std::string prefix = {}, int extra_ready = 0, std::uint32_t probed = 0);
+    // The transaction-end probe for `kinds`, to go out right behind the client's statement when
+    // exact accounting cannot decide (docs/advisory-locks.md): the messages to append to the
+    // client's write. The answer is taken at the transaction's end.
+    [[nodiscard]] std::string pipeline_probe(std::uint32_t kinds);
+    // Sends `messages` (ours: `own_ready` ReadyForQuery answer them, after `extra_ready` that
+    // answer requests already in flight) and consumes the replies until finish_internal().
+    void start_internal(InternalPurpose purpose, std::string messages, int own_ready,
+                        int extra_ready, std::uint32_t probed);
     // The client left mid-transaction or tethered: drain what it left running, roll back, release
     // advisory locks, verify, then return to the pool — or close when any step fails.
     void scrub();
@@ -205,6 +222,9 @@ private:
     // Runs the state probe for `kinds` as `purpose`, after `queries` (e.g. a reset) if any.
     void probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries = {},
                std::string prefix = {}, int extra_ready = 0);
+    // The probe for `kinds` as messages answered by one ReadyForQuery: prepared once per backend
+    // (Parse the first time, then Bind/Execute/Sync), or a simple Query when it cannot be.
+    std::string probe_messages(std::uint32_t kinds);
     void record_parameter(std::string_view name, std::string_view value, bool forward_to_client);
     void record_timing(char tx_status);
 
@@ -233,6 +253,12 @@ private:
     bool address_is_unix_ = false;
     std::string unix_path_;
     std::uint32_t effects_ = 0;
+    LockAccounting locks_;
+    // Kind masks whose transaction-end probe is prepared on this backend (as
+    // "pgtether_probe_<mask>"); cleared by DISCARD ALL / DEALLOCATE ALL.
+    std::vector<std::uint32_t> prepared_probes_;
+    std::uint32_t pipelined_probe_kinds_ = 0;  // a probe sent behind the client's statement
+    bool prepared_probe_refused_ = false;  // a prepared probe failed here: simple ones only
     SettingsMap applied_settings_;
     bool retired_ = false;
     bool client_forwarded_ = false;  // the linked client has sent this server anything

@@ -14,6 +14,7 @@ PoolStats& PoolStats::operator+=(const PoolStats& other) {
     tether_events += other.tether_events;
     untether_events += other.untether_events;
     probes += other.probes;
+    ledger_decisions += other.ledger_decisions;
     scrubs += other.scrubs;
     scrub_failures += other.scrub_failures;
     leaks_found += other.leaks_found;

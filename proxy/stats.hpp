@@ -20,6 +20,8 @@ struct PoolStats {
     std::uint64_t tether_events = 0;    // a client became tethered
     std::uint64_t untether_events = 0;  // a tethered client released its last lock
     std::uint64_t probes = 0;           // pg_locks probes run at transaction ends
+    // Lock-relevant transaction ends decided by exact accounting alone (no advisory-lock probe).
+    std::uint64_t ledger_decisions = 0;
     std::uint64_t scrubs = 0;           // backends cleaned after a tethered/dirty client left
     std::uint64_t scrub_failures = 0;   // backends closed because cleaning failed
     std::uint64_t leaks_found = 0;      // idle pooled backends found holding advisory locks

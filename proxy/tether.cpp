@@ -1,8 +1,6 @@
 #include "proxy/tether.hpp"
 
-#include <algorithm>
 #include <charconv>
-#include <tuple>
 
 #include "proxy/session_params.hpp"
 
@@ -67,30 +65,8 @@ std::uint32_t tracked_kinds(const Config& config) {
 }
 
 std::uint32_t kinds_to_probe(std::uint32_t effects, const Config& config) {
-    std::uint32_t tracked = tracked_kinds(config);
-    if (config.advisory_lock_tracking == LockTracking::EveryTransaction) {
-        return tracked & kProbedKinds;
-    }
-    std::uint32_t kinds = 0;
-    if (effects & protocol::kEffectAdvisoryLock) kinds |= kStateAdvisoryLock;
-    if (effects & protocol::kEffectTempObject) kinds |= kStateTempTable;
-    if (effects & protocol::kEffectListen) kinds |= kStateListen;
-    if (effects & protocol::kEffectCursor) kinds |= kStateCursor;
-    if (effects & protocol::kEffectSqlPrepare) kinds |= kStatePrepare;
-    if (effects & protocol::kEffectSet) kinds |= kStateSettings;
-    // DISCARD can end any kind of state (DISCARD ALL ends all of them).
-    if (effects & protocol::kEffectDiscard) kinds |= kProbedKinds;
-    return kinds & tracked & kProbedKinds;
-}
-
-std::string AdvisoryLockKey::key_text() const {
-    if (is_bigint) return std::to_string(bigint_key());
-    return std::to_string(static_cast<std::int32_t>(classid)) + "," +
-           std::to_string(static_cast<std::int32_t>(objid));
-}
-
-std::string AdvisoryLockKey::describe() const {
-    return key_text() + (exclusive ? " exclusive" : " shared");
+    return probe_kinds_for(effects, tracked_kinds(config),
+                           config.advisory_lock_tracking == LockTracking::EveryTransaction);
 }
 
 std::string build_state_probe(std::uint32_t kinds,
@@ -175,34 +151,19 @@ std::optional<StateReport> decode_state_probe(const std::vector<Row>& rows) {
         }
     }
     // pg_locks has no order; sorted, the admin console and logs show a tether the same way
-    // every time (bigint keys first, each key space in numeric order).
-    auto order = [](const AdvisoryLockKey& k) {
-        if (k.is_bigint) return std::tuple(0, k.bigint_key(), std::int64_t{0}, !k.exclusive);
-        return std::tuple(1, std::int64_t{static_cast<std::int32_t>(k.classid)},
-                          std::int64_t{static_cast<std::int32_t>(k.objid)}, !k.exclusive);
-    };
-    std::sort(report.locks.begin(), report.locks.end(),
-              [&](const auto& a, const auto& b) { return order(a) < order(b); });
+    // every time.
+    sort_lock_keys(report.locks);
     return report;
 }
 
-std::string describe_locks(const std::vector<AdvisoryLockKey>& keys) {
-    std::string out;
-    for (const auto& key : keys) {
-        if (!out.empty()) out += ", ";
-        out += key.describe();
-    }
-    return out;
-}
-
-std::string describe_state(std::uint32_t kinds, const std::vector<AdvisoryLockKey>& locks,
+std::string describe_state(std::uint32_t kinds, const std::string& locks,
                            const std::vector<std::pair<std::uint32_t, std::string>>& summaries) {
     std::string out;
     auto add = [&](std::string part) {
         if (!out.empty()) out += "; ";
         out += std::move(part);
     };
-    if (kinds & kStateAdvisoryLock) add("advisory locks " + describe_locks(locks));
+    if (kinds & kStateAdvisoryLock) add("advisory locks " + locks);
     for (const auto& [kind, text] : summaries) {
         if (kinds & kind) add(std::string(state_kind_name(kind)) + " " + text);
     }

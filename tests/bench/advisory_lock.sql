@@ -2,8 +2,9 @@
 -- transaction takes a session-level advisory lock, reads under it and releases it, as three
 -- separate autocommit statements -- the shape of a job runner or migration tool that guards one
 -- piece of work with a session lock. Through pgtether the first statement tethers the client to
--- its backend (one probe), the second runs on that backend without a probe, the third releases the
--- lock (one probe) and the backend goes back to the pool: 2 probes per 3 statements.
+-- its backend, the second runs on that backend, the third releases the lock and the backend goes
+-- back to the pool; the lock and unlock are counted from their results (exact accounting), so no
+-- probe runs (before exact accounting: 2 probes per 3 statements).
 -- PgBouncer cannot run this correctly in transaction mode: the unlock lands on another backend,
 -- the lock leaks, and a later lock of the same key blocks forever.
 \set aid random(1, 100000 * :scale)

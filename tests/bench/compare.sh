@@ -45,9 +45,12 @@ usage: tests/bench/compare.sh [options]
                         e.g. --targets "pgtether pgtether:on" --define settings_done=1
                         --define-for pgtether:on settings_done=0
   --scale N             pgbench -i scale (default 10)
-  --targets "LIST"      any of: direct pgbouncer pgtether pgtether:on pgtether:off
-                        pgtether:every_transaction (pgtether:MODE = pgtether with
-                        advisory_lock_tracking = MODE); default "direct pgbouncer pgtether"
+  --targets "LIST"      any of: direct pgbouncer pgbouncer:session pgtether pgtether:on
+                        pgtether:off pgtether:every_transaction baseline
+                        (pgtether:MODE = pgtether with advisory_lock_tracking = MODE;
+                        pgbouncer:session = PgBouncer in session mode with one backend per
+                        client, the setup lock users run today; baseline = the --baseline
+                        binary with pgtether's ini); default "direct pgbouncer pgtether"
   --reference TARGET    ratios are computed against this target (default pgbouncer when it is
                         a target, else the first target)
   --pgtether-set 'K = V'  an extra [pgbouncer] line for pgtether only (repeatable)
@@ -66,6 +69,10 @@ usage: tests/bench/compare.sh [options]
   --idle N              idle-memory mode: N idle clients per pooler (e.g. 5000) instead of tps runs
   --idle-query SQL      in idle mode, each client runs this once before going idle
   --pgtether PATH       pgtether binary (default build/proxy/pgtether)
+  --baseline PATH       another pgtether binary, the target "baseline" (e.g. a build of an older
+                        commit, to measure one change round by round)
+  --setup-sql FILE      SQL run once on the database after pgbench -i (tables a --script needs,
+                        e.g. tests/bench/jobs_setup.sql)
   --pgbouncer PATH      pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
   --keep                keep the state directory (ini, logs, pgbench output) for inspection
 USAGE
@@ -97,6 +104,8 @@ idle=0
 idle_query=""
 keep=0
 pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
+baseline_bin=""
+setup_sql=""
 pgbouncer_bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
 
 while (($#)); do
@@ -126,6 +135,8 @@ while (($#)); do
     --idle) idle="$2"; shift 2 ;;
     --idle-query) idle_query="$2"; shift 2 ;;
     --pgtether) pgtether_bin="$2"; shift 2 ;;
+    --baseline) baseline_bin="$2"; shift 2 ;;
+    --setup-sql) setup_sql="$2"; shift 2 ;;
     --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
     -h | --help) usage 0 ;;
@@ -142,7 +153,9 @@ for cpus in "$pin_pooler" "$pin_pgbench" "$pin_postgres"; do
 done
 for target in $targets; do
     case "$target" in
-    direct | pgbouncer | pgtether | pgtether:on | pgtether:off | pgtether:every_transaction) ;;
+    direct | pgbouncer | pgbouncer:session | pgtether | pgtether:on | pgtether:off) ;;
+    pgtether:every_transaction) ;;
+    baseline) [[ -x ${baseline_bin:-} ]] || pgt_die "the target baseline needs --baseline PATH" ;;
     *) usage ;;
     esac
 done
@@ -185,6 +198,10 @@ pgt_log "starting a throwaway PostgreSQL, pgbench -i -s $scale"
     --max-connections $((max_clients + 50 > 300 ? max_clients + 50 : 300)) >/dev/null
 # shellcheck source=/dev/null
 source "$state/postgresql/pg.env"
+if [[ -n $setup_sql ]]; then
+    "$PGT_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGT_PG_PORT" -U postgres \
+        -d "$db" -f "$setup_sql" >/dev/null
+fi
 "$PGT_PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PGT_PG_PORT" -U postgres -d "$db" -c "VACUUM ANALYZE"
 postmaster_pid="$(head -n 1 "$PGT_PG_DATA/postmaster.pid")"
 if [[ -n $pin_postgres ]]; then
@@ -225,8 +242,12 @@ ini_of() {
     *) printf '%s\n' "$state/${1//:/-}.ini" ;;
     esac
 }
+# PgBouncer in session mode: a backend for every client (what session locks need there).
+sed -e 's/^pool_mode = .*/pool_mode = session/' \
+    -e "s/^default_pool_size = .*/default_pool_size = $max_clients/" \
+    "$state/pgbouncer.ini" >"$(ini_of pgbouncer:session)"
 for target in $targets; do
-    [[ $target == pgtether* ]] || continue
+    [[ $target == pgtether* || $target == baseline ]] || continue
     ini="$(ini_of "$target")"
     {
         cat "$state/pgbouncer.ini"
@@ -243,8 +264,9 @@ export PGPASSWORD="$password"  # ignored by PostgreSQL itself (trust), used by t
 
 pooler_bin() {
     case "$1" in
-    pgbouncer) printf '%s\n' "$pgbouncer_bin" ;;
+    pgbouncer*) printf '%s\n' "$pgbouncer_bin" ;;
     pgtether*) printf '%s\n' "$pgtether_bin" ;;
+    baseline) printf '%s\n' "$baseline_bin" ;;
     esac
 }
 
@@ -447,7 +469,7 @@ measure() {
     if [[ -n $pooler_pid ]]; then
         run_cpu="$(awk -v d=$((p1 - p0)) -v hz="$clk_tck" -v n="$run_txns" \
             'BEGIN { printf "%.2f", d * 1000000 / hz / n }')"
-        if ((count_probes)) && [[ $target == pgtether* ]]; then
+        if ((count_probes)) && [[ $target == pgtether* || $target == baseline ]]; then
             # With stats_period = 1 pgtether logs, every second, that second's transactions
             # ("stats: N xacts/s") and its tether's counters ("tether: T tethered clients; in the
             # last period ... P probes"): probes per transaction is the sum of P over the sum of N;

@@ -141,10 +141,10 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
         {"SERVERS", {"id", "tethered", "client_id", "internal_query"}},
         {"STATS",
          {"total_tether_count", "total_untether_count", "total_probe_count", "total_scrub_count",
-          "total_scrub_failure_count", "total_leak_count"}},
+          "total_scrub_failure_count", "total_leak_count", "total_ledger_count"}},
         {"STATS_TOTALS",
          {"tether_count", "untether_count", "probe_count", "scrub_count", "scrub_failure_count",
-          "leak_count"}},
+          "leak_count", "ledger_count"}},
     };
     for (const auto& what : kShowSubjects) {
         CAPTURE(what);
@@ -266,7 +266,7 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
                                                     "backend_pid", "lock_count", "bigint_keys",
                                                     "int4_keys", "tethered_since",
                                                     "tethered_seconds", "last_query",
-                                                    "tether_reasons"});
+                                                    "tether_reasons", "ledger"});
     CHECK(locks.rows.empty());
 
     Conn a = app_client(pooler, "locker");
@@ -290,6 +290,7 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     CHECK(cell(row, "tethered_since").find("20") == 0);
     CHECK(cell_int(row, "tethered_seconds") >= 0);
     CHECK(cell(row, "last_query") == "SELECT pg_backend_pid() /* where am I */");
+    CHECK(cell(row, "ledger") == "4343 exclusive, 4347,4348 shared");
 
     // The same tether in SHOW CLIENTS, SHOW SERVERS and SHOW POOLS.
     auto locker = *find_row(must_show(admin, "CLIENTS"), "application_name", "locker");
@@ -312,7 +313,10 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     CHECK(cell(pool, "sv_tethered") == "1");
     CHECK(cell(pool, "cl_active") == "2");
 
-    // The probe that untethers runs after the client already has its answer.
+    // Stacked: counted, as exact accounting sees it.
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(4343)"));
+    CHECK(cell(named_rows(must_show(admin, "LOCKS"))[0], "ledger") ==
+          "4343 exclusive x2, 4347,4348 shared");
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
     CHECK(eventually([&] { return must_show(admin, "LOCKS").rows.empty(); }));
     CHECK(cell(*find_row(must_show(admin, "CLIENTS"), "application_name", "locker"), "tethered") ==

@@ -56,7 +56,7 @@ TEST_CASE("other kinds and settings decode too") {
     CHECK(report->settings.size() == 1);
     REQUIRE(report->settings.find("search_path"));
     CHECK(*report->settings.find("search_path") == "app, public");
-    CHECK(describe_state(report->present, report->locks, report->summaries) ==
+    CHECK(describe_state(report->present, describe_locks(report->locks), report->summaries) ==
           "temp tables 2: scratch, ...; listen 1: jobs");
 }
 

@@ -1,0 +1,100 @@
+// The tether's decisions (core/tether_policy.hpp), table by table: what happens at a
+// transaction's end, and after a probe.
+#include <doctest/doctest.h>
+
+#include "core/tether_policy.hpp"
+#include "protocol/sql_scanner.hpp"
+
+using namespace pgtether;
+using Action = TransactionEndDecision::Action;
+
+namespace {
+
+constexpr std::uint32_t kAll = kTetherKinds | kStateSettings;
+constexpr std::uint32_t kLock = protocol::kEffectAdvisoryLock;
+
+LockLedger holding(std::int64_t key) {
+    LockLedger l;
+    REQUIRE(l.apply({protocol::LockFunction::Lock, AdvisoryLockKey::bigint(key, true)}, true));
+    return l;
+}
+
+LockLedger maybe_holding(std::int64_t key) {
+    LockLedger l;
+    l.reset_from_probe({AdvisoryLockKey::bigint(key, true)});
+    REQUIRE(l.apply({protocol::LockFunction::Unlock, AdvisoryLockKey::bigint(key, true)}, true));
+    return l;
+}
+
+}  // namespace
+
+TEST_CASE("transaction end: release, keep or probe") {
+    const LockLedger none;
+    const LockLedger one = holding(1);
+    const LockLedger maybe = maybe_holding(1);
+    struct Case {
+        const char* name;
+        TransactionEnd end;
+        TransactionEndDecision want;
+    };
+    const Case cases[] = {
+        {"plain transaction, untethered: release",
+         {0, kAll, false, 0, false, false, false, nullptr},
+         {Action::Release, 0, 0, false}},
+        {"plain transaction, tethered: keep",
+         {0, kAll, false, kStateAdvisoryLock, false, false, false, nullptr},
+         {Action::Keep, 0, kStateAdvisoryLock, false}},
+        {"lock statement not accounted exactly: probe",
+         {kLock, kAll, false, 0, false, true, false, &none},
+         {Action::Probe, kStateAdvisoryLock, 0, false}},
+        {"exact lock: tethered without a probe",
+         {kLock, kAll, false, 0, false, true, true, &one},
+         {Action::Keep, 0, kStateAdvisoryLock, true}},
+        {"exact unlock of the last lock: untethered without a probe",
+         {kLock, kAll, false, kStateAdvisoryLock, false, true, true, &none},
+         {Action::Release, 0, 0, true}},
+        {"exact, but every_transaction: probe",
+         {kLock, kAll, true, 0, false, true, true, &one},
+         {Action::Probe, kAll & kProbedKinds, 0, false}},
+        {"exact lock plus SET: the settings are still probed",
+         {kLock | protocol::kEffectSet, kAll, false, 0, false, true, true, &one},
+         {Action::Probe, kStateSettings, kStateAdvisoryLock, true}},
+        {"exact unlock leaving a 'maybe': kept one more transaction without a probe",
+         {kLock, kAll, false, kStateAdvisoryLock, false, true, true, &maybe},
+         {Action::Keep, 0, kStateAdvisoryLock, true}},
+        {"'maybe' still there at the next end: probe",
+         {0, kAll, false, kStateAdvisoryLock, true, false, false, nullptr},
+         {Action::Probe, kStateAdvisoryLock, kStateAdvisoryLock, false}},
+        {"'maybe' settled by an exact statement: no probe",
+         {kLock, kAll, false, kStateAdvisoryLock, true, true, true, &none},
+         {Action::Release, 0, 0, true}},
+        {"locks not tracked: nothing to do",
+         {kLock, kAll & ~std::uint32_t{kStateAdvisoryLock}, false, 0, false, true, true, &one},
+         {Action::Release, 0, 0, false}},
+        {"LOAD tethers for good, without a probe",
+         {protocol::kEffectLoad, kAll, false, 0, false, false, false, nullptr},
+         {Action::Keep, 0, kStateLoad, false}},
+        {"temp table with an exact unlock: the temp tables are probed",
+         {kLock | protocol::kEffectTempObject, kAll, false, kStateAdvisoryLock, false, true, true,
+          &none},
+         {Action::Probe, kStateTempTable, 0, true}},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        CHECK(decide_transaction_end(c.end) == c.want);
+    }
+}
+
+TEST_CASE("after a probe") {
+    const std::uint32_t present_lock = kStateAdvisoryLock;
+    const std::uint32_t present_none = 0;
+    // What was probed is replaced by what is present; the rest stays.
+    CHECK(tether_kinds_after_probe(kStateTempTable, kStateAdvisoryLock, &present_lock) ==
+          (kStateTempTable | kStateAdvisoryLock));
+    CHECK(tether_kinds_after_probe(kStateAdvisoryLock, kStateAdvisoryLock, &present_none) == 0);
+    // Settings are probed but never tether.
+    CHECK(tether_kinds_after_probe(0, kStateSettings | kStateAdvisoryLock, &present_none) == 0);
+    // A failed probe keeps the client tethered, and a later good one clears that.
+    CHECK(tether_kinds_after_probe(0, kStateAdvisoryLock, nullptr) == kStateUnknown);
+    CHECK(tether_kinds_after_probe(kStateUnknown, kStateAdvisoryLock, &present_none) == 0);
+}
