@@ -41,7 +41,13 @@ std::string describe_locks(const std::vector<AdvisoryLockKey>& keys) {
 
 void LockLedger::reset_from_probe(const std::vector<AdvisoryLockKey>& keys) {
     entries_.clear();
+    complete_ = true;
     for (const auto& key : keys) insert({key, Count::AtLeastOne, 0});
+}
+
+void LockLedger::mark_unknown() {
+    for (auto& e : entries_) e.count = Count::Maybe;
+    complete_ = false;
 }
 
 LockLedger::Entry* LockLedger::find(const AdvisoryLockKey& key) {
@@ -66,7 +72,7 @@ void LockLedger::insert(Entry entry) {
 bool LockLedger::apply(const ResolvedLockCall& call, bool succeeded) {
     switch (call.function) {
         case LockFunction::UnlockAll:
-            entries_.clear();
+            clear();
             return true;
         case LockFunction::Lock:
         case LockFunction::LockShared:
@@ -88,8 +94,9 @@ bool LockLedger::apply(const ResolvedLockCall& call, bool succeeded) {
         case LockFunction::UnlockShared: {
             Entry* e = find(call.key);
             if (succeeded) {
-                // The session held it: a ledger without it (or sure it was gone) was wrong.
-                if (!e) return false;
+                // The session held it: a complete ledger without it was wrong; an incomplete one
+                // just learnt of it (and that it may still be held, if it was stacked).
+                if (!e) return !complete_;
                 if (e->count == Count::Exact) {
                     if (--e->times == 0) erase(call.key);
                 } else {
@@ -129,6 +136,7 @@ std::string LockLedger::describe() const {
         if (e.count == Count::Exact && e.times > 1) out += " x" + std::to_string(e.times);
         if (e.count == Count::Maybe) out += " (maybe released)";
     }
+    if (!complete_) out += out.empty() ? "others unknown" : ", others unknown";
     return out;
 }
 

@@ -73,7 +73,14 @@ public:
 
     // What a probe saw replaces everything (counts unknown).
     void reset_from_probe(const std::vector<AdvisoryLockKey>& keys);
-    void clear() { entries_.clear(); }
+    void clear() {
+        entries_.clear();
+        complete_ = true;
+    }
+    // A transaction did something to the session's locks that pgtether could not count: nothing
+    // listed is sure any more (every entry becomes Maybe) and others may be held. Only a probe
+    // (or pg_advisory_unlock_all()) makes the ledger complete again.
+    void mark_unknown();
     // One call's outcome (`succeeded`: the DataRow's t/f; void functions always succeed). Returns
     // false when the outcome contradicts the ledger: the ledger was wrong and a probe must
     // re-synchronise it. Never guesses: an outcome it cannot count leaves a Maybe entry.
@@ -82,6 +89,12 @@ public:
     [[nodiscard]] bool empty() const { return entries_.empty(); }
     // Some entry may already be released: the tether holds until a probe says.
     [[nodiscard]] bool has_maybe() const;
+    // Every lock the session holds is listed (false after mark_unknown()).
+    [[nodiscard]] bool complete() const { return complete_; }
+    // Only a probe can settle what the ledger says: it is incomplete or has Maybe entries.
+    [[nodiscard]] bool needs_probe() const { return !complete_ || has_maybe(); }
+    // Nothing is held for sure, and nothing else may be: the tether can end.
+    [[nodiscard]] bool holds_nothing() const { return complete_ && entries_.empty(); }
     [[nodiscard]] const std::vector<Entry>& entries() const { return entries_; }
     [[nodiscard]] std::vector<AdvisoryLockKey> keys() const;
     // "42 exclusive x2, 7 shared, 9 exclusive (maybe released)"
@@ -94,6 +107,7 @@ private:
     void insert(Entry entry);
 
     std::vector<Entry> entries_;  // sorted by lock_key_less; few entries, so a vector
+    bool complete_ = true;
 };
 
 }  // namespace pgtether

@@ -26,20 +26,34 @@ TransactionEndDecision decide_transaction_end(const TransactionEnd& end) {
     if ((end.effects & protocol::kEffectLoad) && (end.tracked & kStateLoad)) kinds |= kStateLoad;
     std::uint32_t probe = probe_kinds_for(end.effects, end.tracked, end.every_transaction);
     const bool locks_tracked = (end.tracked & kStateAdvisoryLock) != 0;
+    const bool lock_bit_only = (probe & ~std::uint32_t{kStateAdvisoryLock}) == 0;
     if (locks_tracked && !end.every_transaction && end.locks_armed && end.locks_exact &&
         end.exact_ledger) {
         // Every lock-relevant statement said what it did: the ledger is the truth.
         probe &= ~std::uint32_t{kStateAdvisoryLock};
         d.adopt_ledger = true;
-        if (end.exact_ledger->empty()) {
+        if (end.exact_ledger->holds_nothing()) {
             kinds &= ~std::uint32_t{kStateAdvisoryLock};
         } else {
             kinds |= kStateAdvisoryLock;
         }
-        // A lock that may already be released keeps the tether for one more transaction at
-        // most: if it is still uncertain at the next transaction's end, the probe decides.
-        if (end.ledger_had_maybe && end.exact_ledger->has_maybe()) probe |= kStateAdvisoryLock;
-    } else if (locks_tracked && !end.every_transaction && end.ledger_had_maybe) {
+        // Without deferral, a lock that may already be released keeps the tether for one more
+        // transaction at most: if it is still uncertain at the next transaction's end, the probe
+        // decides. With deferral the idle probe settles it.
+        if (!end.defer_lock_probes && end.ledger_had_maybe && end.exact_ledger->needs_probe()) {
+            probe |= kStateAdvisoryLock;
+        }
+    } else if (locks_tracked && !end.every_transaction && end.defer_lock_probes &&
+               (probe & kStateAdvisoryLock) && lock_bit_only) {
+        // The locks could not be counted and nothing else needs a probe: stay tethered, probe
+        // later (should_probe_idle_tether). Tethered longer than needed is safe; untethered while
+        // holding a lock never is.
+        probe = 0;
+        d.adopt_ledger = true;
+        d.ledger_unknown = true;
+        kinds |= kStateAdvisoryLock;
+    } else if (locks_tracked && !end.every_transaction && !end.defer_lock_probes &&
+               end.ledger_had_maybe) {
         probe |= kStateAdvisoryLock;
     }
     d.tether_kinds = kinds;
@@ -52,6 +66,12 @@ TransactionEndDecision decide_transaction_end(const TransactionEnd& end) {
         d.action = TransactionEndDecision::Action::Release;
     }
     return d;
+}
+
+bool should_probe_idle_tether(const IdleTether& t) {
+    if (!t.ledger_needs_probe || !t.backend_idle || t.delay_ms == 0) return false;
+    if (t.since_last_probe_ms < t.delay_ms) return false;  // a probe that failed: not in a loop
+    return t.others_waiting || t.idle_ms >= t.delay_ms;
 }
 
 std::uint32_t tether_kinds_after_probe(std::uint32_t kinds_before, std::uint32_t probed,

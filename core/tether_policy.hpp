@@ -47,6 +47,9 @@ struct TransactionEnd {
     bool locks_armed = false;
     bool locks_exact = false;
     const LockLedger* exact_ledger = nullptr;
+    // tether_probe_delay > 0: locks that could not be counted keep the client tethered and are
+    // probed later (when it is idle, or others wait), not at this transaction's end.
+    bool defer_lock_probes = false;
 };
 
 struct TransactionEndDecision {
@@ -61,10 +64,26 @@ struct TransactionEndDecision {
     std::uint32_t tether_kinds = 0;
     // The accounting's ledger replaces the client's.
     bool adopt_ledger = false;
+    // ... marked unknown (LockLedger::mark_unknown): the locks could not be counted and the probe
+    // is deferred.
+    bool ledger_unknown = false;
     bool operator==(const TransactionEndDecision&) const = default;
 };
 
 [[nodiscard]] TransactionEndDecision decide_transaction_end(const TransactionEnd& end);
+
+// A tethered client between transactions: probe its locks now? Only when the ledger cannot
+// settle them (LockLedger::needs_probe), nothing runs on the backend, and the client has been
+// idle for tether_probe_delay or other clients wait for a backend.
+struct IdleTether {
+    bool ledger_needs_probe = false;
+    bool backend_idle = false;        // clean boundary, nothing of pgtether's running
+    std::uint64_t idle_ms = 0;        // since the client's last request
+    std::uint64_t since_last_probe_ms = 0;
+    std::uint64_t delay_ms = 0;       // tether_probe_delay
+    bool others_waiting = false;      // clients queued for a backend of this pool
+};
+[[nodiscard]] bool should_probe_idle_tether(const IdleTether& t);
 
 // The probe answered: `present` of the `probed` kinds are held. nullopt `present` = the probe
 // failed (the client stays tethered, to be safe). Returns the tether kinds from now on.

@@ -494,7 +494,7 @@ void Client::update_tether_details(std::uint32_t probed, const std::vector<Advis
 }
 
 void Client::adopt_lock_ledger(const LockLedger& ledger) {
-    if (!tether_ && ledger.empty()) return;  // untethered and still holding nothing
+    if (!tether_ && ledger.holds_nothing()) return;  // untethered and still holding nothing
     tether_details().locks = ledger;
 }
 
@@ -606,6 +606,18 @@ void Client::janitor(std::uint64_t now) {
                 fail(protocol::sqlstate::kIdleSessionTimeout,
                      "tethered client idle for longer than tethered_idle_timeout; its advisory "
                      "locks have been released");
+            } else if (tethered() && lock_ledger().needs_probe()) {
+                IdleTether idle;
+                idle.ledger_needs_probe = true;
+                idle.backend_idle = tracker.idle() && !server_->holds_client_input();
+                idle.idle_ms = now - std::min(now, last_activity_ms_);
+                idle.since_last_probe_ms = now - std::min(now, idle_probe_at_ms_);
+                idle.delay_ms = to_ms(config.tether_probe_delay);
+                idle.others_waiting = pool_->waiting_count() > 0;
+                if (should_probe_idle_tether(idle)) {
+                    idle_probe_at_ms_ = now;
+                    server_->probe_idle_tether();
+                }
             } else if (expired(last_activity_ms_, config.client_idle_timeout) &&
                        pool_->mode() == PoolMode::Session) {
                 fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");

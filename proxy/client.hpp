@@ -239,6 +239,7 @@ private:
     bool has_cancel_key_ = false;
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
+    std::uint64_t idle_probe_at_ms_ = 0;  // when the janitor last probed this client's tether
     // The tether.
     std::uint32_t tether_kinds_ = 0;
     // The tether's details, allocated only while there are any: the many untethered clients

@@ -529,6 +529,7 @@ void Client::pipeline_probe(Outbound& out) {
     end.tether_kinds = tether_kinds_;
     end.ledger_had_maybe = lock_ledger().has_maybe();
     end.locks_armed = true;  // and not exact: that is why a probe is needed
+    end.defer_lock_probes = config.tether_probe_delay.count() > 0;
     const TransactionEndDecision decision = decide_transaction_end(end);
     if (decision.action != TransactionEndDecision::Action::Probe) return;
     std::string messages = server_->pipeline_probe(decision.probe_kinds);

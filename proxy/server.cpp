@@ -667,9 +667,14 @@ void Server::on_transaction_end() {
     end.locks_armed = locks_.armed();
     end.locks_exact = locks_.exact();
     end.exact_ledger = &locks_.ledger();
+    end.defer_lock_probes = config.tether_probe_delay.count() > 0;
     const TransactionEndDecision decision = decide_transaction_end(end);
     effects_ = 0;
-    if (decision.adopt_ledger) {
+    if (decision.ledger_unknown) {
+        LockLedger unknown = locks_.ledger();
+        unknown.mark_unknown();
+        client_->adopt_lock_ledger(unknown);
+    } else if (decision.adopt_ledger) {
         pool_.stats().ledger_decisions++;
         client_->adopt_lock_ledger(locks_.ledger());
     }
@@ -692,6 +697,11 @@ void Server::on_transaction_end() {
             release_to_pool();
             return;
     }
+}
+
+void Server::probe_idle_tether() {
+    pool_.stats().probes++;
+    probe(InternalPurpose::Probe, kStateAdvisoryLock);
 }
 
 void Server::note_tether_change(std::uint32_t kinds) {

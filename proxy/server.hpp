@@ -144,6 +144,9 @@ public:
     // requests already in flight. On completion finish_internal() dispatches on the purpose.
     void run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
                       std::string prefix = {}, int extra_ready = 0, std::uint32_t probed = 0);
+    // The linked client is tethered by locks only a probe can settle, and is idle: probe now
+    // (Client::janitor decides when; docs/advisory-locks.md, tether_probe_delay).
+    void probe_idle_tether();
     // The transaction-end probe for `kinds`, to go out right behind the client's statement when
     // exact accounting cannot decide (docs/advisory-locks.md): the messages to append to the
     // client's write. The answer is taken at the transaction's end.

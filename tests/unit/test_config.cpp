@@ -566,6 +566,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "advisory_lock_tracking",
                                             "advisory_lock_functions",
                                             "tethered_idle_timeout",
+                                            "tether_probe_delay",
                                             "tether_reserve_size",
                                             "session_state_temp_tables",
                                             "session_state_listen",

@@ -92,3 +92,25 @@ TEST_CASE("after a probe the counts are unknown; an unlock leaves 'maybe'") {
     // Unlocking an uncounted lock and failing contradicts it.
     CHECK_FALSE(ledger.apply(on(LockFunction::Unlock, 8), false));
 }
+
+TEST_CASE("an unknown ledger lists nothing for sure until a probe or unlock_all") {
+    LockLedger ledger;
+    REQUIRE(ledger.apply(on(LockFunction::Lock, 1), true));
+    ledger.mark_unknown();
+    CHECK_FALSE(ledger.complete());
+    CHECK(ledger.needs_probe());
+    CHECK_FALSE(ledger.holds_nothing());
+    CHECK(ledger.describe() == "1 exclusive (maybe released), others unknown");
+    // An unlock of a lock it did not list is no contradiction now.
+    CHECK(ledger.apply(on(LockFunction::Unlock, 9), true));
+    CHECK(ledger.apply(on(LockFunction::Unlock, 1), false));
+    CHECK(ledger.describe() == "others unknown");
+    CHECK_FALSE(ledger.holds_nothing());
+    // unlock_all settles it.
+    CHECK(ledger.apply(on(LockFunction::UnlockAll, 0), true));
+    CHECK(ledger.holds_nothing());
+    // So does a probe.
+    ledger.mark_unknown();
+    ledger.reset_from_probe({});
+    CHECK(ledger.holds_nothing());
+}

@@ -85,6 +85,62 @@ TEST_CASE("transaction end: release, keep or probe") {
     }
 }
 
+TEST_CASE("transaction end with deferred lock probes (tether_probe_delay > 0)") {
+    const LockLedger none;
+    const LockLedger one = holding(1);
+    LockLedger unknown;
+    unknown.mark_unknown();
+    auto deferred = [](TransactionEnd e) {
+        e.defer_lock_probes = true;
+        return decide_transaction_end(e);
+    };
+    // Uncounted locks: tethered, no probe, the ledger marked unknown.
+    CHECK(deferred({kLock, kAll, false, 0, false, true, false, &none}) ==
+          TransactionEndDecision{Action::Keep, 0, kStateAdvisoryLock, true, true});
+    // Other kinds need a probe anyway: it checks the locks too.
+    CHECK(deferred({kLock | protocol::kEffectTempObject, kAll, false, 0, false, true, false, &none})
+              .probe_kinds == (kStateAdvisoryLock | kStateTempTable));
+    // Counted exactly on top of an unknown ledger: still tethered, no probe.
+    LockLedger still_unknown = unknown;
+    REQUIRE(still_unknown.apply(
+        {protocol::LockFunction::Unlock, AdvisoryLockKey::bigint(5, true)}, true));
+    CHECK(deferred({kLock, kAll, false, kStateAdvisoryLock, false, true, true, &still_unknown}) ==
+          TransactionEndDecision{Action::Keep, 0, kStateAdvisoryLock, true, false});
+    // unlock_all settles everything: untethered without a probe.
+    LockLedger settled = unknown;
+    REQUIRE(settled.apply({protocol::LockFunction::UnlockAll, {}}, true));
+    CHECK(deferred({kLock, kAll, false, kStateAdvisoryLock, false, true, true, &settled}) ==
+          TransactionEndDecision{Action::Release, 0, 0, true, false});
+    // Exact as before.
+    CHECK(deferred({kLock, kAll, false, 0, false, true, true, &one}) ==
+          TransactionEndDecision{Action::Keep, 0, kStateAdvisoryLock, true, false});
+    // every_transaction is not deferred.
+    CHECK(deferred({kLock, kAll, true, 0, false, true, false, &none}).action == Action::Probe);
+}
+
+TEST_CASE("an idle tether is probed after the delay, or at once when others wait") {
+    struct Case {
+        const char* name;
+        IdleTether t;
+        bool probe;
+    };
+    const Case cases[] = {
+        {"ledger settled: never", {false, true, 5000, 5000, 1000, true}, false},
+        {"backend busy: not now", {true, false, 5000, 5000, 1000, true}, false},
+        {"idle long enough", {true, true, 1000, 5000, 1000, false}, true},
+        {"not idle long enough", {true, true, 999, 5000, 1000, false}, false},
+        {"others wait: at once", {true, true, 0, 5000, 1000, true}, true},
+        {"probed a moment ago (it failed): not in a loop", {true, true, 5000, 10, 1000, true},
+         false},
+        {"delay 0: probes run at transaction ends instead", {true, true, 5000, 5000, 0, true},
+         false},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        CHECK(should_probe_idle_tether(c.t) == c.probe);
+    }
+}
+
 TEST_CASE("after a probe") {
     const std::uint32_t present_lock = kStateAdvisoryLock;
     const std::uint32_t present_none = 0;
