@@ -304,3 +304,30 @@ TEST_CASE("server login that cannot work is a clear error, not a hang") {
     Conn ok = Conn::must(pooler.conninfo());
     CHECK(scalar(ok, "SELECT 1") == "1");
 }
+
+TEST_CASE("a stored SCRAM secret with a huge iteration count fails like a wrong password") {
+    // Any role may store such a secret for itself (ALTER ROLE self PASSWORD 'SCRAM-SHA-256$...');
+    // checking a cleartext password against it would run PBKDF2 for 2e9 iterations on the event
+    // loop and stall every client for the better part of an hour.
+    auto users = client_users();
+    ClientUser& user = users[2];
+    REQUIRE(user.kind == "scram");
+    const std::string prefix = "SCRAM-SHA-256$4096:";
+    REQUIRE(user.secret.rfind(prefix, 0) == 0);
+    user.secret = "SCRAM-SHA-256$2000000000:" + user.secret.substr(prefix.size());
+    Pgtether pooler(auth_config("plain", users));
+    for (int i = 0; i < 3; ++i) {
+        std::string error = login_error(pooler.conninfo(user.role, "", user.password));
+        CHECK_MESSAGE(contains(error, "28P01"), error);
+        CHECK_MESSAGE(
+            contains(error, "password authentication failed for user \"" + user.role + "\""),
+            error);
+    }
+    CHECK(pooler.wait_for_log("2000000000 iterations, more than pgtether computes"));
+    // The worker was never blocked: other users log in and run queries as before.
+    CHECK(login_error(pooler.conninfo(users[0].role, "", users[0].password)).empty());
+    Conn conn = Conn::must(pooler.conninfo(users[1].role, "", users[1].password));
+    CHECK(scalar(conn, "SELECT 1") == "1");
+    CHECK(backends_of(user.role) == 0);
+}
+
