@@ -216,7 +216,7 @@ private:
     bool ssl_answered_ = false;
     bool gss_answered_ = false;
     bool direct_tls_ = false;        // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)
-    AuthQuery* auth_lookup_ = nullptr;  // auth_query in flight (State::AuthLookup)
+    std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
     bool tcp_ = true;
     bool input_paused_ = false;  // the server's socket is backed up
     bool has_cancel_key_ = false;

@@ -11,6 +11,7 @@
 
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin_console.hpp"
+#include "proxy/auth_lookups.hpp"
 #include "proxy/client.hpp"
 #include "proxy/client_auth.hpp"
 #include "proxy/hba.hpp"
@@ -243,6 +244,7 @@ void Client::start_password_authentication(AuthType method) {
                 AuthQuery::Target target;
                 target.query = !db->auth_query.empty() ? db->auth_query : config.auth_query;
                 target.credentials.user = auth_user;
+                target.credentials.require_auth = worker_.security().server_require_auth;
                 const auto& auth_file = worker_.auth_file();
                 if (target_db->user == auth_user && !target_db->password.empty()) {
                     target.credentials.password = target_db->password;
@@ -257,11 +259,21 @@ void Client::start_password_authentication(AuthType method) {
                 target.database = std::move(*target_db);
                 set_state(State::AuthLookup);
                 stream_.stop_reading();
-                auth_lookup_ = AuthQuery::create(worker_, std::move(target), user_,
-                                                 [this, method](AuthQuery::Result&& result) {
-                                                     on_secret_fetched(method, std::move(result));
-                                                 });
-                auth_lookup_->begin();
+                auto ticket = worker_.auth_lookups().lookup(
+                    std::move(target), user_, [this, method](AuthQuery::Result&& result) {
+                        on_secret_fetched(method, std::move(result));
+                    });
+                if (!ticket) {
+                    // Every auth_user connection is busy and the queue is full: refuse now, as
+                    // PgBouncer refuses clients beyond max_client_conn, instead of holding on.
+                    spdlog::warn("{}: auth_query: {} lookups already wait for {}: login refused",
+                                 describe(), AuthLookups::kMaxQueued, database_);
+                    fail(protocol::sqlstate::kTooManyConnections,
+                         "too many clients waiting for an authentication lookup");
+                    return;
+                }
+                // The lookup may have failed at once (the callback already ran).
+                if (state_ == State::AuthLookup) auth_lookup_ = *ticket;
                 return;
             }
         }
@@ -272,7 +284,7 @@ void Client::start_password_authentication(AuthType method) {
 }
 
 void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
-    auth_lookup_ = nullptr;
+    auth_lookup_ = 0;
     if (state_ != State::AuthLookup) return;
     using Outcome = AuthQuery::Result::Outcome;
     switch (result.outcome) {

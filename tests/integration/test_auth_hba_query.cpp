@@ -8,11 +8,15 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/raw_socket.hpp"
@@ -355,4 +359,67 @@ TEST_CASE("SCRAM pass-through from auth_file to a server that requires scram-sha
         CHECK(contains(failed.error,
                        "password authentication failed for user \"" + scram.name + "\""));
     }
+}
+
+TEST_CASE("auth_query: a flood of logins runs over a few pooled auth_user connections") {
+    // Each login of a user not in auth_file used to open a PostgreSQL connection of its own,
+    // before the client proved anything: 100 clients with made-up names were 100 PostgreSQL
+    // logins at once. Now the lookups queue for at most two connections per database (per
+    // worker), which stay open for the next lookups.
+    const TestEnv& env = TestEnv::get();
+    const std::string auth_user = private_role("pgt_auth_flood");
+    REQUIRE(settled(auth_user));
+    auto in_test_db = admin();
+    in_test_db.exec_ok(
+        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
+        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
+        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
+        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
+    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO " + auth_user);
+    PoolerConfig config = on_shared_server();
+    // Each lookup takes 20 ms, so the flood lasts long enough to be watched.
+    config.settings = {{"auth_type", "scram-sha-256"},
+                       {"auth_user", auth_user},
+                       {"auth_query",
+                        "SELECT l.uname, l.phash, pg_sleep(0.02)::text FROM "
+                        "pgtether_lookup($1) AS l"},
+                       {"max_client_conn", "500"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+    config.extra_args = {"-v"};
+    Pgtether pgtether(config);
+
+    constexpr int kFlood = 150;
+    std::vector<std::unique_ptr<RawConn>> flood;
+    for (int i = 0; i < kFlood; ++i) {
+        flood.push_back(std::make_unique<RawConn>(pgtether.host(), pgtether.port()));
+        REQUIRE(flood.back()->send(wire::startup(
+            {{"user", "pgt_ghost_" + std::to_string(i)}, {"database", env.database}})));
+    }
+    // A legitimate login in the middle of the flood waits its turn and succeeds.
+    std::atomic<bool> legit_done{false};
+    Outcome legit;
+    std::thread legit_login([&] {
+        legit = try_connect(pgtether.conninfo("scram_user", "", "secret"));
+        legit_done = true;
+    });
+    int most = 0;
+    for (int i = 0; i < 200 && !legit_done; ++i) {
+        most = std::max(most, backends("usename = '" + auth_user + "'"));
+        std::this_thread::sleep_for(10ms);
+    }
+    legit_login.join();
+    CHECK_MESSAGE(legit.ok, legit.error);
+    CHECK(legit.error == "scram_user");
+    MESSAGE("most auth_user connections seen during the flood: " << most);
+    CHECK(most >= 1);
+    CHECK(most <= 2);
+    // Every flooding client got its answer: the same SCRAM request a real user gets (the
+    // exchange then fails like a wrong password), none was dropped.
+    int answered = 0;
+    for (auto& conn : flood) {
+        auto request = conn->read_message(30s);
+        if (request && request->type == 'R') ++answered;
+    }
+    CHECK(answered == kFlood);
+    CHECK(backends("usename = '" + auth_user + "'") <= 2);
 }
