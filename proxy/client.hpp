@@ -34,7 +34,7 @@ class Client final : public Stream::Handler {
 public:
     enum class State {
         Startup,      // waiting for the start-up packet (an SSLRequest/GSSENCRequest may come first)
-        AuthLookup,   // auth_query is fetching the user's secret; input held, not read
+        AuthLookup,   // auth_query is fetching the user's secret; input held (up to pkt_buf)
         Auth,         // we asked for a password / SASL exchange; waiting for the client's answer
         WelcomeWait,  // authenticated; waiting for the pool to learn its servers' parameters
         Idle,         // logged in; no server linked; nothing in flight

@@ -257,8 +257,10 @@ void Client::start_password_authentication(AuthType method) {
                     // A SCRAM secret cannot log auth_user in: the server login says so.
                 }
                 target.database = std::move(*target_db);
+                // Input stays on (what arrives is held, up to pkt_buf, like a waiting client's):
+                // a client that gives up while its lookup waits in the queue is noticed at once
+                // and leaves the queue, instead of holding a place until its turn.
                 set_state(State::AuthLookup);
-                stream_.stop_reading();
                 auto ticket = worker_.auth_lookups().lookup(
                     std::move(target), user_, [this, method](AuthQuery::Result&& result) {
                         on_secret_fetched(method, std::move(result));

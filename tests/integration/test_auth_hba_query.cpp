@@ -423,3 +423,70 @@ TEST_CASE("auth_query: a flood of logins runs over a few pooled auth_user connec
     CHECK(answered == kFlood);
     CHECK(backends("usename = '" + auth_user + "'") <= 2);
 }
+
+TEST_CASE("auth_query: beyond the lookup queue a login is refused at once with 53300") {
+    // 2 lookups run, 1000 wait; each takes two seconds here, so logins beyond those find the
+    // queue full and are refused instead of held (PgBouncer refuses beyond max_client_conn the
+    // same way).
+    const TestEnv& env = TestEnv::get();
+    const std::string auth_user = private_role("pgt_auth_queue");
+    auto in_test_db = admin();
+    in_test_db.exec_ok(
+        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
+        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
+        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
+        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
+    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO " + auth_user);
+    PoolerConfig config = on_shared_server();
+    config.settings = {{"auth_type", "md5"},
+                       {"auth_user", auth_user},
+                       {"auth_query", "SELECT l.uname, l.phash, pg_sleep(2)::text FROM "
+                                      "pgtether_lookup($1) AS l"},
+                       {"max_client_conn", "3000"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+    Pgtether pgtether(config);
+
+    constexpr int kClients = 1100;
+    std::vector<std::unique_ptr<RawConn>> clients;
+    for (int i = 0; i < kClients; ++i) {
+        clients.push_back(std::make_unique<RawConn>(pgtether.host(), pgtether.port()));
+        REQUIRE(clients.back()->send(wire::startup(
+            {{"user", "pgt_queued_" + std::to_string(i)}, {"database", env.database}})));
+    }
+    // Every client beyond the 1002 that fit gets an answer: most the refusal, a few the md5
+    // request of a lookup that finished while the others were still connecting.
+    int refused = 0;
+    int other = 0;
+    std::vector<bool> replied(clients.size(), false);
+    for (int round = 0; round < 100 && refused + other < kClients - 1002; ++round) {
+        for (std::size_t i = 0; i < clients.size(); ++i) {
+            if (replied[i]) continue;
+            auto reply = clients[i]->read_message(0ms);
+            if (!reply) continue;  // still waiting for its lookup
+            replied[i] = true;
+            if (reply->type == 'E' && wire::error_fields(*reply)['C'] == "53300") {
+                CHECK(wire::error_fields(*reply)['M'] ==
+                      "too many clients waiting for an authentication lookup");
+                ++refused;
+            } else {
+                ++other;
+            }
+        }
+        std::this_thread::sleep_for(100ms);
+    }
+    MESSAGE("refused: " << refused << ", answered: " << other);
+    // Opening the clients takes seconds on a loaded machine, during which a few lookups finish;
+    // the rest beyond 1002 are refused.
+    CHECK(refused >= 1);
+    CHECK(refused + other >= kClients - 1002);
+    CHECK(pgtether.wait_for_log("lookups already wait"));
+    // Clients that give up leave the queue; the pooler serves new logins again.
+    clients.clear();
+    Outcome after;
+    CHECK(eventually([&] {
+        after = try_connect(pgtether.conninfo("md5_user", "", "secret"));
+        return after.ok;
+    }));
+    CHECK_MESSAGE(after.error == "md5_user", after.error);
+    CHECK(backends("usename = '" + auth_user + "'") <= 2);
+}
