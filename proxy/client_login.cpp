@@ -28,15 +28,8 @@ namespace {
 // The client's address without the port, as PostgreSQL names it in authentication errors.
 std::string host_of(const Stream& stream, bool tcp) {
     if (!tcp) return "[local]";
-    sockaddr_storage ss{};
-    if (!stream.peer_address(ss)) return "?";
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (ss.ss_family == AF_INET) {
-        uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&ss), host, sizeof host);
-    } else if (ss.ss_family == AF_INET6) {
-        uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&ss), host, sizeof host);
-    }
-    return host;
+    std::string host = stream.peer_host();
+    return host.empty() ? "?" : host;
 }
 
 }  // namespace

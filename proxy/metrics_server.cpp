@@ -29,18 +29,6 @@ constexpr std::size_t kMaxConnections = 64;
 // request right away, gets in.
 constexpr std::size_t kMaxConnectionsPerPeer = 8;
 
-std::string peer_ip(const Stream& stream) {
-    sockaddr_storage address{};
-    if (!stream.peer_address(address)) return {};
-    char host[INET6_ADDRSTRLEN] = "";
-    if (address.ss_family == AF_INET) {
-        uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&address), host, sizeof host);
-    } else if (address.ss_family == AF_INET6) {
-        uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&address), host, sizeof host);
-    }
-    return host;
-}
-
 bool wants_openmetrics(const std::string& accept) {
     return accept.find("application/openmetrics-text") != std::string::npos;
 }
@@ -65,7 +53,7 @@ bool MetricsConnection::accept(uv_stream_t* listener) {
         close();
         return false;
     }
-    peer_ = peer_ip(stream_);
+    peer_ = stream_.peer_host();
     stream_.start_reading();
     return true;
 }

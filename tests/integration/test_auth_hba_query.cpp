@@ -108,6 +108,33 @@ PoolerConfig on_shared_server() {
     return config;
 }
 
+// PgBouncer's recommended set-up: a SECURITY DEFINER lookup function an unprivileged auth_user
+// may call, in the test database only (not in "postgres"), callable by `grantee`.
+void create_lookup_function(const std::string& grantee) {
+    auto in_test_db = admin();
+    in_test_db.exec_ok(
+        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
+        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
+        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
+        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
+    in_test_db.exec_ok("REVOKE ALL ON FUNCTION pgtether_lookup(text) FROM PUBLIC");
+    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO " + grantee);
+}
+
+// auth_user `auth_user` looks everyone up through that function, each lookup taking `seconds`
+// (so that a flood of logins lasts long enough to be watched).
+PoolerConfig slow_lookups(const std::string& auth_user, const std::string& auth_type,
+                          const std::string& seconds) {
+    PoolerConfig config = on_shared_server();
+    config.settings = {{"auth_type", auth_type},
+                       {"auth_user", auth_user},
+                       {"auth_query", "SELECT l.uname, l.phash, pg_sleep(" + seconds +
+                                          ")::text FROM pgtether_lookup($1) AS l"},
+                       {"max_client_conn", "3000"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+    return config;
+}
+
 int backends(const std::string& where) {
     return std::stoi(scalar("SELECT count(*) FROM pg_stat_activity WHERE " + where));
 }
@@ -273,16 +300,7 @@ TEST_CASE("auth_query: the lookup connection carries nothing of the client's") {
 
 TEST_CASE("auth_query through a SECURITY DEFINER function, per database, with auth_dbname") {
     const TestEnv& env = TestEnv::get();
-    // PgBouncer's recommended set-up: an unprivileged auth_user calls a SECURITY DEFINER
-    // function. It exists only in the test database, not in "postgres".
-    auto in_test_db = admin();
-    in_test_db.exec_ok(
-        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
-        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
-        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
-        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
-    in_test_db.exec_ok("REVOKE ALL ON FUNCTION pgtether_lookup(text) FROM PUBLIC");
-    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO md5_user");
+    create_lookup_function("md5_user");
     const std::string target = shared_server();
     const std::string lookup = "SELECT * FROM pgtether_lookup($1)";
 
@@ -369,22 +387,8 @@ TEST_CASE("auth_query: a flood of logins runs over a few pooled auth_user connec
     const TestEnv& env = TestEnv::get();
     const std::string auth_user = private_role("pgt_auth_flood");
     REQUIRE(settled(auth_user));
-    auto in_test_db = admin();
-    in_test_db.exec_ok(
-        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
-        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
-        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
-        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
-    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO " + auth_user);
-    PoolerConfig config = on_shared_server();
-    // Each lookup takes 20 ms, so the flood lasts long enough to be watched.
-    config.settings = {{"auth_type", "scram-sha-256"},
-                       {"auth_user", auth_user},
-                       {"auth_query",
-                        "SELECT l.uname, l.phash, pg_sleep(0.02)::text FROM "
-                        "pgtether_lookup($1) AS l"},
-                       {"max_client_conn", "500"}};
-    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+    create_lookup_function(auth_user);
+    PoolerConfig config = slow_lookups(auth_user, "scram-sha-256", "0.02");
     config.extra_args = {"-v"};
     Pgtether pgtether(config);
 
@@ -430,21 +434,8 @@ TEST_CASE("auth_query: beyond the lookup queue a login is refused at once with 5
     // same way).
     const TestEnv& env = TestEnv::get();
     const std::string auth_user = private_role("pgt_auth_queue");
-    auto in_test_db = admin();
-    in_test_db.exec_ok(
-        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
-        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
-        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
-        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
-    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO " + auth_user);
-    PoolerConfig config = on_shared_server();
-    config.settings = {{"auth_type", "md5"},
-                       {"auth_user", auth_user},
-                       {"auth_query", "SELECT l.uname, l.phash, pg_sleep(2)::text FROM "
-                                      "pgtether_lookup($1) AS l"},
-                       {"max_client_conn", "3000"}};
-    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
-    Pgtether pgtether(config);
+    create_lookup_function(auth_user);
+    Pgtether pgtether(slow_lookups(auth_user, "md5", "2"));
 
     constexpr int kClients = 1100;
     std::vector<std::unique_ptr<RawConn>> clients;
