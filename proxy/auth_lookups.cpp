@@ -55,7 +55,10 @@ std::optional<std::uint64_t> AuthLookups::lookup(AuthQuery::Target target, std::
     std::string key = key_of(target, server_unix_socket_path(target.database, worker_.config()));
     auto [it, inserted] = targets_.try_emplace(key);
     Target& entry = it->second;
-    if (inserted) entry.target = target;
+    if (inserted) {
+        entry.key = key;
+        entry.target = target;
+    }
     if (entry.queue.size() >= kMaxQueued) return std::nullopt;
     Waiting waiting;
     waiting.ticket = ++last_ticket_;
@@ -64,7 +67,7 @@ std::optional<std::uint64_t> AuthLookups::lookup(AuthQuery::Target target, std::
     waiting.done = std::move(done);
     const std::uint64_t ticket = waiting.ticket;
     entry.queue.push_back(std::move(waiting));
-    pump(key);
+    pump(std::move(key));
     return ticket;
 }
 
@@ -86,7 +89,7 @@ void AuthLookups::cancel(std::uint64_t ticket) {
     }
 }
 
-void AuthLookups::pump(const std::string& key) {
+void AuthLookups::pump(std::string key) {
     auto it = targets_.find(key);
     if (it == targets_.end()) return;
     Target& target = it->second;
@@ -102,7 +105,11 @@ void AuthLookups::pump(const std::string& key) {
     std::size_t starting = 0;
     for (const auto& connection : target.connections)
         starting += connection.query->starting();
-    while (target.queue.size() > starting && target.connections.size() < kMaxConnections) {
+    // (At most kMaxConnections attempts per call: one that fails at once while another
+    // connection is busy must not turn into a loop.)
+    for (std::size_t attempts = 0; attempts < kMaxConnections && target.queue.size() > starting &&
+                                   target.connections.size() < kMaxConnections;
+         ++attempts) {
         AuthQuery* query = AuthQuery::create(worker_, *this, target.target);
         target.connections.push_back(Connection{query, generation_, std::nullopt});
         ++starting;
@@ -139,14 +146,15 @@ void AuthLookups::on_connection_ready(AuthQuery& query) {
     auto [target, connection] = find(query);
     if (!target) return;
     if (connection->generation != generation_) {
-        // Made before a reload: nothing of the old configuration stays.
+        // Made before a reload: nothing of the old configuration stays; a fresh connection
+        // takes over what waits.
+        std::string key = target->key;
         query.close();
         remove(query);
+        pump(std::move(key));
         return;
     }
-    std::string key =
-        key_of(target->target, server_unix_socket_path(target->target.database, worker_.config()));
-    pump(key);
+    pump(target->key);
 }
 
 void AuthLookups::on_lookup_done(AuthQuery& query, AuthQuery::Result&& result) {
@@ -170,6 +178,14 @@ void AuthLookups::on_connection_lost(AuthQuery& query, const std::string& why) {
     for (auto& waiting : orphans) {
         if (waiting.done) waiting.done(failed(why));
     }
+}
+
+void AuthLookups::on_connection_retired(AuthQuery& query) {
+    auto [target, connection] = find(query);
+    if (!target) return;
+    std::string key = target->key;
+    remove(query);
+    pump(std::move(key));  // a fresh connection for those still waiting
 }
 
 void AuthLookups::fail_queue(Target& target, const std::string& why) {

@@ -62,6 +62,8 @@ class AuthLookups {
     void on_connection_ready(AuthQuery& connection);
     void on_lookup_done(AuthQuery& connection, AuthQuery::Result&& result);
     void on_connection_lost(AuthQuery& connection, const std::string& why);
+    // The connection works but must not serve again (its query left a transaction open).
+    void on_connection_retired(AuthQuery& connection);
 
     // For tests and SHOW-like reporting: open connections over all targets.
     [[nodiscard]] std::size_t connection_count() const;
@@ -79,6 +81,7 @@ class AuthLookups {
         std::optional<Waiting> running;
     };
     struct Target {
+        std::string key;           // in targets_
         AuthQuery::Target target;  // how to connect (the first lookup's; equal for all by key)
         std::deque<Waiting> queue;
         std::vector<Connection> connections;
@@ -86,7 +89,7 @@ class AuthLookups {
 
     static std::string key_of(const AuthQuery::Target& target, const std::string& unix_path);
     // Starts queued lookups on ready connections and opens connections while allowed.
-    void pump(const std::string& key);
+    void pump(std::string key);
     void fail_queue(Target& target, const std::string& why);
     // Finds the entry and connection record of `connection`.
     std::pair<Target*, Connection*> find(const AuthQuery& connection);

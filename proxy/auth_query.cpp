@@ -193,10 +193,7 @@ std::size_t AuthQuery::on_stream_data(ByteSpan data) {
             return n;
         }
         case Phase::Query:
-            return handle_query(data);
         case Phase::Ready:
-            // Nothing is expected between lookups but notices and parameter changes; anything
-            // else means the connection is not what it should be.
             return handle_query(data);
         case Phase::Connecting:
         case Phase::Handshake:
@@ -272,9 +269,17 @@ std::size_t AuthQuery::handle_query(ByteSpan data) {
         ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
                                      frame.total - protocol::kTypedHeaderSize);
         consumed += frame.total;
+        if (phase_ == Phase::Ready && frame.type != be::kParameterStatus &&
+            frame.type != be::kNoticeResponse) {
+            // Between lookups a server only reports; anything else (a FATAL from an
+            // administrator's pg_terminate_backend, a stray reply) means the connection is not
+            // what it should be.
+            fail(std::string("unexpected message from server between lookups: '") + frame.type +
+                 "'");
+            return data.size();
+        }
         switch (frame.type) {
             case be::kDataRow: {
-                if (phase_ != Phase::Query) break;  // refused below
                 if (++rows_ > 1) break;
                 auto values = protocol::parse_data_row(body);
                 if (!values) {
@@ -289,12 +294,6 @@ std::size_t AuthQuery::handle_query(ByteSpan data) {
                 break;
             }
             case be::kErrorResponse:
-                if (phase_ != Phase::Query) {
-                    // A FATAL between lookups (administrator command, shutdown): the connection
-                    // is gone.
-                    fail("server sent an error between lookups");
-                    return data.size();
-                }
                 if (query_error_.empty()) {
                     auto error = protocol::parse_error_fields(body);
                     query_error_ = error ? error->sqlstate + ": " + error->message
@@ -302,10 +301,6 @@ std::size_t AuthQuery::handle_query(ByteSpan data) {
                 }
                 break;
             case be::kReadyForQuery: {
-                if (phase_ != Phase::Query) {
-                    fail("unexpected ReadyForQuery from server");
-                    return data.size();
-                }
                 Result result;
                 if (!query_error_.empty()) {
                     result.error = "auth_query failed: " + query_error_;
@@ -333,7 +328,7 @@ std::size_t AuthQuery::handle_query(ByteSpan data) {
                 enter(clean ? Phase::Ready : Phase::Done);
                 if (owner_) owner_->on_lookup_done(*this, std::move(result));
                 if (!clean) {
-                    if (owner_) owner_->on_connection_lost(*this, "not idle after auth_query");
+                    if (owner_) owner_->on_connection_retired(*this);
                     owner_ = nullptr;
                     close_connection();
                     return data.size();

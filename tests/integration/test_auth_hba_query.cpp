@@ -481,3 +481,26 @@ TEST_CASE("auth_query: beyond the lookup queue a login is refused at once with 5
     CHECK_MESSAGE(after.error == "md5_user", after.error);
     CHECK(backends("usename = '" + auth_user + "'") <= 2);
 }
+
+TEST_CASE("auth_query: lookup connections are reused, and a reload retires them") {
+    const std::string auth_user = private_role("pgt_auth_reuse");
+    REQUIRE(settled(auth_user));
+    create_lookup_function(auth_user);
+    PoolerConfig config = slow_lookups(auth_user, "scram-sha-256", "0");
+    Pgtether pgtether(config);
+    const std::string who = "usename = '" + auth_user + "'";
+    std::vector<int> pids;
+    for (int i = 0; i < 5; ++i) {
+        CHECK(try_connect(pgtether.conninfo("scram_user", "", "secret")).error == "scram_user");
+        // One login at a time: one connection serves them all and stays for the next.
+        CHECK(backends(who) == 1);
+        pids.push_back(std::stoi(scalar("SELECT pid FROM pg_stat_activity WHERE " + who)));
+    }
+    CHECK(std::count(pids.begin(), pids.end(), pids.front()) == 5);
+    // After a reload nothing made with the old settings serves again: the idle connection goes.
+    pgtether.reload(config);
+    CHECK(pgtether.wait_for_log("configuration reloaded"));
+    CHECK(eventually([&] { return backends(who) == 0; }));
+    CHECK(try_connect(pgtether.conninfo("scram_user", "", "secret")).error == "scram_user");
+    CHECK(std::stoi(scalar("SELECT pid FROM pg_stat_activity WHERE " + who)) != pids.front());
+}
