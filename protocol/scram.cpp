@@ -413,7 +413,7 @@ std::optional<std::string> ScramClient::handle_server_first(std::string_view mes
     if (!salt || salt->empty()) return std::nullopt;
     auto iterations_text = reader.attribute('i');
     auto iterations = iterations_text ? parse_positive_int(*iterations_text) : std::nullopt;
-    if (!iterations || *iterations > kScramMaxClientIterations) return std::nullopt;
+    if (!iterations || *iterations > kScramMaxIterations) return std::nullopt;
     if (!reader.skip_extensions(0)) return std::nullopt;
 
     ScramKey client_key = client_key_;

@@ -39,9 +39,15 @@ using ScramKey = std::array<std::uint8_t, 32>;
 inline constexpr std::string_view kScramSha256Mechanism = "SCRAM-SHA-256";
 // PostgreSQL's default iteration count (scram_iterations / SCRAM_DEFAULT_ITERATIONS).
 inline constexpr int kScramDefaultIterations = 4096;
-// As a client we refuse to spend more than this on one PBKDF2: a hostile or broken server could
-// otherwise pin a CPU for minutes with i=2147483647 (PBKDF2 is ~1 µs per iteration).
-inline constexpr int kScramMaxClientIterations = 10'000'000;
+// The most PBKDF2 iterations pgtether ever computes: for a stored secret it checks a cleartext
+// password against (auth_type = plain, hba `password`), and as a client for a server's
+// server-first-message. PBKDF2 runs on the worker's event loop at ~1-1.5 µs per iteration, so the
+// cap bounds one login's stall of every other client of that worker to ~0.1-0.15 s. Without it,
+// any role could `ALTER ROLE self PASSWORD 'SCRAM-SHA-256$2000000000:...'` (or a hostile server
+// send i=2147483647) and freeze the worker for minutes with one login. 100,000 is ~25 times
+// PostgreSQL's default of 4096 (scram_iterations) and above what hardening guides suggest for
+// SCRAM secrets; a secret beyond it fails like a wrong password (the log says why).
+inline constexpr int kScramMaxIterations = 100'000;
 
 struct ScramSecret {
     int iterations = 0;
@@ -128,7 +134,7 @@ class ScramClient {
     std::string client_first() const;  // "n,,n=<user>,r=<nonce>"
     // Handles server-first-message; returns client-final-message, or nullopt when the message is
     // malformed, the nonce does not extend ours, the salt is empty, the iteration count is < 1 or
-    // > kScramMaxClientIterations, or this is not the first call.
+    // > kScramMaxIterations, or this is not the first call.
     std::optional<std::string> handle_server_first(std::string_view message);
     // Verifies the server signature in server-final-message (constant time). False for a malformed
     // message, an "e=" error, a wrong signature, or before handle_server_first succeeded.

@@ -129,6 +129,14 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
     }
     std::size_t consumed = 0;
     while (consumed < data.size()) {
+        if (client_.stream().write_pending()) {
+            // Back-pressure: the client does not read its answers (SHOW CONFIG is ~300 times
+            // larger than the query asking for it). Read no further command until the kernel took
+            // what is queued (on_output_drained), so the output one session makes pgtether hold
+            // is bounded by one command's answer, whatever the client pipelines.
+            client_.pause_input();
+            return consumed;
+        }
         auto rest = data.subspan(consumed);
         Frame frame = protocol::frame_message(rest, kMaxAdminMessage);
         if (frame.status == FrameStatus::Invalid) {
@@ -521,6 +529,10 @@ void AdminSession::finish_wait(const char* tag) {
     worker_.pool_control().remove_waiter(*this);
     complete(tag);
     client_.resume_input();
+}
+
+void AdminSession::on_output_drained() {
+    if (wait_ == Wait::None) client_.resume_input();
 }
 
 void AdminSession::on_cancel_request() {

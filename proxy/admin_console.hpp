@@ -36,6 +36,8 @@ class AdminSession {
 
     // Messages from the client (the Client forwards its input here); returns bytes consumed.
     std::size_t on_data(protocol::ByteSpan data);
+    // Everything sent so far reached the kernel: read the next commands.
+    void on_output_drained();
     // A CancelRequest for this client: stops waiting for PAUSE / WAIT_CLOSE (psql's ^C).
     void on_cancel_request();
     // The client is closing.

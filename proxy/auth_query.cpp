@@ -12,6 +12,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/startup.hpp"
+#include "proxy/auth_lookups.hpp"
 #include "proxy/server_address.hpp"
 #include "proxy/server_tls.hpp"
 #include "proxy/tls.hpp"
@@ -24,25 +25,48 @@ using protocol::ByteSpan;
 using protocol::Frame;
 using protocol::FrameStatus;
 
-AuthQuery* AuthQuery::create(Worker& worker, Target target, std::string user, Callback done) {
-    return new AuthQuery(worker, std::move(target), std::move(user), std::move(done));
+AuthQuery* AuthQuery::create(Worker& worker, AuthLookups& owner, const Target& target) {
+    return new AuthQuery(worker, owner, target);
 }
 
 void AuthQuery::begin() {
     connect();
 }
 
-AuthQuery::AuthQuery(Worker& worker, Target target, std::string user, Callback done)
+AuthQuery::AuthQuery(Worker& worker, AuthLookups& owner, const Target& target)
     : worker_(worker),
-      target_(std::move(target)),
-      user_(std::move(user)),
-      done_(std::move(done)),
-      stream_(worker, *this) {}
+      owner_(&owner),
+      database_(target.database),
+      credentials_(target.credentials),
+      stream_(worker, *this),
+      phase_since_ms_(worker.now_ms()) {}
 
-void AuthQuery::cancel() {
-    done_ = nullptr;
-    phase_ = Phase::Done;
+void AuthQuery::enter(Phase phase) {
+    phase_ = phase;
+    phase_since_ms_ = worker_.now_ms();
+}
+
+void AuthQuery::close() {
+    owner_ = nullptr;
+    enter(Phase::Done);
     close_connection();
+}
+
+void AuthQuery::run(const std::string& user, const std::string& query) {
+    user_ = user;
+    rows_ = 0;
+    secret_.reset();
+    secret_column_missing_ = false;
+    query_error_.clear();
+    enter(Phase::Query);
+    // The user name is a bound parameter: no quoting, no injection.
+    std::string out;
+    std::array<std::optional<std::string_view>, 1> params = {user_};
+    protocol::append_parse(out, "", query);
+    protocol::append_bind(out, "", "", params);
+    protocol::append_execute(out, "", 0);
+    protocol::append_sync(out);
+    stream_.write(out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -50,7 +74,7 @@ void AuthQuery::cancel() {
 // proxy/server_address.hpp)
 
 void AuthQuery::connect() {
-    const auto& db = target_.database;
+    const auto& db = database_;
     std::string unix_path = server_unix_socket_path(db, worker_.config());
     if (!unix_path.empty()) {
         unix_socket_ = true;
@@ -89,7 +113,7 @@ void AuthQuery::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
     }
     if (status != 0 || res == nullptr) {
         uv_freeaddrinfo(res);
-        self->fail("cannot resolve " + self->target_.database.host + ": " +
+        self->fail("cannot resolve " + self->database_.host + ": " +
                    uv_strerror(status != 0 ? status : UV_EAI_NONAME));
         return;
     }
@@ -111,7 +135,7 @@ void AuthQuery::on_stream_connected(int status) {
     stream_.start_reading();
     tls_context_ = server_tls::context_for(worker_.security(), unix_socket_);
     if (tls_context_) {
-        phase_ = Phase::TlsAnswer;
+        enter(Phase::TlsAnswer);
         stream_.write(protocol::build_ssl_request());
         return;
     }
@@ -128,15 +152,14 @@ void AuthQuery::on_stream_tls_ready(const std::string& error) {
 }
 
 void AuthQuery::send_startup() {
-    phase_ = Phase::Login;
-    const auto& db = target_.database;
+    enter(Phase::Login);
     // Only what pgtether decides; nothing of the client's (CVE-2025-12819).
     std::vector<std::pair<std::string, std::string>> params = {
-        {"user", target_.credentials.user},
-        {"database", db.dbname.empty() ? db.name : db.dbname},
+        {"user", credentials_.user},
+        {"database", database_.dbname.empty() ? database_.name : database_.dbname},
         {"application_name", "pgtether auth_query"},
     };
-    login_ = std::make_unique<ServerLogin>(target_.credentials);
+    login_ = std::make_unique<ServerLogin>(credentials_);
     stream_.write(protocol::build_startup_message(params));
 }
 
@@ -146,8 +169,7 @@ void AuthQuery::send_startup() {
 std::size_t AuthQuery::on_stream_data(ByteSpan data) {
     switch (phase_) {
         case Phase::TlsAnswer: {
-            auto answer =
-                server_tls::handle_answer(data, stream_, *tls_context_, target_.database.host);
+            auto answer = server_tls::handle_answer(data, stream_, *tls_context_, database_.host);
             switch (answer.kind) {
                 case server_tls::Answer::Kind::NeedMore:
                     return 0;
@@ -158,17 +180,20 @@ std::size_t AuthQuery::on_stream_data(ByteSpan data) {
                     send_startup();
                     return answer.consumed;
                 case server_tls::Answer::Kind::Tls:
-                    phase_ = Phase::Handshake;
+                    enter(Phase::Handshake);
                     return answer.consumed;
             }
             return data.size();
         }
         case Phase::Login: {
             std::size_t n = handle_login(data);
-            if (phase_ == Phase::Query && n < data.size()) n += handle_query(data.subspan(n));
+            if ((phase_ == Phase::Query || phase_ == Phase::Ready) && n < data.size()) {
+                n += handle_query(data.subspan(n));
+            }
             return n;
         }
         case Phase::Query:
+        case Phase::Ready:
             return handle_query(data);
         case Phase::Connecting:
         case Phase::Handshake:
@@ -199,8 +224,7 @@ std::size_t AuthQuery::handle_login(ByteSpan data) {
                 }
                 auto reply = login_->on_authentication(*message);
                 if (!reply.ok) {
-                    fail("login as auth_user \"" + target_.credentials.user +
-                         "\" failed: " + reply.error);
+                    fail("login as auth_user \"" + credentials_.user + "\" failed: " + reply.error);
                     return data.size();
                 }
                 if (!reply.send.empty()) stream_.write(reply.send);
@@ -208,23 +232,16 @@ std::size_t AuthQuery::handle_login(ByteSpan data) {
             }
             case be::kErrorResponse: {
                 auto error = protocol::parse_error_fields(body);
-                fail("login as auth_user \"" + target_.credentials.user +
+                fail("login as auth_user \"" + credentials_.user +
                      "\" failed: " + (error ? error->message : std::string("invalid error")));
                 return data.size();
             }
             case be::kReadyForQuery: {
                 login_.reset();
                 logged_in_ = true;
-                phase_ = Phase::Query;
-                // The user name is a bound parameter: no quoting, no injection.
-                std::string out;
-                std::array<std::optional<std::string_view>, 1> params = {user_};
-                protocol::append_parse(out, "", target_.query);
-                protocol::append_bind(out, "", "", params);
-                protocol::append_execute(out, "", 0);
-                protocol::append_sync(out);
-                stream_.write(out);
-                break;
+                enter(Phase::Ready);
+                if (owner_) owner_->on_connection_ready(*this);
+                return consumed;
             }
             case be::kParameterStatus:
             case be::kBackendKeyData:
@@ -242,7 +259,7 @@ std::size_t AuthQuery::handle_login(ByteSpan data) {
 
 std::size_t AuthQuery::handle_query(ByteSpan data) {
     std::size_t consumed = 0;
-    while (consumed < data.size() && phase_ == Phase::Query) {
+    while (consumed < data.size() && (phase_ == Phase::Query || phase_ == Phase::Ready)) {
         Frame frame = protocol::frame_message(data.subspan(consumed), kMaxMessage);
         if (frame.status == FrameStatus::Invalid) {
             fail("invalid message from server");
@@ -252,6 +269,15 @@ std::size_t AuthQuery::handle_query(ByteSpan data) {
         ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
                                      frame.total - protocol::kTypedHeaderSize);
         consumed += frame.total;
+        if (phase_ == Phase::Ready && frame.type != be::kParameterStatus &&
+            frame.type != be::kNoticeResponse) {
+            // Between lookups a server only reports; anything else (a FATAL from an
+            // administrator's pg_terminate_backend, a stray reply) means the connection is not
+            // what it should be.
+            fail(std::string("unexpected message from server between lookups: '") + frame.type +
+                 "'");
+            return data.size();
+        }
         switch (frame.type) {
             case be::kDataRow: {
                 if (++rows_ > 1) break;
@@ -294,8 +320,21 @@ std::size_t AuthQuery::handle_query(ByteSpan data) {
                     secret.kind = classify_secret(secret.secret);
                     result.secret = std::move(secret);
                 }
-                finish(std::move(result));
-                return data.size();
+                secret_.reset();
+                // Reusable only when the query left nothing behind: a custom auth_query that
+                // opened a transaction (or failed inside one) does not return to the pool.
+                auto status = protocol::parse_ready_for_query(body);
+                const bool clean = status && *status == protocol::kTxIdle;
+                enter(clean ? Phase::Ready : Phase::Done);
+                if (owner_) owner_->on_lookup_done(*this, std::move(result));
+                if (!clean) {
+                    if (owner_) owner_->on_connection_retired(*this);
+                    owner_ = nullptr;
+                    close_connection();
+                    return data.size();
+                }
+                if (owner_) owner_->on_connection_ready(*this);
+                break;
             }
             case be::kParseComplete:
             case be::kBindComplete:
@@ -317,20 +356,22 @@ std::size_t AuthQuery::handle_query(ByteSpan data) {
 // ---------------------------------------------------------------------------------------------
 // Finishing
 
-void AuthQuery::finish(Result result) {
-    if (phase_ == Phase::Done) return;
-    phase_ = Phase::Done;
-    Callback done = std::move(done_);
-    done_ = nullptr;
-    close_connection();
-    if (done) done(std::move(result));
-}
-
 void AuthQuery::fail(const std::string& why) {
-    Result result;
-    result.outcome = Result::Outcome::Failed;
-    result.error = why;
-    finish(std::move(result));
+    if (phase_ == Phase::Done) return;
+    const bool running = phase_ == Phase::Query;
+    enter(Phase::Done);
+    AuthLookups* owner = owner_;
+    owner_ = nullptr;
+    if (owner) {
+        if (running) {
+            Result result;
+            result.outcome = Result::Outcome::Failed;
+            result.error = why;
+            owner->on_lookup_done(*this, std::move(result));
+        }
+        owner->on_connection_lost(*this, why);
+    }
+    close_connection();
 }
 
 void AuthQuery::close_connection() {

@@ -1,15 +1,16 @@
-// auth_query: fetching the secret of a user who is not in auth_file from PostgreSQL itself,
-// connecting as auth_user (PgBouncer's auth_user / auth_query / auth_dbname).
+// auth_query: one connection as auth_user that fetches the secrets of users who are not in
+// auth_file from PostgreSQL itself (PgBouncer's auth_user / auth_query / auth_dbname). The
+// connections are pooled and the lookups queued by AuthLookups (proxy/auth_lookups.hpp); this
+// class is one connection, which runs one lookup at a time.
 //
-// Each lookup runs on a connection of its own, opened for it and closed right after, never on a
-// pooled backend and never with anything the client sent: its start-up packet carries only user
-// and database (no client parameters, no `options`: CVE-2025-12819 was a client's startup SET
-// steering PgBouncer's auth query), and the user name travels as a bound parameter of an
-// extended-protocol query, never spliced into SQL text. TLS follows server_tls_* as for pooled
-// connections. Nothing is cached: every login of such a user asks again, so a changed password,
-// a dropped role or a VALID UNTIL that has passed takes effect at once (CVE-2025-2291 was
-// PgBouncer ignoring VALID UNTIL; the default auth_query returns NULL for an expired password and
-// a NULL means no login).
+// The connection is never a pooled backend and never carries anything the client sent: its
+// start-up packet has only user, database and application_name (no client parameters, no
+// `options`: CVE-2025-12819 was a client's startup SET steering PgBouncer's auth query), and the
+// user name travels as a bound parameter of an extended-protocol query, never spliced into SQL
+// text. TLS follows server_tls_* as for pooled connections. No secret is cached: every login of
+// such a user asks again, so a changed password, a dropped role or a VALID UNTIL that has passed
+// takes effect at once (CVE-2025-2291 was PgBouncer ignoring VALID UNTIL; the default auth_query
+// returns NULL for an expired password and a NULL means no login).
 #pragma once
 
 #include <netinet/in.h>
@@ -32,6 +33,8 @@ namespace pgtether {
 class TlsContext;
 class Worker;
 
+class AuthLookups;
+
 class AuthQuery final : public Stream::Handler {
   public:
     struct Target {
@@ -52,17 +55,23 @@ class AuthQuery final : public Stream::Handler {
     };
     using Callback = std::function<void(Result&&)>;
 
-    // A lookup of `user`; begin() starts it. `done` runs exactly once unless cancel() is called
-    // first -- possibly from inside begin() when the connection cannot even be attempted, so keep
-    // the pointer before calling begin(). The object frees itself once its connection is closed;
-    // do not touch it after `done` ran.
-    static AuthQuery* create(Worker& worker, Target target, std::string user, Callback done);
+    // A connection to `target` (its query is not used here: every lookup brings its own), owned
+    // by `owner`, which it tells when it is ready for a lookup, each lookup's result, and when it
+    // is lost. begin() connects. The object frees itself once its socket is closed.
+    static AuthQuery* create(Worker& worker, AuthLookups& owner, const Target& target);
     void begin();
-    // The client went away: no callback; the connection is closed.
-    void cancel();
+    // Runs `query` for `user`; only when ready(). The result goes to owner.on_lookup_done().
+    void run(const std::string& user, const std::string& query);
+    [[nodiscard]] bool ready() const { return phase_ == Phase::Ready; }
+    // Connecting or logging in (not yet ready once).
+    [[nodiscard]] bool starting() const { return phase_ < Phase::Ready; }
+    // When the current phase began (connecting, a lookup, idleness), for timeouts.
+    [[nodiscard]] std::uint64_t phase_since_ms() const { return phase_since_ms_; }
+    // Closes the connection; the owner hears nothing more from it.
+    void close();
 
   private:
-    AuthQuery(Worker& worker, Target target, std::string user, Callback done);
+    AuthQuery(Worker& worker, AuthLookups& owner, const Target& target);
     ~AuthQuery() = default;
 
     void connect();
@@ -71,7 +80,6 @@ class AuthQuery final : public Stream::Handler {
     void send_startup();
     std::size_t handle_login(protocol::ByteSpan data);
     std::size_t handle_query(protocol::ByteSpan data);
-    void finish(Result result);
     void fail(const std::string& why);
     void close_connection();
     void maybe_delete();
@@ -89,23 +97,27 @@ class AuthQuery final : public Stream::Handler {
         TlsAnswer,   // SSLRequest sent; waiting for 'S' or 'N'
         Handshake,   // TLS handshake running
         Login,       // StartupMessage sent; authenticating until ReadyForQuery
-        Query,       // the query is running
-        Done,        // result delivered (or cancelled); closing
+        Ready,       // logged in, idle: may run a lookup
+        Query,       // a lookup is running
+        Done,        // failed or closed; closing
     };
+    void enter(Phase phase);
 
     // Messages of a login and of one small query: anything larger is refused.
     static constexpr std::uint32_t kMaxMessage = 1 << 20;
 
     Worker& worker_;
-    Target target_;
-    std::string user_;
-    Callback done_;
+    AuthLookups* owner_;  // null once closed: the owner is told nothing more
+    DatabaseConfig database_;
+    ServerCredentials credentials_;
     Stream stream_;
     Phase phase_ = Phase::Connecting;
+    std::uint64_t phase_since_ms_;
     std::unique_ptr<ServerLogin> login_;
     std::shared_ptr<const TlsContext> tls_context_;
     bool unix_socket_ = false;
-    // The query's answer.
+    // The running lookup and its answer.
+    std::string user_;
     int rows_ = 0;
     std::optional<std::string> secret_;  // column 2 of the first row (nullopt: NULL)
     bool secret_column_missing_ = false;

@@ -11,6 +11,7 @@
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin_console.hpp"
+#include "proxy/auth_lookups.hpp"
 #include "proxy/cancel_registry.hpp"
 #include "proxy/client_auth.hpp"
 #include "proxy/forward_batch.hpp"
@@ -126,6 +127,7 @@ void Client::on_stream_end(int status) {
 
 void Client::on_stream_drained() {
     if (server_) server_->resume_input_from_client();
+    if (admin_) admin_->on_output_drained();
 }
 
 void Client::on_stream_closed() { delete this; }
@@ -292,6 +294,9 @@ std::size_t Client::handle_auth(ByteSpan data) {
         data.subspan(protocol::kTypedHeaderSize, frame.total - protocol::kTypedHeaderSize));
     if (!step.reply.empty()) stream_.write(step.reply);
     if (step.outcome == ClientAuth::Outcome::Failure) {
+        if (!auth_->failure_log().empty()) {
+            spdlog::warn("{}: login refused: {}", describe(), auth_->failure_log());
+        }
         fail(step.sqlstate.c_str(), step.message);
         return data.size();
     }
@@ -668,8 +673,8 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
     }
     auth_.reset();
     if (auth_lookup_) {
-        auth_lookup_->cancel();
-        auth_lookup_ = nullptr;
+        worker_.auth_lookups().cancel(auth_lookup_);
+        auth_lookup_ = 0;
     }
     if (error || flush) {
         stream_.close_after_flush();

@@ -34,7 +34,7 @@ class Client final : public Stream::Handler {
 public:
     enum class State {
         Startup,      // waiting for the start-up packet (an SSLRequest/GSSENCRequest may come first)
-        AuthLookup,   // auth_query is fetching the user's secret; input held, not read
+        AuthLookup,   // auth_query is fetching the user's secret; input held (up to pkt_buf)
         Auth,         // we asked for a password / SASL exchange; waiting for the client's answer
         WelcomeWait,  // authenticated; waiting for the pool to learn its servers' parameters
         Idle,         // logged in; no server linked; nothing in flight
@@ -233,7 +233,7 @@ private:
     bool ssl_answered_ = false;
     bool gss_answered_ = false;
     bool direct_tls_ = false;        // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)
-    AuthQuery* auth_lookup_ = nullptr;  // auth_query in flight (State::AuthLookup)
+    std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
     bool tcp_ = true;
     bool input_paused_ = false;  // the server's socket is backed up
     bool has_cancel_key_ = false;

@@ -158,6 +158,21 @@ ClientAuth::Step ClientAuth::on_cleartext(protocol::ByteSpan body) {
                 "invalid password packet"};
     }
     std::string pw(*password);
+    if (secret_ && secret_->kind == SecretKind::Scram) {
+        // Checking a cleartext password against a SCRAM secret runs PBKDF2 with the secret's
+        // iteration count on the event loop; any role can store a secret with 2^31 iterations
+        // (ALTER ROLE ... PASSWORD 'SCRAM-SHA-256$2000000000:...'). Beyond the cap the login fails
+        // like a wrong password, without computing anything.
+        auto stored = protocol::parse_scram_secret(secret_->secret);
+        if (stored && stored->iterations > protocol::kScramMaxIterations) {
+            failure_log_ = "the stored SCRAM secret of user \"" + user_ + "\" has " +
+                           std::to_string(stored->iterations) +
+                           " iterations, more than pgtether computes for a cleartext "
+                           "password (" +
+                           std::to_string(protocol::kScramMaxIterations) + ")";
+            return fail_password();
+        }
+    }
     if (pw.empty() || !check_cleartext(pw)) return fail_password();
     cleartext_ = std::move(pw);
     return {Outcome::Success, {}, {}, {}};

@@ -47,6 +47,9 @@ public:
     // After a successful SCRAM exchange: the ClientKey, which lets pgtether log in to a server
     // that stores the same SCRAM secret without knowing the password.
     [[nodiscard]] std::optional<protocol::ScramKey> scram_client_key() const;
+    // After a failure whose reason is for pgtether's log only (the client hears only the usual
+    // 28P01): why. Empty otherwise.
+    [[nodiscard]] const std::string& failure_log() const { return failure_log_; }
     // The plain password, when the client sent it in clear (plain auth).
     [[nodiscard]] const std::optional<std::string>& cleartext_password() const {
         return cleartext_;
@@ -71,6 +74,7 @@ private:
     std::unique_ptr<protocol::ScramServer> scram_;
     bool scram_started_ = false;
     std::optional<std::string> cleartext_;
+    std::string failure_log_;
 };
 
 }  // namespace pgtether

@@ -11,6 +11,7 @@
 
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin_console.hpp"
+#include "proxy/auth_lookups.hpp"
 #include "proxy/client.hpp"
 #include "proxy/client_auth.hpp"
 #include "proxy/hba.hpp"
@@ -27,15 +28,8 @@ namespace {
 // The client's address without the port, as PostgreSQL names it in authentication errors.
 std::string host_of(const Stream& stream, bool tcp) {
     if (!tcp) return "[local]";
-    sockaddr_storage ss{};
-    if (!stream.peer_address(ss)) return "?";
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (ss.ss_family == AF_INET) {
-        uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&ss), host, sizeof host);
-    } else if (ss.ss_family == AF_INET6) {
-        uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&ss), host, sizeof host);
-    }
-    return host;
+    std::string host = stream.peer_host();
+    return host.empty() ? "?" : host;
 }
 
 }  // namespace
@@ -243,6 +237,7 @@ void Client::start_password_authentication(AuthType method) {
                 AuthQuery::Target target;
                 target.query = !db->auth_query.empty() ? db->auth_query : config.auth_query;
                 target.credentials.user = auth_user;
+                target.credentials.require_auth = worker_.security().server_require_auth;
                 const auto& auth_file = worker_.auth_file();
                 if (target_db->user == auth_user && !target_db->password.empty()) {
                     target.credentials.password = target_db->password;
@@ -255,13 +250,25 @@ void Client::start_password_authentication(AuthType method) {
                     // A SCRAM secret cannot log auth_user in: the server login says so.
                 }
                 target.database = std::move(*target_db);
+                // Input stays on (what arrives is held, up to pkt_buf, like a waiting client's):
+                // a client that gives up while its lookup waits in the queue is noticed at once
+                // and leaves the queue, instead of holding a place until its turn.
                 set_state(State::AuthLookup);
-                stream_.stop_reading();
-                auth_lookup_ = AuthQuery::create(worker_, std::move(target), user_,
-                                                 [this, method](AuthQuery::Result&& result) {
-                                                     on_secret_fetched(method, std::move(result));
-                                                 });
-                auth_lookup_->begin();
+                auto ticket = worker_.auth_lookups().lookup(
+                    std::move(target), user_, [this, method](AuthQuery::Result&& result) {
+                        on_secret_fetched(method, std::move(result));
+                    });
+                if (!ticket) {
+                    // Every auth_user connection is busy and the queue is full: refuse now, as
+                    // PgBouncer refuses clients beyond max_client_conn, instead of holding on.
+                    spdlog::warn("{}: auth_query: {} lookups already wait for {}: login refused",
+                                 describe(), AuthLookups::kMaxQueued, database_);
+                    fail(protocol::sqlstate::kTooManyConnections,
+                         "too many clients waiting for an authentication lookup");
+                    return;
+                }
+                // The lookup may have failed at once (the callback already ran).
+                if (state_ == State::AuthLookup) auth_lookup_ = *ticket;
                 return;
             }
         }
@@ -272,7 +279,7 @@ void Client::start_password_authentication(AuthType method) {
 }
 
 void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
-    auth_lookup_ = nullptr;
+    auth_lookup_ = 0;
     if (state_ != State::AuthLookup) return;
     using Outcome = AuthQuery::Result::Outcome;
     switch (result.outcome) {

@@ -22,6 +22,7 @@
 #include "proxy/config_keys.hpp"
 #include "proxy/config_values.hpp"
 #include "proxy/ini_file.hpp"
+#include "proxy/require_auth.hpp"
 
 namespace pgtether {
 
@@ -142,6 +143,7 @@ enum class Kind {
     FunctionList,    // List of SQL function names, lower-cased
     Mode,            // octal file mode
     Choice,          // one of `choices`, case-insensitive
+    RequireAuth,     // libpq's require_auth list (proxy/require_auth.hpp), kept as written
 };
 
 // Parsed values. Bool and Mode are stored as integers so that comparison with a key's neutral
@@ -261,8 +263,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("client_tls_dheparams", Kind::String, kHonoured, "auto", &C::client_tls_dheparams),
         key<C>("client_tls_ecdhcurve", Kind::String, kHonoured, "auto", &C::client_tls_ecdhcurve),
         key<C>("client_tls_key_file", Kind::String, kHonoured, "", &C::client_tls_key_file),
-        key<C>("client_tls_protocols", Kind::String, kHonoured, "secure",
-               &C::client_tls_protocols),
+        key<C>("client_tls_protocols", Kind::String, kHonoured, "secure", &C::client_tls_protocols),
         key<C>("client_tls_sslmode", Kind::Choice, kHonoured, "disable", &C::client_tls_sslmode)
             .among(kSslModes),
         key<C>("conffile", Kind::String, kIgnored, ""),
@@ -292,9 +293,8 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("max_db_connections", Kind::Int, kHonoured, "0", &C::max_db_connections),
         key<C>("max_packet_size", Kind::Int, kHonoured, "2147483647", &C::max_packet_size)
             .range(1, kIntMax),
-        key<C>("max_prepared_statements", Kind::Int, kHonoured, "200",
-               &C::max_prepared_statements)
-            .range(0, kIntMax),  // 1.21
+        key<C>("max_prepared_statements", Kind::Int, kHonoured, "200", &C::max_prepared_statements)
+            .range(0, kIntMax),                                           // 1.21
         key<C>("max_user_client_connections", Kind::Int, kIgnored, "0"),  // 1.24
         key<C>("max_user_connections", Kind::Int, kHonoured, "0", &C::max_user_connections),
         key<C>("min_pool_size", Kind::Int, kHonoured, "0", &C::min_pool_size),
@@ -322,6 +322,8 @@ const std::vector<GlobalKey>& global_keys() {
                &C::server_reset_query),
         key<C>("server_reset_query_always", Kind::Bool, kHonoured, "0",
                &C::server_reset_query_always),
+        key<C>("server_require_auth", Kind::RequireAuth, kHonoured, "",
+               &C::server_require_auth),  // pgtether
         key<C>("server_round_robin", Kind::Bool, kHonoured, "0", &C::server_round_robin),
         key<C>("server_tls13_ciphers", Kind::String, kHonoured, "",
                &C::server_tls13_ciphers),  // 1.21
@@ -329,8 +331,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("server_tls_cert_file", Kind::String, kHonoured, "", &C::server_tls_cert_file),
         key<C>("server_tls_ciphers", Kind::String, kHonoured, "fast", &C::server_tls_ciphers),
         key<C>("server_tls_key_file", Kind::String, kHonoured, "", &C::server_tls_key_file),
-        key<C>("server_tls_protocols", Kind::String, kHonoured, "secure",
-               &C::server_tls_protocols),
+        key<C>("server_tls_protocols", Kind::String, kHonoured, "secure", &C::server_tls_protocols),
         key<C>("server_tls_sslmode", Kind::Choice, kHonoured, "disable", &C::server_tls_sslmode)
             .among(kSslModes),
         key<C>("service_name", Kind::String, kIgnored, "pgbouncer").fixed(),  // Windows only
@@ -511,6 +512,11 @@ Parsed<Value> parse_value(const KeySpec<Owner>& spec, std::string_view text) {
         }
         case Kind::String:
             return value_of(std::string(text));
+        case Kind::RequireAuth: {
+            auto parsed = parse_require_auth(text);
+            if (!parsed) return Parsed<Value>::fail(parsed.error);
+            return value_of(std::string(text));
+        }
         case Kind::List:
             return value_of(split_list(text));
         case Kind::FunctionList: {

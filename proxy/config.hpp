@@ -170,6 +170,8 @@ struct Config {
     std::string server_tls_protocols = "secure";
     std::string server_tls_ciphers = "fast";
     std::string server_tls13_ciphers;
+    // Which authentication requests a server may send (libpq's require_auth; empty: any).
+    std::string server_require_auth;
 
     // --- pgtether's own keys (in the same section) ---
     LockTracking advisory_lock_tracking = LockTracking::On;

@@ -17,9 +17,17 @@ namespace {
 
 // A scrape takes milliseconds; a connection open longer is idle or stuck.
 constexpr std::uint64_t kConnectionTimeoutMs = 10'000;
-constexpr std::uint64_t kTimerIntervalMs = 1'000;
+// A scraper sends its request head at once. One that has not arrived whole within this time is a
+// slow or idle client (slowloris): closed, so it does not hold a place.
+constexpr std::uint64_t kRequestHeadTimeoutMs = 2'000;
+constexpr std::uint64_t kTimerIntervalMs = 500;
 // Scrapers open one connection at a time; more than this at once is a flood, not monitoring.
 constexpr std::size_t kMaxConnections = 64;
+// Connections from one IP address at once. Beyond it (and beyond kMaxConnections) a new
+// connection pushes out the oldest one still waiting for its request instead of being refused:
+// a flood of idle connections then only ever displaces itself, and a scraper, which sends its
+// request right away, gets in.
+constexpr std::size_t kMaxConnectionsPerPeer = 8;
 
 bool wants_openmetrics(const std::string& accept) {
     return accept.find("application/openmetrics-text") != std::string::npos;
@@ -45,12 +53,14 @@ bool MetricsConnection::accept(uv_stream_t* listener) {
         close();
         return false;
     }
+    peer_ = stream_.peer_host();
     stream_.start_reading();
     return true;
 }
 
 void MetricsConnection::expire(std::uint64_t now_ms) {
-    if (now_ms - opened_ms_ >= kConnectionTimeoutMs) close();
+    const std::uint64_t age = now_ms - opened_ms_;
+    if (age >= kConnectionTimeoutMs || (!done_ && age >= kRequestHeadTimeoutMs)) close();
 }
 
 void MetricsConnection::close() {
@@ -168,10 +178,44 @@ void MetricsServer::listen(const std::vector<std::string>& addresses, int port, 
 void MetricsServer::on_connection(uv_stream_t* handle, int status) {
     auto* socket = static_cast<Socket*>(handle->data);
     if (status < 0) return;
-    bool full = socket->owner->connections_.size() >= kMaxConnections;
     auto* connection = new MetricsConnection(socket->owner->worker_, *socket->owner);
-    // Accept even when full, so the connection does not stay queued: it is closed at once.
-    if (connection->accept(handle) && full) connection->close();
+    // Accept even when there is no room, so the connection does not stay queued: it is closed
+    // at once.
+    if (connection->accept(handle) && !socket->owner->make_room(*connection)) connection->close();
+}
+
+bool MetricsServer::make_room(const MetricsConnection& incoming) {
+    std::size_t open = 0;
+    std::size_t same_peer = 0;
+    MetricsConnection* oldest_waiting = nullptr;
+    MetricsConnection* oldest_waiting_same_peer = nullptr;
+    connections_.for_each([&](MetricsConnection& c) {
+        // Closed or answered ones are on their way out and hold no place.
+        if (&c == &incoming || c.closing()) return;
+        ++open;
+        const bool same = c.peer() == incoming.peer();
+        if (same) ++same_peer;
+        if (!c.waiting_for_request()) return;
+        if (!oldest_waiting || c.opened_ms() < oldest_waiting->opened_ms()) oldest_waiting = &c;
+        if (same &&
+            (!oldest_waiting_same_peer || c.opened_ms() < oldest_waiting_same_peer->opened_ms())) {
+            oldest_waiting_same_peer = &c;
+        }
+    });
+    MetricsConnection* victim = nullptr;
+    if (same_peer >= kMaxConnectionsPerPeer) {
+        victim = oldest_waiting_same_peer;
+        if (!victim) return false;
+    } else if (open >= kMaxConnections) {
+        victim = oldest_waiting;
+        if (!victim) return false;
+    } else {
+        return true;
+    }
+    spdlog::debug("metrics: too many connections{}: closing the oldest idle one",
+                  same_peer >= kMaxConnectionsPerPeer ? " from " + incoming.peer() : "");
+    victim->close();
+    return true;
 }
 
 void MetricsServer::on_timer(uv_timer_t* timer) {

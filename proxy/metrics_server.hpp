@@ -24,9 +24,16 @@ class MetricsConnection final : public Stream::Handler {
     MetricsConnection(Worker& worker, MetricsServer& server);
     ~MetricsConnection();
     bool accept(uv_stream_t* listener);
-    // Drops a connection that has been open too long (slow or idle scrapers).
+    // Drops a connection whose request head is late, or that has been open too long (slow or
+    // idle scrapers, slowloris).
     void expire(std::uint64_t now_ms);
     void close();
+    // Still waiting for (the rest of) its request head: what makes room for a new connection.
+    [[nodiscard]] bool waiting_for_request() const { return !done_; }
+    [[nodiscard]] bool closing() const { return stream_.closing(); }
+    [[nodiscard]] std::uint64_t opened_ms() const { return opened_ms_; }
+    // The peer's IP address ("" when unknown), for the per-peer limit.
+    [[nodiscard]] const std::string& peer() const { return peer_; }
 
     ListHook hook_;
 
@@ -44,6 +51,7 @@ class MetricsConnection final : public Stream::Handler {
     MetricsServer& server_;
     Stream stream_;
     std::uint64_t opened_ms_;
+    std::string peer_;
     bool done_ = false;
 };
 
@@ -70,6 +78,10 @@ class MetricsServer {
         bool open = false;
     };
     static void on_connection(uv_stream_t* handle, int status);
+    // Makes room for `incoming` when its peer, or the endpoint, has as many connections as it may:
+    // closes the oldest connection still waiting for its request (of that peer when the peer is
+    // at its limit). False when there is none to close and `incoming` must go instead.
+    bool make_room(const MetricsConnection& incoming);
     static void on_timer(uv_timer_t* timer);
 
     Worker& worker_;

@@ -6,6 +6,7 @@
 #include "protocol/sqlstate.hpp"
 #include "proxy/client_auth.hpp"
 #include "proxy/pool_control.hpp"
+#include "proxy/security.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -50,6 +51,7 @@ void Pool::apply_config(const DatabaseConfig& database) {
 ServerCredentials Pool::server_credentials() const {
     ServerCredentials credentials;
     credentials.user = user_;
+    credentials.require_auth = worker_.security().server_require_auth;
     if (!database_.password.empty()) {
         credentials.password = database_.password;
         return credentials;

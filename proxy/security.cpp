@@ -12,6 +12,11 @@ std::shared_ptr<const SecuritySetup> load_security(const Config& config) {
         setup->server_tls =
             std::make_shared<const TlsContext>(config, TlsContext::Side::ConnectToServers);
     }
+    auto require_auth = parse_require_auth(config.server_require_auth);
+    if (!require_auth) {
+        throw ConfigError(config.config_file, 0, "server_require_auth", require_auth.error);
+    }
+    setup->server_require_auth = std::move(*require_auth.value);
     const bool verified_client_certs = config.client_tls_sslmode == SslMode::VerifyCa ||
                                        config.client_tls_sslmode == SslMode::VerifyFull;
     if (config.auth_type == AuthType::Cert) {

@@ -7,6 +7,7 @@
 
 #include "proxy/config.hpp"
 #include "proxy/hba.hpp"
+#include "proxy/require_auth.hpp"
 #include "proxy/tls.hpp"
 
 namespace pgtether {
@@ -15,6 +16,7 @@ struct SecuritySetup {
     std::shared_ptr<const TlsContext> client_tls;  // nullptr: client_tls_sslmode = disable
     std::shared_ptr<const TlsContext> server_tls;  // nullptr: server_tls_sslmode = disable
     std::shared_ptr<const HbaRules> hba;           // set when auth_type = hba
+    RequireAuth server_require_auth;               // what servers may ask for at login
 };
 
 // Builds the setup from `config`, reading key, certificate, CA and HBA files. Throws ConfigError

@@ -15,6 +15,13 @@ using protocol::AuthRequest;
 ServerLogin::ServerLogin(ServerCredentials credentials) : credentials_(std::move(credentials)) {}
 ServerLogin::~ServerLogin() = default;
 
+std::optional<std::string> ServerLogin::refused(AuthMethodBit method, const char* what) const {
+    if (credentials_.require_auth.allows(method)) return std::nullopt;
+    // libpq's words (fe-auth.c check_expected_areq), naming pgtether's key.
+    return "authentication method requirement \"" + credentials_.require_auth.text +
+           "\" (server_require_auth) failed: server " + what;
+}
+
 ServerLogin::Reply ServerLogin::on_authentication(const protocol::AuthenticationMessage& message) {
     Reply reply;
     auto fail = [&](std::string why) {
@@ -24,16 +31,38 @@ ServerLogin::Reply ServerLogin::on_authentication(const protocol::Authentication
     };
     switch (message.code) {
         case AuthRequest::Ok:
+            if (scram_ && !scram_verified_) {
+                // The server never proved it knows the secret (RFC 5802 §3: the client must
+                // verify ServerSignature), so its Ok proves nothing either.
+                return fail(
+                    "server sent AuthenticationOk before completing the SCRAM exchange "
+                    "(no valid server signature)");
+            }
+            if (credentials_.require_auth.authentication_required() && !answered_) {
+                return fail("authentication method requirement \"" +
+                            credentials_.require_auth.text +
+                            "\" (server_require_auth) failed: server did not complete "
+                            "authentication");
+            }
             reply.authenticated = true;
             return reply;
         case AuthRequest::CleartextPassword:
+            if (auto why = refused(AuthMethodBit::Password, "requested a cleartext password")) {
+                return fail(*why);
+            }
+            if (scram_) return fail("server requested a cleartext password during SCRAM");
             if (!credentials_.password) {
                 return fail("server requested a cleartext password, but no plain password is "
                             "configured for user \"" + credentials_.user + "\"");
             }
             protocol::append_password_message(reply.send, *credentials_.password);
+            answered_ = true;
             return reply;
         case AuthRequest::Md5Password: {
+            if (auto why = refused(AuthMethodBit::Md5, "requested a hashed password")) {
+                return fail(*why);
+            }
+            if (scram_) return fail("server requested md5 authentication during SCRAM");
             const std::string* secret = credentials_.password ? &*credentials_.password
                                         : credentials_.md5_secret ? &*credentials_.md5_secret
                                                                   : nullptr;
@@ -45,9 +74,14 @@ ServerLogin::Reply ServerLogin::on_authentication(const protocol::Authentication
             std::copy(message.data.begin(), message.data.end(), salt.begin());
             protocol::append_password_message(
                 reply.send, protocol::md5_challenge_response(credentials_.user, *secret, salt));
+            answered_ = true;
             return reply;
         }
         case AuthRequest::Sasl: {
+            if (auto why = refused(AuthMethodBit::Scram, "requested SASL authentication")) {
+                return fail(*why);
+            }
+            if (scram_) return fail("server restarted SASL authentication");
             auto mechanisms = protocol::parse_sasl_mechanisms(message.data);
             if (!mechanisms || std::find(mechanisms->begin(), mechanisms->end(),
                                          "SCRAM-SHA-256") == mechanisms->end()) {
@@ -78,14 +112,29 @@ ServerLogin::Reply ServerLogin::on_authentication(const protocol::Authentication
             return reply;
         }
         case AuthRequest::SaslFinal:
-            if (!scram_ || !scram_->verify_server_final(protocol::as_chars(message.data))) {
+            if (!scram_ || scram_verified_ ||
+                !scram_->verify_server_final(protocol::as_chars(message.data))) {
                 return fail("server's SCRAM signature is invalid");
             }
+            scram_verified_ = true;
+            answered_ = true;
             return reply;
+        case AuthRequest::Gss:
+        case AuthRequest::GssContinue:
+            if (auto why = refused(AuthMethodBit::Gss, "requested GSSAPI authentication")) {
+                return fail(*why);
+            }
+            break;
+        case AuthRequest::Sspi:
+            if (auto why = refused(AuthMethodBit::Sspi, "requested SSPI authentication")) {
+                return fail(*why);
+            }
+            break;
         default:
-            return fail("server requested an authentication method pgtether does not support (" +
-                        std::to_string(static_cast<int>(message.code)) + ")");
+            break;
     }
+    return fail("server requested an authentication method pgtether does not support (" +
+                std::to_string(static_cast<int>(message.code)) + ")");
 }
 
 }  // namespace pgtether

@@ -1,6 +1,11 @@
 // Answering a PostgreSQL server's authentication requests (protocol §55.2.2) with whatever
 // credentials the configuration gives for the server user: a plain password (any method), an md5
 // secret (md5 only), or SCRAM keys learnt from a client's SCRAM exchange (SCRAM pass-through).
+//
+// What a server may ask for is limited by server_require_auth (proxy/require_auth.hpp), and a
+// SCRAM exchange, once begun, must end with a valid server signature (SASLFinal) before
+// AuthenticationOk counts: otherwise a server (or whoever answers in its place) that does not
+// know the secret could skip the proof and still be trusted.
 #pragma once
 
 #include <memory>
@@ -9,6 +14,7 @@
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/scram.hpp"
+#include "proxy/require_auth.hpp"
 
 namespace pgtether {
 
@@ -18,6 +24,7 @@ struct ServerCredentials {
     std::optional<std::string> md5_secret;  // "md5..." (answers md5 challenges only)
     std::optional<protocol::ScramKey> scram_client_key;
     std::optional<protocol::ScramKey> scram_server_key;
+    RequireAuth require_auth;  // server_require_auth
 };
 
 class ServerLogin {
@@ -34,8 +41,13 @@ public:
     Reply on_authentication(const protocol::AuthenticationMessage& message);
 
 private:
+    // Whether server_require_auth lets the server use `method`; the refusal's text otherwise.
+    [[nodiscard]] std::optional<std::string> refused(AuthMethodBit method, const char* what) const;
+
     ServerCredentials credentials_;
     std::unique_ptr<protocol::ScramClient> scram_;
+    bool scram_verified_ = false;  // SASLFinal carried the right server signature
+    bool answered_ = false;        // an authentication exchange was completed from our side
 };
 
 }  // namespace pgtether

@@ -71,7 +71,9 @@ private:
 std::string build_parameter_sync_query(const ParamValues& wanted, const ParamValues& defaults,
                                        const ParamValues& backend);
 
-// Quotes a value as an SQL string literal that is valid whatever standard_conforming_strings is.
+// Quotes a value as an SQL string literal that is valid whatever standard_conforming_strings and
+// backslash_quote are, and that no byte sequence can escape under any client_encoding: E'...' for
+// ASCII values, dollar quotes with a tag the value does not contain otherwise.
 std::string quote_literal(std::string_view value);
 
 }  // namespace pgtether

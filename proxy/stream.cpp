@@ -117,6 +117,18 @@ bool Stream::peer_spoke() const {
     return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+std::string Stream::peer_host() const {
+    sockaddr_storage ss{};
+    if (!peer_address(ss)) return {};
+    char host[INET6_ADDRSTRLEN] = "";
+    if (ss.ss_family == AF_INET) {
+        uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&ss), host, sizeof host);
+    } else if (ss.ss_family == AF_INET6) {
+        uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&ss), host, sizeof host);
+    }
+    return host;
+}
+
 void Stream::start_reading() {
     if (reading_ || closing_ || lingering_) return;
     if (uv_read_start(handle(), on_alloc, on_read) == 0) reading_ = true;

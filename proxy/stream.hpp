@@ -112,6 +112,8 @@ public:
     [[nodiscard]] bool is_tcp() const { return is_tcp_; }
     // "address:port" or "unix" of the peer, for logs.
     [[nodiscard]] std::string peer_name() const;
+    // The peer's IP address without the port (TCP only); empty when unknown.
+    [[nodiscard]] std::string peer_host() const;
     // The peer's address (TCP only); false when unknown.
     [[nodiscard]] bool peer_address(sockaddr_storage& out) const;
 

@@ -10,6 +10,7 @@
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/sqlstate.hpp"
+#include "proxy/auth_lookups.hpp"
 #include "proxy/cancel_forwarder.hpp"
 #include "proxy/cancel_registry.hpp"
 #include "proxy/client.hpp"
@@ -49,7 +50,8 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       cancels_(cancels),
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
-      control_(std::make_unique<PoolControl>(*this)) {
+      control_(std::make_unique<PoolControl>(*this)),
+      auth_lookups_(std::make_unique<AuthLookups>(*this)) {
     // pkt_buf sizes the shared receive buffer; tiny values would only multiply read calls.
     constexpr int kMinReadBuffer = 1024;
     constexpr int kMaxReadBuffer = 16 * 1024 * 1024;
@@ -68,6 +70,7 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
 }
 
 Worker::~Worker() {
+    auth_lookups_.reset();
     metrics_.reset();
     listeners_.clear();
     pools_.clear();
@@ -248,6 +251,7 @@ void Worker::janitor() {
         client.janitor(now);
     });
     for (auto& [key, pool] : pools_) pool->janitor(now);
+    auth_lookups_->janitor(now);
     control_->tick();
     if (shutting_down_) {
         if (now >= shutdown_deadline_ms_) {
@@ -313,6 +317,8 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     security_ = std::move(security);
     scanner_ = std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions);
     if (!stopped_) restart_stats_timer();
+    // No auth_user connection made with the old settings serves another lookup.
+    auth_lookups_->on_reload();
     for (auto& [key, pool] : pools_) {
         auto resolved = resolve_database(key.first);
         if (!resolved) {
@@ -343,6 +349,7 @@ void Worker::begin_shutdown() {
                  kShutdownGraceMs / 1000);
     for (auto& listener : listeners_) listener->close();
     if (metrics_) metrics_->close();
+    auth_lookups_->close_all();
     janitor();
 }
 

@@ -24,6 +24,7 @@
 
 namespace pgtether {
 
+class AuthLookups;
 class CancelForwarder;
 class CancelRegistry;
 class Client;
@@ -122,6 +123,9 @@ public:
     // A server is being destroyed: cancel forwarders must not report to it.
     void forget_cancel_target(Server& server);
 
+    // auth_query lookups: their pooled auth_user connections and queue (proxy/auth_lookups.hpp).
+    [[nodiscard]] AuthLookups& auth_lookups() { return *auth_lookups_; }
+
     // Every distinct prepared statement any client of this worker prepared.
     [[nodiscard]] StatementRegistry& statements() { return statements_; }
 
@@ -177,6 +181,7 @@ private:
     StatsHistory stats_history_;
     std::unique_ptr<PoolControl> control_;
     std::unique_ptr<MetricsServer> metrics_;
+    std::unique_ptr<AuthLookups> auth_lookups_;
     ConfigReloader* reloader_ = nullptr;
     std::uint64_t stats_period_ms_ = 0;  // the running stats timer's period
     PoolStats logged_totals_;  // all pools' counters at the previous stats log line

@@ -304,3 +304,65 @@ TEST_CASE("server login that cannot work is a clear error, not a hang") {
     Conn ok = Conn::must(pooler.conninfo());
     CHECK(scalar(ok, "SELECT 1") == "1");
 }
+
+TEST_CASE("a stored SCRAM secret with a huge iteration count fails like a wrong password") {
+    // Any role may store such a secret for itself (ALTER ROLE self PASSWORD 'SCRAM-SHA-256$...');
+    // checking a cleartext password against it would run PBKDF2 for 2e9 iterations on the event
+    // loop and stall every client for the better part of an hour.
+    auto users = client_users();
+    ClientUser& user = users[2];
+    REQUIRE(user.kind == "scram");
+    const std::string prefix = "SCRAM-SHA-256$4096:";
+    REQUIRE(user.secret.rfind(prefix, 0) == 0);
+    user.secret = "SCRAM-SHA-256$2000000000:" + user.secret.substr(prefix.size());
+    Pgtether pooler(auth_config("plain", users));
+    for (int i = 0; i < 3; ++i) {
+        std::string error = login_error(pooler.conninfo(user.role, "", user.password));
+        CHECK_MESSAGE(contains(error, "28P01"), error);
+        CHECK_MESSAGE(
+            contains(error, "password authentication failed for user \"" + user.role + "\""),
+            error);
+    }
+    CHECK(pooler.wait_for_log("2000000000 iterations, more than pgtether computes"));
+    // The worker was never blocked: other users log in and run queries as before.
+    CHECK(login_error(pooler.conninfo(users[0].role, "", users[0].password)).empty());
+    Conn conn = Conn::must(pooler.conninfo(users[1].role, "", users[1].password));
+    CHECK(scalar(conn, "SELECT 1") == "1");
+    CHECK(backends_of(user.role) == 0);
+}
+
+TEST_CASE("server_require_auth refuses a cleartext request and keeps SCRAM working") {
+    // plain_user's pg_hba method is `password`: PostgreSQL asks for the password in clear, which
+    // any server (or anything answering in its place) may do. `!password,!md5` forbids it.
+    const TestEnv& env = TestEnv::get();
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"server_require_auth", "!password,!md5"}};
+    for (const auto& user : env.auth_users) {
+        config.databases.push_back(
+            "as_" + user.name + " = host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+            " dbname=" + env.database + " user=" + user.name + " password=" + user.password);
+    }
+    Pgtether pooler(config);
+    const auto& scram = env.auth_user("scram-sha-256");
+    Conn conn(pooler.conninfo("", "as_" + scram.name));
+    REQUIRE_MESSAGE(conn.ok(), (conn.error() + "\n" + pooler.log()));
+    CHECK(scalar(conn, "SELECT current_user") == scram.name);
+    for (const char* method : {"password", "md5"}) {
+        const auto& user = env.auth_user(method);
+        CAPTURE(user.name);
+        std::string error = login_error(pooler.conninfo("", "as_" + user.name));
+        if (error.empty()) {
+            Conn refused(pooler.conninfo("", "as_" + user.name));
+            Result r = refused.exec("SELECT 1");
+            CHECK(r.is_error());
+            error = r.error_text;
+        }
+        CHECK_FALSE(error.empty());
+    }
+    CHECK(pooler.wait_for_log(
+        "authentication method requirement \"!password,!md5\" (server_require_auth) failed: "
+        "server requested a cleartext password"));
+    CHECK(pooler.wait_for_log("server requested a hashed password"));
+    CHECK(backends_of(env.auth_user("password").name) == 0);
+    CHECK(pooler.running());
+}

@@ -8,11 +8,15 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/raw_socket.hpp"
@@ -101,6 +105,33 @@ std::string shared_server() {
 PoolerConfig on_shared_server() {
     PoolerConfig config;
     config.databases = {"* = " + shared_server()};
+    return config;
+}
+
+// PgBouncer's recommended set-up: a SECURITY DEFINER lookup function an unprivileged auth_user
+// may call, in the test database only (not in "postgres"), callable by `grantee`.
+void create_lookup_function(const std::string& grantee) {
+    auto in_test_db = admin();
+    in_test_db.exec_ok(
+        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
+        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
+        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
+        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
+    in_test_db.exec_ok("REVOKE ALL ON FUNCTION pgtether_lookup(text) FROM PUBLIC");
+    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO " + grantee);
+}
+
+// auth_user `auth_user` looks everyone up through that function, each lookup taking `seconds`
+// (so that a flood of logins lasts long enough to be watched).
+PoolerConfig slow_lookups(const std::string& auth_user, const std::string& auth_type,
+                          const std::string& seconds) {
+    PoolerConfig config = on_shared_server();
+    config.settings = {{"auth_type", auth_type},
+                       {"auth_user", auth_user},
+                       {"auth_query", "SELECT l.uname, l.phash, pg_sleep(" + seconds +
+                                          ")::text FROM pgtether_lookup($1) AS l"},
+                       {"max_client_conn", "3000"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
     return config;
 }
 
@@ -269,16 +300,7 @@ TEST_CASE("auth_query: the lookup connection carries nothing of the client's") {
 
 TEST_CASE("auth_query through a SECURITY DEFINER function, per database, with auth_dbname") {
     const TestEnv& env = TestEnv::get();
-    // PgBouncer's recommended set-up: an unprivileged auth_user calls a SECURITY DEFINER
-    // function. It exists only in the test database, not in "postgres".
-    auto in_test_db = admin();
-    in_test_db.exec_ok(
-        "CREATE OR REPLACE FUNCTION pgtether_lookup(i_username text, OUT uname text, OUT phash "
-        "text) RETURNS record AS $$ BEGIN SELECT rolname, CASE WHEN rolvaliduntil < now() THEN "
-        "NULL ELSE rolpassword END FROM pg_authid WHERE rolname = i_username AND rolcanlogin "
-        "INTO uname, phash; RETURN; END $$ LANGUAGE plpgsql SECURITY DEFINER");
-    in_test_db.exec_ok("REVOKE ALL ON FUNCTION pgtether_lookup(text) FROM PUBLIC");
-    in_test_db.exec_ok("GRANT EXECUTE ON FUNCTION pgtether_lookup(text) TO md5_user");
+    create_lookup_function("md5_user");
     const std::string target = shared_server();
     const std::string lookup = "SELECT * FROM pgtether_lookup($1)";
 
@@ -355,4 +377,130 @@ TEST_CASE("SCRAM pass-through from auth_file to a server that requires scram-sha
         CHECK(contains(failed.error,
                        "password authentication failed for user \"" + scram.name + "\""));
     }
+}
+
+TEST_CASE("auth_query: a flood of logins runs over a few pooled auth_user connections") {
+    // Each login of a user not in auth_file used to open a PostgreSQL connection of its own,
+    // before the client proved anything: 100 clients with made-up names were 100 PostgreSQL
+    // logins at once. Now the lookups queue for at most two connections per database (per
+    // worker), which stay open for the next lookups.
+    const TestEnv& env = TestEnv::get();
+    const std::string auth_user = private_role("pgt_auth_flood");
+    REQUIRE(settled(auth_user));
+    create_lookup_function(auth_user);
+    PoolerConfig config = slow_lookups(auth_user, "scram-sha-256", "0.02");
+    config.extra_args = {"-v"};
+    Pgtether pgtether(config);
+
+    constexpr int kFlood = 150;
+    std::vector<std::unique_ptr<RawConn>> flood;
+    for (int i = 0; i < kFlood; ++i) {
+        flood.push_back(std::make_unique<RawConn>(pgtether.host(), pgtether.port()));
+        REQUIRE(flood.back()->send(wire::startup(
+            {{"user", "pgt_ghost_" + std::to_string(i)}, {"database", env.database}})));
+    }
+    // A legitimate login in the middle of the flood waits its turn and succeeds.
+    std::atomic<bool> legit_done{false};
+    Outcome legit;
+    std::thread legit_login([&] {
+        legit = try_connect(pgtether.conninfo("scram_user", "", "secret"));
+        legit_done = true;
+    });
+    int most = 0;
+    for (int i = 0; i < 200 && !legit_done; ++i) {
+        most = std::max(most, backends("usename = '" + auth_user + "'"));
+        std::this_thread::sleep_for(10ms);
+    }
+    legit_login.join();
+    CHECK_MESSAGE(legit.ok, legit.error);
+    CHECK(legit.error == "scram_user");
+    MESSAGE("most auth_user connections seen during the flood: " << most);
+    CHECK(most >= 1);
+    CHECK(most <= 2);
+    // Every flooding client got its answer: the same SCRAM request a real user gets (the
+    // exchange then fails like a wrong password), none was dropped.
+    int answered = 0;
+    for (auto& conn : flood) {
+        auto request = conn->read_message(30s);
+        if (request && request->type == 'R') ++answered;
+    }
+    CHECK(answered == kFlood);
+    CHECK(backends("usename = '" + auth_user + "'") <= 2);
+}
+
+TEST_CASE("auth_query: beyond the lookup queue a login is refused at once with 53300") {
+    // 2 lookups run, 1000 wait; each takes two seconds here, so logins beyond those find the
+    // queue full and are refused instead of held (PgBouncer refuses beyond max_client_conn the
+    // same way).
+    const TestEnv& env = TestEnv::get();
+    const std::string auth_user = private_role("pgt_auth_queue");
+    create_lookup_function(auth_user);
+    Pgtether pgtether(slow_lookups(auth_user, "md5", "2"));
+
+    constexpr int kClients = 1100;
+    std::vector<std::unique_ptr<RawConn>> clients;
+    for (int i = 0; i < kClients; ++i) {
+        clients.push_back(std::make_unique<RawConn>(pgtether.host(), pgtether.port()));
+        REQUIRE(clients.back()->send(wire::startup(
+            {{"user", "pgt_queued_" + std::to_string(i)}, {"database", env.database}})));
+    }
+    // Every client beyond the 1002 that fit gets an answer: most the refusal, a few the md5
+    // request of a lookup that finished while the others were still connecting.
+    int refused = 0;
+    int other = 0;
+    std::vector<bool> replied(clients.size(), false);
+    for (int round = 0; round < 100 && refused + other < kClients - 1002; ++round) {
+        for (std::size_t i = 0; i < clients.size(); ++i) {
+            if (replied[i]) continue;
+            auto reply = clients[i]->read_message(0ms);
+            if (!reply) continue;  // still waiting for its lookup
+            replied[i] = true;
+            if (reply->type == 'E' && wire::error_fields(*reply)['C'] == "53300") {
+                CHECK(wire::error_fields(*reply)['M'] ==
+                      "too many clients waiting for an authentication lookup");
+                ++refused;
+            } else {
+                ++other;
+            }
+        }
+        std::this_thread::sleep_for(100ms);
+    }
+    MESSAGE("refused: " << refused << ", answered: " << other);
+    // Opening the clients takes seconds on a loaded machine, during which a few lookups finish;
+    // the rest beyond 1002 are refused.
+    CHECK(refused >= 1);
+    CHECK(refused + other >= kClients - 1002);
+    CHECK(pgtether.wait_for_log("lookups already wait"));
+    // Clients that give up leave the queue; the pooler serves new logins again.
+    clients.clear();
+    Outcome after;
+    CHECK(eventually([&] {
+        after = try_connect(pgtether.conninfo("md5_user", "", "secret"));
+        return after.ok;
+    }));
+    CHECK_MESSAGE(after.error == "md5_user", after.error);
+    CHECK(backends("usename = '" + auth_user + "'") <= 2);
+}
+
+TEST_CASE("auth_query: lookup connections are reused, and a reload retires them") {
+    const std::string auth_user = private_role("pgt_auth_reuse");
+    REQUIRE(settled(auth_user));
+    create_lookup_function(auth_user);
+    PoolerConfig config = slow_lookups(auth_user, "scram-sha-256", "0");
+    Pgtether pgtether(config);
+    const std::string who = "usename = '" + auth_user + "'";
+    std::vector<int> pids;
+    for (int i = 0; i < 5; ++i) {
+        CHECK(try_connect(pgtether.conninfo("scram_user", "", "secret")).error == "scram_user");
+        // One login at a time: one connection serves them all and stays for the next.
+        CHECK(backends(who) == 1);
+        pids.push_back(std::stoi(scalar("SELECT pid FROM pg_stat_activity WHERE " + who)));
+    }
+    CHECK(std::count(pids.begin(), pids.end(), pids.front()) == 5);
+    // After a reload nothing made with the old settings serves again: the idle connection goes.
+    pgtether.reload(config);
+    CHECK(pgtether.wait_for_log("configuration reloaded"));
+    CHECK(eventually([&] { return backends(who) == 0; }));
+    CHECK(try_connect(pgtether.conninfo("scram_user", "", "secret")).error == "scram_user");
+    CHECK(std::stoi(scalar("SELECT pid FROM pg_stat_activity WHERE " + who)) != pids.front());
 }

@@ -9,11 +9,13 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/process.hpp"
+#include "tests/integration/support/raw_socket.hpp"
 #include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
@@ -335,4 +337,32 @@ TEST_CASE("without metrics_listen_port there is no endpoint") {
     REQUIRE(port.has_value());
     CHECK(cell(*port, "value") == "0");
     CHECK(pooler.log().find("metrics on") == std::string::npos);
+}
+
+TEST_CASE("idle half-sent requests neither block scrapes nor stay open (slowloris)") {
+    auto started = start_with_metrics();
+    int port = started.port;
+    // As many idle connections as the endpoint takes at once, each with half a request head.
+    std::vector<std::unique_ptr<RawConn>> idle;
+    for (int i = 0; i < 64; ++i) {
+        idle.push_back(std::make_unique<RawConn>("127.0.0.1", port));
+        REQUIRE(idle.back()->send("GET /metr"));
+    }
+    // A scrape still gets in (it pushes out the oldest idle connection) and is answered.
+    for (int i = 0; i < 3; ++i)
+        CHECK(version_info(scrape(port)) == 1);
+    // And 64 more: still nothing but room for a real request.
+    for (int i = 0; i < 64; ++i) {
+        idle.push_back(std::make_unique<RawConn>("127.0.0.1", port));
+        idle.back()->send("GET /metr");
+    }
+    CHECK(version_info(scrape(port)) == 1);
+    // A request head that does not arrive in time closes its connection: within seconds, not
+    // after the 10-second limit of a whole exchange.
+    RawConn slow("127.0.0.1", port);
+    REQUIRE(slow.send("GET /metrics HTTP/1.1\r\n"));
+    CHECK(slow.wait_closed(6s));
+    for (auto& conn : idle)
+        CHECK(conn->wait_closed(6s));
+    CHECK(version_info(scrape(port)) == 1);
 }

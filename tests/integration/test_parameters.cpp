@@ -326,3 +326,61 @@ TEST_CASE("an invalid start-up setting fails that client only") {
     Conn next = Conn::must(pooler.conninfo());
     CHECK(scalar(next, "SELECT 'next'") == "next");
 }
+
+TEST_CASE("a start-up value cannot escape pgtether's quoting under a client-only encoding") {
+    // "\x95\x5c" is one SJIS character whose second byte is a backslash. Quoting byte by byte
+    // (E'...' with backslashes doubled) leaves \' after the conversion from SJIS, which ends the
+    // literal when backslash_quote = on, and the rest of the start-up value ran as SQL inside
+    // pgtether's parameter sync.
+    const std::string role = private_role("pgt_params_sjis");
+    Conn direct = Conn::must(direct_conninfo());
+    direct.exec_ok("ALTER ROLE " + role + " SET backslash_quote = on");
+    direct.exec_ok("DROP TABLE IF EXISTS pgt_injected_by_startup");
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "1"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{
+        {TestEnv::get().superuser, ""}, {role, ""}};
+    Pgtether pooler(config);
+    const std::string db = TestEnv::get().database;
+
+    // Runs one query as a raw client with these start-up parameters; the messages it got.
+    auto run = [&](const std::string& application_name, const std::string& sql) {
+        RawConn raw(pooler.host(), pooler.port());
+        REQUIRE(raw.send(wire::startup({{"user", role},
+                                        {"database", db},
+                                        {"client_encoding", "SJIS"},
+                                        {"application_name", application_name}})));
+        auto greeting = raw.read_until_ready_or_error();
+        INFO(wire::describe(greeting));
+        REQUIRE(!greeting.empty());
+        REQUIRE(greeting.back().type == 'Z');
+        REQUIRE(raw.send(wire::query(sql)));
+        auto reply = raw.read_until_ready_or_error();
+        raw.send(wire::terminate());
+        return reply;
+    };
+    // The first client leaves the one backend with client_encoding = SJIS, so the next client's
+    // parameter sync is read by the server as SJIS.
+    auto first = run("plain", "SELECT current_setting('client_encoding')");
+    INFO(wire::describe(first));
+    CHECK_FALSE(wire::first_error_sqlstate(first).has_value());
+
+    const std::string evil =
+        std::string("\x95\x5c") + "'; CREATE TABLE pgt_injected_by_startup (); --";
+    auto second = run(evil, "SELECT current_setting('application_name')");
+    INFO(wire::describe(second));
+    CHECK(direct_scalar("SELECT count(*) FROM pg_class WHERE relname = "
+                        "'pgt_injected_by_startup'") == "0");
+    // The value arrived as one literal: the client's query ran, on a backend whose
+    // application_name holds all of it (PostgreSQL shows the non-ASCII character as escapes).
+    CHECK_FALSE(wire::first_error_sqlstate(second).has_value());
+    bool saw_value = false;
+    for (const auto& message : second) {
+        if (message.type == 'D') {
+            saw_value =
+                message.body.find("CREATE TABLE pgt_injected_by_startup") != std::string::npos;
+        }
+    }
+    CHECK(saw_value);
+    direct.exec_ok("ALTER ROLE " + role + " RESET backslash_quote");
+}

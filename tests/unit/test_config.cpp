@@ -525,6 +525,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "server_tls_protocols",
                                             "server_tls_ciphers",
                                             "server_tls13_ciphers",
+                                            "server_require_auth",
                                             "pool_mode",
                                             "default_pool_size",
                                             "min_pool_size",
@@ -1251,4 +1252,16 @@ TEST_CASE("keep_fixed_settings: a reload cannot move listeners or the pidfile") 
     CHECK(next.other_settings.at("user") == "pgb");
     CHECK(next.pidfile == "/run/a.pid");
     CHECK(next.default_pool_size == 9);  // changeable settings take the new value
+}
+
+TEST_CASE("server_require_auth: libpq's require_auth list, checked when read") {
+    auto config = load_text("[pgbouncer]\nserver_require_auth = scram-sha-256, none\n");
+    CHECK(config->server_require_auth == "scram-sha-256, none");
+    CHECK(load_text("[pgbouncer]\n")->server_require_auth.empty());
+    auto e = error_from_text("[pgbouncer]\n\nserver_require_auth = password,!md5\n");
+    CHECK(e.line() == 3);
+    CHECK(e.key() == "server_require_auth");
+    CHECK(std::string(e.what()).find("cannot be mixed") != std::string::npos);
+    e = error_from_text("[pgbouncer]\nserver_require_auth = scram\n");
+    CHECK(e.key() == "server_require_auth");
 }

@@ -22,6 +22,55 @@ TEST_CASE("quote_literal is safe for quotes and backslashes") {
     CHECK(quote_literal("") == "E''");
 }
 
+TEST_CASE("quote_literal: non-ASCII values are dollar-quoted with a tag they do not contain") {
+    // The SJIS attack: \x95\x5c is one character, so a doubled backslash would become \' after
+    // the server's conversion. Dollar quotes have no escapes at all.
+    const std::string sjis = "\x95\x5c'; DROP TABLE t; --";
+    CHECK(quote_literal(sjis) == "$pgt$" + sjis + "$pgt$");
+    // The tag grows past every "$pgt..." in the value.
+    CHECK(quote_literal("\xc3\xa9$pgt$") == "$pgtx$\xc3\xa9$pgt$$pgtx$");
+    CHECK(quote_literal("\xc3\xa9$pgtxx$") == "$pgtxxx$\xc3\xa9$pgtxx$$pgtxxx$");
+    CHECK(quote_literal("$pgtx \xc3\xa9 $pgt") == "$pgtxx$$pgtx \xc3\xa9 $pgt$pgtxx$");
+    // A value ending in "$pgt" would meet the closing "$pgt$" half-way: a longer tag, again.
+    CHECK(quote_literal("\xc3\xa9$pgt") == "$pgtx$\xc3\xa9$pgt$pgtx$");
+
+    // Whatever the value, its quoted form ends exactly where the closing tag does, which is all
+    // PostgreSQL's lexer looks for in a dollar-quoted string.
+    const std::string values[] = {
+        "\x95\x5c",
+        "\x95\x5c'",
+        "\x95'$$",
+        "\xff$pgt$pgtx$pgtxx",
+        "$\x81$",
+        "\x81\x27\x5c$pgt",
+        "a$pgtxxxxxxxxxx\xe3\x81\x82",
+        std::string(1000, '\x95') + "$pgt",
+    };
+    for (const auto& value : values) {
+        CAPTURE(value);
+        std::string quoted = quote_literal(value);
+        REQUIRE(quoted.size() > value.size() + 4);
+        std::size_t tag_size = (quoted.size() - value.size()) / 2;
+        std::string tag = quoted.substr(0, tag_size);
+        CHECK(tag.front() == '$');
+        CHECK(tag.back() == '$');
+        CHECK(quoted.substr(tag_size, value.size()) == value);
+        CHECK(quoted.substr(tag_size + value.size()) == tag);
+        CHECK(quoted.find(tag, tag_size) == tag_size + value.size());
+    }
+}
+
+TEST_CASE("parameter sync: a client-only encoding's value stays one literal") {
+    ParamValues defaults;
+    ParamValues backend;
+    ParamValues client;
+    client.set(TrackedParam::ClientEncoding, "SJIS");
+    client.set(TrackedParam::ApplicationName, "\x95\x5c'; SELECT 1; --");
+    CHECK(build_parameter_sync_query(client, defaults, backend) ==
+          "SET client_encoding = E'SJIS';"
+          "SET application_name = $pgt$\x95\x5c'; SELECT 1; --$pgt$;");
+}
+
 TEST_CASE("parameter sync sends only what differs") {
     ParamValues defaults;
     defaults.set(TrackedParam::DateStyle, "ISO, MDY");
