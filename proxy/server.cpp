@@ -736,6 +736,12 @@ void Server::after_probe(InternalQuery& result) {
         // someone else. The next relevant transaction probes again.
         spdlog::warn("{}: session state probe failed ({}); keeping the client tethered",
                      client->describe(), result.failed ? result.error.message : "bad rows");
+        if (result.probed & kStateAdvisoryLock) {
+            // What the ledger listed is not sure any more, and more may be held.
+            LockLedger unknown = client->lock_ledger();
+            unknown.mark_unknown();
+            client->adopt_lock_ledger(unknown);
+        }
         note_tether_change(tether_kinds_after_probe(client->tether_kinds(), result.probed, nullptr));
         client->on_server_ready();
         return;

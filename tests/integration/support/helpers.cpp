@@ -171,6 +171,10 @@ std::string private_role(const std::string& name) {
                          name + "') THEN CREATE ROLE \"" + name +
                          "\" LOGIN; END IF; END $$");
     if (!r.ok()) throw std::runtime_error("creating role " + name + ": " + r.describe());
+    // The tether's probe reads pg_locks. test_tether revokes it from PUBLIC for a while (to make
+    // a clean-up fail on purpose); a test running at the same time must not lose it.
+    r = conn.exec("GRANT SELECT ON pg_catalog.pg_locks TO \"" + name + "\"");
+    if (!r.ok()) throw std::runtime_error("granting pg_locks to " + name + ": " + r.describe());
     return name;
 }
 

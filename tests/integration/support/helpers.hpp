@@ -69,6 +69,8 @@ std::string md5_hex(std::string_view data);
 
 // A role used by one test file only, so pg_stat_activity counts are not disturbed by tests
 // running in parallel. Created on first use (LOGIN, trusted by pg_hba as every non-auth role).
+// It may always read pg_locks (granted to it, not through PUBLIC, which test_tether revokes
+// for a while).
 std::string private_role(const std::string& name);
 
 }  // namespace pgtether::itest
