@@ -1,365 +1,59 @@
 #include "proxy/auth_query.hpp"
 
-#include <netdb.h>
-
-#include <array>
-#include <cstring>
-
-#include <spdlog/spdlog.h>
-
-#include "protocol/backend_messages.hpp"
-#include "protocol/framing.hpp"
-#include "protocol/frontend_messages.hpp"
-#include "protocol/message_types.hpp"
-#include "protocol/startup.hpp"
-#include "proxy/server_address.hpp"
-#include "proxy/server_tls.hpp"
-#include "proxy/tls.hpp"
-#include "proxy/worker.hpp"
-
 namespace pgtether {
 
-namespace be = protocol::be;
-using protocol::ByteSpan;
-using protocol::Frame;
-using protocol::FrameStatus;
-
 AuthQuery* AuthQuery::create(Worker& worker, Target target, std::string user, Callback done) {
-    return new AuthQuery(worker, std::move(target), std::move(user), std::move(done));
+    auto* self = new AuthQuery();
+    self->done_ = std::move(done);
+    SideQuery::Request request;
+    request.database = std::move(target.database);
+    request.credentials = std::move(target.credentials);
+    request.application_name = "pgtether auth_query";
+    request.query = std::move(target.query);
+    // The user name is a bound parameter: no quoting, no injection.
+    request.params = {user};
+    request.max_rows = 1;  // a second row is counted, and is an error
+    self->query_ = SideQuery::create(
+        worker, std::move(request), [self, user = std::move(user)](SideQuery::Result&& answer) {
+            Callback callback = std::move(self->done_);
+            delete self;
+            if (callback) callback(interpret(std::move(answer), user));
+        });
+    return self;
 }
 
 void AuthQuery::begin() {
-    connect();
+    query_->begin();
 }
-
-AuthQuery::AuthQuery(Worker& worker, Target target, std::string user, Callback done)
-    : worker_(worker),
-      target_(std::move(target)),
-      user_(std::move(user)),
-      done_(std::move(done)),
-      stream_(worker, *this) {}
 
 void AuthQuery::cancel() {
-    done_ = nullptr;
-    phase_ = Phase::Done;
-    close_connection();
+    query_->cancel();
+    delete this;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Connecting (as Server::connect does: Unix socket, IP literal, or a name resolved now;
-// proxy/server_address.hpp)
-
-void AuthQuery::connect() {
-    const auto& db = target_.database;
-    std::string unix_path = server_unix_socket_path(db, worker_.config());
-    if (!unix_path.empty()) {
-        unix_socket_ = true;
-        if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path) != 0) {
-            fail("cannot create a socket");
-        }
-        return;
-    }
-    if (stream_.init_tcp() != 0) {
-        fail("cannot create a socket");
-        return;
-    }
-    sockaddr_storage literal;
-    if (parse_ip_literal(db.host, db.port, literal)) {
-        connect_to(reinterpret_cast<const sockaddr*>(&literal));
-        return;
-    }
-    auto* req = new uv_getaddrinfo_t;
-    req->data = this;
-    if (int rc = start_resolving(worker_.loop(), req, on_resolved, db.host, db.port); rc != 0) {
-        delete req;
-        fail(std::string("cannot resolve ") + db.host + ": " + uv_strerror(rc));
-        return;
-    }
-    ++pending_resolves_;
-}
-
-void AuthQuery::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
-    auto* self = static_cast<AuthQuery*>(req->data);
-    delete req;
-    --self->pending_resolves_;
-    if (self->phase_ == Phase::Done) {
-        uv_freeaddrinfo(res);
-        self->maybe_delete();
-        return;
-    }
-    if (status != 0 || res == nullptr) {
-        uv_freeaddrinfo(res);
-        self->fail("cannot resolve " + self->target_.database.host + ": " +
-                   uv_strerror(status != 0 ? status : UV_EAI_NONAME));
-        return;
-    }
-    self->connect_to(res->ai_addr);
-    uv_freeaddrinfo(res);
-}
-
-void AuthQuery::connect_to(const sockaddr* address) {
-    int rc = stream_.connect_tcp(address);
-    if (rc != 0) fail(std::string("cannot connect: ") + uv_strerror(rc));
-}
-
-void AuthQuery::on_stream_connected(int status) {
-    if (phase_ == Phase::Done) return;
-    if (status != 0) {
-        fail(std::string("cannot connect: ") + uv_strerror(status));
-        return;
-    }
-    stream_.start_reading();
-    tls_context_ = server_tls::context_for(worker_.security(), unix_socket_);
-    if (tls_context_) {
-        phase_ = Phase::TlsAnswer;
-        stream_.write(protocol::build_ssl_request());
-        return;
-    }
-    send_startup();
-}
-
-void AuthQuery::on_stream_tls_ready(const std::string& error) {
-    if (phase_ == Phase::Done) return;
-    if (!error.empty()) {
-        fail("TLS handshake failed: " + error);
-        return;
-    }
-    send_startup();
-}
-
-void AuthQuery::send_startup() {
-    phase_ = Phase::Login;
-    const auto& db = target_.database;
-    // Only what pgtether decides; nothing of the client's (CVE-2025-12819).
-    std::vector<std::pair<std::string, std::string>> params = {
-        {"user", target_.credentials.user},
-        {"database", db.dbname.empty() ? db.name : db.dbname},
-        {"application_name", "pgtether auth_query"},
-    };
-    login_ = std::make_unique<ServerLogin>(target_.credentials);
-    stream_.write(protocol::build_startup_message(params));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reading
-
-std::size_t AuthQuery::on_stream_data(ByteSpan data) {
-    switch (phase_) {
-        case Phase::TlsAnswer: {
-            auto answer =
-                server_tls::handle_answer(data, stream_, *tls_context_, target_.database.host);
-            switch (answer.kind) {
-                case server_tls::Answer::Kind::NeedMore:
-                    return 0;
-                case server_tls::Answer::Kind::Failed:
-                    fail("TLS negotiation failed: " + answer.error);
-                    return data.size();
-                case server_tls::Answer::Kind::Plaintext:
-                    send_startup();
-                    return answer.consumed;
-                case server_tls::Answer::Kind::Tls:
-                    phase_ = Phase::Handshake;
-                    return answer.consumed;
-            }
-            return data.size();
-        }
-        case Phase::Login: {
-            std::size_t n = handle_login(data);
-            if (phase_ == Phase::Query && n < data.size()) n += handle_query(data.subspan(n));
-            return n;
-        }
-        case Phase::Query:
-            return handle_query(data);
-        case Phase::Connecting:
-        case Phase::Handshake:
-        case Phase::Done:
-            return data.size();
-    }
-    return data.size();
-}
-
-std::size_t AuthQuery::handle_login(ByteSpan data) {
-    std::size_t consumed = 0;
-    while (consumed < data.size() && phase_ == Phase::Login) {
-        Frame frame = protocol::frame_message(data.subspan(consumed), kMaxMessage);
-        if (frame.status == FrameStatus::Invalid) {
-            fail("invalid message from server during login");
-            return data.size();
-        }
-        if (frame.status == FrameStatus::NeedMore) break;
-        ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
-        switch (frame.type) {
-            case be::kAuthentication: {
-                auto message = protocol::parse_authentication(body);
-                if (!message) {
-                    fail("invalid authentication request from server");
-                    return data.size();
-                }
-                auto reply = login_->on_authentication(*message);
-                if (!reply.ok) {
-                    fail("login as auth_user \"" + target_.credentials.user +
-                         "\" failed: " + reply.error);
-                    return data.size();
-                }
-                if (!reply.send.empty()) stream_.write(reply.send);
-                break;
-            }
-            case be::kErrorResponse: {
-                auto error = protocol::parse_error_fields(body);
-                fail("login as auth_user \"" + target_.credentials.user +
-                     "\" failed: " + (error ? error->message : std::string("invalid error")));
-                return data.size();
-            }
-            case be::kReadyForQuery: {
-                login_.reset();
-                logged_in_ = true;
-                phase_ = Phase::Query;
-                // The user name is a bound parameter: no quoting, no injection.
-                std::string out;
-                std::array<std::optional<std::string_view>, 1> params = {user_};
-                protocol::append_parse(out, "", target_.query);
-                protocol::append_bind(out, "", "", params);
-                protocol::append_execute(out, "", 0);
-                protocol::append_sync(out);
-                stream_.write(out);
-                break;
-            }
-            case be::kParameterStatus:
-            case be::kBackendKeyData:
-            case be::kNoticeResponse:
-            case be::kNegotiateProtocolVersion:
-                break;
-            default:
-                fail(std::string("unexpected message from server during login: '") + frame.type +
-                     "'");
-                return data.size();
-        }
-    }
-    return consumed;
-}
-
-std::size_t AuthQuery::handle_query(ByteSpan data) {
-    std::size_t consumed = 0;
-    while (consumed < data.size() && phase_ == Phase::Query) {
-        Frame frame = protocol::frame_message(data.subspan(consumed), kMaxMessage);
-        if (frame.status == FrameStatus::Invalid) {
-            fail("invalid message from server");
-            return data.size();
-        }
-        if (frame.status == FrameStatus::NeedMore) break;
-        ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
-        switch (frame.type) {
-            case be::kDataRow: {
-                if (++rows_ > 1) break;
-                auto values = protocol::parse_data_row(body);
-                if (!values) {
-                    fail("invalid DataRow from server");
-                    return data.size();
-                }
-                if (values->size() < 2) {
-                    secret_column_missing_ = true;
-                } else if ((*values)[1]) {
-                    secret_ = std::string(*(*values)[1]);
-                }
-                break;
-            }
-            case be::kErrorResponse:
-                if (query_error_.empty()) {
-                    auto error = protocol::parse_error_fields(body);
-                    query_error_ = error ? error->sqlstate + ": " + error->message
-                                         : std::string("invalid error message");
-                }
-                break;
-            case be::kReadyForQuery: {
-                Result result;
-                if (!query_error_.empty()) {
-                    result.error = "auth_query failed: " + query_error_;
-                } else if (rows_ > 1) {
-                    result.error = "auth_query returned more than one row";
-                } else if (secret_column_missing_) {
-                    result.error = "auth_query must return two columns: user name and secret";
-                } else if (rows_ == 0) {
-                    result.outcome = Result::Outcome::NotFound;
-                } else if (!secret_ || secret_->empty()) {
-                    result.outcome = Result::Outcome::NoPassword;
-                } else {
-                    result.outcome = Result::Outcome::Found;
-                    UserSecret secret;
-                    secret.user = user_;
-                    secret.secret = *secret_;
-                    secret.kind = classify_secret(secret.secret);
-                    result.secret = std::move(secret);
-                }
-                finish(std::move(result));
-                return data.size();
-            }
-            case be::kParseComplete:
-            case be::kBindComplete:
-            case be::kRowDescription:
-            case be::kNoData:
-            case be::kCommandComplete:
-            case be::kEmptyQueryResponse:
-            case be::kNoticeResponse:
-            case be::kParameterStatus:
-                break;
-            default:
-                fail(std::string("unexpected message from server: '") + frame.type + "'");
-                return data.size();
-        }
-    }
-    return consumed;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Finishing
-
-void AuthQuery::finish(Result result) {
-    if (phase_ == Phase::Done) return;
-    phase_ = Phase::Done;
-    Callback done = std::move(done_);
-    done_ = nullptr;
-    close_connection();
-    if (done) done(std::move(result));
-}
-
-void AuthQuery::fail(const std::string& why) {
+AuthQuery::Result AuthQuery::interpret(SideQuery::Result&& answer, const std::string& user) {
     Result result;
-    result.outcome = Result::Outcome::Failed;
-    result.error = why;
-    finish(std::move(result));
-}
-
-void AuthQuery::close_connection() {
-    if (stream_closed_ || stream_.closing()) {
-        maybe_delete();
-        return;
+    if (!answer.error.empty()) {
+        result.error = std::move(answer.error);
+    } else if (!answer.query_error.empty()) {
+        result.error = "auth_query failed: " + answer.query_error;
+    } else if (answer.row_count > 1) {
+        result.error = "auth_query returned more than one row";
+    } else if (answer.row_count == 0) {
+        result.outcome = Result::Outcome::NotFound;
+    } else if (answer.rows.front().size() < 2) {
+        result.error = "auth_query must return two columns: user name and secret";
+    } else if (const auto& secret = answer.rows.front()[1]; !secret || secret->empty()) {
+        result.outcome = Result::Outcome::NoPassword;
+    } else {
+        result.outcome = Result::Outcome::Found;
+        UserSecret found;
+        found.user = user;
+        found.secret = *secret;
+        found.kind = classify_secret(found.secret);
+        result.secret = std::move(found);
     }
-    if (logged_in_) {
-        std::string terminate;
-        protocol::append_terminate(terminate);
-        stream_.write(terminate);
-    }
-    stream_.close();
-}
-
-void AuthQuery::on_stream_end(int status) {
-    std::string why = status == UV_EOF ? "server closed the connection"
-                                       : std::string("connection failed: ") + uv_strerror(status);
-    if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
-    fail(why);
-}
-
-void AuthQuery::on_stream_closed() {
-    stream_closed_ = true;
-    maybe_delete();
-}
-
-void AuthQuery::maybe_delete() {
-    if (stream_closed_ && pending_resolves_ == 0) delete this;
+    return result;
 }
 
 }  // namespace pgtether

@@ -12,27 +12,20 @@
 // a NULL means no login).
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 
 #include "proxy/auth_file.hpp"
 #include "proxy/config.hpp"
 #include "proxy/server_login.hpp"
-#include "proxy/stream.hpp"
-
-struct addrinfo;
+#include "proxy/side_query.hpp"
 
 namespace pgtether {
 
-class TlsContext;
 class Worker;
 
-class AuthQuery final : public Stream::Handler {
+class AuthQuery {
   public:
     struct Target {
         DatabaseConfig database;        // the [databases] entry to connect to
@@ -54,65 +47,22 @@ class AuthQuery final : public Stream::Handler {
 
     // A lookup of `user`; begin() starts it. `done` runs exactly once unless cancel() is called
     // first -- possibly from inside begin() when the connection cannot even be attempted, so keep
-    // the pointer before calling begin(). The object frees itself once its connection is closed;
-    // do not touch it after `done` ran.
+    // the pointer before calling begin(). The object frees itself when `done` runs or on cancel();
+    // do not touch it after either.
     static AuthQuery* create(Worker& worker, Target target, std::string user, Callback done);
     void begin();
     // The client went away: no callback; the connection is closed.
     void cancel();
 
+    // What the side query's answer means for `user` (pure: unit-tested).
+    static Result interpret(SideQuery::Result&& answer, const std::string& user);
+
   private:
-    AuthQuery(Worker& worker, Target target, std::string user, Callback done);
+    AuthQuery() = default;
     ~AuthQuery() = default;
 
-    void connect();
-    static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
-    void connect_to(const sockaddr* address);
-    void send_startup();
-    std::size_t handle_login(protocol::ByteSpan data);
-    std::size_t handle_query(protocol::ByteSpan data);
-    void finish(Result result);
-    void fail(const std::string& why);
-    void close_connection();
-    void maybe_delete();
-
-    // Stream::Handler
-    std::size_t on_stream_data(protocol::ByteSpan data) override;
-    void on_stream_end(int status) override;
-    void on_stream_drained() override {}
-    void on_stream_connected(int status) override;
-    void on_stream_closed() override;
-    void on_stream_tls_ready(const std::string& error) override;
-
-    enum class Phase {
-        Connecting,  // resolving / connecting
-        TlsAnswer,   // SSLRequest sent; waiting for 'S' or 'N'
-        Handshake,   // TLS handshake running
-        Login,       // StartupMessage sent; authenticating until ReadyForQuery
-        Query,       // the query is running
-        Done,        // result delivered (or cancelled); closing
-    };
-
-    // Messages of a login and of one small query: anything larger is refused.
-    static constexpr std::uint32_t kMaxMessage = 1 << 20;
-
-    Worker& worker_;
-    Target target_;
-    std::string user_;
+    SideQuery* query_ = nullptr;
     Callback done_;
-    Stream stream_;
-    Phase phase_ = Phase::Connecting;
-    std::unique_ptr<ServerLogin> login_;
-    std::shared_ptr<const TlsContext> tls_context_;
-    bool unix_socket_ = false;
-    // The query's answer.
-    int rows_ = 0;
-    std::optional<std::string> secret_;  // column 2 of the first row (nullopt: NULL)
-    bool secret_column_missing_ = false;
-    std::string query_error_;
-    bool logged_in_ = false;
-    bool stream_closed_ = false;
-    int pending_resolves_ = 0;
 };
 
 }  // namespace pgtether

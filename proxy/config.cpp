@@ -362,6 +362,10 @@ const std::vector<GlobalKey>& global_keys() {
             .among(kLockTracking),
         key<C>("advisory_lock_functions", Kind::FunctionList, kHonoured, "",
                &C::advisory_lock_functions),
+        key<C>("advisory_lock_discovery", Kind::Bool, kHonoured, "1", &C::advisory_lock_discovery),
+        key<C>("advisory_lock_discovery_interval", Kind::IntSeconds, kHonoured, "60",
+               &C::advisory_lock_discovery_interval)
+            .range(1, kIntMax),
         key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
         key<C>("tether_reserve_size", Kind::Int, kHonoured, "-1", &C::tether_reserve_size)
             .range(-1, kIntMax),

@@ -669,6 +669,9 @@ void Server::on_transaction_end() {
     end.exact_ledger = &locks_.ledger();
     const TransactionEndDecision decision = decide_transaction_end(end);
     effects_ = 0;
+    if (end.effects & protocol::kEffectCatalogChange) {
+        worker_.lock_catalog().on_catalog_change(pool_.database_name());
+    }
     if (decision.adopt_ledger) {
         pool_.stats().ledger_decisions++;
         client_->adopt_lock_ledger(locks_.ledger());

@@ -15,6 +15,7 @@
 #include "proxy/client.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/listener.hpp"
+#include "proxy/lock_catalog.hpp"
 #include "proxy/metrics_server.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_control.hpp"
@@ -45,7 +46,6 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
     : config_(std::move(config)),
       auth_file_(std::move(auth_file)),
       security_(security ? std::move(security) : load_security(*config_)),
-      scanner_(std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions)),
       cancels_(cancels),
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
@@ -65,9 +65,11 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
     janitor_timer_.data = this;
     uv_timer_init(&loop_, &stats_timer_);
     stats_timer_.data = this;
+    lock_catalog_ = std::make_unique<LockCatalog>(*this);
 }
 
 Worker::~Worker() {
+    lock_catalog_->shutdown();
     metrics_.reset();
     listeners_.clear();
     pools_.clear();
@@ -248,6 +250,7 @@ void Worker::janitor() {
         client.janitor(now);
     });
     for (auto& [key, pool] : pools_) pool->janitor(now);
+    lock_catalog_->tick(now);
     control_->tick();
     if (shutting_down_) {
         if (now >= shutdown_deadline_ms_) {
@@ -311,7 +314,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     config_ = std::move(config);
     auth_file_ = std::move(auth_file);
     security_ = std::move(security);
-    scanner_ = std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions);
+    lock_catalog_->apply_config();
     if (!stopped_) restart_stats_timer();
     for (auto& [key, pool] : pools_) {
         auto resolved = resolve_database(key.first);
@@ -339,6 +342,7 @@ void Worker::begin_shutdown() {
     }
     shutting_down_ = true;
     shutdown_deadline_ms_ = now_ms() + kShutdownGraceMs;
+    lock_catalog_->shutdown();
     spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
                  kShutdownGraceMs / 1000);
     for (auto& listener : listeners_) listener->close();
