@@ -170,7 +170,7 @@ std::vector<LockName> discover_lock_names(const CatalogSnapshot& snapshot,
         const CatalogTrigger& t = snapshot.triggers[i];
         const CatalogFunction& f = functions[functions_by_oid.at(t.function_oid).front()];
         result.push_back({t.table_schema, t.table_name, "table", LockNameSource::TriggerTable,
-                          "trigger " + t.trigger_name + " (function " + f.schema + "." + f.name +
+                          t.trigger_name + " (function " + f.schema + "." + f.name +
                               ")"});
     }
     for (std::size_t i = 0; i < views.size(); ++i) {

@@ -80,7 +80,7 @@ struct LockName {
     std::string name;
     std::string kind;  // "function", "procedure", "table", "view"
     LockNameSource source = LockNameSource::Discovered;
-    std::string detail;  // TriggerTable: "trigger T (function S.F)"; Unknown: "language c"
+    std::string detail;  // TriggerTable: "T (function S.F)", T the trigger; Unknown: "language c"
 
     bool operator==(const LockName&) const = default;
 };

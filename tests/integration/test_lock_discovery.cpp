@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 
 #include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/helpers.hpp"
@@ -46,8 +47,9 @@ CREATE TABLE jobs (id bigint);
 CREATE FUNCTION lock_job_row() RETURNS trigger LANGUAGE plpgsql
   AS $$ BEGIN PERFORM pg_advisory_lock(NEW.id); RETURN NEW; END $$;
 CREATE TRIGGER jobs_lock AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION lock_job_row();
--- A view that calls a wrapper.
-CREATE VIEW job_locker AS SELECT sql_lock(731900) AS locked;
+-- A view that calls a wrapper (a try-lock wrapper: a view column cannot be void).
+CREATE FUNCTION grab(k bigint) RETURNS boolean LANGUAGE sql AS 'SELECT pg_try_advisory_lock(k)';
+CREATE VIEW job_locker AS SELECT grab(731900) AS locked;
 -- Neither a wrapper nor unknown.
 CREATE FUNCTION harmless(k bigint) RETURNS bigint LANGUAGE sql AS 'SELECT k + 1';
 )sql";
@@ -235,6 +237,16 @@ TEST_CASE("a wrapper created and dropped through pgtether is discovered without 
     CHECK(eventually([&] { return !lock_function(pooler, name, "late_lock"); }));
     CHECK(pooler.wait_for_log("removed: public.late_lock"));
     CHECK(found_as(pooler, name, "other_lock", "discovered"));
+
+    // A wrapper created behind pgtether's back (a direct connection) waits for the interval...
+    db.exec_ok("CREATE FUNCTION direct_lock(k bigint) RETURNS void LANGUAGE sql "
+               "AS 'SELECT pg_advisory_lock(k)'");
+    std::this_thread::sleep_for(500ms);
+    CHECK_FALSE(lock_function(pooler, name, "direct_lock"));
+    // ... or for a RELOAD.
+    pooler.reload();
+    CHECK(eventually([&] { return found_as(pooler, name, "direct_lock", "discovered"); }));
+    check_tethered_by(pooler, name, "SELECT direct_lock(731022)", 731022);
 }
 
 TEST_CASE("a database whose discovery fails keeps serving, and discovery is retried") {
@@ -242,7 +254,10 @@ TEST_CASE("a database whose discovery fails keeps serving, and discovery is retr
     // The pooled user cannot read pg_proc in this database: the discovery query fails.
     db.exec_ok("REVOKE SELECT ON pg_catalog.pg_proc FROM PUBLIC");
     const std::string user = private_role("lock_discovery_limited");
-    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "1"}}));
+    PoolerConfig config = two_backends({{"advisory_lock_discovery_interval", "1"}});
+    config.userlist = std::vector<std::pair<std::string, std::string>>{
+        {TestEnv::get().superuser, ""}, {user, ""}};
+    Pgtether pooler(config);
     const std::string conninfo = pooler.conninfo(user, db.name());
     Conn holder = Conn::must(conninfo);
     CHECK(scalar(holder, "SELECT 40 + 2") == "42");

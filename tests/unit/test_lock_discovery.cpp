@@ -132,7 +132,7 @@ TEST_CASE("lock discovery: trigger functions map to the tables their triggers ar
           Lines{
               "discovered public.enqueue function",
               "discovered public.lock_job_row function",
-              "via trigger public.jobs table [trigger jobs_lock (function public.lock_job_row)]",
+              "via trigger public.jobs table [jobs_lock (function public.lock_job_row)]",
           });
 }
 

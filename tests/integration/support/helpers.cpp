@@ -108,7 +108,8 @@ int backends_of(const std::string& user, const std::string& extra_condition) {
     Conn conn = Conn::must(direct_conninfo());
     std::string sql =
         "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND "
-        "pid <> pg_backend_pid() AND usename = $1";
+        "pid <> pg_backend_pid() AND usename = $1 AND "
+        "application_name IS DISTINCT FROM 'pgtether lock discovery'";
     if (!extra_condition.empty()) sql += " AND (" + extra_condition + ")";
     Result r = conn.exec_params(sql, {user});
     if (!r.ok()) throw std::runtime_error("pg_stat_activity: " + r.describe());
@@ -123,7 +124,8 @@ std::vector<int> backend_pids_of(const std::string& user) {
     Conn conn = Conn::must(direct_conninfo());
     Result r = conn.exec_params(
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND "
-        "pid <> pg_backend_pid() AND usename = $1 ORDER BY pid",
+        "pid <> pg_backend_pid() AND usename = $1 AND "
+        "application_name IS DISTINCT FROM 'pgtether lock discovery' ORDER BY pid",
         {user});
     if (!r.ok()) throw std::runtime_error("pg_stat_activity: " + r.describe());
     std::vector<int> pids;
