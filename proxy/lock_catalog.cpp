@@ -25,16 +25,26 @@ std::uint64_t interval_ms(const Config& config) {
     return static_cast<std::uint64_t>(config.advisory_lock_discovery_interval.count() / 1000);
 }
 
+// Names listed in one log line; the rest are counted (SHOW LOCK_FUNCTIONS has them all).
+constexpr std::size_t kLoggedNames = 10;
+
 // "a, b, c" of the names in `a` and not in `b` (schema-qualified; the kind for tables and views).
 std::string difference(const std::vector<LockName>& a, const std::vector<LockName>& b) {
     std::string out;
+    std::size_t listed = 0;
+    std::size_t more = 0;
     for (const LockName& n : a) {
         if (n.source == LockNameSource::Unknown) continue;
         if (std::find(b.begin(), b.end(), n) != b.end()) continue;
-        if (!out.empty()) out += ", ";
+        if (listed == kLoggedNames) {
+            ++more;
+            continue;
+        }
+        if (listed++ > 0) out += ", ";
         out += n.schema + "." + n.name;
         if (n.kind == "table" || n.kind == "view") out += " (" + n.kind + ")";
     }
+    if (more > 0) out += " and " + std::to_string(more) + " more";
     return out;
 }
 
@@ -69,9 +79,10 @@ const LockTrigger& LockCatalog::attach(const std::string& database) {
     if (!slot) {
         slot = std::make_unique<Database>();
         slot->name = database;
+        // Until the first discovery has finished (milliseconds after the first login), the
+        // built-in and configured names. Probing everything meanwhile would be safer, but would
+        // probe the first transactions of every fresh pool, which every client would notice.
         slot->trigger.scanner = base_;
-        // Until the first discovery has run, a wrapper could be anything.
-        slot->trigger.probe_all = enabled();
     }
     return slot->trigger;
 }
@@ -119,8 +130,6 @@ void LockCatalog::apply_config() {
             db->rerun = true;
         } else if (db->connected && !stopped_) {
             start(*db);
-        } else {
-            db->trigger.probe_all = true;
         }
     }
 }
@@ -205,7 +214,10 @@ void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string er
         return;
     }
     db.last_error.clear();
-    install(db, discover_lock_names(*snapshot, configured()));
+    const std::uint64_t scan_started_us = Worker::now_us();
+    std::vector<LockName> names = discover_lock_names(*snapshot, configured());
+    db.last_scan_us = Worker::now_us() - scan_started_us;
+    install(db, std::move(names));
     db.discovered_at_ms = now;
     db.next_run_ms = now + interval_ms(worker_.config());
     if (db.rerun && !stopped_) {
@@ -227,10 +239,11 @@ void LockCatalog::install(Database& db, std::vector<LockName> names) {
                                                              : spdlog::level::info;
         spdlog::log(level,
                     "lock functions of database \"{}\": {} discovered{}{}; {} unreadable (unknown); "
-                    "discovery took {} ms",
+                    "discovery took {} ms (catalog query {} ms, scan {} ms)",
                     db.name, count_known(names), added.empty() ? "" : ", added: " + added,
                     removed.empty() ? "" : ", removed: " + removed, unknown,
-                    db.last_duration_us / 1000);
+                    (db.last_duration_us + db.last_scan_us) / 1000, db.last_duration_us / 1000,
+                    db.last_scan_us / 1000);
     }
     db.names = std::move(names);
 }

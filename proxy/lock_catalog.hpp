@@ -11,9 +11,9 @@
 // when the database's first pool logs in, on RELOAD/SIGHUP, every
 // advisory_lock_discovery_interval, and right after a transaction through pgtether that created,
 // altered or dropped a function, procedure, trigger or view (protocol::kEffectCatalogChange).
-// From such a transaction's end (and before the database's first discovery) until the run that
-// follows it finishes, every transaction in the database counts as lock-relevant (probe_all):
-// a wrapper created a moment ago is tethered even before discovery has seen it. A failed run is
+// From such a transaction's end until the run that follows it finishes, every transaction in the
+// database counts as lock-relevant (probe_all): a wrapper created a moment ago is tethered even
+// before discovery has seen it. A failed run is
 // logged and retried; the database keeps the names it had. Nothing here ever makes a client wait.
 #pragma once
 
@@ -52,7 +52,8 @@ class LockCatalog {
         LockTrigger trigger;
         std::vector<LockName> names;          // the last successful discovery's result
         std::uint64_t discovered_at_ms = 0;   // loop time of that discovery; 0: none yet
-        std::uint64_t last_duration_us = 0;   // its query's time, connection included
+        std::uint64_t last_duration_us = 0;   // the last run's query, connection included
+        std::uint64_t last_scan_us = 0;       // the last successful run's fixed point
         std::uint64_t runs = 0;               // discovery runs finished, failed ones included
         std::uint64_t failures = 0;
         std::string last_error;               // of the last run; empty if it succeeded

@@ -86,14 +86,6 @@ PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
     return pool_config("transaction", 2, extra);
 }
 
-int locks_held(long long key) {
-    Conn direct = Conn::must(direct_conninfo());
-    return std::stoi(scalar(direct,
-                            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
-                            "objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = " +
-                                std::to_string(key)));
-}
-
 // SHOW LOCK_FUNCTIONS' row for `name` in `database`; nullopt when there is none.
 std::optional<NamedRow> lock_function(const Pgtether& pooler, const std::string& database,
                                       const std::string& name) {
@@ -120,12 +112,12 @@ void check_tethered_by(const Pgtether& pooler, const std::string& database,
     Conn holder = Conn::must(conninfo);
     Conn other = Conn::must(conninfo);
     PGT_REQUIRE_OK(holder.exec(lock_sql));
-    CHECK(locks_held(key) == 1);
+    CHECK(advisory_locks_held(key) == 1);
     CHECK(scalar(other, "SELECT pg_try_advisory_lock(" + std::to_string(key) + ")") == "f");
     CHECK_FALSE(two_transactions_fit(conninfo));
     // The unlock goes to the backend that holds the lock, through the unlock wrapper.
     CHECK(scalar(holder, "SELECT release_job_lock(" + std::to_string(key) + ")") == "t");
-    CHECK(locks_held(key) == 0);
+    CHECK(advisory_locks_held(key) == 0);
     CHECK(two_transactions_fit(conninfo));
     CHECK(scalar(other, "SELECT pg_try_advisory_lock(" + std::to_string(key) + ")") == "t");
     CHECK(scalar(other, "SELECT release_job_lock(" + std::to_string(key) + ")") == "t");
@@ -194,11 +186,11 @@ TEST_CASE("wrappers, procedures, triggers and views found in the catalog tether 
 TEST_CASE("without discovery a wrapper is not tethered (the hole discovery closes)") {
     ScratchDatabase db("off");
     db.exec_ok(kSchema);
-    Pgtether pooler(two_backends({{"advisory_lock_discovery", "0"}}));
+    Pgtether pooler(two_backends({{"advisory_lock_discovery", "off"}}));
     const std::string conninfo = pooler.conninfo("", db.name());
     Conn holder = Conn::must(conninfo);
     PGT_REQUIRE_OK(holder.exec("SELECT sql_lock(731010)"));
-    CHECK(locks_held(731010) == 1);
+    CHECK(advisory_locks_held(731010) == 1);
     // The backend that holds the lock went back to the pool: a leak, not a tether.
     CHECK(two_transactions_fit(conninfo));
     CHECK_FALSE(lock_function(pooler, db.name(), "sql_lock"));

@@ -116,6 +116,14 @@ int backends_of(const std::string& user, const std::string& extra_condition) {
     return std::stoi(r.value());
 }
 
+int advisory_locks_held(long long key) {
+    Conn direct = Conn::must(direct_conninfo());
+    return std::stoi(scalar(direct,
+                            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                            "objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = " +
+                                std::to_string(key)));
+}
+
 bool settled(const std::string& user, std::chrono::milliseconds timeout) {
     return eventually([&] { return backends_of(user) == 0; }, timeout);
 }
