@@ -83,6 +83,8 @@ class ScratchDatabase {
 
 PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
     extra.emplace("query_wait_timeout", "20");
+    // No allowance on top of the pool: a tethered client visibly takes one of the two backends.
+    extra.emplace("tether_reserve_size", "0");
     return pool_config("transaction", 2, extra);
 }
 
