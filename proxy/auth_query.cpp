@@ -13,12 +13,12 @@ AuthQuery* AuthQuery::create(Worker& worker, Target target, std::string user, Ca
     // The user name is a bound parameter: no quoting, no injection.
     request.params = {user};
     request.max_rows = 1;  // a second row is counted, and is an error
-    self->query_ = SideQuery::create(
-        worker, std::move(request), [self, user = std::move(user)](SideQuery::Result&& answer) {
-            Callback callback = std::move(self->done_);
-            delete self;
-            if (callback) callback(interpret(std::move(answer), user));
-        });
+    self->query_ = SideQuery::create(worker, std::move(request),
+                                     [self, user = std::move(user)](SideQuery::Result&& answer) {
+                                         Callback callback = std::move(self->done_);
+                                         delete self;
+                                         if (callback) callback(interpret(std::move(answer), user));
+                                     });
     return self;
 }
 

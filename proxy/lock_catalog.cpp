@@ -49,9 +49,9 @@ std::string difference(const std::vector<LockName>& a, const std::vector<LockNam
 }
 
 std::size_t count_known(const std::vector<LockName>& names) {
-    return static_cast<std::size_t>(std::count_if(names.begin(), names.end(), [](const LockName& n) {
-        return n.source != LockNameSource::Unknown;
-    }));
+    return static_cast<std::size_t>(
+        std::count_if(names.begin(), names.end(),
+                      [](const LockName& n) { return n.source != LockNameSource::Unknown; }));
 }
 
 }  // namespace
@@ -124,8 +124,8 @@ void LockCatalog::apply_config() {
         }
         // The configured names seed the fixed point: rediscover with them. Meanwhile the old
         // discovered names stay, with the new configured ones.
-        db->trigger.scanner = std::make_shared<protocol::SqlScanner>(
-            trigger_names(configured(), db->names));
+        db->trigger.scanner =
+            std::make_shared<protocol::SqlScanner>(trigger_names(configured(), db->names));
         if (db->running) {
             db->rerun = true;
         } else if (db->connected && !stopped_) {
@@ -179,15 +179,17 @@ void LockCatalog::start(Database& db) {
     request.max_message = kMaxMessage;
     db.run_started_us = Worker::now_us();
     Database* target = &db;
-    db.running = SideQuery::create(worker_, std::move(request), [this, target](SideQuery::Result&& r) {
-        target->running = nullptr;
-        std::string error = !r.error.empty()         ? r.error
-                            : !r.query_error.empty() ? "discovery query failed: " + r.query_error
-                            : r.row_count > r.rows.size()
-                                ? "more than " + std::to_string(kMaxRows) + " catalog objects"
-                                : std::string();
-        finished(*target, std::move(r.rows), std::move(error));
-    });
+    db.running =
+        SideQuery::create(worker_, std::move(request), [this, target](SideQuery::Result&& r) {
+            target->running = nullptr;
+            std::string error = !r.error.empty() ? r.error
+                                : !r.query_error.empty()
+                                    ? "discovery query failed: " + r.query_error
+                                : r.row_count > r.rows.size()
+                                    ? "more than " + std::to_string(kMaxRows) + " catalog objects"
+                                    : std::string();
+            finished(*target, std::move(r.rows), std::move(error));
+        });
     // begin() may call back at once (no socket): keep nothing of `request` after it.
     db.running->begin();
 }
@@ -205,9 +207,10 @@ void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string er
         db.failures++;
         db.last_error = error;
         const std::uint64_t retry = std::min(kRetryMs, interval_ms(worker_.config()));
-        spdlog::warn("lock function discovery for database \"{}\" failed: {}; keeping the {} "
-                     "names found before, retrying in {} s",
-                     db.name, error, count_known(db.names), retry / 1000);
+        spdlog::warn(
+            "lock function discovery for database \"{}\" failed: {}; keeping the {} "
+            "names found before, retrying in {} s",
+            db.name, error, count_known(db.names), retry / 1000);
         // Waiting for a success could take forever: fall back to the names known so far.
         db.trigger.probe_all = false;
         db.next_run_ms = now + retry;
@@ -234,16 +237,18 @@ void LockCatalog::install(Database& db, std::vector<LockName> names) {
     const std::size_t unknown = names.size() - count_known(names);
     const std::size_t unknown_before = db.names.size() - count_known(db.names);
     if (!added.empty() || !removed.empty() || unknown != unknown_before || first) {
-        db.trigger.scanner = std::make_shared<protocol::SqlScanner>(trigger_names(configured(), names));
-        const auto level = added.empty() && removed.empty() ? spdlog::level::debug
-                                                             : spdlog::level::info;
-        spdlog::log(level,
-                    "lock functions of database \"{}\": {} discovered{}{}; {} unreadable (unknown); "
-                    "discovery took {} ms (catalog query {} ms, scan {} ms)",
-                    db.name, count_known(names), added.empty() ? "" : ", added: " + added,
-                    removed.empty() ? "" : ", removed: " + removed, unknown,
-                    (db.last_duration_us + db.last_scan_us) / 1000, db.last_duration_us / 1000,
-                    db.last_scan_us / 1000);
+        db.trigger.scanner =
+            std::make_shared<protocol::SqlScanner>(trigger_names(configured(), names));
+        const auto level =
+            added.empty() && removed.empty() ? spdlog::level::debug : spdlog::level::info;
+        spdlog::log(
+            level,
+            "lock functions of database \"{}\": {} discovered{}{}; {} unreadable (unknown); "
+            "discovery took {} ms (catalog query {} ms, scan {} ms)",
+            db.name, count_known(names), added.empty() ? "" : ", added: " + added,
+            removed.empty() ? "" : ", removed: " + removed, unknown,
+            (db.last_duration_us + db.last_scan_us) / 1000, db.last_duration_us / 1000,
+            db.last_scan_us / 1000);
     }
     db.names = std::move(names);
 }

@@ -50,16 +50,16 @@ class LockCatalog {
     struct Database {
         std::string name;
         LockTrigger trigger;
-        std::vector<LockName> names;          // the last successful discovery's result
-        std::uint64_t discovered_at_ms = 0;   // loop time of that discovery; 0: none yet
-        std::uint64_t last_duration_us = 0;   // the last run's query, connection included
-        std::uint64_t last_scan_us = 0;       // the last successful run's fixed point
-        std::uint64_t runs = 0;               // discovery runs finished, failed ones included
+        std::vector<LockName> names;         // the last successful discovery's result
+        std::uint64_t discovered_at_ms = 0;  // loop time of that discovery; 0: none yet
+        std::uint64_t last_duration_us = 0;  // the last run's query, connection included
+        std::uint64_t last_scan_us = 0;      // the last successful run's fixed point
+        std::uint64_t runs = 0;              // discovery runs finished, failed ones included
         std::uint64_t failures = 0;
-        std::string last_error;               // of the last run; empty if it succeeded
-        bool connected = false;               // some pool of the database has logged in
-        std::uint64_t next_run_ms = 0;        // loop time of the next periodic run or retry
-        bool rerun = false;                   // a catalog change came in while a run was going
+        std::string last_error;         // of the last run; empty if it succeeded
+        bool connected = false;         // some pool of the database has logged in
+        std::uint64_t next_run_ms = 0;  // loop time of the next periodic run or retry
+        bool rerun = false;             // a catalog change came in while a run was going
         SideQuery* running = nullptr;
         std::uint64_t run_started_us = 0;
     };

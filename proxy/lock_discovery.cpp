@@ -66,8 +66,8 @@ std::optional<CatalogSnapshot> decode_lock_discovery(const std::vector<Row>& row
         const std::string& kind = *row[0];
         if (kind == "f") {
             if (!row[4] || !row[5]) return std::nullopt;
-            snapshot.functions.push_back({*row[1], *row[2], *row[3], *row[4], *row[5] == "p",
-                                          row[6].value_or("")});
+            snapshot.functions.push_back(
+                {*row[1], *row[2], *row[3], *row[4], *row[5] == "p", row[6].value_or("")});
         } else if (kind == "t") {
             if (!row[4]) return std::nullopt;
             snapshot.triggers.push_back({*row[1], *row[2], *row[3], *row[4]});
@@ -83,20 +83,27 @@ std::optional<CatalogSnapshot> decode_lock_discovery(const std::vector<Row>& row
 
 const char* to_string(LockNameSource source) {
     switch (source) {
-        case LockNameSource::Builtin: return "builtin";
-        case LockNameSource::Configured: return "configured";
-        case LockNameSource::Discovered: return "discovered";
-        case LockNameSource::TriggerTable: return "via trigger";
-        case LockNameSource::View: return "via view";
-        case LockNameSource::Unknown: return "unknown";
+        case LockNameSource::Builtin:
+            return "builtin";
+        case LockNameSource::Configured:
+            return "configured";
+        case LockNameSource::Discovered:
+            return "discovered";
+        case LockNameSource::TriggerTable:
+            return "via trigger";
+        case LockNameSource::View:
+            return "via view";
+        case LockNameSource::Unknown:
+            return "unknown";
     }
     return "?";
 }
 
 const std::vector<std::string>& builtin_lock_functions() {
     static const std::vector<std::string> kNames = {
-        "pg_advisory_lock",     "pg_advisory_lock_shared",     "pg_try_advisory_lock",
-        "pg_try_advisory_lock_shared", "pg_advisory_unlock", "pg_advisory_unlock_shared",
+        "pg_advisory_lock",       "pg_advisory_lock_shared",
+        "pg_try_advisory_lock",   "pg_try_advisory_lock_shared",
+        "pg_advisory_unlock",     "pg_advisory_unlock_shared",
         "pg_advisory_unlock_all",
     };
     return kNames;
@@ -170,8 +177,7 @@ std::vector<LockName> discover_lock_names(const CatalogSnapshot& snapshot,
         const CatalogTrigger& t = snapshot.triggers[i];
         const CatalogFunction& f = functions[functions_by_oid.at(t.function_oid).front()];
         result.push_back({t.table_schema, t.table_name, "table", LockNameSource::TriggerTable,
-                          t.trigger_name + " (function " + f.schema + "." + f.name +
-                              ")"});
+                          t.trigger_name + " (function " + f.schema + "." + f.name + ")"});
     }
     for (std::size_t i = 0; i < views.size(); ++i) {
         if (view_found[i]) {
@@ -179,17 +185,16 @@ std::vector<LockName> discover_lock_names(const CatalogSnapshot& snapshot,
         }
     }
 
-    const auto key = [](const LockName& n) {
-        return std::tie(n.source, n.schema, n.name, n.kind);
-    };
+    const auto key = [](const LockName& n) { return std::tie(n.source, n.schema, n.name, n.kind); };
     std::sort(result.begin(), result.end(), [&](const LockName& a, const LockName& b) {
         return std::tie(a.source, a.schema, a.name, a.kind, a.detail) <
                std::tie(b.source, b.schema, b.name, b.kind, b.detail);
     });
     // Overloads and a table with many lock-taking triggers: one entry each (the first detail).
-    result.erase(std::unique(result.begin(), result.end(),
-                             [&](const LockName& a, const LockName& b) { return key(a) == key(b); }),
-                 result.end());
+    result.erase(
+        std::unique(result.begin(), result.end(),
+                    [&](const LockName& a, const LockName& b) { return key(a) == key(b); }),
+        result.end());
     return result;
 }
 

@@ -9,7 +9,8 @@
 //   * a function whose body calls a session lock function (pg_advisory_lock & co, not the _xact_
 //     ones) or a configured name, or — to a fixed point — any name already found (a wrapper that
 //     calls a wrapper, a function that inserts into a table whose trigger locks, ...);
-//   * a table that has a trigger whose function was found: a statement naming the table may fire it;
+//   * a table that has a trigger whose function was found: a statement naming the table may fire
+//   it;
 //   * a view whose definition mentions a name found: a statement naming the view may call it.
 // Bodies are scanned by protocol::SqlScanner, so names match as it matches them in client text:
 // any case, schema-qualified, quoted, inside string literals (EXECUTE '...') and nested bodies.

@@ -28,7 +28,10 @@ void SideQuery::begin() {
 }
 
 SideQuery::SideQuery(Worker& worker, Request request, Callback done)
-    : worker_(worker), request_(std::move(request)), done_(std::move(done)), stream_(worker, *this) {}
+    : worker_(worker),
+      request_(std::move(request)),
+      done_(std::move(done)),
+      stream_(worker, *this) {}
 
 void SideQuery::cancel() {
     done_ = nullptr;
@@ -204,8 +207,7 @@ std::size_t SideQuery::handle_login(ByteSpan data) {
                 }
                 auto reply = login_->on_authentication(*message);
                 if (!reply.ok) {
-                    fail("login as \"" + request_.credentials.user + "\" failed: " +
-                         reply.error);
+                    fail("login as \"" + request_.credentials.user + "\" failed: " + reply.error);
                     return data.size();
                 }
                 if (!reply.send.empty()) stream_.write(reply.send);
@@ -213,8 +215,8 @@ std::size_t SideQuery::handle_login(ByteSpan data) {
             }
             case be::kErrorResponse: {
                 auto error = protocol::parse_error_fields(body);
-                fail("login as \"" + request_.credentials.user + "\" failed: " +
-                     (error ? error->message : std::string("invalid error")));
+                fail("login as \"" + request_.credentials.user +
+                     "\" failed: " + (error ? error->message : std::string("invalid error")));
                 return data.size();
             }
             case be::kReadyForQuery: {

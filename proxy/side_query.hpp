@@ -38,9 +38,9 @@ class SideQuery final : public Stream::Handler {
         std::string application_name;   // "pgtether auth_query", ...
         std::string query;              // one statement, $1... for `params`
         std::vector<std::optional<std::string>> params;
-        std::size_t max_rows = 1;            // rows kept; further rows are only counted
-        std::size_t max_row_bytes = 1 << 20; // all kept rows together; more fails the query
-        std::uint32_t max_message = 1 << 20; // any one message from the server
+        std::size_t max_rows = 1;             // rows kept; further rows are only counted
+        std::size_t max_row_bytes = 1 << 20;  // all kept rows together; more fails the query
+        std::uint32_t max_message = 1 << 20;  // any one message from the server
     };
     struct Result {
         // Connecting, TLS or login failed, or the server misbehaved: why. Empty if the query ran.

@@ -201,8 +201,9 @@ TEST_CASE("without discovery a wrapper is not tethered (the hole discovery close
 
 TEST_CASE("a wrapper created and dropped through pgtether is discovered without a reload") {
     ScratchDatabase db("ddl");
-    db.exec_ok("CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
-               "AS 'SELECT pg_advisory_unlock(k)'");
+    db.exec_ok(
+        "CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
+        "AS 'SELECT pg_advisory_unlock(k)'");
     // A long interval: only the catalog change can explain a discovery.
     Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"}}));
     const std::string& name = db.name();
@@ -211,8 +212,9 @@ TEST_CASE("a wrapper created and dropped through pgtether is discovered without 
     PGT_REQUIRE_OK(ddl.exec("SELECT 1"));
     REQUIRE(eventually([&] { return found_as(pooler, name, "release_job_lock", "discovered"); }));
 
-    PGT_REQUIRE_OK(ddl.exec("CREATE FUNCTION late_lock(k bigint) RETURNS void LANGUAGE plpgsql "
-                            "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$"));
+    PGT_REQUIRE_OK(
+        ddl.exec("CREATE FUNCTION late_lock(k bigint) RETURNS void LANGUAGE plpgsql "
+                 "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$"));
     // Called at once, maybe before discovery has finished: tethered all the same.
     check_tethered_by(pooler, name, "SELECT late_lock(731020)", 731020);
     REQUIRE(eventually([&] { return found_as(pooler, name, "late_lock", "discovered"); }));
@@ -222,8 +224,9 @@ TEST_CASE("a wrapper created and dropped through pgtether is discovered without 
 
     // In an explicit transaction, with CREATE OR REPLACE: discovery runs after the COMMIT.
     PGT_REQUIRE_OK(ddl.exec("BEGIN"));
-    PGT_REQUIRE_OK(ddl.exec("CREATE OR REPLACE FUNCTION other_lock(k bigint) RETURNS void "
-                            "LANGUAGE sql AS 'SELECT pg_advisory_lock_shared(k)'"));
+    PGT_REQUIRE_OK(
+        ddl.exec("CREATE OR REPLACE FUNCTION other_lock(k bigint) RETURNS void "
+                 "LANGUAGE sql AS 'SELECT pg_advisory_lock_shared(k)'"));
     PGT_REQUIRE_OK(ddl.exec("COMMIT"));
     REQUIRE(eventually([&] { return found_as(pooler, name, "other_lock", "discovered"); }));
 
@@ -233,8 +236,9 @@ TEST_CASE("a wrapper created and dropped through pgtether is discovered without 
     CHECK(found_as(pooler, name, "other_lock", "discovered"));
 
     // A wrapper created behind pgtether's back (a direct connection) waits for the interval...
-    db.exec_ok("CREATE FUNCTION direct_lock(k bigint) RETURNS void LANGUAGE sql "
-               "AS 'SELECT pg_advisory_lock(k)'");
+    db.exec_ok(
+        "CREATE FUNCTION direct_lock(k bigint) RETURNS void LANGUAGE sql "
+        "AS 'SELECT pg_advisory_lock(k)'");
     std::this_thread::sleep_for(500ms);
     CHECK_FALSE(lock_function(pooler, name, "direct_lock"));
     // ... or for a RELOAD.
@@ -266,7 +270,8 @@ TEST_CASE("a database whose discovery fails keeps serving, and discovery is retr
     CHECK(eventually([&] {
         auto log = pooler.log();
         std::size_t count = 0;
-        for (std::size_t at = log.find("lock function discovery for database"); at != std::string::npos;
+        for (std::size_t at = log.find("lock function discovery for database");
+             at != std::string::npos;
              at = log.find("lock function discovery for database", at + 1)) {
             ++count;
         }

@@ -23,8 +23,8 @@ CatalogFunction sql(std::string oid, std::string name, std::string body) {
 std::vector<std::string> describe(const std::vector<LockName>& names) {
     std::vector<std::string> out;
     for (const LockName& n : names) {
-        std::string line = std::string(to_string(n.source)) + " " + n.schema + "." + n.name + " " +
-                           n.kind;
+        std::string line =
+            std::string(to_string(n.source)) + " " + n.schema + "." + n.name + " " + n.kind;
         if (!n.detail.empty()) line += " [" + n.detail + "]";
         out.push_back(line);
     }
@@ -54,8 +54,8 @@ TEST_CASE("lock discovery: bodies that call a session lock function, and those t
         {"unlock all", sql("1", "f", "SELECT pg_advisory_unlock_all()"), true},
         {"qualified, upper case", sql("1", "f", "SELECT PG_CATALOG.PG_ADVISORY_LOCK(1)"), true},
         {"quoted", sql("1", "f", "SELECT \"pg_advisory_lock\"(1)"), true},
-        {"dynamic SQL", plpgsql("1", "f", "BEGIN EXECUTE 'SELECT pg_advisory_lock(' || k || ')'; END"),
-         true},
+        {"dynamic SQL",
+         plpgsql("1", "f", "BEGIN EXECUTE 'SELECT pg_advisory_lock(' || k || ')'; END"), true},
         {"SQL-standard body (deparsed)",
          sql("1", "f",
              "CREATE OR REPLACE FUNCTION public.f(k bigint)\n RETURNS void\n LANGUAGE sql\n"
@@ -100,7 +100,8 @@ TEST_CASE("lock discovery: configured names seed the fixed point") {
         sql("1", "calls_configured", "SELECT my_c_lock(1)"),
         sql("2", "bystander", "SELECT 1"),
     };
-    CHECK(discover(snapshot, {"my_c_lock"}) == Lines{"discovered public.calls_configured function"});
+    CHECK(discover(snapshot, {"my_c_lock"}) ==
+          Lines{"discovered public.calls_configured function"});
     CHECK(discover(snapshot) == Lines{});
 }
 
@@ -159,7 +160,8 @@ TEST_CASE("lock discovery: unreadable bodies are unknown, not guessed") {
     snapshot.functions = {
         {"1", "public", "c_func", "c", false, "c_func_symbol"},
         {"2", "public", "internal_func", "internal", false, "pg_advisory_lock_int8"},
-        {"3", "public", "py_lock", "plpython3u", false, "plpy.execute('SELECT pg_advisory_lock(1)')"},
+        {"3", "public", "py_lock", "plpython3u", false,
+         "plpy.execute('SELECT pg_advisory_lock(1)')"},
         {"4", "public", "py_other", "plpython3u", false, "return 1"},
     };
     // A trigger whose function is unknown does not make its table lock-relevant.
