@@ -119,13 +119,14 @@ void LockCatalog::apply_config() {
             db->rerun = false;
             db->names.clear();
             db->discovered_at_ms = 0;
+            db->overflow = false;
             db->trigger = LockTrigger{base_, false};
             continue;
         }
         // The configured names seed the fixed point: rediscover with them. Meanwhile the old
         // discovered names stay, with the new configured ones.
-        db->trigger.scanner =
-            std::make_shared<protocol::SqlScanner>(trigger_names(configured(), db->names));
+        rebuild_scanner(*db, db->names, !db->overflow);
+        if (db->overflow) db->trigger.probe_all = true;
         if (db->running) {
             db->rerun = true;
         } else if (db->connected && !stopped_) {
@@ -212,33 +213,42 @@ void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string er
             "names found before, retrying in {} s",
             db.name, error, count_known(db.names), retry / 1000);
         // Waiting for a success could take forever: fall back to the names known so far.
-        db.trigger.probe_all = false;
+        db.trigger.probe_all = db.overflow;
         db.next_run_ms = now + retry;
         return;
     }
     db.last_error.clear();
     const std::uint64_t scan_started_us = Worker::now_us();
-    std::vector<LockName> names = discover_lock_names(*snapshot, configured());
+    LockDiscovery found = discover_lock_names(*snapshot, configured());
     db.last_scan_us = Worker::now_us() - scan_started_us;
-    install(db, std::move(names));
+    install(db, std::move(found));
     db.discovered_at_ms = now;
     db.next_run_ms = now + interval_ms(worker_.config());
     if (db.rerun && !stopped_) {
         start(db);  // a catalog change arrived meanwhile: probe_all stays until this one is done
     } else {
-        db.trigger.probe_all = false;
+        db.trigger.probe_all = db.overflow;
     }
 }
 
-void LockCatalog::install(Database& db, std::vector<LockName> names) {
+void LockCatalog::install(Database& db, LockDiscovery found) {
+    std::vector<LockName>& names = found.names;
     const bool first = db.discovered_at_ms == 0;
     const std::string added = difference(names, db.names);
     const std::string removed = difference(db.names, names);
     const std::size_t unknown = names.size() - count_known(names);
     const std::size_t unknown_before = db.names.size() - count_known(db.names);
-    if (!added.empty() || !removed.empty() || unknown != unknown_before || first) {
-        db.trigger.scanner =
-            std::make_shared<protocol::SqlScanner>(trigger_names(configured(), names));
+    const bool overflow_before = db.overflow;
+    if (!added.empty() || !removed.empty() || unknown != unknown_before || first ||
+        overflow_before != !found.complete) {
+        rebuild_scanner(db, names, found.complete);
+        if (db.overflow && !overflow_before) {
+            spdlog::warn(
+                "lock functions of database \"{}\": more than {} bytes of names or wrapper "
+                "chains deeper than {}; every transaction in it is probed, as with "
+                "advisory_lock_tracking = every_transaction",
+                db.name, kMaxTriggerNameBytes, kMaxDiscoveryRounds);
+        }
         const auto level =
             added.empty() && removed.empty() ? spdlog::level::debug : spdlog::level::info;
         spdlog::log(
@@ -251,6 +261,12 @@ void LockCatalog::install(Database& db, std::vector<LockName> names) {
             db.last_scan_us / 1000);
     }
     db.names = std::move(names);
+}
+
+void LockCatalog::rebuild_scanner(Database& db, const std::vector<LockName>& names, bool complete) {
+    std::vector<std::string> trigger = trigger_names(configured(), names);
+    db.overflow = !complete || trigger_too_large(trigger);
+    db.trigger.scanner = db.overflow ? base_ : std::make_shared<protocol::SqlScanner>(trigger);
 }
 
 }  // namespace pgtether

@@ -60,6 +60,9 @@ class LockCatalog {
         bool connected = false;         // some pool of the database has logged in
         std::uint64_t next_run_ms = 0;  // loop time of the next periodic run or retry
         bool rerun = false;             // a catalog change came in while a run was going
+        // The names found are too many for a scanner (kMaxTriggerNameBytes), or the fixed point
+        // was cut short (kMaxDiscoveryRounds): every transaction in the database is probed.
+        bool overflow = false;
         SideQuery* running = nullptr;
         std::uint64_t run_started_us = 0;
     };
@@ -95,7 +98,10 @@ class LockCatalog {
   private:
     void start(Database& database);
     void finished(Database& database, std::vector<Row>&& rows, std::string error);
-    void install(Database& database, std::vector<LockName> names);
+    void install(Database& database, LockDiscovery found);
+    // The database's scanner from the configured names and `names`, or the built-in and
+    // configured ones only when there are too many (then `overflow` is set).
+    void rebuild_scanner(Database& database, const std::vector<LockName>& names, bool complete);
     // A pool of `database` that has logged in, whose entry and credentials discovery uses.
     const Pool* pool_of(const std::string& database) const;
 

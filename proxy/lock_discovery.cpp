@@ -109,8 +109,8 @@ const std::vector<std::string>& builtin_lock_functions() {
     return kNames;
 }
 
-std::vector<LockName> discover_lock_names(const CatalogSnapshot& snapshot,
-                                          const std::vector<std::string>& configured) {
+LockDiscovery discover_lock_names(const CatalogSnapshot& snapshot,
+                                  const std::vector<std::string>& configured) {
     const auto& functions = snapshot.functions;
     const auto& views = snapshot.views;
     std::vector<bool> function_found(functions.size(), false);
@@ -121,11 +121,11 @@ std::vector<LockName> discover_lock_names(const CatalogSnapshot& snapshot,
         functions_by_oid[functions[i].oid].push_back(i);
 
     // Fixed point: each round scans what is not found yet with every name found so far. A round
-    // that adds nothing ends it; every round adds at least one object, so there are at most as
-    // many rounds as objects (in practice the depth of the wrapper chains, plus one).
+    // that adds nothing ends it (in practice after the depth of the wrapper chains, plus one).
     std::vector<std::string> names = configured;
     bool changed = true;
-    while (changed) {
+    int rounds = 0;
+    while (changed && !trigger_too_large(names) && rounds++ < kMaxDiscoveryRounds) {
         changed = false;
         const protocol::SqlScanner scanner(names);
         std::vector<std::string> added;
@@ -159,7 +159,9 @@ std::vector<LockName> discover_lock_names(const CatalogSnapshot& snapshot,
         }
     }
 
-    std::vector<LockName> result;
+    LockDiscovery discovery;
+    discovery.complete = !changed;
+    std::vector<LockName>& result = discovery.names;
     for (std::size_t i = 0; i < functions.size(); ++i) {
         const CatalogFunction& f = functions[i];
         const char* kind = f.procedure ? "procedure" : "function";
@@ -195,7 +197,14 @@ std::vector<LockName> discover_lock_names(const CatalogSnapshot& snapshot,
         std::unique(result.begin(), result.end(),
                     [&](const LockName& a, const LockName& b) { return key(a) == key(b); }),
         result.end());
-    return result;
+    return discovery;
+}
+
+bool trigger_too_large(const std::vector<std::string>& names) {
+    std::size_t bytes = 0;
+    for (const std::string& name : names)
+        bytes += name.size();
+    return bytes > kMaxTriggerNameBytes;
 }
 
 std::vector<std::string> trigger_names(const std::vector<std::string>& configured,

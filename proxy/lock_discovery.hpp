@@ -89,17 +89,37 @@ struct LockName {
 // The session lock functions the scanner always matches.
 const std::vector<std::string>& builtin_lock_functions();
 
+struct LockDiscovery {
+    std::vector<LockName> names;
+    // False when the fixed point was cut short (more than kMaxDiscoveryRounds rounds, or names
+    // past kMaxTriggerNameBytes): the names are incomplete, so every transaction in the database
+    // must be probed.
+    bool complete = true;
+};
+
+// Wrapper chains deeper than this (a wrapper calling a wrapper calling ...) are not followed to
+// the end: each round rebuilds a scanner and rescans every body, and discovery runs on the
+// worker's loop, so a schema must not be able to make it run for long.
+inline constexpr int kMaxDiscoveryRounds = 16;
+
 // Every name of `snapshot` that can take or release a session lock, found to a fixed point,
 // starting from the built-in lock functions and `configured`; then the unknown functions. The
 // builtin and configured names themselves are not in the result. Ordered by source, then schema,
 // then name; one entry per (source, schema, name, kind) — overloads collapse into one.
-std::vector<LockName> discover_lock_names(const CatalogSnapshot& snapshot,
-                                          const std::vector<std::string>& configured);
+LockDiscovery discover_lock_names(const CatalogSnapshot& snapshot,
+                                  const std::vector<std::string>& configured);
 
 // The names to add to the database's trigger (protocol::SqlScanner's extra names): the
 // configured ones and every discovered, trigger-table and view name, unqualified, without
 // duplicates.
 std::vector<std::string> trigger_names(const std::vector<std::string>& configured,
                                        const std::vector<LockName>& discovered);
+
+// The scanner's automaton grows with the names' total length (a table row per name byte): past
+// this many bytes of names, a database's trigger is not built from them — every transaction
+// there is probed instead (safe, and what so many wrappers would cost anyway), and the fixed
+// point stops early. Bounds what a database's schema can make pgtether hold (~10 MB).
+inline constexpr std::size_t kMaxTriggerNameBytes = 64 * 1024;
+[[nodiscard]] bool trigger_too_large(const std::vector<std::string>& names);
 
 }  // namespace pgtether

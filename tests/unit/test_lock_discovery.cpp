@@ -33,7 +33,9 @@ std::vector<std::string> describe(const std::vector<LockName>& names) {
 
 std::vector<std::string> discover(const CatalogSnapshot& snapshot,
                                   const std::vector<std::string>& configured = {}) {
-    return describe(discover_lock_names(snapshot, configured));
+    const auto found = discover_lock_names(snapshot, configured);
+    CHECK(found.complete);
+    return describe(found.names);
 }
 
 using Lines = std::vector<std::string>;
@@ -183,10 +185,44 @@ TEST_CASE("lock discovery: the names the trigger matches") {
     };
     snapshot.triggers = {{"10", "public", "jobs", "jobs_lock"}};
     snapshot.views = {{"public", "v", "SELECT lock_job_row(1)"}};
-    const auto found = discover_lock_names(snapshot, {"configured_one"});
+    const auto found = discover_lock_names(snapshot, {"configured_one"}).names;
     // Unqualified, each once, configured first; unknown functions are not matched.
     CHECK(trigger_names({"configured_one"}, found) ==
           std::vector<std::string>{"configured_one", "lock_job_row", "jobs", "v"});
+}
+
+TEST_CASE("lock discovery: a fixed point cut short says so") {
+    const auto name = [](int i, std::size_t length) {
+        std::string n = "wrapper_" + std::to_string(i);
+        return n + std::string(length - n.size(), 'x');
+    };
+    // A chain: f0 locks, f1 calls f0, ... listed deepest first, so each round finds one more.
+    const auto chain = [&](int n, std::size_t length) {
+        CatalogSnapshot snapshot;
+        for (int i = n - 1; i >= 1; --i) {
+            snapshot.functions.push_back(
+                sql(std::to_string(i), name(i, length), "SELECT " + name(i - 1, length) + "(1)"));
+        }
+        snapshot.functions.push_back(sql("0", name(0, length), "SELECT pg_advisory_lock(1)"));
+        return snapshot;
+    };
+    // As deep as the rounds allow: complete.
+    auto shallow = discover_lock_names(chain(kMaxDiscoveryRounds - 1, 20), {});
+    CHECK(shallow.complete);
+    CHECK(shallow.names.size() == static_cast<std::size_t>(kMaxDiscoveryRounds - 1));
+    // Deeper: cut short, incomplete.
+    auto deep = discover_lock_names(chain(kMaxDiscoveryRounds + 5, 20), {});
+    CHECK_FALSE(deep.complete);
+    CHECK(deep.names.size() == static_cast<std::size_t>(kMaxDiscoveryRounds));
+    // Names past the byte limit: 2,000 functions found in one round (they all lock directly).
+    CatalogSnapshot wide;
+    for (int i = 0; i < 2000; ++i) {
+        wide.functions.push_back(sql(std::to_string(i), name(i, 60), "SELECT pg_advisory_lock(1)"));
+    }
+    auto many = discover_lock_names(wide, {});
+    CHECK_FALSE(many.complete);
+    CHECK(trigger_too_large(trigger_names({}, many.names)));
+    CHECK_FALSE(trigger_too_large({"pg_advisory_lock", "acquire_job_lock"}));
 }
 
 TEST_CASE("lock discovery: decoding the query's rows") {
