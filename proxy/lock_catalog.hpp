@@ -1,5 +1,5 @@
 // The tether's trigger per database, kept up to date by discovering lock wrappers from the
-// catalog (docs/advisory-locks.md, "Wrappers"; the pure part is proxy/lock_discovery.hpp).
+// catalog (docs/advisory-locks.md, "Wrappers"; the pure part is core/lock_discovery.hpp).
 //
 // Every database entry a worker pools has a LockTrigger: a protocol::SqlScanner built from the
 // built-in lock functions, advisory_lock_functions and what discovery found in that database (the
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "protocol/sql_scanner.hpp"
-#include "proxy/lock_discovery.hpp"
+#include "core/lock_discovery.hpp"
 
 namespace pgtether {
 

@@ -1,4 +1,4 @@
-// Lock-wrapper discovery (proxy/lock_discovery.hpp): which functions, tables and views of a
+// Lock-wrapper discovery (core/lock_discovery.hpp): which functions, tables and views of a
 // catalog snapshot can take or release session advisory locks, to a fixed point. Each case states
 // the whole expected result, so a case also fails when discovery finds too much.
 #include <doctest/doctest.h>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "proxy/lock_discovery.hpp"
+#include "core/lock_discovery.hpp"
 
 using namespace pgtether;
 

@@ -18,7 +18,7 @@
 // bodies in other languages (PL/Python, PL/Perl, ...) are searched as text, and reported as unknown
 // when nothing is found (their code can build a name the search cannot see).
 //
-// No I/O: proxy/lock_catalog.hpp runs the query on a side connection and applies the result.
+// Pure (core/): proxy/lock_catalog.hpp runs the query on a side connection and applies the result.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "proxy/tether.hpp"  // Row
 
 namespace pgtether {
+
+// A result row in text format, NULL as nullopt (as proxy/tether.hpp's Row).
+using Row = std::vector<std::optional<std::string>>;
 
 struct CatalogFunction {
     std::string oid;

@@ -1,4 +1,4 @@
-#include "proxy/lock_discovery.hpp"
+#include "core/lock_discovery.hpp"
 
 #include <algorithm>
 #include <map>
