@@ -125,7 +125,9 @@ void feed_code_point(MatchCursor& cursor, std::uint32_t cp) {
 
 enum class Keyword : std::uint8_t {
     Other,  // any other word or token
+    Alter,
     Close,
+    Constraint,
     Constraints,
     Create,
     Deallocate,
@@ -133,6 +135,8 @@ enum class Keyword : std::uint8_t {
     Discard,
     Drop,
     Execute,
+    Extension,
+    Function,
     Global,
     Hold,
     Insert,
@@ -140,16 +144,22 @@ enum class Keyword : std::uint8_t {
     Listen,
     Load,
     Local,
+    Materialized,
     Merge,
     Or,
     Prepare,
+    Procedure,
+    Recursive,
     Replace,
     Reset,
+    Routine,
     Set,
     Temp,
     Temporary,
     Transaction,
+    Trigger,
     Unlisten,
+    View,
     With,
 };
 
@@ -159,7 +169,9 @@ struct KeywordEntry {
 };
 
 constexpr KeywordEntry kKeywords[] = {
+    {"alter", Keyword::Alter},
     {"close", Keyword::Close},
+    {"constraint", Keyword::Constraint},
     {"constraints", Keyword::Constraints},
     {"create", Keyword::Create},
     {"deallocate", Keyword::Deallocate},
@@ -167,6 +179,8 @@ constexpr KeywordEntry kKeywords[] = {
     {"discard", Keyword::Discard},
     {"drop", Keyword::Drop},
     {"execute", Keyword::Execute},
+    {"extension", Keyword::Extension},
+    {"function", Keyword::Function},
     {"global", Keyword::Global},
     {"hold", Keyword::Hold},
     {"insert", Keyword::Insert},
@@ -174,19 +188,25 @@ constexpr KeywordEntry kKeywords[] = {
     {"listen", Keyword::Listen},
     {"load", Keyword::Load},
     {"local", Keyword::Local},
+    {"materialized", Keyword::Materialized},
     {"merge", Keyword::Merge},
     {"or", Keyword::Or},
     {"prepare", Keyword::Prepare},
+    {"procedure", Keyword::Procedure},
+    {"recursive", Keyword::Recursive},
     {"replace", Keyword::Replace},
     {"reset", Keyword::Reset},
+    {"routine", Keyword::Routine},
     {"set", Keyword::Set},
     {"temp", Keyword::Temp},
     {"temporary", Keyword::Temporary},
     {"transaction", Keyword::Transaction},
+    {"trigger", Keyword::Trigger},
     {"unlisten", Keyword::Unlisten},
+    {"view", Keyword::View},
     {"with", Keyword::With},
 };
-constexpr std::size_t kLongestKeyword = 11;
+constexpr std::size_t kLongestKeyword = 12;
 
 // Runs on every word of every statement, so it must reject most words after a byte or two: the
 // keywords are bucketed by first letter (at most four per letter) and each candidate is
@@ -250,6 +270,16 @@ class StatementTracker {
                     flags_ |= kEffectCursor;
                 }
                 break;
+            case Lead::Ddl:
+                // CREATE OR REPLACE TEMP RECURSIVE VIEW: only modifiers stand between the verb
+                // and the object word.
+                if (is_catalog_object(keyword)) {
+                    flags_ |= kEffectCatalogChange;
+                    lead_ = Lead::Other;
+                } else if (!is_ddl_modifier(keyword)) {
+                    lead_ = Lead::Other;
+                }
+                break;
             case Lead::Insert:
             case Lead::Other:
                 break;
@@ -283,8 +313,24 @@ class StatementTracker {
         Set,      // "SET", waiting for the word that says which kind
         Declare,  // DECLARE: looking for WITH HOLD
         Insert,   // INSERT or MERGE
+        Ddl,      // CREATE / ALTER / DROP: looking for FUNCTION, VIEW, ...
         Other,
     };
+
+    // Words that may stand between CREATE and VIEW (OR REPLACE TEMP RECURSIVE, MATERIALIZED)
+    // or TRIGGER (CONSTRAINT, OR REPLACE).
+    static bool is_ddl_modifier(Keyword keyword) {
+        return keyword == Keyword::Or || keyword == Keyword::Replace || keyword == Keyword::Temp ||
+               keyword == Keyword::Temporary || keyword == Keyword::Global ||
+               keyword == Keyword::Local || keyword == Keyword::Recursive ||
+               keyword == Keyword::Constraint || keyword == Keyword::Materialized;
+    }
+
+    static bool is_catalog_object(Keyword keyword) {
+        return keyword == Keyword::Function || keyword == Keyword::Procedure ||
+               keyword == Keyword::Routine || keyword == Keyword::Trigger ||
+               keyword == Keyword::View || keyword == Keyword::Extension;
+    }
 
     Lead first_token(Keyword keyword) {
         switch (keyword) {
@@ -309,7 +355,10 @@ class StatementTracker {
             case Keyword::Drop:
                 // DROP may end a temporary table's life (over-inclusive: any DROP).
                 flags_ |= kEffectTempObject;
-                return Lead::Other;
+                return Lead::Ddl;
+            case Keyword::Create:
+            case Keyword::Alter:
+                return Lead::Ddl;
             case Keyword::Reset:
                 flags_ |= kEffectSet;
                 return Lead::Other;

@@ -61,6 +61,11 @@ enum SessionEffect : std::uint32_t {
     // SET / RESET of a session setting (not SET LOCAL, SET TRANSACTION, SET CONSTRAINTS), or any
     // mention of set_config. SET SESSION CHARACTERISTICS counts: it changes the session's defaults.
     kEffectSet = 1u << 7,
+    // CREATE / ALTER / DROP of a FUNCTION, PROCEDURE, ROUTINE, TRIGGER, VIEW or EXTENSION (with
+    // OR REPLACE, TEMP, RECURSIVE, CONSTRAINT, ... in between): the statement may change which
+    // functions take advisory locks, so the lock-function discovery should run again
+    // (proxy/lock_catalog.hpp). Not session state: it never causes a probe.
+    kEffectCatalogChange = 1u << 8,
 };
 
 class SqlScanner {

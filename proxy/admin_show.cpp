@@ -14,6 +14,7 @@
 
 #include "protocol/backend_messages.hpp"
 #include "proxy/client.hpp"
+#include "proxy/lock_catalog.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_census.hpp"
 #include "proxy/pool_control.hpp"
@@ -658,6 +659,38 @@ void show_locks(Worker& worker, std::string& out) {
     });
 }
 
+// Every name the tether's trigger matches, per database, and how it got there; then the functions
+// discovery could not read.
+void show_lock_functions(Worker& worker, std::string& out) {
+    ResultSet rs(out, {{"database", kText},
+                       {"schema", kText},
+                       {"name", kText},
+                       {"kind", kText},
+                       {"found", kText},
+                       {"discovered_at", kText}});
+    Clock clock(worker);
+    const LockCatalog& catalog = worker.lock_catalog();
+    for (const auto& [name, db] : catalog.databases()) {
+        for (const std::string& builtin : builtin_lock_functions()) {
+            rs.row({text(name), text("pg_catalog"), text(builtin), text("function"),
+                    text(to_string(LockNameSource::Builtin)), kNull});
+        }
+        for (const std::string& configured : catalog.configured()) {
+            const auto dot = configured.rfind('.');
+            rs.row({text(name),
+                    dot == std::string::npos ? kNull : text(configured.substr(0, dot)),
+                    text(dot == std::string::npos ? configured : configured.substr(dot + 1)),
+                    text("function"), text(to_string(LockNameSource::Configured)), kNull});
+        }
+        const Value at = db->discovered_at_ms == 0 ? kNull : text(clock.format(db->discovered_at_ms));
+        for (const LockName& n : db->names) {
+            std::string found = to_string(n.source);
+            if (!n.detail.empty()) found += " " + n.detail;
+            rs.row({text(name), text(n.schema), text(n.name), text(n.kind), text(found), at});
+        }
+    }
+}
+
 void show_dns(std::string& out, bool hosts) {
     // pgtether resolves host names at connect time and keeps no DNS cache: always empty.
     if (hosts) {
@@ -700,6 +733,8 @@ ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out)
         show_state(worker, out);
     } else if (what == "locks") {
         show_locks(worker, out);
+    } else if (what == "lock_functions") {
+        show_lock_functions(worker, out);
     } else if (what == "dns_hosts" || what == "dns_zones") {
         show_dns(out, what == "dns_hosts");
     } else if (what == "fds" || what == "sockets" || what == "active_sockets" || what == "peers" ||
@@ -714,7 +749,7 @@ ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out)
 std::string admin_help_text() {
     return "\n"
            "\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION\n"
-           "\tSHOW LISTS|MEM|STATE|LOCKS\n"
+           "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS\n"
            "\tSHOW DNS_HOSTS|DNS_ZONES\n"
            "\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n"
            "\tSET key = arg\n"

@@ -226,7 +226,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
                     fail(protocol::sqlstate::kProtocolViolation, "invalid Query message");
                     return data.size();
                 }
-                const std::uint32_t effects = worker_.sql_scanner().scan(*sql);
+                const std::uint32_t effects = pool_->lock_trigger().scan(*sql);
                 note_effects(*sql, effects);
                 // A new transaction starts with this Query when nothing is owed and no block is
                 // open: then its probe can go out right behind it.
@@ -289,7 +289,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
 // Named prepared statements
 
 bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
-    std::uint32_t relevant = worker_.sql_scanner().scan(parse.query);
+    std::uint32_t relevant = pool_->lock_trigger().scan(parse.query);
     note_effects(parse.query, relevant);
     remember_query(parse.query);
     if (parse.statement.empty()) {
@@ -503,7 +503,11 @@ bool Client::account_query_locks(std::string_view sql) {
     if (!accounts_locks_exactly()) return false;
     auto& accounting = server_->lock_accounting();
     accounting.arm(lock_ledger());
-    auto plan = protocol::plan_query_locks(sql, worker_.sql_scanner());
+    // This database's trigger (discovered wrappers included); while it catches up with a
+    // catalog change, no statement's effect on locks is known exactly.
+    const LockTrigger& trigger = pool_->lock_trigger();
+    auto plan = trigger.probe_all ? protocol::QueryLockPlan{}
+                                  : protocol::plan_query_locks(sql, *trigger.scanner);
     if (!plan.exact) {
         accounting.mark_uncertain();
         return plan.safe_to_follow;

@@ -220,6 +220,9 @@ constexpr std::array<std::string_view, 12> kSyslogFacilities = {
     "local2", "local3",   "local4", "local5", "local6", "local7"};
 constexpr std::array<std::string_view, 3> kLockTracking = {"on", "every_transaction", "off"};
 constexpr std::array<std::string_view, 2> kTetherChoices = {"tether", "ignore"};
+// A boolean spelt like pgtether's other switches (advisory_lock_tracking = on | off), with
+// PgBouncer's 1 and 0 accepted too.
+constexpr std::array<std::string_view, 4> kOnOff = {"on", "off", "1", "0"};
 constexpr std::array<std::string_view, 2> kReplayChoices = {"replay", "ignore"};
 constexpr std::array<std::string_view, 2> kLoadBalanceHosts = {"disable", "round-robin"};
 constexpr std::array<std::string_view, 6> kTargetSessionAttrs = {
@@ -363,6 +366,12 @@ const std::vector<GlobalKey>& global_keys() {
             .among(kLockTracking),
         key<C>("advisory_lock_functions", Kind::FunctionList, kHonoured, "",
                &C::advisory_lock_functions),
+        key<C>("advisory_lock_discovery", Kind::Choice, kHonoured, "on",
+               &C::advisory_lock_discovery)
+            .among(kOnOff),
+        key<C>("advisory_lock_discovery_interval", Kind::IntSeconds, kHonoured, "60",
+               &C::advisory_lock_discovery_interval)
+            .range(1, kIntMax),
         key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
         key<C>("tether_probe_delay", Kind::Seconds, kHonoured, "1", &C::tether_probe_delay),
         key<C>("tether_reserve_size", Kind::Int, kHonoured, "-1", &C::tether_reserve_size)
@@ -577,7 +586,12 @@ void store(Owner& owner, const Target<Owner>& target, const Value& v) {
         Overloaded{
             [](std::monostate) {},
             [&](int Owner::*m) { owner.*m = as_int(); },
-            [&](bool Owner::*m) { owner.*m = std::get<std::int64_t>(v) != 0; },
+            [&](bool Owner::*m) {
+                // Kind::Bool gives 0 or 1; a Kind::Choice among kOnOff gives its spelling.
+                owner.*m = std::holds_alternative<std::string>(v)
+                               ? as_string() == "on" || as_string() == "1"
+                               : std::get<std::int64_t>(v) != 0;
+            },
             [&](Duration Owner::*m) { owner.*m = std::get<Duration>(v); },
             [&](std::string Owner::*m) { owner.*m = as_string(); },
             [&](std::vector<std::string> Owner::*m) {
@@ -937,7 +951,10 @@ std::optional<std::string> render_value(const Config& config, const GlobalKey& s
                 }
                 return std::to_string(config.*m);
             },
-            [&](bool C::*m) -> std::optional<std::string> { return config.*m ? "1" : "0"; },
+            [&](bool C::*m) -> std::optional<std::string> {
+                if (spec.kind == Kind::Choice) return config.*m ? "on" : "off";
+                return config.*m ? "1" : "0";
+            },
             [&](Duration C::*m) -> std::optional<std::string> {
                 return format_seconds(config.*m);
             },

@@ -176,6 +176,9 @@ struct Config {
     // --- pgtether's own keys (in the same section) ---
     LockTracking advisory_lock_tracking = LockTracking::On;
     std::vector<std::string> advisory_lock_functions;  // extra names, lower-cased
+    // Lock-wrapper discovery from each database's catalog (docs/advisory-locks.md).
+    bool advisory_lock_discovery = true;
+    Duration advisory_lock_discovery_interval = std::chrono::seconds(60);
     Duration tethered_idle_timeout{0};                 // 0 = never
     // How long a tethered client whose locks pgtether could not count stays idle before its
     // backend is probed (docs/advisory-locks.md); 0 = probe at every such transaction's end.

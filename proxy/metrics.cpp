@@ -1,12 +1,14 @@
 #include "proxy/metrics.hpp"
 
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
 #include "proxy/tether.hpp"
 
 #include "proxy/client.hpp"
+#include "proxy/lock_catalog.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_census.hpp"
 #include "proxy/pool_control.hpp"
@@ -164,6 +166,35 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
                      "Times clients waited because more clients were tethered than "
                      "tether_reserve_size covers",
                      [](const PoolRow& r) { return r.stats.tether_reserve_exhausted; });
+
+    // The tether's trigger per database (proxy/lock_catalog.hpp).
+    const auto& lock_databases = worker.lock_catalog().databases();
+    auto per_database = [&](const char* name, const char* type, const char* help,
+                            const std::function<std::uint64_t(const LockCatalog::Database&)>& value) {
+        w.family(name, type, help);
+        for (const auto& [database, db] : lock_databases)
+            w.sample({{"database", database}}, value(*db));
+    };
+    const auto known = [](const LockCatalog::Database& db) {
+        return static_cast<std::uint64_t>(
+            std::count_if(db.names.begin(), db.names.end(),
+                          [](const LockName& n) { return n.source != LockNameSource::Unknown; }));
+    };
+    const std::uint64_t fixed_names =
+        builtin_lock_functions().size() + worker.lock_catalog().configured().size();
+    per_database("pgtether_lock_functions", "gauge",
+                 "Names the tether's trigger matches in the database: built-in, configured and "
+                 "discovered lock functions, tables whose triggers lock, views that call them",
+                 [&](const LockCatalog::Database& db) { return fixed_names + known(db); });
+    per_database("pgtether_lock_functions_unknown", "gauge",
+                 "Functions whose bodies discovery cannot read (C, internal, other languages)",
+                 [&](const LockCatalog::Database& db) { return db.names.size() - known(db); });
+    per_database("pgtether_lock_discovery_runs", "counter",
+                 "Lock-function discovery runs finished, failed ones included",
+                 [](const LockCatalog::Database& db) { return db.runs; });
+    per_database("pgtether_lock_discovery_failures", "counter",
+                 "Lock-function discovery runs that failed",
+                 [](const LockCatalog::Database& db) { return db.failures; });
 
     auto& ws = worker.stats();
     w.family("pgtether_client_connections_accepted", "counter", "Client connections accepted");

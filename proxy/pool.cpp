@@ -28,7 +28,10 @@ constexpr std::uint64_t kTetherSurplusIdleMs = 1'000;
 }  // namespace
 
 Pool::Pool(Worker& worker, DatabaseConfig database, std::string user)
-    : worker_(worker), database_(std::move(database)), user_(std::move(user)) {
+    : worker_(worker),
+      database_(std::move(database)),
+      user_(std::move(user)),
+      lock_trigger_(&worker.lock_catalog().attach(database_.name)) {
     apply_config(database_);
 }
 
@@ -247,6 +250,7 @@ void Pool::on_server_login(Server& server) {
         default_params_ = server.params();
         // Clients that authenticated while we waited for this greeting can now be logged in.
         while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
+        worker_.lock_catalog().on_pool_connected(*this);
     }
     release(server);
 }

@@ -21,6 +21,7 @@
 #include "proxy/client.hpp"
 #include "proxy/config.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/lock_catalog.hpp"
 #include "proxy/login_retry.hpp"
 #include "proxy/pool_capacity.hpp"
 #include "proxy/server.hpp"
@@ -48,6 +49,8 @@ public:
     [[nodiscard]] PoolMode mode() const { return mode_; }
     [[nodiscard]] Worker& worker() { return worker_; }
     [[nodiscard]] PoolStats& stats() { return stats_; }
+    // The tether's trigger for this pool's database (proxy/lock_catalog.hpp).
+    [[nodiscard]] const LockTrigger& lock_trigger() const { return *lock_trigger_; }
 
     // Re-resolves sizes and modes after a reload.
     void apply_config(const DatabaseConfig& database);
@@ -162,6 +165,7 @@ private:
     std::optional<protocol::ScramKey> scram_client_key_;
     std::optional<protocol::ScramKey> scram_server_key_;
     PoolStats stats_;
+    const LockTrigger* lock_trigger_;  // owned by the worker's LockCatalog
 };
 
 }  // namespace pgtether

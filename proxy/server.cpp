@@ -670,6 +670,9 @@ void Server::on_transaction_end() {
     end.defer_lock_probes = config.tether_probe_delay.count() > 0;
     const TransactionEndDecision decision = decide_transaction_end(end);
     effects_ = 0;
+    if (end.effects & protocol::kEffectCatalogChange) {
+        worker_.lock_catalog().on_catalog_change(pool_.database_name());
+    }
     if (decision.ledger_unknown) {
         LockLedger unknown = locks_.ledger();
         unknown.mark_unknown();

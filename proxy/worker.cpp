@@ -16,6 +16,7 @@
 #include "proxy/client.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/listener.hpp"
+#include "proxy/lock_catalog.hpp"
 #include "proxy/metrics_server.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_control.hpp"
@@ -46,7 +47,6 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
     : config_(std::move(config)),
       auth_file_(std::move(auth_file)),
       security_(security ? std::move(security) : load_security(*config_)),
-      scanner_(std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions)),
       cancels_(cancels),
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
@@ -67,10 +67,12 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
     janitor_timer_.data = this;
     uv_timer_init(&loop_, &stats_timer_);
     stats_timer_.data = this;
+    lock_catalog_ = std::make_unique<LockCatalog>(*this);
 }
 
 Worker::~Worker() {
     auth_lookups_.reset();
+    lock_catalog_->shutdown();
     metrics_.reset();
     listeners_.clear();
     pools_.clear();
@@ -252,6 +254,7 @@ void Worker::janitor() {
     });
     for (auto& [key, pool] : pools_) pool->janitor(now);
     auth_lookups_->janitor(now);
+    lock_catalog_->tick(now);
     control_->tick();
     if (shutting_down_) {
         if (now >= shutdown_deadline_ms_) {
@@ -315,7 +318,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     config_ = std::move(config);
     auth_file_ = std::move(auth_file);
     security_ = std::move(security);
-    scanner_ = std::make_unique<protocol::SqlScanner>(config_->advisory_lock_functions);
+    lock_catalog_->apply_config();
     if (!stopped_) restart_stats_timer();
     // No auth_user connection made with the old settings serves another lookup.
     auth_lookups_->on_reload();
@@ -345,6 +348,7 @@ void Worker::begin_shutdown() {
     }
     shutting_down_ = true;
     shutdown_deadline_ms_ = now_ms() + kShutdownGraceMs;
+    lock_catalog_->shutdown();
     spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
                  kShutdownGraceMs / 1000);
     for (auto& listener : listeners_) listener->close();

@@ -15,7 +15,6 @@
 
 #include <uv.h>
 
-#include "protocol/sql_scanner.hpp"
 #include "proxy/auth_file.hpp"
 #include "proxy/config.hpp"
 #include "proxy/prepared_statements.hpp"
@@ -30,6 +29,7 @@ class CancelRegistry;
 class Client;
 class ConfigReloader;
 class Listener;
+class LockCatalog;
 class MetricsServer;
 class Pool;
 class PoolControl;
@@ -129,8 +129,9 @@ public:
     // Every distinct prepared statement any client of this worker prepared.
     [[nodiscard]] StatementRegistry& statements() { return statements_; }
 
-    // The tether's trigger, built from the config's advisory_lock_functions.
-    [[nodiscard]] const protocol::SqlScanner& sql_scanner() const { return *scanner_; }
+    // The tether's trigger of each database: builtin, configured and discovered lock functions.
+    [[nodiscard]] LockCatalog& lock_catalog() { return *lock_catalog_; }
+    [[nodiscard]] const LockCatalog& lock_catalog() const { return *lock_catalog_; }
 
     // Worker-wide counters (the per-pool ones live in Pool).
     WorkerStats& stats() { return stats_; }
@@ -156,7 +157,7 @@ private:
     std::shared_ptr<const Config> config_;
     std::shared_ptr<const AuthFile> auth_file_;
     std::shared_ptr<const SecuritySetup> security_;
-    std::unique_ptr<protocol::SqlScanner> scanner_;
+    std::unique_ptr<LockCatalog> lock_catalog_;
     StatementRegistry statements_;
     CancelRegistry& cancels_;
     uv_loop_t loop_{};

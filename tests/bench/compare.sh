@@ -50,7 +50,9 @@ usage: tests/bench/compare.sh [options]
                         (pgtether:MODE = pgtether with advisory_lock_tracking = MODE;
                         pgbouncer:session = PgBouncer in session mode with one backend per
                         client, the setup lock users run today; baseline = the --baseline
-                        binary with pgtether's ini); default "direct pgbouncer pgtether"
+                        binary with pgtether's ini), pgtether:discovery_on and
+                        pgtether:discovery_off (advisory_lock_discovery = on / off);
+                        default "direct pgbouncer pgtether"
   --reference TARGET    ratios are computed against this target (default pgbouncer when it is
                         a target, else the first target)
   --pgtether-set 'K = V'  an extra [pgbouncer] line for pgtether only (repeatable)
@@ -72,7 +74,7 @@ usage: tests/bench/compare.sh [options]
   --baseline PATH       another pgtether binary, the target "baseline" (e.g. a build of an older
                         commit, to measure one change round by round)
   --setup-sql FILE      SQL run once on the database after pgbench -i (tables a --script needs,
-                        e.g. tests/bench/jobs_setup.sql)
+                        e.g. tests/bench/jobs_setup.sql, tests/bench/lock_wrappers.sql)
   --pgbouncer PATH      pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
   --keep                keep the state directory (ini, logs, pgbench output) for inspection
 USAGE
@@ -154,7 +156,7 @@ done
 for target in $targets; do
     case "$target" in
     direct | pgbouncer | pgbouncer:session | pgtether | pgtether:on | pgtether:off) ;;
-    pgtether:every_transaction) ;;
+    pgtether:every_transaction | pgtether:discovery_on | pgtether:discovery_off) ;;
     baseline) [[ -x ${baseline_bin:-} ]] || pgt_die "the target baseline needs --baseline PATH" ;;
     *) usage ;;
     esac
@@ -253,9 +255,11 @@ for target in $targets; do
         cat "$state/pgbouncer.ini"
         printf ';; pgtether only\n'
         for line in "${pgtether_set[@]}"; do printf '%s\n' "$line"; done
-        if [[ $target == pgtether:* ]]; then
-            printf 'advisory_lock_tracking = %s\n' "${target#pgtether:}"
-        fi
+        case "$target" in
+        pgtether:discovery_on) printf 'advisory_lock_discovery = on\n' ;;
+        pgtether:discovery_off) printf 'advisory_lock_discovery = off\n' ;;
+        pgtether:*) printf 'advisory_lock_tracking = %s\n' "${target#pgtether:}" ;;
+        esac
         if ((count_probes)); then printf 'stats_period = 1\n'; fi
     } >"$ini"
 done

@@ -58,13 +58,7 @@ Conn app_client(const PoolerProcess& pooler, const std::string& name) {
     return Conn::must(pooler.conninfo("", "", "", "application_name=" + name));
 }
 
-int locks_held(long long key) {
-    Conn direct = Conn::must(direct_conninfo());
-    return std::stoi(scalar(direct,
-                            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
-                            "objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = " +
-                                std::to_string(key)));
-}
+constexpr auto locks_held = &advisory_locks_held;
 
 // The next result of a query sent with send_query(); nullopt when none comes.
 std::optional<Result> wait_result_first(Conn& conn, std::chrono::milliseconds timeout) {

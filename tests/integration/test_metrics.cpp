@@ -366,3 +366,21 @@ TEST_CASE("idle half-sent requests neither block scrapes nor stay open (slowlori
         CHECK(conn->wait_closed(6s));
     CHECK(version_info(scrape(port)) == 1);
 }
+
+TEST_CASE("lock-wrapper discovery is counted per database") {
+    auto started = start_with_metrics();
+    Conn a = Conn::must(started.pooler->conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    const std::string labels = "database=\"" + TestEnv::get().database + "\"";
+    Exposition e;
+    CHECK(eventually([&] {
+        e = scrape(started.port);
+        return value_of(e, "pgtether_lock_discovery_runs_total", labels) >= 1;
+    }));
+    CHECK(e.types.at("pgtether_lock_functions") == "gauge");
+    CHECK(e.types.at("pgtether_lock_discovery_failures_total") == "counter");
+    // The seven built-in lock functions at least (plus whatever the database defines).
+    CHECK(value_of(e, "pgtether_lock_functions", labels) >= 7);
+    CHECK(has(e, "pgtether_lock_functions_unknown", labels));
+    CHECK(value_of(e, "pgtether_lock_discovery_failures_total", labels) == 0);
+}

@@ -435,8 +435,9 @@ TEST_CASE("locks taken inside functions: advisory_lock_functions and every_trans
         CHECK(scalar(a, "SELECT drop_job_lock(901)") == "t");
         CHECK(two_transactions_fit(pooler.conninfo()));
     }
-    SUBCASE("with neither, the leak sweep finds and scrubs the lock left on an idle backend") {
-        Pgtether pooler(two_backends({{"server_check_delay", "1"}}));
+    SUBCASE("with neither (nor discovery), the leak sweep scrubs the lock left on an idle backend") {
+        // Discovery would find take_job_lock (tests/integration/test_lock_discovery.cpp).
+        Pgtether pooler(two_backends({{"server_check_delay", "1"}, {"advisory_lock_discovery", "off"}}));
         Conn a = Conn::must(pooler.conninfo());
         PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(902)"));
         CHECK(locks_held(902) == 1);  // invisible to the trigger: leaked on a pooled backend

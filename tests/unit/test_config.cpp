@@ -451,6 +451,8 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
     // pgtether's own keys keep their defaults.
     CHECK(cfg->advisory_lock_tracking == LockTracking::On);
     CHECK(cfg->advisory_lock_functions.empty());
+    CHECK(cfg->advisory_lock_discovery);
+    CHECK(cfg->advisory_lock_discovery_interval == 60s);
     CHECK(cfg->tethered_idle_timeout == 0s);
 
     // Exactly these, in file order, once per key. Keys set to the value that asks for nothing
@@ -566,6 +568,8 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "server_round_robin",
                                             "advisory_lock_tracking",
                                             "advisory_lock_functions",
+                                            "advisory_lock_discovery",
+                                            "advisory_lock_discovery_interval",
                                             "tethered_idle_timeout",
                                             "tether_probe_delay",
                                             "tether_reserve_size",
@@ -816,6 +820,10 @@ TEST_CASE("bad values of each type") {
         {"client_tls_sslmode = maybe", "client_tls_sslmode", "expected one of: disable"},
         {"advisory_lock_tracking = sometimes", "advisory_lock_tracking",
          "expected one of: on, every_transaction, off"},
+        {"advisory_lock_discovery = yes", "advisory_lock_discovery",
+         "expected one of: on, off, 1, 0"},
+        {"advisory_lock_discovery_interval = 0", "advisory_lock_discovery_interval",
+         "out of range"},
         {"unix_socket_mode = 777", "unix_socket_mode", "octal file mode with a leading 0"},
         {"unix_socket_mode = 0789", "unix_socket_mode", "octal"},
         {"server_lifetime = 1h", "server_lifetime", "no unit suffix"},

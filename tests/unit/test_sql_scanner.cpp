@@ -21,12 +21,14 @@ constexpr std::uint32_t C = kEffectCursor;
 constexpr std::uint32_t P = kEffectSqlPrepare;
 constexpr std::uint32_t O = kEffectLoad;
 constexpr std::uint32_t S = kEffectSet;
+constexpr std::uint32_t F = kEffectCatalogChange;
 
 // Names the flags, so a failing case prints "AdvisoryLock|Set" instead of a number.
 std::string describe(std::uint32_t flags) {
     static constexpr std::pair<std::uint32_t, std::string_view> kNames[] = {
         {L, "AdvisoryLock"}, {D, "Discard"},    {T, "TempObject"}, {N, "Listen"},
         {C, "Cursor"},       {P, "SqlPrepare"}, {O, "Load"},       {S, "Set"},
+        {F, "CatalogChange"},
     };
     std::string out;
     for (const auto& [bit, name] : kNames) {
@@ -188,8 +190,9 @@ TEST_CASE("sql scanner: dollar-quoted bodies (DO blocks, function bodies)") {
              L},
             {"CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $fn$ BEGIN "
              "PERFORM pg_try_advisory_lock(1); END $fn$",
-             L},
-            {"CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'SELECT pg_advisory_unlock(1)'", L},
+             L | F},
+            {"CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'SELECT pg_advisory_unlock(1)'",
+             L | F},
             // Inside a body nothing is skipped: a commented-out call still counts (over-inclusive).
             {"DO $$ BEGIN -- PERFORM pg_advisory_lock(1)\n END $$", L},
             // The body ends at its own tag only; other tags and '$' are body text.
@@ -316,7 +319,7 @@ TEST_CASE("sql scanner: SET and RESET at statement level") {
             {"UPDATE t SET x = 1; UPDATE u SET y = 2", 0},
             {"ALTER TABLE t ALTER c SET DEFAULT 1", 0},
             {"INSERT INTO t VALUES (1) ON CONFLICT (id) DO UPDATE SET x = 2", 0},
-            {"CREATE FUNCTION f() RETURNS int LANGUAGE sql SET search_path = x AS 'SELECT 1'", 0},
+            {"CREATE FUNCTION f() RETURNS int LANGUAGE sql SET search_path = x AS 'SELECT 1'", F},
             {"SELECT 'SET x = 1'", 0},
             {"SELECT ';SET x = 1'", 0},
             {"SELECT $$;SET x = 1$$", 0},
@@ -342,8 +345,8 @@ TEST_CASE("sql scanner: temporary objects") {
                                   {"SELECT 1 AS drop", 0},
                                   {"CREATE GLOBAL TEMPORARY TABLE t (a int)", T},
                                   {"CREATE LOCAL TEMP SEQUENCE s", T},
-                                  {"CREATE TEMP VIEW v AS SELECT 1", T},
-                                  {"CREATE OR REPLACE TEMPORARY VIEW v AS SELECT 1", T},
+                                  {"CREATE TEMP VIEW v AS SELECT 1", T | F},
+                                  {"CREATE OR REPLACE TEMPORARY VIEW v AS SELECT 1", T | F},
                                   {"CREATE TEMP TABLE t AS SELECT 1; SELECT * FROM t", T},
                                   {"EXPLAIN ANALYZE CREATE TEMP TABLE t AS SELECT 1", T},
                                   {"EXPLAIN ANALYZE SELECT 1 AS a INTO TEMP t",
@@ -395,6 +398,41 @@ TEST_CASE("sql scanner: LISTEN, cursors, SQL PREPARE, LOAD, DISCARD") {
                     {"DISCARD ALL", D},
                     {"discard plans", D},
                     {"SELECT discard FROM t", 0},
+                });
+}
+
+TEST_CASE("sql scanner: statements that may change which functions take locks") {
+    check_cases(SqlScanner{},
+                {
+                    {"CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'", F},
+                    {"create or replace function app.f() returns int return 1", F},
+                    {"CREATE PROCEDURE p() LANGUAGE sql AS $$ SELECT 1 $$", F},
+                    {"CREATE OR REPLACE PROCEDURE p() BEGIN ATOMIC SELECT 1; END", F},
+                    {"ALTER FUNCTION f() RENAME TO g", F},
+                    {"ALTER PROCEDURE p() SET SCHEMA s", F},
+                    {"ALTER ROUTINE r() OWNER TO u", F},
+                    {"DROP FUNCTION f(int)", T | F},
+                    {"DROP PROCEDURE IF EXISTS p", T | F},
+                    {"DROP ROUTINE r", T | F},
+                    {"CREATE TRIGGER t AFTER INSERT ON x FOR EACH ROW EXECUTE FUNCTION f()", F},
+                    {"CREATE OR REPLACE TRIGGER t BEFORE UPDATE ON x EXECUTE PROCEDURE f()", F},
+                    {"CREATE CONSTRAINT TRIGGER t AFTER INSERT ON x EXECUTE FUNCTION f()", F},
+                    {"DROP TRIGGER t ON x", T | F},
+                    {"CREATE VIEW v AS SELECT 1", F},
+                    {"CREATE OR REPLACE RECURSIVE VIEW v (n) AS SELECT 1", F},
+                    {"CREATE MATERIALIZED VIEW m AS SELECT 1", F},
+                    {"DROP VIEW v", T | F},
+                    {"CREATE EXTENSION IF NOT EXISTS pgcrypto", F},
+                    {"SELECT 1; CREATE FUNCTION f() RETURNS int RETURN 1", F},
+                    // Not a definition of one of those objects.
+                    {"CREATE TABLE function (a int)", 0},
+                    {"CREATE INDEX ON t (a)", 0},
+                    {"ALTER TABLE t ADD COLUMN view int", 0},
+                    {"ALTER TABLE t DISABLE TRIGGER ALL", 0},
+                    {"SELECT 'CREATE FUNCTION f()'", 0},
+                    {"SELECT 1 -- CREATE FUNCTION f()", 0},
+                    {"SELECT function, view FROM create_log", 0},
+                    {"GRANT EXECUTE ON FUNCTION f() TO u", 0},
                 });
 }
 

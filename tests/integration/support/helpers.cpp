@@ -108,11 +108,20 @@ int backends_of(const std::string& user, const std::string& extra_condition) {
     Conn conn = Conn::must(direct_conninfo());
     std::string sql =
         "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND "
-        "pid <> pg_backend_pid() AND usename = $1";
+        "pid <> pg_backend_pid() AND usename = $1 AND "
+        "application_name IS DISTINCT FROM 'pgtether lock discovery'";
     if (!extra_condition.empty()) sql += " AND (" + extra_condition + ")";
     Result r = conn.exec_params(sql, {user});
     if (!r.ok()) throw std::runtime_error("pg_stat_activity: " + r.describe());
     return std::stoi(r.value());
+}
+
+int advisory_locks_held(long long key) {
+    Conn direct = Conn::must(direct_conninfo());
+    return std::stoi(scalar(direct,
+                            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                            "objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = " +
+                                std::to_string(key)));
 }
 
 bool settled(const std::string& user, std::chrono::milliseconds timeout) {
@@ -123,7 +132,8 @@ std::vector<int> backend_pids_of(const std::string& user) {
     Conn conn = Conn::must(direct_conninfo());
     Result r = conn.exec_params(
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND "
-        "pid <> pg_backend_pid() AND usename = $1 ORDER BY pid",
+        "pid <> pg_backend_pid() AND usename = $1 AND "
+        "application_name IS DISTINCT FROM 'pgtether lock discovery' ORDER BY pid",
         {user});
     if (!r.ok()) throw std::runtime_error("pg_stat_activity: " + r.describe());
     std::vector<int> pids;

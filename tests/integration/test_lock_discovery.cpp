@@ -1,0 +1,281 @@
+// Lock wrappers discovered from the catalog (issue 12, docs/advisory-locks.md "Wrappers"): a
+// statement that takes a session advisory lock through a function, procedure, trigger or view it
+// does not name as pg_advisory_lock still tethers its client, with nothing configured.
+//
+// Each test database is created for this file (so discovery sees exactly these objects and other
+// tests running in parallel are not disturbed) and dropped at the end. Whether a client is
+// tethered is seen as in test_tether.cpp: the pool has two backends, so two other clients can
+// both hold a transaction open only when no client keeps one.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+#include "tests/integration/support/admin.hpp"
+#include "tests/integration/support/helpers.hpp"
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE SCHEMA app;
+-- PL/pgSQL wrapper, schema-qualified.
+CREATE FUNCTION app.acquire_job_lock(k bigint) RETURNS void LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$;
+-- SQL wrapper.
+CREATE FUNCTION sql_lock(k bigint) RETURNS void LANGUAGE sql AS 'SELECT pg_advisory_lock(k)';
+-- SQL-standard body (PostgreSQL 14+): prosrc is empty, the body is deparsed.
+CREATE FUNCTION std_lock(k bigint) RETURNS void LANGUAGE sql
+  BEGIN ATOMIC SELECT pg_advisory_lock(k); END;
+-- A wrapper calling a wrapper, with a quoted mixed-case name.
+CREATE FUNCTION "Outer_Lock"(k bigint) RETURNS void LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM app.acquire_job_lock(k); END $$;
+-- A procedure.
+CREATE PROCEDURE take_lock_proc(k bigint) LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$;
+-- The unlock wrapper.
+CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql
+  AS 'SELECT pg_advisory_unlock(k)';
+-- A trigger that locks the row's id on INSERT.
+CREATE TABLE jobs (id bigint);
+CREATE FUNCTION lock_job_row() RETURNS trigger LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM pg_advisory_lock(NEW.id); RETURN NEW; END $$;
+CREATE TRIGGER jobs_lock AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION lock_job_row();
+-- A view that calls a wrapper (a try-lock wrapper: a view column cannot be void).
+CREATE FUNCTION grab(k bigint) RETURNS boolean LANGUAGE sql AS 'SELECT pg_try_advisory_lock(k)';
+CREATE VIEW job_locker AS SELECT grab(731900) AS locked;
+-- Neither a wrapper nor unknown.
+CREATE FUNCTION harmless(k bigint) RETURNS bigint LANGUAGE sql AS 'SELECT k + 1';
+)sql";
+
+// A database of its own, created on a direct superuser connection and dropped (with whatever
+// is still connected) when the test ends.
+class ScratchDatabase {
+  public:
+    explicit ScratchDatabase(const std::string& suffix)
+        : name_("pgtether_discovery_" + std::to_string(getpid()) + "_" + suffix) {
+        Conn admin = Conn::must(direct_conninfo());
+        admin.exec_ok("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+        admin.exec_ok("CREATE DATABASE " + name_);
+    }
+    ~ScratchDatabase() {
+        Conn admin(direct_conninfo());
+        if (admin.ok()) (void)admin.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    }
+    ScratchDatabase(const ScratchDatabase&) = delete;
+    ScratchDatabase& operator=(const ScratchDatabase&) = delete;
+
+    [[nodiscard]] const std::string& name() const { return name_; }
+    void exec_ok(const std::string& sql) const {
+        Conn conn = Conn::must(direct_conninfo("", name_));
+        conn.exec_ok(sql);
+    }
+
+  private:
+    std::string name_;
+};
+
+PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
+    extra.emplace("query_wait_timeout", "20");
+    // No allowance on top of the pool: a tethered client visibly takes one of the two backends.
+    extra.emplace("tether_reserve_size", "0");
+    return pool_config("transaction", 2, extra);
+}
+
+// SHOW LOCK_FUNCTIONS' row for `name` in `database`; nullopt when there is none.
+std::optional<NamedRow> lock_function(const Pgtether& pooler, const std::string& database,
+                                      const std::string& name) {
+    Conn admin = console(pooler);
+    for (const auto& row : named_rows(admin.exec_ok("SHOW LOCK_FUNCTIONS"))) {
+        if (row.at("database") == database && row.at("name") == name) return row;
+    }
+    return std::nullopt;
+}
+
+bool found_as(const Pgtether& pooler, const std::string& database, const std::string& name,
+              const std::string& found_prefix) {
+    auto row = lock_function(pooler, database, name);
+    return row && cell(*row, "found").rfind(found_prefix, 0) == 0;
+}
+
+// `lock_sql`, run by a client through pgtether, takes the session lock `key` without naming a
+// lock function: the client must be tethered, another client must not get the lock, and the
+// unlock wrapper must release it and untether the client — as on a direct connection.
+void check_tethered_by(const Pgtether& pooler, const std::string& database,
+                       const std::string& lock_sql, long long key) {
+    INFO("statement: ", lock_sql);
+    const std::string conninfo = pooler.conninfo("", database);
+    Conn holder = Conn::must(conninfo);
+    Conn other = Conn::must(conninfo);
+    PGT_REQUIRE_OK(holder.exec(lock_sql));
+    CHECK(advisory_locks_held(key) == 1);
+    CHECK(scalar(other, "SELECT pg_try_advisory_lock(" + std::to_string(key) + ")") == "f");
+    CHECK_FALSE(two_transactions_fit(conninfo));
+    // The unlock goes to the backend that holds the lock, through the unlock wrapper.
+    CHECK(scalar(holder, "SELECT release_job_lock(" + std::to_string(key) + ")") == "t");
+    CHECK(advisory_locks_held(key) == 0);
+    CHECK(two_transactions_fit(conninfo));
+    CHECK(scalar(other, "SELECT pg_try_advisory_lock(" + std::to_string(key) + ")") == "t");
+    CHECK(scalar(other, "SELECT release_job_lock(" + std::to_string(key) + ")") == "t");
+}
+
+}  // namespace
+
+TEST_CASE("wrappers, procedures, triggers and views found in the catalog tether their callers") {
+    ScratchDatabase db("wrappers");
+    db.exec_ok(kSchema);
+    Pgtether pooler(two_backends());
+    const std::string& name = db.name();
+    // The pool's first login starts discovery.
+    PGT_REQUIRE_OK(Conn::must(pooler.conninfo("", name)).exec("SELECT 1"));
+    REQUIRE(eventually([&] { return found_as(pooler, name, "acquire_job_lock", "discovered"); }));
+
+    SUBCASE("what SHOW LOCK_FUNCTIONS lists") {
+        CHECK(cell(*lock_function(pooler, name, "acquire_job_lock"), "schema") == "app");
+        CHECK(found_as(pooler, name, "sql_lock", "discovered"));
+        CHECK(found_as(pooler, name, "std_lock", "discovered"));
+        CHECK(found_as(pooler, name, "Outer_Lock", "discovered"));
+        CHECK(found_as(pooler, name, "release_job_lock", "discovered"));
+        CHECK(cell(*lock_function(pooler, name, "take_lock_proc"), "kind") == "procedure");
+        CHECK(found_as(pooler, name, "lock_job_row", "discovered"));
+        auto table = lock_function(pooler, name, "jobs");
+        REQUIRE(table);
+        CHECK(cell(*table, "kind") == "table");
+        CHECK(cell(*table, "found") == "via trigger jobs_lock (function public.lock_job_row)");
+        CHECK(found_as(pooler, name, "job_locker", "via view"));
+        CHECK(found_as(pooler, name, "pg_advisory_lock", "builtin"));
+        CHECK_FALSE(lock_function(pooler, name, "harmless"));
+        CHECK_FALSE(cell(*lock_function(pooler, name, "sql_lock"), "discovered_at").empty());
+        CHECK(pooler.wait_for_log("lock functions of database \"" + name + "\""));
+    }
+    SUBCASE("a PL/pgSQL wrapper, schema-qualified") {
+        check_tethered_by(pooler, name, "SELECT app.acquire_job_lock(731001)", 731001);
+    }
+    SUBCASE("a PL/pgSQL wrapper through the extended protocol") {
+        const std::string conninfo = pooler.conninfo("", name);
+        Conn holder = Conn::must(conninfo);
+        PGT_REQUIRE_OK(holder.exec_params("SELECT app.acquire_job_lock($1)", {"731002"}));
+        CHECK_FALSE(two_transactions_fit(conninfo));
+        CHECK(scalar(holder, "SELECT release_job_lock(731002)") == "t");
+        CHECK(two_transactions_fit(conninfo));
+    }
+    SUBCASE("a SQL wrapper") {
+        check_tethered_by(pooler, name, "SELECT sql_lock(731003)", 731003);
+    }
+    SUBCASE("a SQL-standard body") {
+        check_tethered_by(pooler, name, "select STD_LOCK(731004)", 731004);
+    }
+    SUBCASE("a wrapper calling a wrapper, quoted") {
+        check_tethered_by(pooler, name, "SELECT \"Outer_Lock\"(731005)", 731005);
+    }
+    SUBCASE("a procedure called with CALL") {
+        check_tethered_by(pooler, name, "CALL take_lock_proc(731006)", 731006);
+    }
+    SUBCASE("a trigger that locks on INSERT") {
+        check_tethered_by(pooler, name, "INSERT INTO jobs VALUES (731007)", 731007);
+    }
+    SUBCASE("a view that calls a wrapper") {
+        check_tethered_by(pooler, name, "SELECT * FROM job_locker", 731900);
+    }
+}
+
+TEST_CASE("without discovery a wrapper is not tethered (the hole discovery closes)") {
+    ScratchDatabase db("off");
+    db.exec_ok(kSchema);
+    Pgtether pooler(two_backends({{"advisory_lock_discovery", "off"}}));
+    const std::string conninfo = pooler.conninfo("", db.name());
+    Conn holder = Conn::must(conninfo);
+    PGT_REQUIRE_OK(holder.exec("SELECT sql_lock(731010)"));
+    CHECK(advisory_locks_held(731010) == 1);
+    // The backend that holds the lock went back to the pool: a leak, not a tether.
+    CHECK(two_transactions_fit(conninfo));
+    CHECK_FALSE(lock_function(pooler, db.name(), "sql_lock"));
+    CHECK(found_as(pooler, db.name(), "pg_advisory_lock", "builtin"));
+}
+
+TEST_CASE("a wrapper created and dropped through pgtether is discovered without a reload") {
+    ScratchDatabase db("ddl");
+    db.exec_ok(
+        "CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
+        "AS 'SELECT pg_advisory_unlock(k)'");
+    // A long interval: only the catalog change can explain a discovery.
+    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"}}));
+    const std::string& name = db.name();
+    const std::string conninfo = pooler.conninfo("", name);
+    Conn ddl = Conn::must(conninfo);
+    PGT_REQUIRE_OK(ddl.exec("SELECT 1"));
+    REQUIRE(eventually([&] { return found_as(pooler, name, "release_job_lock", "discovered"); }));
+
+    PGT_REQUIRE_OK(
+        ddl.exec("CREATE FUNCTION late_lock(k bigint) RETURNS void LANGUAGE plpgsql "
+                 "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$"));
+    // Called at once, maybe before discovery has finished: tethered all the same.
+    check_tethered_by(pooler, name, "SELECT late_lock(731020)", 731020);
+    REQUIRE(eventually([&] { return found_as(pooler, name, "late_lock", "discovered"); }));
+    CHECK(pooler.wait_for_log("added: public.late_lock"));
+    // And afterwards, from the discovered name.
+    check_tethered_by(pooler, name, "SELECT late_lock(731021)", 731021);
+
+    // In an explicit transaction, with CREATE OR REPLACE: discovery runs after the COMMIT.
+    PGT_REQUIRE_OK(ddl.exec("BEGIN"));
+    PGT_REQUIRE_OK(
+        ddl.exec("CREATE OR REPLACE FUNCTION other_lock(k bigint) RETURNS void "
+                 "LANGUAGE sql AS 'SELECT pg_advisory_lock_shared(k)'"));
+    PGT_REQUIRE_OK(ddl.exec("COMMIT"));
+    REQUIRE(eventually([&] { return found_as(pooler, name, "other_lock", "discovered"); }));
+
+    PGT_REQUIRE_OK(ddl.exec("DROP FUNCTION late_lock(bigint)"));
+    CHECK(eventually([&] { return !lock_function(pooler, name, "late_lock"); }));
+    CHECK(pooler.wait_for_log("removed: public.late_lock"));
+    CHECK(found_as(pooler, name, "other_lock", "discovered"));
+
+    // A wrapper created behind pgtether's back (a direct connection) waits for the interval...
+    db.exec_ok(
+        "CREATE FUNCTION direct_lock(k bigint) RETURNS void LANGUAGE sql "
+        "AS 'SELECT pg_advisory_lock(k)'");
+    std::this_thread::sleep_for(500ms);
+    CHECK_FALSE(lock_function(pooler, name, "direct_lock"));
+    // ... or for a RELOAD.
+    pooler.reload();
+    CHECK(eventually([&] { return found_as(pooler, name, "direct_lock", "discovered"); }));
+    check_tethered_by(pooler, name, "SELECT direct_lock(731022)", 731022);
+}
+
+TEST_CASE("a database whose discovery fails keeps serving, and discovery is retried") {
+    ScratchDatabase db("denied");
+    // The pooled user cannot read pg_proc in this database: the discovery query fails.
+    db.exec_ok("REVOKE SELECT ON pg_catalog.pg_proc FROM PUBLIC");
+    const std::string user = private_role("lock_discovery_limited");
+    PoolerConfig config = two_backends({{"advisory_lock_discovery_interval", "1"}});
+    config.userlist = std::vector<std::pair<std::string, std::string>>{
+        {TestEnv::get().superuser, ""}, {user, ""}};
+    Pgtether pooler(config);
+    const std::string conninfo = pooler.conninfo(user, db.name());
+    Conn holder = Conn::must(conninfo);
+    CHECK(scalar(holder, "SELECT 40 + 2") == "42");
+    CHECK(pooler.wait_for_log("lock function discovery for database \"" + db.name() +
+                              "\" failed: discovery query failed: 42501"));
+    // The built-in names still work.
+    PGT_REQUIRE_OK(holder.exec("SELECT pg_advisory_lock(731030)"));
+    CHECK_FALSE(two_transactions_fit(conninfo));
+    CHECK(scalar(holder, "SELECT pg_advisory_unlock(731030)") == "t");
+    CHECK(two_transactions_fit(conninfo));
+    // Retried every second; the clients never notice.
+    CHECK(eventually([&] {
+        auto log = pooler.log();
+        std::size_t count = 0;
+        for (std::size_t at = log.find("lock function discovery for database");
+             at != std::string::npos;
+             at = log.find("lock function discovery for database", at + 1)) {
+            ++count;
+        }
+        return count >= 2;
+    }));
+    CHECK(scalar(holder, "SELECT 1") == "1");
+}
