@@ -296,15 +296,17 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
         // The unnamed statement is the backend's own; only exact lock accounting remembers it.
         unnamed_lock_statement_ =
             (relevant & kLockRelevant)
-                ? worker_.statements().intern(parse.query, parse.parameter_types, relevant)
+                ? worker_.statements().intern(parse.query, parse.parameter_types, relevant,
+                                              pool_->lock_trigger().scanner)
                 : nullptr;
         return false;
     }
     if (!server_->translates_statements()) {
         // No translation: the name goes to the backend as is; remember it only so that a later
         // Bind of it still fires the tether's trigger.
-        statements_.add(parse.statement, worker_.statements().intern(
-                                             parse.query, parse.parameter_types, relevant));
+        statements_.add(parse.statement,
+                        worker_.statements().intern(parse.query, parse.parameter_types, relevant,
+                                                    pool_->lock_trigger().scanner));
         return false;
     }
     auto& queue = server_->requests();
@@ -324,7 +326,8 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
         return true;
     }
     StatementPtr statement =
-        worker_.statements().intern(parse.query, parse.parameter_types, relevant);
+        worker_.statements().intern(parse.query, parse.parameter_types, relevant,
+                                              pool_->lock_trigger().scanner);
     statements_.add(parse.statement, statement);
     std::string name(parse.statement);
     // Prepared afresh even where the backend has it already (for another client): a Parse plans
@@ -400,9 +403,15 @@ bool Client::route_bind(ByteSpan body, Outbound& out) {
     }
     StatementPtr statement = statements_.find(names->statement);
     if (!statement) return false;  // unknown: the backend reports it with the client's name
-    // Executing a statement again has the effects its text had when it was parsed.
-    server_->mark_effects(statement->effects);
-    if (statement->effects & kLockRelevant) {
+    // Executing a statement again has the effects its text has for this database's trigger: the
+    // ones found at Parse, unless another trigger scanned it (another database shares the text,
+    // or discovery has changed the names since).
+    const LockTrigger& trigger = pool_->lock_trigger();
+    const std::uint32_t effects = statement->scanned_with == trigger.scanner && !trigger.probe_all
+                                      ? statement->effects
+                                      : trigger.scan(statement->query);
+    server_->mark_effects(effects);
+    if (effects & kLockRelevant) {
         account_bind_locks(*names, statement, body);
     } else if (server_->lock_accounting().has_portals()) {
         server_->lock_accounting().forget_portal(names->portal);

@@ -5,7 +5,8 @@
 namespace pgtether {
 
 StatementPtr StatementRegistry::intern(std::string_view query,
-                                       protocol::ByteSpan parameter_types, std::uint32_t effects) {
+                                       protocol::ByteSpan parameter_types, std::uint32_t effects,
+                                       std::shared_ptr<const protocol::SqlScanner> scanned_with) {
     std::string key;
     key.reserve(parameter_types.size() + 1 + query.size());
     key.append(protocol::as_chars(parameter_types));
@@ -20,6 +21,7 @@ StatementPtr StatementRegistry::intern(std::string_view query,
     statement->query = std::string(query);
     statement->parameter_types = std::string(protocol::as_chars(parameter_types));
     statement->effects = effects;
+    statement->scanned_with = std::move(scanned_with);
     if (effects & protocol::kEffectAdvisoryLock) {
         if (auto calls = protocol::parse_lock_select(query)) {
             statement->lock_calls = std::make_shared<const protocol::LockCalls>(std::move(*calls));

@@ -23,6 +23,7 @@
 
 #include "protocol/bytes.hpp"
 #include "protocol/lock_statement.hpp"
+#include "protocol/sql_scanner.hpp"
 
 namespace pgtether {
 
@@ -35,6 +36,10 @@ struct PreparedStatement {
     // Exact lock accounting: the calls when the text is a SELECT of lock calls only
     // (protocol/lock_statement.hpp), null otherwise.
     std::shared_ptr<const protocol::LockCalls> lock_calls;
+    // The scanner `effects` came from (a database's tether trigger, proxy/lock_catalog.hpp). A
+    // Bind through another one (another database, or the same after a discovery changed its
+    // names) scans the text again.
+    std::shared_ptr<const protocol::SqlScanner> scanned_with;
 };
 using StatementPtr = std::shared_ptr<const PreparedStatement>;
 
@@ -42,7 +47,8 @@ class StatementRegistry {
 public:
     // The statement for this text and these parameter types, created on first use.
     StatementPtr intern(std::string_view query, protocol::ByteSpan parameter_types,
-                        std::uint32_t effects);
+                        std::uint32_t effects,
+                        std::shared_ptr<const protocol::SqlScanner> scanned_with = nullptr);
     [[nodiscard]] std::size_t size() const { return by_text_.size(); }
 
 private:

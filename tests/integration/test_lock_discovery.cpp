@@ -247,6 +247,35 @@ TEST_CASE("a wrapper created and dropped through pgtether is discovered without 
     check_tethered_by(pooler, name, "SELECT direct_lock(731022)", 731022);
 }
 
+TEST_CASE("a named statement prepared before its function became a wrapper tethers once it is") {
+    ScratchDatabase db("prepared");
+    db.exec_ok(
+        "CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
+        "AS 'SELECT pg_advisory_unlock(k)'");
+    db.exec_ok("CREATE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE sql AS 'SELECT 1'");
+    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"}}));
+    const std::string& name = db.name();
+    const std::string conninfo = pooler.conninfo("", name);
+    Conn holder = Conn::must(conninfo);
+    Conn other = Conn::must(conninfo);
+    // Prepared while later_lock takes no lock: the statement's text matched nothing then.
+    PGT_REQUIRE_OK(holder.prepare("take", "SELECT later_lock($1)"));
+    PGT_REQUIRE_OK(holder.exec_prepared("take", {"1"}));
+    // Now it does (behind pgtether's back), and a RELOAD discovers it.
+    db.exec_ok(
+        "CREATE OR REPLACE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE plpgsql "
+        "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$");
+    pooler.reload();
+    REQUIRE(eventually([&] { return found_as(pooler, name, "later_lock", "discovered"); }));
+    // The same named statement, executed again: the Bind scans its text with the new names.
+    PGT_REQUIRE_OK(holder.exec_prepared("take", {"731030"}));
+    CHECK(advisory_locks_held(731030) == 1);
+    CHECK(scalar(other, "SELECT pg_try_advisory_lock(731030)") == "f");
+    CHECK_FALSE(two_transactions_fit(conninfo));
+    CHECK(scalar(holder, "SELECT release_job_lock(731030)") == "t");
+    CHECK(advisory_locks_held(731030) == 0);
+}
+
 TEST_CASE("a database whose discovery fails keeps serving, and discovery is retried") {
     ScratchDatabase db("denied");
     // The pooled user cannot read pg_proc in this database: the discovery query fails.
