@@ -15,20 +15,8 @@
 
 using namespace pgtether;
 using pgtether::fuzz::as_text;
+using pgtether::fuzz::double_quoted;
 using pgtether::fuzz::require;
-
-namespace {
-
-std::string quoted(const std::string& text) {
-    std::string out = "\"";
-    for (char c : text) {
-        if (c == '"') out += '"';
-        out += c;
-    }
-    return out + "\"";
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     AuthFile users;
@@ -41,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& [name, entry] : users) {
         require(!name.empty() && entry.user == name, "filed under its own, non-empty name");
         require(entry.kind == classify_secret(entry.secret), "the secret's kind");
-        rewritten += quoted(entry.user) + " " + quoted(entry.secret) + "\n";
+        rewritten += double_quoted(entry.user) + " " + double_quoted(entry.secret) + "\n";
     }
     const AuthFile again = parse_auth_file(rewritten, "/fuzz/userlist.txt");
     require(again.size() == users.size(), "the same number of users");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,6 +46,17 @@ inline std::vector<std::string_view> split(std::string_view input, char separato
     }
     parts.push_back(input);
     return parts;
+}
+
+// `text` in double quotes with every quote doubled: how SQL identifiers, userlist.txt fields and
+// quoted ini keys are written, so targets can write back what a reader read.
+inline std::string double_quoted(std::string_view text) {
+    std::string out = "\"";
+    for (char c : text) {
+        if (c == '"') out += '"';
+        out += c;
+    }
+    return out + "\"";
 }
 
 }  // namespace pgtether::fuzz

@@ -19,18 +19,10 @@
 
 using namespace pgtether::protocol;
 using pgtether::fuzz::as_text;
+using pgtether::fuzz::double_quoted;
 using pgtether::fuzz::require;
 
 namespace {
-
-std::string quoted(std::string_view name) {
-    std::string out = "\"";
-    for (char c : name) {
-        if (c == '"') out.push_back('"');
-        out.push_back(c);
-    }
-    return out + "\"";
-}
 
 bool starts_with_keyword(std::string_view sql) {
     while (!sql.empty() && (sql[0] == ' ' || sql[0] == '\t' || sql[0] == '\n' || sql[0] == '\r' ||
@@ -54,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(!name->empty() && *name != "all", "a single, non-empty name");
     for (const char* prefix : {"DEALLOCATE ", "deallocate prepare ", " Deallocate\tPrepare\n"}) {
         for (const char* suffix : {"", ";", " ; \n"}) {
-            const auto again = parse_lone_deallocate(prefix + quoted(*name) + suffix);
+            const auto again = parse_lone_deallocate(prefix + double_quoted(*name) + suffix);
             require(again && *again == *name, "the name, quoted, reads the same");
         }
     }

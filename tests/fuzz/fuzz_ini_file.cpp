@@ -21,6 +21,7 @@
 
 using namespace pgtether;
 using pgtether::fuzz::as_text;
+using pgtether::fuzz::double_quoted;
 using pgtether::fuzz::require;
 using pgtether::fuzz::split;
 
@@ -45,16 +46,7 @@ std::string render(const std::vector<IniEntry>& entries) {
         bool plain = true;
         for (char c : e.name)
             plain = plain && is_key_char(c);
-        if (plain) {
-            out += e.name;
-        } else {
-            out += '"';
-            for (char c : e.name) {
-                if (c == '"') out += '"';
-                out += c;
-            }
-            out += '"';
-        }
+        out += plain ? e.name : double_quoted(e.name);
         out += " = " + e.value + "\n";
     }
     return out;

@@ -15,7 +15,7 @@
 //
 // Sequences are generated from a seed: PGT_WIRE_FUZZ_SEED (default: from the clock, printed at the
 // start), storm client i using seed + i. PGT_WIRE_FUZZ_SECONDS sets the storm's length (default
-// 20); PGT_WIRE_FUZZ_VERBOSE=1 starts pgtether with -v. A failure prints the seed, the tail of
+// 20); PGT_WIRE_FUZZ_VERBOSE=N starts pgtether with N times -v. A failure prints the seed, the tail of
 // pgtether's log and the last operations of every storm client. Thread interleavings are not
 // reproducible, the sequences are. See docs/fuzzing.md.
 #include <doctest/doctest.h>
@@ -657,8 +657,9 @@ TEST_CASE("wire fuzzer: a storm of broken clients never breaks pgtether or a bys
     // The superuser only for the admin console (failure reports).
     config.userlist =
         std::vector<std::pair<std::string, std::string>>{{user, kPassword}, {env.superuser, kPassword}};
-    // No -v unless asked for: the storm writes a big log.
-    if (env_number("PGT_WIRE_FUZZ_VERBOSE", 0) == 0) config.extra_args.clear();
+    // No -v unless asked for (PGT_WIRE_FUZZ_VERBOSE=N: N times -v): the storm writes a big log.
+    config.extra_args.assign(
+        static_cast<std::size_t>(std::max(0L, env_number("PGT_WIRE_FUZZ_VERBOSE", 0))), "-v");
     Pgtether pooler(config);
     const std::string conninfo = pooler.conninfo(user, env.database, kPassword);
 
