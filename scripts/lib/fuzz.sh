@@ -61,8 +61,9 @@ for name in "${names[@]}"; do
     else
         printf 'fuzz_%s: FAILED (log: %s)\n' "$name" "$log"
         tail -n 60 "$log" 2>/dev/null | sed 's/^/    /'
-        found="$(ls "$artifacts/$name-"* 2>/dev/null || true)"
-        [[ -z $found ]] || printf '    saved input: %s\n' $found
+        for saved in "$artifacts/$name-"*; do
+            [[ ! -e $saved ]] || printf '    saved input: %s\n' "$saved"
+        done
         failed=$((failed + 1))
     fi
 done
