@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/lock_ledger.hpp"
 #include "proxy/tether.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
@@ -77,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto again = decode_state_probe(written);
     require(again && again->locks == report->locks, "locks written back decode the same");
 
-    (void)describe_state(report->present | kStateLoad | kStateUnknown, report->locks,
-                         report->summaries);
+    (void)describe_state(report->present | kStateLoad | kStateUnknown,
+                         describe_locks(report->locks), report->summaries);
     return 0;
 }
