@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <deque>
 #include <dirent.h>
+#include <poll.h>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -595,11 +596,31 @@ void good_client(const PoolerProcess& pooler, const std::string& user,
         report.failures.push_back("cannot connect: " + conn.error());
         return;
     }
+    // wait_result() waits boundedly for the first result only; a reply cut short after it (a
+    // CommandComplete without its ReadyForQuery) would block libpq's next PQgetResult, so every
+    // result is waited for with a deadline.
+    const auto bounded_result = [&](std::chrono::milliseconds timeout) -> std::optional<Result> {
+        const auto until = std::chrono::steady_clock::now() + timeout;
+        std::optional<Result> last;
+        for (;;) {
+            while (PQconsumeInput(conn.raw()) != 0 && PQisBusy(conn.raw())) {
+                if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+                pollfd pfd{PQsocket(conn.raw()), POLLIN, 0};
+                ::poll(&pfd, 1, 100);
+            }
+            PGresult* res = PQgetResult(conn.raw());
+            if (!res) break;
+            last = Result::from(res);
+            PQclear(res);
+        }
+        if (!last) last = Result::client_error(conn.error());
+        return last;
+    };
     const auto ask = [&](const std::string& sql) -> Result {
         send_query(conn, sql);
-        auto result = wait_result(conn, 60s);
+        auto result = bounded_result(60s);
         if (!result) {
-            throw std::runtime_error("no answer within 60 s to: " + sql + "\n" +
+            throw std::runtime_error("no complete answer within 60 s to: " + sql + "\n" +
                                      snapshot(pooler, user));
         }
         return *result;
