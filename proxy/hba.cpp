@@ -35,6 +35,9 @@ namespace {
 
 // @file references may nest; a file that names itself must not recurse forever.
 constexpr int kMaxIncludeDepth = 10;
+// Nor may a few small files that each name the next one several times take forever to read: nine
+// files naming the next eight times are 8^9 reads. The whole HBA file may read this many @files.
+constexpr int kMaxIncludes = 1000;
 
 struct Token {
     std::string text;
@@ -152,6 +155,11 @@ class Parser {
         if (depth >= kMaxIncludeDepth) {
             throw ConfigError(file, line_no, "", "@" + name + ": nested too deeply");
         }
+        if (++includes_ > kMaxIncludes) {
+            throw ConfigError(file, line_no, "",
+                              "@" + name + ": more than " + std::to_string(kMaxIncludes) +
+                                  " @file references in all (counting each time a file is read)");
+        }
         std::string path = name[0] == '/' ? name : directory_of(file) + name;
         auto text = reader_(path);
         if (!text) throw ConfigError(file, line_no, "", "cannot read @" + name + " (" + path + ")");
@@ -172,6 +180,7 @@ class Parser {
     }
 
     const HbaFileReader& reader_;
+    int includes_ = 0;  // @files read so far
 };
 
 bool parse_address(const std::string& text, HbaRule& rule) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "proxy/config.hpp"
 #include "proxy/file_text.hpp"
@@ -38,6 +39,8 @@ std::string canonical_name(const std::string& path) {
 
 class IniReader {
   public:
+    explicit IniReader(IniIncludeReader read_include) : read_include_(std::move(read_include)) {}
+
     std::vector<IniEntry> take() { return std::move(entries_); }
 
     void read_text(const std::string& text, const std::string& file, int depth) {
@@ -102,7 +105,7 @@ class IniReader {
                 "%include nested more than " + std::to_string(kMaxIncludeDepth) + " levels deep");
         }
         std::string error;
-        auto text = read_file_text(target, &error);
+        auto text = read_include_ ? read_include_(target, &error) : read_file_text(target, &error);
         if (!text) {
             throw ConfigError(from, line_no, "",
                               "cannot read included file \"" + target + "\": " + error);
@@ -167,6 +170,7 @@ class IniReader {
                             std::string(trim(rest.substr(pos)))});
     }
 
+    IniIncludeReader read_include_;  // empty: read_file_text
     std::vector<IniEntry> entries_;
     std::vector<Open> stack_;
 };
@@ -177,13 +181,14 @@ std::vector<IniEntry> read_ini_file(const std::string& path) {
     std::string error;
     auto text = read_file_text(path, &error);
     if (!text) throw ConfigError(path, 0, "", "cannot read config file: " + error);
-    IniReader reader;
+    IniReader reader({});
     reader.read_text(*text, path, 0);
     return reader.take();
 }
 
-std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name) {
-    IniReader reader;
+std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name,
+                                     const IniIncludeReader& read_include) {
+    IniReader reader(read_include);
     reader.read_text(text, file_name, 0);
     return reader.take();
 }

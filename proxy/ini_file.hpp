@@ -21,6 +21,8 @@
 //   - an include loop is reported as such; PgBouncer stops at 10 nested levels, and so do we.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,7 +44,13 @@ inline constexpr int kMaxIncludeDepth = 10;
 // line for syntax errors, unreadable or missing files, include loops and too-deep nesting.
 std::vector<IniEntry> read_ini_file(const std::string& path);
 
-// Parses ini text already in memory. %include directives are still resolved from the file system.
-std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name);
+// Reads an included file: its text, or nullopt with the reason in `*error`.
+using IniIncludeReader =
+    std::function<std::optional<std::string>(const std::string& path, std::string* error)>;
+
+// Parses ini text already in memory. %include directives are resolved with `read_include`: from
+// the file system unless another reader is given (the fuzz target serves them from its input).
+std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name,
+                                     const IniIncludeReader& read_include = {});
 
 }  // namespace pgtether

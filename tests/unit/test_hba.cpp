@@ -169,6 +169,22 @@ TEST_CASE("hba: @file name lists, relative to the HBA file") {
     Files loop;
     loop.contents["/etc/pgtether/self.txt"] = "@self.txt\n";
     CHECK(contains(parse_error("host all @self.txt 0.0.0.0/0 md5\n", loop), "nested too deeply"));
+
+    // Found by fuzz_hba (tests/fuzz/crashes/hba/nested_file_bomb): nine files, each naming the
+    // next eight times, nest only nine deep but would be read 8^9 times.
+    Files bomb;
+    for (int i = 1; i <= 8; ++i) {
+        std::string line;
+        for (int j = 0; j < 8; ++j)
+            line += "@f" + std::to_string(i + 1) + " ";
+        bomb.contents["/etc/pgtether/f" + std::to_string(i)] = line + "\n";
+    }
+    bomb.contents["/etc/pgtether/f9"] = "x\n";
+    CHECK(contains(parse_error("host all @f1 0.0.0.0/0 md5\n", bomb),
+                   "more than 1000 @file references in all"));
+    // A file named a few times over is fine.
+    bomb.contents["/etc/pgtether/f3"] = "x\n";
+    CHECK(parse("host all @f1 0.0.0.0/0 md5\n", bomb).rules.size() == 1);
 }
 
 TEST_CASE("hba: quoting and keywords") {

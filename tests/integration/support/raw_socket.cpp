@@ -214,6 +214,15 @@ void RawConn::shutdown_write() {
     ::shutdown(fd_, SHUT_WR);
 }
 
+void RawConn::reset() {
+    if (fd_ < 0) return;
+    linger abort{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+    ::close(fd_);
+    fd_ = -1;
+    eof_ = true;
+}
+
 bool RawConn::fill(std::chrono::steady_clock::time_point deadline) {
     if (eof_) return false;
     for (;;) {

@@ -66,6 +66,9 @@ class RawConn {
     bool send(std::string_view bytes);
     // Half-closes our side (shutdown SHUT_WR): the server sees EOF.
     void shutdown_write();
+    // Closes with a TCP reset (SO_LINGER 0): the server sees ECONNRESET, not EOF. Every later
+    // call fails as on a closed connection.
+    void reset();
 
     // Waits up to `timeout` for at least `n` buffered bytes; returns them (and consumes them) or
     // nullopt on timeout / EOF.
