@@ -466,6 +466,12 @@ void Pool::janitor(std::uint64_t now) {
         } else if (state == Server::State::Cleaning &&
                    now - server.state_since_ms_ >= kCleanupTimeoutMs) {
             to_close.emplace_back(&server, "clean-up took too long");
+        } else if (state == Server::State::Active && server.client() == nullptr &&
+                   server.busy() && now - server.state_since_ms_ >= kCleanupTimeoutMs) {
+            // pgtether's own query for a client that has left (a parameter sync, a check, a
+            // probe) must finish and hand the server back; one that does not would hold a pool
+            // slot for ever (found by the wire fuzzer, tests/integration/test_wire_fuzz.cpp).
+            to_close.emplace_back(&server, "pgtether's own query outlived its client");
         }
     });
     for (auto [server, reason] : to_close) server->close(reason);
