@@ -118,9 +118,10 @@ void Client::hold_input(std::size_t held) {
 }
 
 void Client::on_stream_end(int status) {
+    // PgBouncer's words for a client that goes without Terminate.
     std::string why = status == UV_EOF
-                          ? "client closed the connection"
-                          : "client connection failed: " + std::string(uv_strerror(status));
+                          ? "client unexpected eof"
+                          : "client unexpected eof: " + std::string(uv_strerror(status));
     if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
     close(why);
 }
@@ -297,7 +298,7 @@ std::size_t Client::handle_auth(ByteSpan data) {
         if (!auth_->failure_log().empty()) {
             spdlog::warn("{}: login refused: {}", describe(), auth_->failure_log());
         }
-        fail(step.sqlstate.c_str(), step.message);
+        fail_authentication(step.sqlstate, step.message);
         return data.size();
     }
     if (step.outcome == ClientAuth::Outcome::Success) on_authenticated();
@@ -314,15 +315,17 @@ void Client::on_authenticated() {
     // unauthenticated client cannot probe which databases exist.
     auto found = worker_.resolve_database(database_);
     if (!found) {
-        fail(protocol::sqlstate::kInvalidCatalogName,
-             "database \"" + database_ + "\" does not exist");
+        // The client hears PostgreSQL's words, the log has PgBouncer's.
+        protocol::ErrorFields error{"FATAL", protocol::sqlstate::kInvalidCatalogName,
+                                    "database \"" + database_ + "\" does not exist", {}, {}};
+        close("no such database: " + database_, &error);
         return;
     }
     const DatabaseConfig& resolved = *found;
     if (worker_.pool_control().disabled(resolved.name)) {
-        // DISABLE on the admin console; the message is PostgreSQL's for datallowconn = false.
+        // DISABLE on the admin console; PgBouncer's message, which its tools look for.
         fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
-             "database \"" + database_ + "\" is not currently accepting connections");
+             "database \"" + database_ + "\" is disabled");
         return;
     }
     if (config.auth_type == AuthType::Any && resolved.user.empty()) {
@@ -603,7 +606,10 @@ void Client::janitor(std::uint64_t now) {
                     fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
                 }
             } else if (tracker.tx_status() != protocol::kTxIdle) {
-                if (expired(last_activity_ms_, config.idle_transaction_timeout)) {
+                // Idle in a transaction since the backend answered the last request: the time a
+                // query ran is query_timeout's business, not this one's.
+                auto idle_since = std::max(last_activity_ms_, server_->quiet_since_ms());
+                if (expired(idle_since, config.idle_transaction_timeout)) {
                     fail(protocol::sqlstate::kIdleInTransactionTimeout,
                          "idle transaction timeout");
                 }
@@ -643,15 +649,14 @@ void Client::fail(const char* sqlstate, const std::string& message) {
 void Client::close(const std::string& reason, const protocol::ErrorFields* error, bool flush) {
     if (state_ == State::Closing) return;
     State previous = state_;
-    bool logged_in = previous != State::Startup && previous != State::AuthLookup &&
-                     previous != State::Auth;
     const auto& config = worker_.config();
     // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
     // client, log_disconnections for the reason a logged-in client goes.
     if (error && config.log_pooler_errors) {
         spdlog::warn("{}: pooler error: {}", describe(), error->message);
     }
-    if (logged_in && config.log_disconnections) {
+    // PgBouncer logs every close with a reason, failed logins included.
+    if (config.log_disconnections) {
         spdlog::info("{}: closing because: {} (age={}s)", describe(), reason,
                      (worker_.now_ms() - connected_at_ms_) / 1000);
     }

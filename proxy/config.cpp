@@ -112,6 +112,22 @@ const char* to_string(SslMode mode) {
     return "?";
 }
 
+std::vector<std::string> split_host_list(std::string_view host) {
+    std::vector<std::string> hosts;
+    if (host.empty()) return hosts;
+    for (std::size_t start = 0;;) {
+        std::size_t comma = host.find(',', start);
+        std::string_view item = host.substr(start, comma == std::string_view::npos ? host.npos
+                                                                                 : comma - start);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+        while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+        hosts.emplace_back(item);
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+    }
+    return hosts;
+}
+
 const DatabaseConfig* Config::find_database(const std::string& name) const {
     for (const auto& db : databases) {
         if (db.name == name) return &db;
@@ -317,7 +333,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("server_check_query", Kind::String, kHonoured, "select 1", &C::server_check_query),
         key<C>("server_connect_timeout", Kind::Seconds, kHonoured, "15",
                &C::server_connect_timeout),
-        key<C>("server_fast_close", Kind::Bool, kIgnored, "0", &C::server_fast_close),
+        key<C>("server_fast_close", Kind::Bool, kHonoured, "0", &C::server_fast_close),
         key<C>("server_idle_timeout", Kind::Seconds, kHonoured, "600", &C::server_idle_timeout),
         key<C>("server_lifetime", Kind::Seconds, kHonoured, "3600", &C::server_lifetime),
         key<C>("server_login_retry", Kind::Seconds, kHonoured, "15", &C::server_login_retry),
@@ -810,11 +826,11 @@ class Loader {
         db.source_line = e.line;
         std::vector<Note> notes;
         apply_connstring(db, database_keys(), e, seq, "[databases]", notes);
-        if (db.host.find(',') != std::string::npos) {
-            throw ConfigError(e.file, e.line, e.name,
-                              "host \"" + db.host +
-                                  "\": lists of hosts are not supported by pgtether (give one "
-                                  "host name, address or socket directory)");
+        for (const auto& host : split_host_list(db.host)) {
+            if (host.empty()) {
+                throw ConfigError(e.file, e.line, e.name,
+                                  "host \"" + db.host + "\": empty host name in the list");
+            }
         }
         database_notes_[db.name] = std::move(notes);
         // A repeated name replaces the earlier entry, as in PgBouncer (last wins).

@@ -52,7 +52,9 @@ private:
 // One [databases] entry. Unset optionals fall back to the [pgbouncer] defaults.
 struct DatabaseConfig {
     std::string name;     // the name clients connect to; "*" for the fallback entry
-    std::string host;     // empty or starting with '/': Unix socket (directory); else host name / IP
+    // Empty or starting with '/': Unix socket (directory); else host name / IP. May be a
+    // comma-separated list (split_host_list): new connections go to its hosts in turn.
+    std::string host;
     int port = 5432;
     std::string dbname;   // the database on the server; empty = same as name
     std::string user;     // forced server user; empty = the client's user
@@ -75,6 +77,11 @@ struct DatabaseConfig {
     std::string source_file;
     int source_line = 0;
 };
+
+// The hosts of a host= value: PgBouncer (since 1.17) takes a comma-separated list and makes new
+// connections to its hosts round robin ("a,b" gives {"a", "b"}; "" gives {}). Spaces around a
+// name are dropped; an empty name is kept as "" (the loader refuses it).
+std::vector<std::string> split_host_list(std::string_view host);
 
 // One [users] entry.
 struct UserConfig {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 #include <uv.h>
 
@@ -18,6 +19,7 @@
 #include "proxy/logging.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/reload.hpp"
+#include "proxy/version.hpp"
 #include "proxy/worker.hpp"
 
 namespace {
@@ -74,7 +76,9 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (cl.show_version) {
-        std::printf("pgtether %s\n", PGTETHER_VERSION);
+        // The first line is SHOW VERSION's; then the libraries, as PgBouncer lists its own.
+        std::printf("%s\nlibuv %s\ntls: %s\n", pgtether::version_line().c_str(),
+                    uv_version_string(), OpenSSL_version(OPENSSL_VERSION));
         return 0;
     }
 

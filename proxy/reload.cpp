@@ -67,14 +67,31 @@ std::optional<std::string> ConfigReloader::reload(Worker& worker, std::string_vi
 }
 
 std::optional<std::string> ConfigReloader::set(Worker& worker, std::string_view key,
-                                               std::string_view value, bool& supported) {
+                                               std::string_view value, bool& supported,
+                                               std::string& notice) {
     auto config = std::make_shared<Config>(worker.config());
     try {
         supported = set_config_value(*config, key, value);
     } catch (const ConfigError& e) {
         return std::string(e.what());
     }
-    auto error = apply(worker, std::move(config), worker.auth_file_ptr());
+    std::shared_ptr<const SecuritySetup> security;
+    if (key.find("_tls_") != std::string_view::npos) {
+        try {
+            security = load_security(*config);
+        } catch (const std::exception& e) {
+            // Key and certificate are two settings but one pair: the first SET of a pair cannot
+            // work on its own. Keep the value and the running TLS setup (PgBouncer's admin_set).
+            spdlog::warn("SET {}: TLS settings could not be applied, still using the old "
+                         "configuration: {}",
+                         key, e.what());
+            notice = std::string("TLS settings could not be applied, still using old "
+                                 "configuration: ") +
+                     e.what();
+            security = worker.security_ptr();
+        }
+    }
+    auto error = apply(worker, std::move(config), worker.auth_file_ptr(), std::move(security));
     if (!error) spdlog::info("SET {} = {}", key, value);
     return error;
 }

@@ -42,9 +42,12 @@ class ConfigReloader {
     // configuration stays and the error message is returned. `trigger` names the cause in logs.
     std::optional<std::string> reload(Worker& worker, std::string_view trigger);
     // SET key = value: a copy of the running configuration with one setting changed, applied.
-    // Sets `supported` to whether pgtether acts on the key. Returns the error, if any.
+    // Sets `supported` to whether pgtether acts on the key. Returns the error, if any. A TLS
+    // setting whose new value does not work yet (client_tls_key_file set before the matching
+    // client_tls_cert_file) is stored while the running TLS setup stays, as PgBouncer does; then
+    // `notice` says so, and the SET that completes the pair applies both.
     std::optional<std::string> set(Worker& worker, std::string_view key, std::string_view value,
-                                   bool& supported);
+                                   bool& supported, std::string& notice);
 
   private:
     // `security` is built from `config` when not given.

@@ -303,7 +303,7 @@ TEST_CASE("disconnects and pooler errors are logged, unless switched off") {
         Conn a = Conn::must(pooler.conninfo());
         PGT_REQUIRE_OK(a.exec("SELECT 1"));
     }
-    CHECK(pooler.wait_for_log("closing because: client closed the connection (Terminate)"));
+    CHECK(pooler.wait_for_log("closing because: client close request"));
     Conn idle = Conn::must(pooler.conninfo());
     CHECK(pooler.wait_for_log("closing because: client_idle_timeout"));
     CHECK(pooler.wait_for_log("pooler error: client_idle_timeout"));
