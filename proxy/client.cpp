@@ -1,5 +1,8 @@
 #include "proxy/client.hpp"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -263,6 +266,7 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         return;
     }
     if (database_.empty()) database_ = user_;
+    if (worker_.config().application_name_add_host) add_host_to_application_name();
     // A newer minor protocol version or protocol options: tell the client what we speak
     // (NegotiateProtocolVersion, protocol §55.2.1).
     if ((packet.code & 0xffff) != 0 || !unknown_protocol_options.empty()) {
@@ -276,6 +280,28 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         stream_.write(out);
     }
     start_authentication();
+}
+
+void Client::add_host_to_application_name() {
+    // PgBouncer's format: "NAME - 1.2.3.4:5678", "NAME - [::1]:5678", or for the Unix socket
+    // "NAME - unix(PID@HOST):PORT"; "app" when the client gave no name. Only at start-up: a later
+    // SET application_name is the client's own business.
+    std::string details = peer_;
+    if (!tcp_) {
+        uv_os_fd_t fd = -1;
+        ucred credentials{};
+        socklen_t length = sizeof credentials;
+        if (uv_fileno(reinterpret_cast<const uv_handle_t*>(stream_.handle()), &fd) == 0) {
+            (void)getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length);
+        }
+        char host[256] = "";
+        (void)gethostname(host, sizeof host - 1);
+        details = "unix(" + std::to_string(credentials.pid) + "@" + host +
+                  "):" + std::to_string(worker_.config().listen_port);
+    }
+    auto name = params_.get(TrackedParam::ApplicationName);
+    params_.set(TrackedParam::ApplicationName,
+                std::string(name && !name->empty() ? *name : "app") + " - " + details);
 }
 
 std::size_t Client::handle_auth(ByteSpan data) {

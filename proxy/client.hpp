@@ -158,6 +158,8 @@ private:
     std::size_t handle_requests(protocol::ByteSpan data);
     void handle_startup_packet(const protocol::StartupPacket& packet);
     void handle_cancel_request(const protocol::CancelKey& key);
+    // application_name_add_host: the client's address after its application_name.
+    void add_host_to_application_name();
     // TLS and authentication methods (client_login.cpp).
     std::size_t handle_encryption_request(protocol::StartupKind kind, protocol::ByteSpan data,
                                           std::size_t request_size);

@@ -96,6 +96,7 @@ struct Config {
     // --- [pgbouncer] (also accepted as [pgtether]); defaults are PgBouncer 1.18's ---
     std::string logfile;
     std::string pidfile;
+    std::string user;  // the Unix user to switch to when started as root (-u overrides it)
     std::vector<std::string> listen_addr;  // empty: Unix socket only; "*" = all IPv4 and IPv6
     int listen_port = 6432;
     std::string unix_socket_dir = "/tmp";  // empty: no Unix socket
@@ -221,6 +222,16 @@ struct Config {
     const DatabaseConfig* find_database(const std::string& name) const;
     const UserConfig* find_user(const std::string& name) const;
 };
+
+// The name among `known` that `name` most likely meant: a few typing mistakes away (edit
+// distance, case ignored), or a longer or shorter spelling of it; nullopt if none is close.
+std::optional<std::string> suggest_name(std::string_view name,
+                                        const std::vector<std::string_view>& known);
+
+// Settings that work, but probably not as their author expects; logged at start-up and reload.
+// Today: "options" in ignore_startup_parameters while session_settings = keep (the client's
+// options are then accepted and ignored, not replayed: ignore_startup_parameters wins).
+std::vector<std::string> configuration_warnings(const Config& config);
 
 // One [pgbouncer] setting as the admin console's SHOW CONFIG lists it.
 struct ConfigSetting {
