@@ -142,13 +142,9 @@ std::pair<Endpoint, Endpoint> endpoints(Stream& stream, int unix_port) {
 
 // The process id of a Unix-socket peer (SO_PEERCRED), as PgBouncer's remote_pid; 0 otherwise.
 int unix_peer_pid(Stream& stream) {
-    if (stream.is_tcp() || stream.closing()) return 0;
-    uv_os_fd_t fd{};
-    if (uv_fileno(reinterpret_cast<uv_handle_t*>(stream.handle()), &fd) != 0) return 0;
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
-    return cred.pid;
+    if (stream.closing()) return 0;
+    auto credentials = stream.peer_credentials();
+    return credentials ? credentials->pid : 0;
 }
 
 // The `tls` column: version, cipher and key-exchange group of an established TLS session, as
@@ -383,6 +379,23 @@ void show_fds(Worker& worker, std::string& out) {
         }
         return fd;
     };
+    // One client or server: PgBouncer's cancel key is the 8 bytes as one int8.
+    auto connection_row = [&](Stream& stream, const char* task, const std::string& user,
+                              const std::string& database, const Endpoint& remote,
+                              const protocol::CancelKey& key, Stream* link,
+                              const ParamValues& params) {
+        auto cancel = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(key.pid)) << 32) |
+                      static_cast<std::uint32_t>(key.secret);
+        auto param = [&](TrackedParam p) {
+            auto v = params.get(p);
+            return v ? text(std::string(*v)) : kNull;
+        };
+        rs.row({number(fd_of(stream)), text(task), text(user), text(database), text(remote.addr),
+                number(remote.port), text(std::to_string(static_cast<std::int64_t>(cancel))),
+                number(link ? fd_of(*link) : 0), param(TrackedParam::ClientEncoding),
+                param(TrackedParam::StandardConformingStrings), param(TrackedParam::DateStyle),
+                param(TrackedParam::TimeZone), kNull, kNull, kNull});
+    };
     const int listen_port = worker.config().listen_port;
     for (const auto& listener : worker.listeners()) {
         if (listener->fd() < 0) continue;
@@ -394,41 +407,19 @@ void show_fds(Worker& worker, std::string& out) {
     }
     worker.for_each_client([&](Client& client) {
         if (client.state() == Client::State::Closing || client.is_admin()) return;
-        auto [remote, local] = endpoints(client.stream(), listen_port);
-        const auto& key = client.cancel_key();
-        auto cancel = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(key.pid)) << 32) |
-                      static_cast<std::uint32_t>(key.secret);
-        auto param = [&](TrackedParam p) {
-            auto v = client.params().get(p);
-            return v ? text(std::string(*v)) : kNull;
-        };
-        rs.row({number(fd_of(client.stream())), text("client"), text(client.user()),
-                text(client.database()), text(remote.addr), number(remote.port),
-                text(std::to_string(static_cast<std::int64_t>(cancel))),
-                number(client.server() ? fd_of(client.server()->stream()) : 0),
-                param(TrackedParam::ClientEncoding), param(TrackedParam::StandardConformingStrings),
-                param(TrackedParam::DateStyle), param(TrackedParam::TimeZone), kNull, kNull,
-                kNull});
+        auto remote = endpoints(client.stream(), listen_port).first;
+        connection_row(client.stream(), "client", client.user(), client.database(), remote,
+                       client.cancel_key(), client.server() ? &client.server()->stream() : nullptr,
+                       client.params());
     });
     worker.for_each_server([&](Server& server) {
         if (server.state() == Server::State::Closing) return;
         Endpoint remote;
         remote.port = server.pool().database().port;
         if (!server.address_is_unix()) remote = endpoint_of(server.address());
-        const auto& key = server.backend_key();
-        auto cancel = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(key.pid)) << 32) |
-                      static_cast<std::uint32_t>(key.secret);
-        auto param = [&](TrackedParam p) {
-            auto v = server.params().get(p);
-            return v ? text(std::string(*v)) : kNull;
-        };
-        rs.row({number(fd_of(server.stream())), text("server"), text(server.pool().user_name()),
-                text(server.pool().database_name()), text(remote.addr), number(remote.port),
-                text(std::to_string(static_cast<std::int64_t>(cancel))),
-                number(server.client() ? fd_of(server.client()->stream()) : 0),
-                param(TrackedParam::ClientEncoding), param(TrackedParam::StandardConformingStrings),
-                param(TrackedParam::DateStyle), param(TrackedParam::TimeZone), kNull, kNull,
-                kNull});
+        connection_row(server.stream(), "server", server.pool().user_name(),
+                       server.pool().database_name(), remote, server.backend_key(),
+                       server.client() ? &server.client()->stream() : nullptr, server.params());
     });
 }
 

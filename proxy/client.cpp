@@ -1,6 +1,5 @@
 #include "proxy/client.hpp"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -288,15 +287,10 @@ void Client::add_host_to_application_name() {
     // SET application_name is the client's own business.
     std::string details = peer_;
     if (!tcp_) {
-        uv_os_fd_t fd = -1;
-        ucred credentials{};
-        socklen_t length = sizeof credentials;
-        if (uv_fileno(reinterpret_cast<const uv_handle_t*>(stream_.handle()), &fd) == 0) {
-            (void)getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length);
-        }
+        auto peer = stream_.peer_credentials();
         char host[256] = "";
         (void)gethostname(host, sizeof host - 1);
-        details = "unix(" + std::to_string(credentials.pid) + "@" + host +
+        details = "unix(" + std::to_string(peer ? peer->pid : 0) + "@" + host +
                   "):" + std::to_string(worker_.config().listen_port);
     }
     auto name = params_.get(TrackedParam::ApplicationName);

@@ -34,18 +34,6 @@ std::string host_of(const Stream& stream, bool tcp) {
     return host.empty() ? "?" : host;
 }
 
-// The uid of the process at the other end of a Unix socket; nullopt for TCP or on failure.
-std::optional<uid_t> peer_uid(Stream& stream, bool tcp) {
-    uv_os_fd_t fd = -1;
-    ucred credentials{};
-    socklen_t length = sizeof credentials;
-    if (tcp || uv_fileno(reinterpret_cast<const uv_handle_t*>(stream.handle()), &fd) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-        return std::nullopt;
-    }
-    return credentials.uid;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -167,8 +155,8 @@ std::string Client::tls_description() const {
 
 bool Client::is_own_user_console_login() {
     if (user_ != "pgbouncer" || !AdminSession::is_console_database(database_)) return false;
-    auto uid = peer_uid(stream_, tcp_);
-    return uid && *uid == getuid();
+    auto peer = stream_.peer_credentials();
+    return peer && peer->uid == getuid();
 }
 
 void Client::start_authentication() {
@@ -389,7 +377,9 @@ void Client::authenticate_by_certificate() {
 }
 
 void Client::authenticate_by_peer() {
-    auto uid = peer_uid(stream_, tcp_);
+    auto peer = stream_.peer_credentials();
+    std::optional<uid_t> uid;
+    if (peer) uid = peer->uid;
     std::string os_user;
     if (uid) {
         passwd entry{};

@@ -111,6 +111,17 @@ std::string Stream::peer_name() const {
     return address_text(ss);
 }
 
+std::optional<ucred> Stream::peer_credentials() const {
+    uv_os_fd_t fd = -1;
+    ucred credentials{};
+    socklen_t length = sizeof credentials;
+    if (is_tcp_ || uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+        return std::nullopt;
+    }
+    return credentials;
+}
+
 std::string Stream::local_name() const {
     if (!is_tcp_) return "unix";
     sockaddr_storage ss{};

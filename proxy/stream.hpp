@@ -14,8 +14,11 @@
 //   exactly the paths it took before TLS existed.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <uv.h>
@@ -119,6 +122,8 @@ public:
     [[nodiscard]] std::string peer_host() const;
     // The same for our own end.
     [[nodiscard]] std::string local_name() const;
+    // The process at the other end of a Unix socket (SO_PEERCRED); nullopt for TCP or unknown.
+    [[nodiscard]] std::optional<ucred> peer_credentials() const;
     // The peer's address (TCP only); false when unknown.
     [[nodiscard]] bool peer_address(sockaddr_storage& out) const;
 

@@ -1,7 +1,7 @@
 // PgBouncer drop-in behaviour that its own test suite checks (issue "A true drop-in"; the suite
 // itself runs with tests/compat/pgbouncer_suite.sh): host lists, the admin console login as
 // "pgbouncer" from pgtether's own OS user, idle_transaction_timeout, server_fast_close, SHOW
-// VERSION / SOCKETS / ACTIVE_SOCKETS / FDS against Debian's PgBouncer, and PgBouncer's log phrases.
+// VERSION / SOCKETS / FDS, and PgBouncer's log phrases.
 #include <doctest/doctest.h>
 #include <libpq-fe.h>
 #include <sys/wait.h>
@@ -50,12 +50,6 @@ int console_login_from(const PoolerProcess& pooler, std::optional<DaemonUser> as
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::vector<std::string> columns_of(Conn& admin, const std::string& what) {
-    auto r = admin.exec("SHOW " + what);
-    REQUIRE_MESSAGE(r.ok(), what << ": " << r.describe());
-    return r.columns;
 }
 
 std::string first_line_of_command(const std::string& command) {
@@ -158,22 +152,14 @@ TEST_CASE("server_fast_close: RECONNECT closes a session client's server between
     }
 }
 
-TEST_CASE("SHOW VERSION is --version's first line; SOCKETS, ACTIVE_SOCKETS and FDS as PgBouncer") {
+TEST_CASE("SHOW VERSION is --version's first line; SOCKETS and FDS list every socket") {
+    // Their headers are compared with PgBouncer's in test_admin_console.cpp.
     const auto& env = TestEnv::get();
     Pgtether pgtether(pool_config("transaction", 2));
-    Pgbouncer pgbouncer(pool_config("transaction", 2));
     Conn ours = console(pgtether);
-    Conn theirs = console(pgbouncer);
     CHECK(scalar(ours, "SHOW VERSION") == first_line_of_command(env.pgtether_bin + " --version"));
-    // A client on each, so the socket lists have rows.
     Conn a = Conn::must(pgtether.conninfo());
-    Conn b = Conn::must(pgbouncer.conninfo());
     a.exec_ok("SELECT 1");
-    b.exec_ok("SELECT 1");
-    for (const char* what : {"SOCKETS", "ACTIVE_SOCKETS", "FDS"}) {
-        CAPTURE(what);
-        CHECK(columns_of(ours, what) == columns_of(theirs, what));
-    }
     auto sockets = ours.exec("SHOW SOCKETS");
     CHECK(find_row(sockets, "state", "cl_active"));
     CHECK(find_row(sockets, "state", "sv_idle"));
