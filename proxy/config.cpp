@@ -120,8 +120,9 @@ std::vector<std::string> split_host_list(std::string_view host) {
         std::size_t comma = host.find(',', start);
         std::string_view item = host.substr(start, comma == std::string_view::npos ? host.npos
                                                                                  : comma - start);
-        while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-        while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+        auto blank = [](char c) { return c == ' ' || c == '\t'; };
+        while (!item.empty() && blank(item.front())) item.remove_prefix(1);
+        while (!item.empty() && blank(item.back())) item.remove_suffix(1);
         hosts.emplace_back(item);
         if (comma == std::string_view::npos) break;
         start = comma + 1;

@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
     }
     const auto& config = *loaded.config;
     for (const auto& note : config.unsupported_keys) spdlog::warn("{}", note);
-    for (const auto& warning : pgtether::configuration_warnings(config)) spdlog::warn("{}", warning);
+    for (const auto& warning : pgtether::configuration_warnings(config))
+        spdlog::warn("{}", warning);
 
     // Root: switch to `user` (or -u) once the sockets are bound; without one, refuse to start.
     const std::string wanted_user = !cl.user.empty() ? cl.user : config.user;

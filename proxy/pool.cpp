@@ -505,7 +505,8 @@ void Pool::make_room_elsewhere() {
         // Closing its server must free every limit that is full.
         bool shares_limit = (!db_full || pool->database_name() == database_.name) &&
                             (!user_full || pool->user_name() == user_);
-        if (shares_limit && pool->close_one_idle_server("evicted (to make room for another pool)")) {
+        if (shares_limit &&
+            pool->close_one_idle_server("evicted (to make room for another pool)")) {
             return;
         }
     }

@@ -4,9 +4,9 @@
 // naming ourselves is fine.
 #pragma once
 
+#include <sys/types.h>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 namespace pgtether {

@@ -184,7 +184,8 @@ Pool& Worker::pool_for(const DatabaseConfig& database, const std::string& user) 
     auto it = pools_.find(key);
     if (it == pools_.end()) {
         const DatabaseConfig* entry = config_->find_database(database.name);
-        bool automatic = entry && config_->fallback_database && entry == &*config_->fallback_database;
+        bool automatic =
+            entry && config_->fallback_database && entry == &*config_->fallback_database;
         auto first = pools_.lower_bound(std::make_pair(database.name, std::string()));
         if (automatic && (first == pools_.end() || first->first.first != database.name)) {
             // PgBouncer's words for the first pool of a name the "*" entry serves.

@@ -59,7 +59,8 @@ std::string first_line_of_command(const std::string& command) {
         if (fgets(buf, sizeof buf, pipe)) out = buf;
         pclose(pipe);
     }
-    while (!out.empty() && out.back() == '\n') out.pop_back();
+    while (!out.empty() && out.back() == '\n')
+        out.pop_back();
     return out;
 }
 
@@ -80,8 +81,8 @@ TEST_CASE("host lists: new server connections go to the listed hosts in turn") {
         "SELECT client_addr IS NULL FROM pg_stat_activity WHERE pid = pg_backend_pid()";
     std::set<std::string> transports = {scalar(a, over_unix), scalar(b, over_unix)};
     CHECK(transports == std::set<std::string>{"t", "f"});
-    CHECK(pooler.wait_for_log("hl/postgres@unix:" + env.pg_socket_dir + "/.s.PGSQL." +
-                              pg_port() + " new connection to server"));
+    CHECK(pooler.wait_for_log("hl/postgres@unix:" + env.pg_socket_dir + "/.s.PGSQL." + pg_port() +
+                              " new connection to server"));
     CHECK(pooler.wait_for_log("hl/postgres@" + env.pg_host + ":" + pg_port() +
                               " new connection to server (from "));
     a.exec_ok("COMMIT");
@@ -135,8 +136,7 @@ TEST_CASE("idle_transaction_timeout counts only the time a client is idle in a t
 TEST_CASE("server_fast_close: RECONNECT closes a session client's server between transactions") {
     for (bool fast_close : {false, true}) {
         CAPTURE(fast_close);
-        Pgtether pooler(
-            pool_config("session", 2, {{"server_fast_close", fast_close ? "1" : "0"}}));
+        Pgtether pooler(pool_config("session", 2, {{"server_fast_close", fast_close ? "1" : "0"}}));
         Conn conn = Conn::must(pooler.conninfo());
         auto pid = scalar(conn, "SELECT pg_backend_pid()");
         Conn admin = console(pooler);
@@ -168,7 +168,8 @@ TEST_CASE("SHOW VERSION is --version's first line; SOCKETS and FDS list every so
     CHECK(find_row(fds, "task", "client"));
     CHECK(find_row(fds, "task", "server"));
     // Passwords never leave pgtether.
-    for (const auto& row : named_rows(fds)) CHECK_FALSE(row.at("password").has_value());
+    for (const auto& row : named_rows(fds))
+        CHECK_FALSE(row.at("password").has_value());
 }
 
 TEST_CASE("PgBouncer's log phrases, with pgtether's detail after them") {

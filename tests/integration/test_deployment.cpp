@@ -76,9 +76,9 @@ std::string hand_ini(const TempDir& dir, int port, const std::string& extra = ""
     const auto& env = TestEnv::get();
     return "[databases]\n* = host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
            "\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " + std::to_string(port) +
-           "\nunix_socket_dir = " + dir.path() + "\nauth_type = trust\nauth_file = " +
-           dir.path() + "/userlist.txt\nlogfile = " + dir.path() +
-           "/pgtether.log\npidfile = " + dir.path() + "/pgtether.pid\n" + extra;
+           "\nunix_socket_dir = " + dir.path() + "\nauth_type = trust\nauth_file = " + dir.path() +
+           "/userlist.txt\nlogfile = " + dir.path() + "/pgtether.log\npidfile = " + dir.path() +
+           "/pgtether.pid\n" + extra;
 }
 
 int exit_code(const std::optional<int>& status) {
@@ -160,16 +160,15 @@ TEST_CASE("start-up errors reach the logfile, also with -d; TLS file errors say 
     std::string ini = dir.write_file(
         "bad.ini", hand_ini(dir, free_port(),
                             "client_tls_sslmode = require\nclient_tls_key_file = " + dir.path() +
-                                "/nope.key\nclient_tls_cert_file = " + dir.path() +
-                                "/nope.crt\n"));
+                                "/nope.key\nclient_tls_cert_file = " + dir.path() + "/nope.crt\n"));
     ChildProcess::Options options;
     options.argv = {TestEnv::get().pgtether_bin, "-d", ini};
     options.log_path = dir.path() + "/bad.out";
     options.as_daemon_user = true;
     ChildProcess child(options);
     CHECK(exit_code(child.wait_exit(10s)) == 1);
-    const std::string expected = "cannot read certificate \"" + dir.path() +
-                                 "/nope.crt\": No such file or directory";
+    const std::string expected =
+        "cannot read certificate \"" + dir.path() + "/nope.crt\": No such file or directory";
     CHECK(read_file(options.log_path).find(expected) != std::string::npos);
     CHECK(read_file(dir.path() + "/pgtether.log").find(expected) != std::string::npos);
 }
