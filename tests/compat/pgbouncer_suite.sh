@@ -21,10 +21,15 @@
 #
 # The harness wants fixed ports (6666 PostgreSQL, 6667 the pooler) and Unix sockets in /tmp. When
 # run as root each test therefore gets private namespaces (unshare: network with its own loopback,
-# so ::1 exists and nothing collides with other programs; mounts, with a private /tmp; PIDs, so
-# everything a test started dies with it) and the harness runs as the `postgres` user (initdb
-# refuses root; the admin console login as `pgbouncer` relies on the client and the pooler being
-# the same OS user). Not as root, it runs as the current user without isolation.
+# so ::1 exists and nothing collides with other programs; mounts, with a private tmpfs on /tmp
+# that also holds the tree, so PostgreSQL's fsyncs cost nothing, and an /etc/hosts naming ::1
+# localhost too, for the host-list test; PIDs, so everything a test started dies with it) and the
+# harness runs as the `postgres` user (initdb refuses root; the admin console login as
+# `pgbouncer` relies on the client and the pooler being the same OS user) with USER set to a name
+# that is not in test/userlist.txt, as on a developer's machine: the harness then adds its
+# long-password user, which test_password_server/_client need. Not as root, it runs as the
+# current user without isolation. Isolated, HAVE_IPV6_LOCALHOST=1 is set (test_host_list);
+# USE_SUDO is not (the three iptables tests skip themselves).
 #
 # Output: one line per test (PASS, FAIL, SKIP, TIMEOUT, or XFAIL for the known exceptions listed in
 # known_exception below, each with its reason), then "N passed, N failed, ..." . The exit status is
@@ -77,8 +82,13 @@ PG_BIN="${PGT_PG_BIN:-/usr/lib/postgresql/15/bin}"
 # when they fail (and as XPASS, counted as passed, if they ever pass).
 known_exception() {
     case "$1" in
-    test_online_restart) echo "online restart (-R: takes over the old process's sockets) is not supported" ;;
-    test_scram_takeover) echo "online restart (-R) is not supported" ;;
+    test_online_restart)
+        echo "online restart (-R: takes over the old process's sockets) is not supported"
+        ;;
+    test_scram_takeover)
+        # It passes all the same: -R is refused and the old process keeps serving the client.
+        echo "online restart (-R) is not supported"
+        ;;
     *) return 1 ;;
     esac
 }
@@ -96,6 +106,7 @@ fetch_sources() {
     mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/sources.list.d" "$src"
     # The Debian release of the installed system, bookworm for Debian 12 (PgBouncer 1.18).
     local codename
+    # shellcheck disable=SC1091
     codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
     cat >"$apt/sources.list" <<EOF
 deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $codename main
@@ -143,6 +154,7 @@ fi
 # and the tree itself: PostgreSQL's fsyncs cost nothing there), the harness as the daemon user
 # with a clean environment, then its logs copied out. Arguments: TREE BINARY RESULT_DIR
 # SCRIPT_DIR TIMEOUT TEST_NAME.
+# shellcheck disable=SC2016  # expanded by the inner shell
 inner_script='
 tree=$1 binary=$2 result_dir=$3 script_dir=$4 limit=$5 name=$6
 ip link set lo up || exit 90
@@ -165,8 +177,8 @@ exit $status
 run_one() {
     local suite="$1" name="$2" script_dir result_dir started status line verdict
     case "$suite" in
-    main) script_dir=test ;;
-    ssl) script_dir=test/ssl ;;
+    main) script_dir="test" ;;
+    ssl) script_dir="test/ssl" ;;
     esac
     result_dir="$work/results/$suite/$name"
     rm -rf "$result_dir"
