@@ -268,6 +268,10 @@ void Server::finish_login() {
         run_internal(InternalPurpose::ConnectQuery, {connect_query});
         return;
     }
+    // The pool hears of this login now, so a close from here on is not a failed login: a paused
+    // pool closes the server it is handed at once ("pause mode"), which must neither count as a
+    // login failure (backing off, failing waiting clients) nor decrement `connecting` twice.
+    login_failed_reported_ = true;
     pool_.on_server_login(*this);
 }
 
