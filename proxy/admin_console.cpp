@@ -86,6 +86,7 @@ AdminSession::~AdminSession() {
 
 AdminSession::Role AdminSession::role() const {
     const auto& config = worker_.config();
+    if (client_.own_user()) return Role::Admin;
     if (contains(config.admin_users, client_.user())) return Role::Admin;
     if (contains(config.stats_users, client_.user())) return Role::Stats;
     // PgBouncer: with auth_type = any every user may look (admin_post_login).
@@ -166,7 +167,7 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
                 break;
             }
             case fe::kTerminate:
-                client_.close("client closed the connection (Terminate)");
+                client_.close("client close request");
                 return data.size();
             case fe::kParse:
             case fe::kBind:
@@ -414,6 +415,11 @@ void AdminSession::show(const std::string& argument) {
         complete("SHOW");
         return;
     }
+    if (what == "fds" && role() != Role::Admin) {
+        // Cancel keys of every connection: PgBouncer shows them to admins only.
+        send_error(sqlstate::kInsufficientPrivilege, "admin access needed");
+        return;
+    }
     switch (append_show(worker_, what, pending_)) {
         case ShowOutcome::Done:
             complete("SHOW");
@@ -457,10 +463,12 @@ void AdminSession::set(const protocol::AdminCommand& command) {
         return;
     }
     bool supported = true;
-    if (auto error = reloader->set(worker_, key, value, supported)) {
+    std::string notice;
+    if (auto error = reloader->set(worker_, key, value, supported, notice)) {
         send_error(sqlstate::kInvalidParameterValue, "SET failed: " + *error);
         return;
     }
+    if (!notice.empty()) send_notice(notice);
     if (!supported) {
         send_notice(key +
                     " is recognised but not supported by pgtether: the value is kept but "

@@ -15,11 +15,13 @@
 #include "protocol/backend_messages.hpp"
 #include "proxy/client.hpp"
 #include "proxy/lock_catalog.hpp"
+#include "proxy/listener.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_census.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/server.hpp"
 #include "proxy/tls.hpp"
+#include "proxy/version.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -34,6 +36,7 @@ constexpr std::uint32_t kText = 25;
 constexpr std::uint32_t kInt4 = 23;
 constexpr std::uint32_t kInt8 = 20;
 constexpr std::uint32_t kNumeric = 1700;
+constexpr std::uint32_t kBytea = 17;
 
 // The admin console's pseudo-pool, as PgBouncer shows it.
 constexpr int kAdminPoolSize = 2;
@@ -139,13 +142,9 @@ std::pair<Endpoint, Endpoint> endpoints(Stream& stream, int unix_port) {
 
 // The process id of a Unix-socket peer (SO_PEERCRED), as PgBouncer's remote_pid; 0 otherwise.
 int unix_peer_pid(Stream& stream) {
-    if (stream.is_tcp() || stream.closing()) return 0;
-    uv_os_fd_t fd{};
-    if (uv_fileno(reinterpret_cast<uv_handle_t*>(stream.handle()), &fd) != 0) return 0;
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
-    return cred.pid;
+    if (stream.closing()) return 0;
+    auto credentials = stream.peer_credentials();
+    return credentials ? credentials->pid : 0;
 }
 
 // The `tls` column: version, cipher and key-exchange group of an established TLS session, as
@@ -195,6 +194,78 @@ std::vector<protocol::ColumnDescription> socket_columns() {
 
 // ---------------------------------------------------------------------------------------------
 
+// PgBouncer's 18 socket columns of a client in `state` ("active", "cl_login", ...).
+Row client_socket_row(const Clock& clock, Client& client, const char* state, int listen_port) {
+    auto [remote, local] = endpoints(client.stream(), listen_port);
+    std::uint64_t wait_us = 0;
+    if (client.state() == Client::State::Waiting || client.state() == Client::State::WelcomeWait) {
+        wait_us = (clock.now_ms() - client.state_since_ms()) * 1000;
+    }
+    auto app = client.params().get(TrackedParam::ApplicationName);
+    std::uint64_t request_ms =
+        client.last_activity_ms() ? client.last_activity_ms() : client.connected_at_ms();
+    return {text("C"),
+            text(client.user().empty() ? "(nouser)" : client.user()),
+            text(client.is_admin()          ? kAdminDatabaseName
+                 : client.database().empty() ? "(nodb)"
+                                             : client.database()),
+            text(state),
+            text(remote.addr),
+            number(remote.port),
+            text(local.addr),
+            number(local.port),
+            text(clock.format(client.connected_at_ms())),
+            text(clock.format(request_ms)),
+            unsigned_number(wait_us / 1'000'000),
+            unsigned_number(wait_us % 1'000'000),
+            number(0),
+            text(pointer_text(&client)),
+            text(client.server() ? pointer_text(client.server()) : ""),
+            number(unix_peer_pid(client.stream())),
+            text(tls_info(client.stream())),
+            text(std::string(app.value_or("")))};
+}
+
+// The same for a server.
+Row server_socket_row(const Clock& clock, Server& server, const char* state) {
+    Endpoint remote;
+    Endpoint local;
+    remote.port = local.port = server.pool().database().port;
+    if (!server.address_is_unix()) {
+        remote = endpoint_of(server.address());
+        if (server.stream().is_tcp() && !server.stream().closing() &&
+            server.state() != Server::State::Connecting) {
+            sockaddr_storage ss{};
+            int len = sizeof ss;
+            if (uv_tcp_getsockname(reinterpret_cast<uv_tcp_t*>(server.stream().handle()),
+                                   reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+                local = endpoint_of(ss);
+            }
+        }
+    }
+    Client* client = server.client();
+    std::optional<std::string_view> app;
+    if (client) app = client->params().get(TrackedParam::ApplicationName);
+    return {text("S"),
+            text(server.pool().user_name()),
+            text(server.pool().database_name()),
+            text(state),
+            text(remote.addr),
+            number(remote.port),
+            text(local.addr),
+            number(local.port),
+            text(clock.format(server.connected_at_ms())),
+            text(clock.format(server.state_since_ms())),
+            number(0),
+            number(0),
+            number(server.retired() ? 1 : 0),
+            text(pointer_text(&server)),
+            text(client ? pointer_text(client) : ""),
+            number(server.backend_pid()),
+            text(tls_info(server.stream())),
+            text(std::string(app.value_or("")))};
+}
+
 void show_clients(Worker& worker, std::string& out) {
     auto columns = socket_columns();
     // pgtether: the id KILL_CLIENT takes, and the tether.
@@ -209,38 +280,13 @@ void show_clients(Worker& worker, std::string& out) {
     worker.for_each_client([&](Client& client) {
         const char* state = client_state_name(client);
         if (!state) return;
-        auto [remote, local] = endpoints(client.stream(), listen_port);
-        std::uint64_t wait_us = 0;
-        if (client.state() == Client::State::Waiting ||
-            client.state() == Client::State::WelcomeWait) {
-            wait_us = (clock.now_ms() - client.state_since_ms()) * 1000;
-        }
-        auto app = client.params().get(TrackedParam::ApplicationName);
-        std::uint64_t request_ms =
-            client.last_activity_ms() ? client.last_activity_ms() : client.connected_at_ms();
-        rs.row({text("C"),
-                text(client.user()),
-                text(client.is_admin() ? kAdminDatabaseName : client.database()),
-                text(state),
-                text(remote.addr),
-                number(remote.port),
-                text(local.addr),
-                number(local.port),
-                text(clock.format(client.connected_at_ms())),
-                text(clock.format(request_ms)),
-                unsigned_number(wait_us / 1'000'000),
-                unsigned_number(wait_us % 1'000'000),
-                number(0),
-                text(pointer_text(&client)),
-                text(client.server() ? pointer_text(client.server()) : ""),
-                number(unix_peer_pid(client.stream())),
-                text(tls_info(client.stream())),
-                text(std::string(app.value_or(""))),
-                unsigned_number(client.id()),
-                number(client.tethered() ? 1 : 0),
-                client.tethered() ? text(clock.format(client.tethered_since_ms())) : kNull,
-                client.tethered() ? text(client.lock_ledger().describe()) : kNull,
-                client.tethered() ? text(client.describe_tether()) : kNull});
+        Row row = client_socket_row(clock, client, state, listen_port);
+        row.insert(row.end(),
+                   {unsigned_number(client.id()), number(client.tethered() ? 1 : 0),
+                    client.tethered() ? text(clock.format(client.tethered_since_ms())) : kNull,
+                    client.tethered() ? text(client.lock_ledger().describe()) : kNull,
+                    client.tethered() ? text(client.describe_tether()) : kNull});
+        rs.row(row);
     });
 }
 
@@ -257,47 +303,123 @@ void show_servers(Worker& worker, std::string& out) {
     worker.for_each_server([&](Server& server) {
         const char* state = server_state_name(worker, server);
         if (!state) return;
-        Endpoint remote;
-        Endpoint local;
-        remote.port = local.port = server.pool().database().port;
-        if (!server.address_is_unix()) {
-            remote = endpoint_of(server.address());
-            if (server.stream().is_tcp() && !server.stream().closing() &&
-                server.state() != Server::State::Connecting) {
-                sockaddr_storage ss{};
-                int len = sizeof ss;
-                if (uv_tcp_getsockname(reinterpret_cast<uv_tcp_t*>(server.stream().handle()),
-                                       reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-                    local = endpoint_of(ss);
-                }
-            }
-        }
         Client* client = server.client();
-        std::optional<std::string_view> app;
-        if (client) app = client->params().get(TrackedParam::ApplicationName);
         auto purpose = server.internal_purpose();
-        rs.row({text("S"),
-                text(server.pool().user_name()),
-                text(server.pool().database_name()),
-                text(state),
-                text(remote.addr),
-                number(remote.port),
-                text(local.addr),
-                number(local.port),
-                text(clock.format(server.connected_at_ms())),
-                text(clock.format(server.state_since_ms())),
-                number(0),
-                number(0),
-                number(server.retired() ? 1 : 0),
-                text(pointer_text(&server)),
-                text(client ? pointer_text(client) : ""),
-                number(server.backend_pid()),
-                text(tls_info(server.stream())),
-                text(std::string(app.value_or(""))),
-                unsigned_number(server.id()),
-                number(client && client->tethered() ? 1 : 0),
-                client ? unsigned_number(client->id()) : kNull,
-                purpose ? text(to_string(*purpose)) : kNull});
+        Row row = server_socket_row(clock, server, state);
+        row.insert(row.end(), {unsigned_number(server.id()),
+                               number(client && client->tethered() ? 1 : 0),
+                               client ? unsigned_number(client->id()) : kNull,
+                               purpose ? text(to_string(*purpose)) : kNull});
+        rs.row(row);
+    });
+}
+
+// SHOW SOCKETS and SHOW ACTIVE_SOCKETS: every client and server socket (or, for ACTIVE_SOCKETS,
+// those with bytes buffered either way) with PgBouncer 1.18's columns. State names get PgBouncer's
+// cl_/sv_ prefixes; clients still logging in show as cl_login. Of PgBouncer's buffer columns,
+// pkt_avail (input received, not yet forwarded) and send_avail (output queued) are measured;
+// the others describe PgBouncer's iobuf and are 0.
+void show_sockets(Worker& worker, std::string& out, bool active_only) {
+    auto columns = socket_columns();
+    for (const char* name :
+         {"recv_pos", "pkt_pos", "pkt_remain", "send_pos", "send_remain", "pkt_avail",
+          "send_avail"}) {
+        columns.push_back({name, kInt4});
+    }
+    ResultSet rs(out, columns);
+    Clock clock(worker);
+    const int listen_port = worker.config().listen_port;
+    auto add = [&](Row row, Stream& stream) {
+        std::size_t pending_in = stream.closing() ? 0 : stream.pending_input_size();
+        bool pending_out = !stream.closing() && stream.write_pending();
+        if (active_only && pending_in == 0 && !pending_out) return;
+        row.insert(row.end(), {number(0), number(0), number(0), number(0), number(0),
+                               unsigned_number(pending_in), number(pending_out ? 1 : 0)});
+        rs.row(row);
+    };
+    worker.for_each_client([&](Client& client) {
+        if (client.state() == Client::State::Closing) return;
+        const char* state = client_state_name(client);
+        std::string name = state ? std::string("cl_") + state : "cl_login";
+        add(client_socket_row(clock, client, name.c_str(), listen_port), client.stream());
+    });
+    worker.for_each_server([&](Server& server) {
+        const char* state = server_state_name(worker, server);
+        if (!state) return;
+        std::string name =
+            std::string("sv_") + (std::string_view(state) == "new" ? "login" : state);
+        add(server_socket_row(clock, server, name.c_str()), server.stream());
+    });
+}
+
+// SHOW FDS: PgBouncer's online-restart hand-over list, with its columns. pgtether does not
+// take over sockets (-R), so this only describes them: no descriptors are sent along, and the
+// password and SCRAM key columns, which PgBouncer fills for the process taking over, stay NULL.
+void show_fds(Worker& worker, std::string& out) {
+    ResultSet rs(out, {{"fd", kInt4},
+                       {"task", kText},
+                       {"user", kText},
+                       {"database", kText},
+                       {"addr", kText},
+                       {"port", kInt4},
+                       {"cancel", kInt8},
+                       {"link", kInt4},
+                       {"client_encoding", kText},
+                       {"std_strings", kText},
+                       {"datestyle", kText},
+                       {"timezone", kText},
+                       {"password", kText},
+                       {"scram_client_key", kBytea},
+                       {"scram_server_key", kBytea}});
+    auto fd_of = [](Stream& stream) -> std::int64_t {
+        uv_os_fd_t fd = -1;
+        if (stream.closing() ||
+            uv_fileno(reinterpret_cast<uv_handle_t*>(stream.handle()), &fd) != 0) {
+            return 0;
+        }
+        return fd;
+    };
+    // One client or server: PgBouncer's cancel key is the 8 bytes as one int8.
+    auto connection_row = [&](Stream& stream, const char* task, const std::string& user,
+                              const std::string& database, const Endpoint& remote,
+                              const protocol::CancelKey& key, Stream* link,
+                              const ParamValues& params) {
+        auto cancel = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(key.pid)) << 32) |
+                      static_cast<std::uint32_t>(key.secret);
+        auto param = [&](TrackedParam p) {
+            auto v = params.get(p);
+            return v ? text(std::string(*v)) : kNull;
+        };
+        rs.row({number(fd_of(stream)), text(task), text(user), text(database), text(remote.addr),
+                number(remote.port), text(std::to_string(static_cast<std::int64_t>(cancel))),
+                number(link ? fd_of(*link) : 0), param(TrackedParam::ClientEncoding),
+                param(TrackedParam::StandardConformingStrings), param(TrackedParam::DateStyle),
+                param(TrackedParam::TimeZone), kNull, kNull, kNull});
+    };
+    const int listen_port = worker.config().listen_port;
+    for (const auto& listener : worker.listeners()) {
+        if (listener->fd() < 0) continue;
+        Endpoint local;
+        local.port = listen_port;
+        if (sockaddr_storage ss{}; listener->local_address(ss)) local = endpoint_of(ss);
+        rs.row({number(listener->fd()), text("pooler"), kNull, kNull, text(local.addr),
+                number(local.port)});
+    }
+    worker.for_each_client([&](Client& client) {
+        if (client.state() == Client::State::Closing || client.is_admin()) return;
+        auto remote = endpoints(client.stream(), listen_port).first;
+        connection_row(client.stream(), "client", client.user(), client.database(), remote,
+                       client.cancel_key(), client.server() ? &client.server()->stream() : nullptr,
+                       client.params());
+    });
+    worker.for_each_server([&](Server& server) {
+        if (server.state() == Server::State::Closing) return;
+        Endpoint remote;
+        remote.port = server.pool().database().port;
+        if (!server.address_is_unix()) remote = endpoint_of(server.address());
+        connection_row(server.stream(), "server", server.pool().user_name(),
+                       server.pool().database_name(), remote, server.backend_key(),
+                       server.client() ? &server.client()->stream() : nullptr, server.params());
     });
 }
 
@@ -614,7 +736,7 @@ void show_mem(Worker& worker, std::string& out) {
 void show_version(std::string& out) {
     ResultSet rs(out, {{"version", kText}});
     // Tools look for "PgBouncer x.y.z" to learn the console dialect; this is 1.18's.
-    rs.row({text(std::string("pgtether ") + PGTETHER_VERSION + " (PgBouncer 1.18.0 compatible)")});
+    rs.row({text(version_line())});
 }
 
 void show_state(Worker& worker, std::string& out) {
@@ -737,8 +859,11 @@ ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out)
         show_lock_functions(worker, out);
     } else if (what == "dns_hosts" || what == "dns_zones") {
         show_dns(out, what == "dns_hosts");
-    } else if (what == "fds" || what == "sockets" || what == "active_sockets" || what == "peers" ||
-               what == "peer_pools") {
+    } else if (what == "sockets" || what == "active_sockets") {
+        show_sockets(worker, out, what == "active_sockets");
+    } else if (what == "fds") {
+        show_fds(worker, out);
+    } else if (what == "peers" || what == "peer_pools") {
         return ShowOutcome::Unsupported;
     } else {
         return ShowOutcome::Unknown;
@@ -750,6 +875,7 @@ std::string admin_help_text() {
     return "\n"
            "\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION\n"
            "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS\n"
+           "\tSHOW SOCKETS|ACTIVE_SOCKETS|FDS\n"
            "\tSHOW DNS_HOSTS|DNS_ZONES\n"
            "\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n"
            "\tSET key = arg\n"

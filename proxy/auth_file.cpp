@@ -2,13 +2,14 @@
 // load_auth_file):
 //   "username" "secret" anything else on the line is ignored
 // Both fields are in double quotes; a doubled "" inside a field is one literal quote. Blank lines
-// are skipped and a line whose first non-blank character is ';' is a comment.
+// are skipped and a line whose first non-blank character is ';' or '#' is a comment.
 //
 // PgBouncer logs "broken auth file" at the first line it cannot read and silently ignores the
 // rest of the file -- including every user after it. pgtether refuses the file instead, naming
-// the line, so that no user quietly disappears. For the same reason a line starting with '#' is
-// an error: it is not a comment to PgBouncer. Text between the two fields other than blanks is
-// refused too (PgBouncer would skip to the next quote, even on a later line).
+// the line, so that no user quietly disappears. A line starting with '#' would be such a line to
+// PgBouncer (only ';' starts its comments); it is what people write for a comment, so pgtether
+// reads it as one rather than losing the users below it. Text between the two fields other than
+// blanks is refused (PgBouncer would skip to the next quote, even on a later line).
 #include "proxy/auth_file.hpp"
 
 #include <cstring>
@@ -52,10 +53,10 @@ void parse_line(std::string_view line, const std::string& file, int line_no, Aut
     std::size_t pos = 0;
     while (pos < line.size() && is_blank(line[pos]))
         ++pos;
-    if (pos == line.size() || line[pos] == ';') return;
+    if (pos == line.size() || line[pos] == ';' || line[pos] == '#') return;
     if (line[pos] != '"') {
         throw ConfigError(file, line_no, "",
-                          "expected \"user\" \"secret\" (comment lines start with ';')");
+                          "expected \"user\" \"secret\" (comment lines start with ';' or '#')");
     }
     UserSecret entry;
     auto after_user = quoted_field(line, pos, entry.user);

@@ -52,7 +52,10 @@ std::string AuthLookups::key_of(const AuthQuery::Target& target, const std::stri
 
 std::optional<std::uint64_t> AuthLookups::lookup(AuthQuery::Target target, std::string user,
                                                  AuthQuery::Callback done) {
-    std::string key = key_of(target, server_unix_socket_path(target.database, worker_.config()));
+    // The lookup connection goes to the first host of a host list (AuthQuery::connect).
+    const auto& db = target.database;
+    std::string key =
+        key_of(target, server_unix_socket_path(host_for_turn(db, 0), db.port, worker_.config()));
     auto [it, inserted] = targets_.try_emplace(key);
     Target& entry = it->second;
     if (inserted) {

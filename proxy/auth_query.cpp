@@ -75,7 +75,9 @@ void AuthQuery::run(const std::string& user, const std::string& query) {
 
 void AuthQuery::connect() {
     const auto& db = database_;
-    std::string unix_path = server_unix_socket_path(db, worker_.config());
+    // A host list: the lookup goes to the first host (the lookups are few and short).
+    host_ = host_for_turn(db, 0);
+    std::string unix_path = server_unix_socket_path(host_, db.port, worker_.config());
     if (!unix_path.empty()) {
         unix_socket_ = true;
         if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path) != 0) {
@@ -88,15 +90,15 @@ void AuthQuery::connect() {
         return;
     }
     sockaddr_storage literal;
-    if (parse_ip_literal(db.host, db.port, literal)) {
+    if (parse_ip_literal(host_, db.port, literal)) {
         connect_to(reinterpret_cast<const sockaddr*>(&literal));
         return;
     }
     auto* req = new uv_getaddrinfo_t;
     req->data = this;
-    if (int rc = start_resolving(worker_.loop(), req, on_resolved, db.host, db.port); rc != 0) {
+    if (int rc = start_resolving(worker_.loop(), req, on_resolved, host_, db.port); rc != 0) {
         delete req;
-        fail(std::string("cannot resolve ") + db.host + ": " + uv_strerror(rc));
+        fail(std::string("cannot resolve ") + host_ + ": " + uv_strerror(rc));
         return;
     }
     ++pending_resolves_;
@@ -113,7 +115,7 @@ void AuthQuery::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
     }
     if (status != 0 || res == nullptr) {
         uv_freeaddrinfo(res);
-        self->fail("cannot resolve " + self->database_.host + ": " +
+        self->fail("cannot resolve " + self->host_ + ": " +
                    uv_strerror(status != 0 ? status : UV_EAI_NONAME));
         return;
     }
@@ -169,7 +171,8 @@ void AuthQuery::send_startup() {
 std::size_t AuthQuery::on_stream_data(ByteSpan data) {
     switch (phase_) {
         case Phase::TlsAnswer: {
-            auto answer = server_tls::handle_answer(data, stream_, *tls_context_, database_.host);
+            auto answer =
+                server_tls::handle_answer(data, stream_, *tls_context_, host_);
             switch (answer.kind) {
                 case server_tls::Answer::Kind::NeedMore:
                     return 0;

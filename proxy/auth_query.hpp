@@ -116,6 +116,7 @@ class AuthQuery final : public Stream::Handler {
     std::unique_ptr<ServerLogin> login_;
     std::shared_ptr<const TlsContext> tls_context_;
     bool unix_socket_ = false;
+    std::string host_;  // the host connected to (the first of a host list)
     // The running lookup and its answer.
     std::string user_;
     int rows_ = 0;

@@ -1,5 +1,7 @@
 #include "proxy/client.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -118,9 +120,10 @@ void Client::hold_input(std::size_t held) {
 }
 
 void Client::on_stream_end(int status) {
+    // PgBouncer's words for a client that goes without Terminate.
     std::string why = status == UV_EOF
-                          ? "client closed the connection"
-                          : "client connection failed: " + std::string(uv_strerror(status));
+                          ? "client unexpected eof"
+                          : "client unexpected eof: " + std::string(uv_strerror(status));
     if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
     close(why);
 }
@@ -262,6 +265,7 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         return;
     }
     if (database_.empty()) database_ = user_;
+    if (worker_.config().application_name_add_host) add_host_to_application_name();
     // A newer minor protocol version or protocol options: tell the client what we speak
     // (NegotiateProtocolVersion, protocol §55.2.1).
     if ((packet.code & 0xffff) != 0 || !unknown_protocol_options.empty()) {
@@ -275,6 +279,23 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         stream_.write(out);
     }
     start_authentication();
+}
+
+void Client::add_host_to_application_name() {
+    // PgBouncer's format: "NAME - 1.2.3.4:5678", "NAME - [::1]:5678", or for the Unix socket
+    // "NAME - unix(PID@HOST):PORT"; "app" when the client gave no name. Only at start-up: a later
+    // SET application_name is the client's own business.
+    std::string details = peer_;
+    if (!tcp_) {
+        auto peer = stream_.peer_credentials();
+        char host[256] = "";
+        (void)gethostname(host, sizeof host - 1);
+        details = "unix(" + std::to_string(peer ? peer->pid : 0) + "@" + host +
+                  "):" + std::to_string(worker_.config().listen_port);
+    }
+    auto name = params_.get(TrackedParam::ApplicationName);
+    params_.set(TrackedParam::ApplicationName,
+                std::string(name && !name->empty() ? *name : "app") + " - " + details);
 }
 
 std::size_t Client::handle_auth(ByteSpan data) {
@@ -297,7 +318,7 @@ std::size_t Client::handle_auth(ByteSpan data) {
         if (!auth_->failure_log().empty()) {
             spdlog::warn("{}: login refused: {}", describe(), auth_->failure_log());
         }
-        fail(step.sqlstate.c_str(), step.message);
+        fail_authentication(step.sqlstate, step.message);
         return data.size();
     }
     if (step.outcome == ClientAuth::Outcome::Success) on_authenticated();
@@ -314,15 +335,17 @@ void Client::on_authenticated() {
     // unauthenticated client cannot probe which databases exist.
     auto found = worker_.resolve_database(database_);
     if (!found) {
-        fail(protocol::sqlstate::kInvalidCatalogName,
-             "database \"" + database_ + "\" does not exist");
+        // The client hears PostgreSQL's words, the log has PgBouncer's.
+        protocol::ErrorFields error{"FATAL", protocol::sqlstate::kInvalidCatalogName,
+                                    "database \"" + database_ + "\" does not exist", {}, {}};
+        close("no such database: " + database_, &error);
         return;
     }
     const DatabaseConfig& resolved = *found;
     if (worker_.pool_control().disabled(resolved.name)) {
-        // DISABLE on the admin console; the message is PostgreSQL's for datallowconn = false.
+        // DISABLE on the admin console; PgBouncer's message, which its tools look for.
         fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
-             "database \"" + database_ + "\" is not currently accepting connections");
+             "database \"" + database_ + "\" is disabled");
         return;
     }
     if (config.auth_type == AuthType::Any && resolved.user.empty()) {
@@ -603,7 +626,10 @@ void Client::janitor(std::uint64_t now) {
                     fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
                 }
             } else if (tracker.tx_status() != protocol::kTxIdle) {
-                if (expired(last_activity_ms_, config.idle_transaction_timeout)) {
+                // Idle in a transaction since the backend answered the last request: the time a
+                // query ran is query_timeout's business, not this one's.
+                auto idle_since = std::max(last_activity_ms_, server_->quiet_since_ms());
+                if (expired(idle_since, config.idle_transaction_timeout)) {
                     fail(protocol::sqlstate::kIdleInTransactionTimeout,
                          "idle transaction timeout");
                 }
@@ -643,15 +669,14 @@ void Client::fail(const char* sqlstate, const std::string& message) {
 void Client::close(const std::string& reason, const protocol::ErrorFields* error, bool flush) {
     if (state_ == State::Closing) return;
     State previous = state_;
-    bool logged_in = previous != State::Startup && previous != State::AuthLookup &&
-                     previous != State::Auth;
     const auto& config = worker_.config();
     // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
     // client, log_disconnections for the reason a logged-in client goes.
     if (error && config.log_pooler_errors) {
         spdlog::warn("{}: pooler error: {}", describe(), error->message);
     }
-    if (logged_in && config.log_disconnections) {
+    // PgBouncer logs every close with a reason, failed logins included.
+    if (config.log_disconnections) {
         spdlog::info("{}: closing because: {} (age={}s)", describe(), reason,
                      (worker_.now_ms() - connected_at_ms_) / 1000);
     }

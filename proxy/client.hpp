@@ -67,6 +67,9 @@ public:
     [[nodiscard]] std::string describe() const;  // "C-12 db/user@1.2.3.4:5678" for logs
     // For the admin console and metrics.
     [[nodiscard]] bool is_admin() const { return admin_ != nullptr; }
+    // Logged in to the console as user "pgbouncer" over the Unix socket from pgtether's own OS
+    // user, without a password (PgBouncer's admin_pre_login): an admin whatever admin_users says.
+    [[nodiscard]] bool own_user() const { return own_user_; }
     [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
     [[nodiscard]] std::uint64_t last_activity_ms() const { return last_activity_ms_; }
     [[nodiscard]] Stream& stream() { return stream_; }
@@ -155,6 +158,8 @@ private:
     std::size_t handle_requests(protocol::ByteSpan data);
     void handle_startup_packet(const protocol::StartupPacket& packet);
     void handle_cancel_request(const protocol::CancelKey& key);
+    // application_name_add_host: the client's address after its application_name.
+    void add_host_to_application_name();
     // TLS and authentication methods (client_login.cpp).
     std::size_t handle_encryption_request(protocol::StartupKind kind, protocol::ByteSpan data,
                                           std::size_t request_size);
@@ -164,8 +169,14 @@ private:
     void start_password_authentication(AuthType method);
     void on_secret_fetched(AuthType method, AuthQuery::Result&& result);
     void run_password_authentication();
+    // Sends the step's error and closes, logging PgBouncer's reason (ClientAuth::failure_reason,
+    // or "no such user" after an auth_query that found none).
+    void fail_authentication(const std::string& sqlstate, const std::string& message);
     void authenticate_by_certificate();
     void authenticate_by_peer();
+    // PgBouncer's rule for the console: user "pgbouncer" over the Unix socket, connecting from
+    // the OS user pgtether runs as, needs no password.
+    [[nodiscard]] bool is_own_user_console_login();
     [[nodiscard]] std::string tls_description() const;
     void on_authenticated();
     void start_admin_session();  // the client asked for the admin console's database
@@ -235,6 +246,8 @@ private:
     bool direct_tls_ = false;        // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)
     std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
     bool tcp_ = true;
+    bool own_user_ = false;
+    bool auth_query_found_no_user_ = false;
     bool input_paused_ = false;  // the server's socket is backed up
     bool has_cancel_key_ = false;
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)

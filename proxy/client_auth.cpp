@@ -58,6 +58,12 @@ ClientAuth::ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, 
 
 ClientAuth::~ClientAuth() = default;
 
+const char* ClientAuth::failure_reason() const {
+    if (type_ == AuthType::Trust) return "\"trust\" authentication failed";
+    if (method_ == Method::Scram) return "SASL authentication failed";
+    return "password authentication failed";
+}
+
 ClientAuth::Step ClientAuth::fail_password() const {
     return {Outcome::Failure, {}, protocol::sqlstate::kInvalidPassword,
             "password authentication failed for user \"" + user_ + "\""};

@@ -42,6 +42,11 @@ public:
     // A PasswordMessage / SASLInitialResponse / SASLResponse body from the client.
     Step on_password_message(protocol::ByteSpan body);
 
+    // How PgBouncer names a failure of this exchange in its log ("closing because: ..."):
+    // "\"trust\" authentication failed", "SASL authentication failed" or "password
+    // authentication failed".
+    [[nodiscard]] const char* failure_reason() const;
+
     // The secret the client proved it knows (for logging in to the server with it).
     [[nodiscard]] const std::optional<UserSecret>& secret() const { return secret_; }
     // After a successful SCRAM exchange: the ClientKey, which lets pgtether log in to a server

@@ -4,7 +4,9 @@
 // credentials. The rest of Client is in client.cpp. docs/tls-and-auth.md describes the behaviour.
 #include <pwd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <optional>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -151,8 +153,23 @@ std::string Client::tls_description() const {
 // ---------------------------------------------------------------------------------------------
 // Choosing the method
 
+bool Client::is_own_user_console_login() {
+    if (user_ != "pgbouncer" || !AdminSession::is_console_database(database_)) return false;
+    auto peer = stream_.peer_credentials();
+    return peer && peer->uid == getuid();
+}
+
 void Client::start_authentication() {
     const auto& config = worker_.config();
+    if (is_own_user_console_login()) {
+        // Before auth_type and auth_hba_file, as PgBouncer does: whoever can connect as
+        // pgtether's own OS user could read its configuration and userlist anyway.
+        own_user_ = true;
+        spdlog::info("{}: pgbouncer access from unix socket", describe());
+        set_state(State::Auth);
+        on_authenticated();
+        return;
+    }
     AuthType method = config.auth_type;
     if (method == AuthType::Hba) {
         const auto& rules = worker_.security().hba;
@@ -273,6 +290,10 @@ void Client::start_password_authentication(AuthType method) {
             }
         }
     }
+    if (method != AuthType::Any && worker_.auth_file().count(user_) == 0) {
+        // PgBouncer's words; the exchange still runs (against a mock secret) and fails.
+        spdlog::info("{}: no such user: {}", describe(), user_);
+    }
     auth_ =
         std::make_unique<ClientAuth>(method, worker_.auth_file(), !config.auth_file.empty(), user_);
     run_password_authentication();
@@ -296,6 +317,7 @@ void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
         case Outcome::NotFound:
             spdlog::info("{}: auth_query: no such user \"{}\" (or NOLOGIN): login refused",
                          describe(), user_);
+            auth_query_found_no_user_ = true;
             break;
         case Outcome::Failed:
             spdlog::warn("{}: auth_query lookup failed: {}", describe(), result.error);
@@ -318,10 +340,16 @@ void Client::run_password_authentication() {
     set_state(State::Auth);
     if (!step.reply.empty()) stream_.write(step.reply);
     if (step.outcome == ClientAuth::Outcome::Failure) {
-        fail(step.sqlstate.c_str(), step.message);
+        fail_authentication(step.sqlstate, step.message);
     } else if (step.outcome == ClientAuth::Outcome::Success) {
         on_authenticated();
     }
+}
+
+void Client::fail_authentication(const std::string& sqlstate, const std::string& message) {
+    std::string reason = auth_query_found_no_user_ ? "no such user" : auth_->failure_reason();
+    protocol::ErrorFields error{"FATAL", sqlstate, message, {}, {}};
+    close(reason, &error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -349,17 +377,15 @@ void Client::authenticate_by_certificate() {
 }
 
 void Client::authenticate_by_peer() {
-    uv_os_fd_t fd = -1;
-    ucred credentials{};
-    socklen_t length = sizeof credentials;
+    auto peer = stream_.peer_credentials();
+    std::optional<uid_t> uid;
+    if (peer) uid = peer->uid;
     std::string os_user;
-    if (!tcp_ && uv_fileno(reinterpret_cast<const uv_handle_t*>(stream_.handle()), &fd) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0) {
+    if (uid) {
         passwd entry{};
         passwd* found = nullptr;
         std::vector<char> buffer(16 * 1024);
-        if (getpwuid_r(credentials.uid, &entry, buffer.data(), buffer.size(), &found) == 0 &&
-            found) {
+        if (getpwuid_r(*uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found) {
             os_user = found->pw_name;
         }
     }
@@ -367,7 +393,7 @@ void Client::authenticate_by_peer() {
         spdlog::info(
             "{}: peer authentication failed: operating-system user \"{}\" (uid {}) is "
             "not \"{}\"",
-            describe(), os_user, credentials.uid, user_);
+            describe(), os_user, uid ? std::to_string(*uid) : "?", user_);
         fail(protocol::sqlstate::kInvalidAuthorization,
              "Peer authentication failed for user \"" + user_ + "\"");
         return;

@@ -127,7 +127,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
         if (first.status == FrameStatus::Complete) {
             // A lone Terminate needs no server.
             if (first.type == fe::kTerminate) {
-                close("client closed the connection (Terminate)");
+                close("client close request");
                 return data.size();
             }
             if (first.type == fe::kQuery && answer_deallocate(data.first(first.total))) {
@@ -204,7 +204,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
         }
         if (frame.type == fe::kTerminate) {
             out.flush();
-            close("client closed the connection (Terminate)");
+            close("client close request");
             return data.size();
         }
         if (skip_until_sync_) {

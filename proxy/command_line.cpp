@@ -1,13 +1,32 @@
 #include "proxy/command_line.hpp"
 
+#include <optional>
+
 namespace pgtether {
 
 std::variant<CommandLine, CommandLineError> parse_command_line(const std::vector<std::string>& args) {
     CommandLine cl;
     bool options_done = false;
-    for (const auto& arg : args) {
+    const std::string no_reboot =
+        "online restart (-R, --reboot) is not supported by pgtether: restart it instead "
+        "(clients reconnect); see docs/migration.md";
+    for (std::size_t index = 0; index < args.size(); ++index) {
+        const std::string& arg = args[index];
+        // -u NAME, -uNAME, --user NAME, --user=NAME
+        auto take_user = [&](std::string value) -> std::optional<CommandLineError> {
+            if (value.empty()) {
+                if (index + 1 >= args.size()) return CommandLineError{"-u needs a user name"};
+                value = args[++index];
+            }
+            cl.user = std::move(value);
+            return std::nullopt;
+        };
         if (!options_done && arg == "--") {
             options_done = true;
+        } else if (!options_done && (arg == "--user" || arg.starts_with("--user="))) {
+            if (auto error = take_user(arg == "--user" ? "" : arg.substr(7))) return *error;
+        } else if (!options_done && arg == "--reboot") {
+            return CommandLineError{no_reboot};
         } else if (!options_done && arg.size() > 2 && arg.starts_with("--")) {
             if (arg == "--daemon") cl.daemonize = true;
             else if (arg == "--verbose") ++cl.verbose;
@@ -24,6 +43,12 @@ std::variant<CommandLine, CommandLineError> parse_command_line(const std::vector
                     case 'q': cl.quiet = true; break;
                     case 'V': cl.show_version = true; break;
                     case 'h': cl.show_help = true; break;
+                    case 'R': return CommandLineError{no_reboot};
+                    case 'u':
+                        // The rest of this word, or the next one, is the user.
+                        if (auto error = take_user(arg.substr(i + 1))) return *error;
+                        i = arg.size();
+                        break;
                     default: return CommandLineError{std::string("unknown option: -") + arg[i]};
                 }
             }
@@ -48,8 +73,13 @@ std::string usage_text(const std::string& program) {
            "  -d, --daemon    run in the background (requires pidfile in the config)\n"
            "  -v, --verbose   more logging; repeat for even more\n"
            "  -q, --quiet     no logging to stderr\n"
+           "  -u, --user=USER switch to this Unix user once the sockets are bound (started as\n"
+           "                  root; overrides user = in the configuration)\n"
            "  -V, --version   print the version and exit\n"
-           "  -h, --help      print this help and exit\n";
+           "  -h, --help      print this help and exit\n"
+           "\n"
+           "PgBouncer's -R (online restart, taking over the running process's sockets) is not\n"
+           "supported: restart pgtether instead; clients reconnect.\n";
 }
 
 }  // namespace pgtether

@@ -1,4 +1,5 @@
-// pgtether's command line, PgBouncer-compatible: pgtether [-d] [-v] [-q] [-V] [-h] CONFIG.ini
+// pgtether's command line, PgBouncer-compatible: pgtether [-d] [-v] [-q] [-u USER] [-V] [-h]
+// CONFIG.ini. PgBouncer's -R (online restart) is refused with a message saying so.
 #pragma once
 
 #include <string>
@@ -12,6 +13,7 @@ struct CommandLine {
     bool daemonize = false;  // -d / --daemon
     int verbose = 0;         // each -v adds one
     bool quiet = false;      // -q / --quiet: no logging to stderr
+    std::string user;        // -u / --user: the Unix user to switch to (overrides `user =`)
     bool show_version = false;
     bool show_help = false;
 };

@@ -7,6 +7,7 @@
 #include "proxy/config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -110,6 +111,84 @@ const char* to_string(SslMode mode) {
             return "verify-full";
     }
     return "?";
+}
+
+std::vector<std::string> split_host_list(std::string_view host) {
+    std::vector<std::string> hosts;
+    if (host.empty()) return hosts;
+    for (std::size_t start = 0;;) {
+        std::size_t comma = host.find(',', start);
+        std::string_view item = host.substr(start, comma == std::string_view::npos ? host.npos
+                                                                                 : comma - start);
+        auto blank = [](char c) { return c == ' ' || c == '\t'; };
+        while (!item.empty() && blank(item.front())) item.remove_prefix(1);
+        while (!item.empty() && blank(item.back())) item.remove_suffix(1);
+        hosts.emplace_back(item);
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+    }
+    return hosts;
+}
+
+namespace {
+
+// Levenshtein distance (insertions, deletions, substitutions), two rows.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> previous(b.size() + 1);
+    std::vector<std::size_t> current(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        current[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            std::size_t substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitution});
+        }
+        std::swap(previous, current);
+    }
+    return previous[b.size()];
+}
+
+}  // namespace
+
+std::optional<std::string> suggest_name(std::string_view name,
+                                        const std::vector<std::string_view>& known) {
+    std::string low;
+    for (char c : name) low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::size_t allowed = std::max<std::size_t>(2, low.size() / 4);
+    std::optional<std::string> best;
+    std::pair<bool, std::size_t> best_rank;  // (not an extension, distance): smaller is better
+    for (auto candidate : known) {
+        std::size_t distance = edit_distance(low, candidate);
+        // A longer or shorter spelling of a key ("max_client_connections" for max_client_conn,
+        // "server_tls_ssl" for server_tls_sslmode) is the likeliest meaning, before typos.
+        const std::size_t shorter = std::min(low.size(), candidate.size());
+        bool extends = shorter >= 6 && (low.starts_with(candidate) || candidate.starts_with(low));
+        if (distance > allowed && !extends) continue;
+        std::pair<bool, std::size_t> rank{!extends, distance};
+        if (!best || rank < best_rank) {
+            best = std::string(candidate);
+            best_rank = rank;
+        }
+    }
+    return best;
+}
+
+std::vector<std::string> configuration_warnings(const Config& config) {
+    std::vector<std::string> warnings;
+    bool ignores_options = false;
+    for (const auto& name : config.ignore_startup_parameters) {
+        std::string lower = name;
+        for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        ignores_options = ignores_options || lower == "options";
+    }
+    if (ignores_options && config.session_settings == StateHandling::Keep) {
+        warnings.emplace_back(
+            "ignore_startup_parameters lists \"options\": settings clients send in options "
+            "(-c name=value) are accepted and ignored, not replayed on the servers "
+            "(session_settings = keep replays them only when options is not listed; "
+            "docs/session-state.md)");
+    }
+    return warnings;
 }
 
 const DatabaseConfig* Config::find_database(const std::string& name) const {
@@ -241,7 +320,7 @@ using C = Config;
 const std::vector<GlobalKey>& global_keys() {
     static const std::vector<GlobalKey> keys = {
         key<C>("admin_users", Kind::List, kHonoured, "", &C::admin_users),
-        key<C>("application_name_add_host", Kind::Bool, kIgnored, "0",
+        key<C>("application_name_add_host", Kind::Bool, kHonoured, "0",
                &C::application_name_add_host),
         key<C>("auth_dbname", Kind::String, kHonoured, "", &C::auth_dbname),  // 1.20
         key<C>("auth_file", Kind::String, kHonoured, "", &C::auth_file),
@@ -317,7 +396,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("server_check_query", Kind::String, kHonoured, "select 1", &C::server_check_query),
         key<C>("server_connect_timeout", Kind::Seconds, kHonoured, "15",
                &C::server_connect_timeout),
-        key<C>("server_fast_close", Kind::Bool, kIgnored, "0", &C::server_fast_close),
+        key<C>("server_fast_close", Kind::Bool, kHonoured, "0", &C::server_fast_close),
         key<C>("server_idle_timeout", Kind::Seconds, kHonoured, "600", &C::server_idle_timeout),
         key<C>("server_lifetime", Kind::Seconds, kHonoured, "3600", &C::server_lifetime),
         key<C>("server_login_retry", Kind::Seconds, kHonoured, "15", &C::server_login_retry),
@@ -359,7 +438,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("unix_socket_dir", Kind::String, kHonoured, "/tmp", &C::unix_socket_dir).fixed(),
         key<C>("unix_socket_group", Kind::String, kIgnored, "", &C::unix_socket_group).fixed(),
         key<C>("unix_socket_mode", Kind::Mode, kHonoured, "0777", &C::unix_socket_mode).fixed(),
-        key<C>("user", Kind::String, kIgnored, "").fixed(),
+        key<C>("user", Kind::String, kHonoured, "", &C::user).fixed(),
         key<C>("verbose", Kind::Int, kHonoured, "0", &C::verbose),
         // pgtether's own keys.
         key<C>("advisory_lock_tracking", Kind::Choice, kHonoured, "on", &C::advisory_lock_tracking)
@@ -623,17 +702,21 @@ const KeySpec<Owner>* find_key(const std::vector<KeySpec<Owner>>& keys, std::str
     return nullptr;
 }
 
-// "unknown ..." with a hint when only the case is wrong: PgBouncer's keys are case-sensitive.
+// "unknown ..." with a hint: the key differing only in case (PgBouncer's keys are
+// case-sensitive), else the closest key (suggest_name).
 template <typename Owner>
 std::string unknown_key_message(const std::vector<KeySpec<Owner>>& keys, std::string_view name,
                                 std::string what) {
     std::string low = lowered(name);
+    std::vector<std::string_view> names;
     for (const auto& k : keys) {
         if (k.name == low) {
             return what + " (names are case-sensitive: did you mean \"" + std::string(k.name) +
                    "\"?)";
         }
+        names.push_back(k.name);
     }
+    if (auto hint = suggest_name(name, names)) return what + " (did you mean \"" + *hint + "\"?)";
     return what;
 }
 
@@ -810,11 +893,11 @@ class Loader {
         db.source_line = e.line;
         std::vector<Note> notes;
         apply_connstring(db, database_keys(), e, seq, "[databases]", notes);
-        if (db.host.find(',') != std::string::npos) {
-            throw ConfigError(e.file, e.line, e.name,
-                              "host \"" + db.host +
-                                  "\": lists of hosts are not supported by pgtether (give one "
-                                  "host name, address or socket directory)");
+        for (const auto& host : split_host_list(db.host)) {
+            if (host.empty()) {
+                throw ConfigError(e.file, e.line, e.name,
+                                  "host \"" + db.host + "\": empty host name in the list");
+            }
         }
         database_notes_[db.name] = std::move(notes);
         // A repeated name replaces the earlier entry, as in PgBouncer (last wins).

@@ -52,7 +52,9 @@ private:
 // One [databases] entry. Unset optionals fall back to the [pgbouncer] defaults.
 struct DatabaseConfig {
     std::string name;     // the name clients connect to; "*" for the fallback entry
-    std::string host;     // empty or starting with '/': Unix socket (directory); else host name / IP
+    // Empty or starting with '/': Unix socket (directory); else host name / IP. May be a
+    // comma-separated list (split_host_list): new connections go to its hosts in turn.
+    std::string host;
     int port = 5432;
     std::string dbname;   // the database on the server; empty = same as name
     std::string user;     // forced server user; empty = the client's user
@@ -76,6 +78,11 @@ struct DatabaseConfig {
     int source_line = 0;
 };
 
+// The hosts of a host= value: PgBouncer (since 1.17) takes a comma-separated list and makes new
+// connections to its hosts round robin ("a,b" gives {"a", "b"}; "" gives {}). Spaces around a
+// name are dropped; an empty name is kept as "" (the loader refuses it).
+std::vector<std::string> split_host_list(std::string_view host);
+
 // One [users] entry.
 struct UserConfig {
     std::string name;
@@ -89,6 +96,7 @@ struct Config {
     // --- [pgbouncer] (also accepted as [pgtether]); defaults are PgBouncer 1.18's ---
     std::string logfile;
     std::string pidfile;
+    std::string user;  // the Unix user to switch to when started as root (-u overrides it)
     std::vector<std::string> listen_addr;  // empty: Unix socket only; "*" = all IPv4 and IPv6
     int listen_port = 6432;
     std::string unix_socket_dir = "/tmp";  // empty: no Unix socket
@@ -214,6 +222,16 @@ struct Config {
     const DatabaseConfig* find_database(const std::string& name) const;
     const UserConfig* find_user(const std::string& name) const;
 };
+
+// The name among `known` that `name` most likely meant: a few typing mistakes away (edit
+// distance, case ignored), or a longer or shorter spelling of it; nullopt if none is close.
+std::optional<std::string> suggest_name(std::string_view name,
+                                        const std::vector<std::string_view>& known);
+
+// Settings that work, but probably not as their author expects; logged at start-up and reload.
+// Today: "options" in ignore_startup_parameters while session_settings = keep (the client's
+// options are then accepted and ignored, not replayed: ignore_startup_parameters wins).
+std::vector<std::string> configuration_warnings(const Config& config);
 
 // One [pgbouncer] setting as the admin console's SHOW CONFIG lists it.
 struct ConfigSetting {

@@ -354,9 +354,13 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
             throw ConfigError(file_name, line_no, "",
                               "peer authentication is only supported on local sockets");
         }
-        if (rule.method == HbaMethod::Cert && rule.type != HbaRule::Type::HostSsl) {
+        // PgBouncer takes cert on host lines too (its own test vectors have one): a client
+        // without TLS that matches such a line has no certificate and is refused.
+        if (rule.method == HbaMethod::Cert && rule.type != HbaRule::Type::HostSsl &&
+            rule.type != HbaRule::Type::Host) {
             throw ConfigError(file_name, line_no, "",
-                              "cert authentication is only supported on hostssl connections");
+                              "cert authentication is only supported on host and hostssl "
+                              "connections");
         }
         result.rules.push_back(std::move(rule));
     }

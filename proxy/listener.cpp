@@ -54,6 +54,18 @@ void Listener::on_connection(uv_stream_t* handle, int status) {
     self->worker_.accept_client(handle, self->tcp_);
 }
 
+int Listener::fd() const {
+    uv_os_fd_t fd = -1;
+    if (!open_ || uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd) != 0) return -1;
+    return fd;
+}
+
+bool Listener::local_address(sockaddr_storage& out) const {
+    int len = sizeof out;
+    return open_ && tcp_ &&
+           uv_tcp_getsockname(&handle_.tcp, reinterpret_cast<sockaddr*>(&out), &len) == 0;
+}
+
 void Listener::close() {
     if (!open_) return;
     open_ = false;

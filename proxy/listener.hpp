@@ -21,6 +21,11 @@ public:
     // Stops accepting; the object may be destroyed after the loop ran once more.
     void close();
     [[nodiscard]] const std::string& name() const { return name_; }
+    // The listening socket's descriptor, -1 once closed (SHOW FDS).
+    [[nodiscard]] int fd() const;
+    [[nodiscard]] bool is_tcp() const { return tcp_; }
+    // The bound TCP address (false for a Unix socket or when unknown).
+    [[nodiscard]] bool local_address(sockaddr_storage& out) const;
 
 private:
     static void on_connection(uv_stream_t* handle, int status);

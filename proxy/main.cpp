@@ -1,12 +1,14 @@
 // pgtether: entry point. Loads the configuration, sets up logging, the pidfile and signals, and
 // runs the worker. Configuration errors are the only exceptions; they end here with exit code 1.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 #include <uv.h>
 
@@ -17,12 +19,16 @@
 #include "proxy/daemon.hpp"
 #include "proxy/logging.hpp"
 #include "proxy/pool_control.hpp"
+#include "proxy/privileges.hpp"
 #include "proxy/reload.hpp"
+#include "proxy/systemd_notify.hpp"
+#include "proxy/version.hpp"
 #include "proxy/worker.hpp"
 
 namespace {
 
 struct Signals {
+    uv_timer_t status_timer{};  // systemd STATUS= updates
     uv_signal_t interrupt{};
     uv_signal_t terminate{};
     uv_signal_t hangup{};
@@ -30,11 +36,23 @@ struct Signals {
     uv_signal_t resume{};
     pgtether::Worker* worker = nullptr;
     pgtether::ConfigReloader* reloader = nullptr;
+    pgtether::SystemdNotifier* notifier = nullptr;
 };
+
+std::string status_line(pgtether::Worker& worker) {
+    return pgtether::notify_status_line(worker.client_count(), worker.server_count(),
+                                        worker.pools().size());
+}
+
+void on_status_timer(uv_timer_t* handle) {
+    auto* signals = static_cast<Signals*>(handle->data);
+    signals->notifier->notify("STATUS=" + status_line(*signals->worker));
+}
 
 void on_shutdown_signal(uv_signal_t* handle, int signum) {
     auto* signals = static_cast<Signals*>(handle->data);
     spdlog::info("got signal {}: shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    signals->notifier->notify("STOPPING=1\nSTATUS=shutting down");
     signals->worker->begin_shutdown();
 }
 
@@ -74,32 +92,58 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (cl.show_version) {
-        std::printf("pgtether %s\n", PGTETHER_VERSION);
+        // The first line is SHOW VERSION's; then the libraries, as PgBouncer lists its own.
+        std::printf("%s\nlibuv %s\ntls: %s\n", pgtether::version_line().c_str(),
+                    uv_version_string(), OpenSSL_version(OPENSSL_VERSION));
         return 0;
     }
 
+    // Start-up errors go to stderr and, once the configuration names one, to the logfile too
+    // (with -d, stderr is gone a moment later). Until daemonizing, stderr is on unless -q.
     pgtether::LoadedConfig loaded;
     Signals signals;
     pgtether::ConfigReloader reloader(cl.config_file, cl.verbose, cl.quiet || cl.daemonize);
+    bool logging_ready = false;
+    auto start_up_error = [&](const std::string& message) {
+        if (logging_ready) {
+            spdlog::critical("{}", message);
+        } else {
+            std::fprintf(stderr, "pgtether: %s\n", message.c_str());
+        }
+        return 1;
+    };
     try {
+        auto first_look = pgtether::load_config(cl.config_file);
+        pgtether::setup_logging(
+            pgtether::log_options_for(*first_look, reloader.command_line_verbose(), cl.quiet));
+        logging_ready = true;
         loaded = pgtether::load_configuration(cl.config_file);
-        const auto& config = *loaded.config;
-        if (cl.daemonize && config.pidfile.empty()) {
+        if (cl.daemonize && loaded.config->pidfile.empty()) {
             throw std::runtime_error("-d needs a pidfile in the configuration");
         }
-        pgtether::setup_logging(
-            pgtether::log_options_for(config, reloader.command_line_verbose(), reloader.quiet()));
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "pgtether: %s\n", e.what());
-        return 1;
+        return start_up_error(e.what());
     }
     const auto& config = *loaded.config;
     for (const auto& note : config.unsupported_keys) spdlog::warn("{}", note);
+    for (const auto& warning : pgtether::configuration_warnings(config))
+        spdlog::warn("{}", warning);
+
+    // Root: switch to `user` (or -u) once the sockets are bound; without one, refuse to start.
+    const std::string wanted_user = !cl.user.empty() ? cl.user : config.user;
+    auto privileges = pgtether::plan_privileges(geteuid() == 0, wanted_user,
+                                                pgtether::current_user_name());
+    if (privileges.action == pgtether::PrivilegePlan::Action::Refuse) {
+        return start_up_error(privileges.message);
+    }
 
     // A peer that closes while we write must not kill the process: libuv reports EPIPE instead.
     signal(SIGPIPE, SIG_IGN);
 
     pgtether::CancelRegistry cancels;
+    pgtether::SystemdNotifier notifier;
+    reloader.set_notifier(&notifier);
+    signals.notifier = &notifier;
     try {
         if (cl.daemonize) pgtether::daemonize();
         if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
@@ -107,6 +151,8 @@ int main(int argc, char** argv) {
         worker.set_reloader(&reloader);
         signals.worker = &worker;
         signals.reloader = &reloader;
+        uv_timer_init(worker.loop(), &signals.status_timer);
+        signals.status_timer.data = &signals;
         uv_signal_init(worker.loop(), &signals.interrupt);
         uv_signal_init(worker.loop(), &signals.terminate);
         uv_signal_init(worker.loop(), &signals.hangup);
@@ -120,6 +166,7 @@ int main(int argc, char** argv) {
         uv_signal_start(&signals.pause, on_pause_signal, SIGUSR1);
         uv_signal_start(&signals.resume, on_pause_signal, SIGUSR2);
         worker.set_on_stopped([&signals]() {
+            uv_close(reinterpret_cast<uv_handle_t*>(&signals.status_timer), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.interrupt), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.terminate), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&signals.hangup), nullptr);
@@ -129,7 +176,22 @@ int main(int argc, char** argv) {
         // Listen only once the signals are handled: a SIGHUP that arrives as soon as the port
         // accepts connections must reload, not kill the process (SIGHUP's default action).
         worker.start();
+        if (privileges.action == pgtether::PrivilegePlan::Action::Switch) {
+            // The sockets are bound; what we made as root goes to the user, so that it can
+            // remove the Unix socket and the pidfile at exit and reopen the logfile on reload.
+            std::vector<std::string> hand_over = {config.pidfile, config.logfile};
+            if (!config.unix_socket_dir.empty()) {
+                hand_over.push_back(config.unix_socket_dir + "/.s.PGSQL." +
+                                    std::to_string(config.listen_port));
+            }
+            pgtether::switch_user(wanted_user, hand_over);
+            spdlog::info("switched to user {}", wanted_user);
+        }
         spdlog::info("pgtether {} started (pid {})", PGTETHER_VERSION, getpid());
+        if (notifier.enabled()) {
+            notifier.notify("READY=1\nSTATUS=" + status_line(worker));
+            uv_timer_start(&signals.status_timer, on_status_timer, 10'000, 10'000);
+        }
         worker.run();
     } catch (const std::exception& e) {
         spdlog::critical("{}", e.what());

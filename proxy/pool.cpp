@@ -408,7 +408,7 @@ void Pool::janitor(std::uint64_t now) {
     if (Client* first = waiting_.front()) {
         if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&
             static_cast<std::size_t>(connecting_) < waiting_.size() && may_launch(true)) {
-            spdlog::info("{}/{}: taking a server from the reserve pool", database_.name, user_);
+            spdlog::info("{}/{}: taking connection from reserve_pool", database_.name, user_);
             launch_server();
         }
     }
@@ -438,10 +438,10 @@ void Pool::janitor(std::uint64_t now) {
         const Surplus surplus = server_surplus(sizes_, remaining(), tethered);
         if (config.server_lifetime.count() > 0 &&
             now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
-            to_close.emplace_back(&server, "server_lifetime");
+            to_close.emplace_back(&server, "server lifetime over");
         } else if (surplus == Surplus::PoolSizeReduced) {
             // pool_size, reserve_pool_size or tether_reserve_size was lowered by a reload or SET.
-            to_close.emplace_back(&server, "pool size reduced");
+            to_close.emplace_back(&server, "too many servers in the pool (pool size reduced)");
         } else if (surplus == Surplus::TetherReserveUnused &&
                    now - server.idle_since_ms() >= kTetherSurplusIdleMs) {
             // Opened while clients were tethered; those tethers have ended (or a size was
@@ -451,7 +451,7 @@ void Pool::janitor(std::uint64_t now) {
         } else if (config.server_idle_timeout.count() > 0 &&
                    now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
                    remaining() > sizes_.min_pool_size) {
-            to_close.emplace_back(&server, "server_idle_timeout");
+            to_close.emplace_back(&server, "server idle timeout");
         } else if (sweep && now - std::max(server.idle_since_ms(), server.last_checked_ms()) >=
                                 to_ms(config.server_check_delay)) {
             to_sweep.push_back(&server);
@@ -462,7 +462,7 @@ void Pool::janitor(std::uint64_t now) {
         if ((state == Server::State::Connecting || state == Server::State::Login) &&
             config.server_connect_timeout.count() > 0 &&
             now - server.state_since_ms_ >= to_ms(config.server_connect_timeout)) {
-            to_close.emplace_back(&server, "server_connect_timeout");
+            to_close.emplace_back(&server, "connect timeout (server_connect_timeout)");
         } else if (state == Server::State::Cleaning &&
                    now - server.state_since_ms_ >= kCleanupTimeoutMs) {
             to_close.emplace_back(&server, "clean-up took too long");
@@ -511,7 +511,8 @@ void Pool::make_room_elsewhere() {
         // Closing its server must free every limit that is full.
         bool shares_limit = (!db_full || pool->database_name() == database_.name) &&
                             (!user_full || pool->user_name() == user_);
-        if (shares_limit && pool->close_one_idle_server("evicted to make room for another pool")) {
+        if (shares_limit &&
+            pool->close_one_idle_server("evicted (to make room for another pool)")) {
             return;
         }
     }

@@ -46,6 +46,8 @@ public:
     [[nodiscard]] const std::string& database_name() const { return database_.name; }
     [[nodiscard]] const std::string& user_name() const { return user_; }
     [[nodiscard]] const DatabaseConfig& database() const { return database_; }
+    // Counts new server connections: which host of a host list the next one goes to.
+    [[nodiscard]] std::uint64_t next_host_turn() { return host_turn_++; }
     [[nodiscard]] PoolMode mode() const { return mode_; }
     [[nodiscard]] Worker& worker() { return worker_; }
     [[nodiscard]] PoolStats& stats() { return stats_; }
@@ -152,6 +154,7 @@ private:
     IntrusiveList<Server, &Server::pool_hook_> used_;
     IntrusiveList<Client, &Client::pool_hook_> waiting_;
     IntrusiveList<Client, &Client::pool_hook_> welcome_waiting_;
+    std::uint64_t host_turn_ = 0;  // next_host_turn()
     int server_count_ = 0;   // idle_ + used_
     int connecting_ = 0;     // servers not yet logged in
     int head_skips_ = 0;     // times the first waiting client was passed over (waiting_client_for)

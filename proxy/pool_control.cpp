@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin_console.hpp"
 #include "proxy/client.hpp"
@@ -105,6 +106,22 @@ std::vector<Client*> PoolControl::tethered_clients(
     return out;
 }
 
+void PoolControl::close_retired_linked_servers() {
+    // PgBouncer's janitor: a server marked for closing (RECONNECT, a changed database entry)
+    // that is linked but between transactions -- a session-pooled client's -- is closed now
+    // rather than at the client's end; its client is disconnected with it.
+    std::vector<Server*> servers;
+    worker_.for_each_server([&](Server& server) {
+        if (server.retired() && server.state() == Server::State::Active && server.client() &&
+            !server.busy() && server.tracker().quiet() &&
+            server.tracker().tx_status() == protocol::kTxIdle) {
+            servers.push_back(&server);
+        }
+    });
+    for (Server* server : servers)
+        server->close("database configuration changed (server_fast_close)");
+}
+
 void PoolControl::add_waiter(AdminSession& session) {
     if (std::find(waiters_.begin(), waiters_.end(), &session) == waiters_.end()) {
         waiters_.push_back(&session);
@@ -119,6 +136,7 @@ void PoolControl::tick() {
     for (const auto& [key, pool] : worker_.pools()) {
         if (pool->paused() && pool->idle_count() > 0) pool->close_idle_servers("pause mode");
     }
+    if (worker_.config().server_fast_close) close_retired_linked_servers();
     // A session may finish (and remove itself) while being polled.
     auto waiters = waiters_;
     for (AdminSession* session : waiters) {

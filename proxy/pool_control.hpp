@@ -77,6 +77,8 @@ class PoolControl {
     [[nodiscard]] bool in_scope(const Pool& pool, const std::optional<std::string>& database) const;
     void for_each_pool(const std::optional<std::string>& database,
                        const std::function<void(Pool&)>& fn) const;
+    // server_fast_close: closes retired servers whose client is between transactions.
+    void close_retired_linked_servers();
 
     Worker& worker_;
     bool paused_all_ = false;

@@ -1,11 +1,16 @@
 #include "proxy/reload.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "proxy/logging.hpp"
+#include "proxy/systemd_notify.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -18,7 +23,15 @@ LoadedConfig load_configuration(const std::string& path) {
         throw ConfigError(config.config_file, 0, "auth_type",
                           "auth_type = pam is not supported by pgtether");
     }
-    if (!config.auth_file.empty()) {
+    if (!config.auth_file.empty() && ::access(config.auth_file.c_str(), F_OK) != 0 &&
+        errno == ENOENT) {
+        // PgBouncer starts without it (and so does the documentation promise); clients that
+        // need a secret from it fail to log in until it exists and a reload reads it.
+        spdlog::warn("{}: auth_file: cannot read auth file \"{}\": {}", config.config_file,
+                     config.auth_file, std::strerror(ENOENT));
+        loaded.auth_file = std::make_shared<const AuthFile>();
+        loaded.auth_file_missing = true;
+    } else if (!config.auth_file.empty()) {
         loaded.auth_file = std::make_shared<const AuthFile>(load_auth_file(config.auth_file));
     } else {
         // Password methods need secrets: from auth_file, or from auth_query through auth_user
@@ -49,6 +62,13 @@ ConfigReloader::ConfigReloader(std::string path, int verbose, bool quiet)
 
 std::optional<std::string> ConfigReloader::reload(Worker& worker, std::string_view trigger) {
     spdlog::info("{}: reloading {}", trigger, path_);
+    if (notifier_) notifier_->notify("RELOADING=1");
+    auto error = load_and_apply(worker);
+    if (notifier_) notifier_->notify("READY=1");
+    return error;
+}
+
+std::optional<std::string> ConfigReloader::load_and_apply(Worker& worker) {
     LoadedConfig loaded;
     try {
         loaded = load_configuration(path_);
@@ -56,25 +76,48 @@ std::optional<std::string> ConfigReloader::reload(Worker& worker, std::string_vi
         spdlog::error("reload failed, keeping the running configuration: {}", e.what());
         return std::string(e.what());
     }
+    if (loaded.auth_file_missing) {
+        spdlog::warn("reload: keeping the users of the running auth_file");
+        loaded.auth_file = worker.auth_file_ptr();
+    }
     auto error = apply(worker, std::make_shared<Config>(*loaded.config), loaded.auth_file,
                        loaded.security);
     if (!error) {
         for (const auto& note : worker.config().unsupported_keys)
             spdlog::warn("{}", note);
+        for (const auto& warning : configuration_warnings(worker.config()))
+            spdlog::warn("{}", warning);
         spdlog::info("configuration reloaded");
     }
     return error;
 }
 
 std::optional<std::string> ConfigReloader::set(Worker& worker, std::string_view key,
-                                               std::string_view value, bool& supported) {
+                                               std::string_view value, bool& supported,
+                                               std::string& notice) {
     auto config = std::make_shared<Config>(worker.config());
     try {
         supported = set_config_value(*config, key, value);
     } catch (const ConfigError& e) {
         return std::string(e.what());
     }
-    auto error = apply(worker, std::move(config), worker.auth_file_ptr());
+    std::shared_ptr<const SecuritySetup> security;
+    if (key.find("_tls_") != std::string_view::npos) {
+        try {
+            security = load_security(*config);
+        } catch (const std::exception& e) {
+            // Key and certificate are two settings but one pair: the first SET of a pair cannot
+            // work on its own. Keep the value and the running TLS setup (PgBouncer's admin_set).
+            spdlog::warn("SET {}: TLS settings could not be applied, still using the old "
+                         "configuration: {}",
+                         key, e.what());
+            notice = std::string("TLS settings could not be applied, still using old "
+                                 "configuration: ") +
+                     e.what();
+            security = worker.security_ptr();
+        }
+    }
+    auto error = apply(worker, std::move(config), worker.auth_file_ptr(), std::move(security));
     if (!error) spdlog::info("SET {} = {}", key, value);
     return error;
 }

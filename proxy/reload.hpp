@@ -21,12 +21,19 @@ struct LoadedConfig {
     std::shared_ptr<const Config> config;
     std::shared_ptr<const AuthFile> auth_file;
     std::shared_ptr<const SecuritySetup> security;  // TLS contexts, HBA rules
+    // auth_file is set but the file does not exist: `auth_file` is then empty (nobody logs in
+    // with a password from it), as in PgBouncer, which starts anyway; a reload keeps the users
+    // it had.
+    bool auth_file_missing = false;
 };
 
-// Loads the config, its auth_file, TLS key/certificate/CA files and auth_hba_file, and refuses
+// Loads the config, its auth_file (a missing one is logged, not refused), TLS key/certificate/CA
+// files and auth_hba_file, and refuses
 // what the daemon cannot run (auth_type pam; a password auth_type with neither auth_file nor
 // auth_user; TLS or HBA settings that cannot work). Throws ConfigError or std::runtime_error.
 LoadedConfig load_configuration(const std::string& path);
+
+class SystemdNotifier;
 
 class ConfigReloader {
   public:
@@ -37,16 +44,22 @@ class ConfigReloader {
     [[nodiscard]] const std::string& path() const { return path_; }
     [[nodiscard]] int command_line_verbose() const { return verbose_; }
     [[nodiscard]] bool quiet() const { return quiet_; }
+    // Told RELOADING=1 / READY=1 around each reload (systemd's notify protocol).
+    void set_notifier(SystemdNotifier* notifier) { notifier_ = notifier; }
 
     // Re-reads the configuration and auth_file and applies them; on any error the running
     // configuration stays and the error message is returned. `trigger` names the cause in logs.
     std::optional<std::string> reload(Worker& worker, std::string_view trigger);
     // SET key = value: a copy of the running configuration with one setting changed, applied.
-    // Sets `supported` to whether pgtether acts on the key. Returns the error, if any.
+    // Sets `supported` to whether pgtether acts on the key. Returns the error, if any. A TLS
+    // setting whose new value does not work yet (client_tls_key_file set before the matching
+    // client_tls_cert_file) is stored while the running TLS setup stays, as PgBouncer does; then
+    // `notice` says so, and the SET that completes the pair applies both.
     std::optional<std::string> set(Worker& worker, std::string_view key, std::string_view value,
-                                   bool& supported);
+                                   bool& supported, std::string& notice);
 
   private:
+    std::optional<std::string> load_and_apply(Worker& worker);
     // `security` is built from `config` when not given.
     std::optional<std::string> apply(Worker& worker, std::shared_ptr<Config> config,
                                      std::shared_ptr<const AuthFile> auth_file,
@@ -55,6 +68,7 @@ class ConfigReloader {
     std::string path_;
     int verbose_;
     bool quiet_;
+    SystemdNotifier* notifier_ = nullptr;
 };
 
 }  // namespace pgtether

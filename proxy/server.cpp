@@ -80,7 +80,8 @@ Server::~Server() {
 void Server::connect() {
     const auto& db = pool_.database();
     connected_at_ms_ = worker_.now_ms();
-    unix_path_ = server_unix_socket_path(db, worker_.config());
+    host_ = host_for_turn(db, pool_.next_host_turn());
+    unix_path_ = server_unix_socket_path(host_, db.port, worker_.config());
     if (!unix_path_.empty()) {
         address_is_unix_ = true;
         if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path_) != 0) {
@@ -93,13 +94,13 @@ void Server::connect() {
         return;
     }
     sockaddr_storage literal;
-    if (parse_ip_literal(db.host, db.port, literal)) {
+    if (parse_ip_literal(host_, db.port, literal)) {
         start_connect_to(reinterpret_cast<const sockaddr*>(&literal));
         return;
     }
     auto* req = new uv_getaddrinfo_t;
     req->data = this;
-    if (int rc = start_resolving(worker_.loop(), req, on_resolved, db.host, db.port); rc != 0) {
+    if (int rc = start_resolving(worker_.loop(), req, on_resolved, host_, db.port); rc != 0) {
         delete req;
         on_stream_connected(rc);
         return;
@@ -125,6 +126,12 @@ void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
     uv_freeaddrinfo(res);
 }
 
+std::string Server::describe() const {
+    std::string where = address_is_unix_ ? "unix:" + unix_path_ : address_text(address_);
+    return "S-" + std::to_string(id_) + " " + pool_.database_name() + "/" + pool_.user_name() +
+           "@" + where;
+}
+
 void Server::start_connect_to(const sockaddr* address) {
     std::memcpy(&address_, address,
                 address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
@@ -141,6 +148,10 @@ void Server::on_stream_connected(int status) {
         return;
     }
     const auto& config = worker_.config();
+    if (config.log_connections) {
+        // PgBouncer's words, which operators grep for.
+        spdlog::info("{} new connection to server (from {})", describe(), stream_.local_name());
+    }
     stream_.set_tcp_options(config.tcp_keepalive, config.tcp_keepidle, config.tcp_keepintvl,
                             config.tcp_keepcnt);
     stream_.start_reading();
@@ -257,6 +268,10 @@ void Server::finish_login() {
         run_internal(InternalPurpose::ConnectQuery, {connect_query});
         return;
     }
+    // The pool hears of this login now, so a close from here on is not a failed login: a paused
+    // pool closes the server it is handed at once ("pause mode"), which must neither count as a
+    // login failure (backing off, failing waiting clients) nor decrement `connecting` twice.
+    login_failed_reported_ = true;
     pool_.on_server_login(*this);
 }
 
@@ -337,6 +352,7 @@ void Server::record_timing(char tx_status) {
     // Everything the client sent since the backend was last quiet has been answered: that is one
     // query (or pipeline) for SHOW STATS' query_time. Back at 'I', a transaction has ended.
     auto now = worker_.now_us();
+    quiet_since_ms_ = worker_.now_ms();
     auto& stats = pool_.stats();
     if (request_started_us_ != 0) {
         stats.query_time_us += now - request_started_us_;
@@ -1164,10 +1180,10 @@ void Server::close(const std::string& reason) {
     if (state_ == State::Closing) return;
     State previous = state_;
     set_state(State::Closing);
-    spdlog::log(previous == State::Connecting || previous == State::Login ? spdlog::level::debug
-                                                                         : spdlog::level::info,
-                "S-{} {}/{}: closing server connection (backend pid {}): {}", id_,
-                pool_.database_name(), pool_.user_name(), backend_key_.pid, reason);
+    // PgBouncer's words ("closing because: REASON (age=Ns)"), then the backend.
+    spdlog::log(worker_.config().log_disconnections ? spdlog::level::info : spdlog::level::debug,
+                "{} closing because: {} (age={}s) backend pid {}", describe(), reason,
+                (worker_.now_ms() - connected_at_ms_) / 1000, backend_key_.pid);
     if ((previous == State::Connecting || previous == State::Login) && !login_failed_reported_) {
         login_failed_reported_ = true;
         // The connection broke or timed out before the login completed: worth a quick retry.

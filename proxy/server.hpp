@@ -86,6 +86,8 @@ public:
     [[nodiscard]] const sockaddr_storage& address() const { return address_; }
     [[nodiscard]] bool address_is_unix() const { return address_is_unix_; }
     [[nodiscard]] const std::string& unix_path() const { return unix_path_; }
+    // "S-7 db/user@127.0.0.1:5432" ("@[::1]:5432", "@unix:/tmp/.s.PGSQL.5432") for logs.
+    [[nodiscard]] std::string describe() const;
     // For the admin console and metrics.
     [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
     [[nodiscard]] std::optional<InternalPurpose> internal_purpose() const {
@@ -137,6 +139,9 @@ public:
     // The linked client sent a request while the backend was quiet (nothing owed): the start of
     // a query, and of a transaction unless one is open. For SHOW STATS' query and xact times.
     void note_request_start(std::uint64_t now_us);
+    // When the backend last answered everything it had been sent (idle_transaction_timeout
+    // counts from there, not from the request).
+    [[nodiscard]] std::uint64_t quiet_since_ms() const { return quiet_since_ms_; }
 
     // ---- pgtether's own queries ----
     // Runs `queries` as simple Query messages sent in one write (after `prefix`, raw frontend
@@ -255,6 +260,7 @@ private:
     sockaddr_storage address_{};
     bool address_is_unix_ = false;
     std::string unix_path_;
+    std::string host_;  // the host of the database entry connected to (one of a host list)
     std::uint32_t effects_ = 0;
     LockAccounting locks_;
     // Kind masks whose transaction-end probe is prepared on this backend (as
@@ -280,6 +286,7 @@ private:
     std::uint64_t state_since_ms_ = 0;
     std::uint64_t idle_since_ms_ = 0;
     std::uint64_t last_checked_ms_ = 0;
+    std::uint64_t quiet_since_ms_ = 0;
     std::uint64_t request_started_us_ = 0;  // 0: no query running (SHOW STATS timing)
     std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
 

@@ -7,12 +7,17 @@
 
 namespace pgtether {
 
-std::string server_unix_socket_path(const DatabaseConfig& db, const Config& config) {
-    const std::string& host = db.host;
+std::string host_for_turn(const DatabaseConfig& db, std::uint64_t turn) {
+    if (db.host.find(',') == std::string::npos) return db.host;
+    auto hosts = split_host_list(db.host);
+    return hosts[turn % hosts.size()];
+}
+
+std::string server_unix_socket_path(const std::string& host, int port, const Config& config) {
     if (!host.empty() && host[0] != '/') return {};
     std::string dir = host.empty() ? config.unix_socket_dir : host;
     if (dir.empty()) dir = "/tmp";
-    return dir + "/.s.PGSQL." + std::to_string(db.port);
+    return dir + "/.s.PGSQL." + std::to_string(port);
 }
 
 bool parse_ip_literal(const std::string& host, int port, sockaddr_storage& out) {

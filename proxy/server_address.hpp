@@ -5,15 +5,21 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include <cstdint>
 #include <string>
 
 #include "proxy/config.hpp"
 
 namespace pgtether {
 
+// The host the `turn`-th new connection of a pool goes to: host= may list several, used round
+// robin as PgBouncer does (turn modulo the number of hosts). "" when host= is empty.
+[[nodiscard]] std::string host_for_turn(const DatabaseConfig& db, std::uint64_t turn);
+
 // A host that is empty or starts with '/' means a Unix socket: in that directory, or in
 // unix_socket_dir (else /tmp) when empty. Returns the socket's path, or "" for a TCP host.
-[[nodiscard]] std::string server_unix_socket_path(const DatabaseConfig& db, const Config& config);
+[[nodiscard]] std::string server_unix_socket_path(const std::string& host, int port,
+                                                  const Config& config);
 
 // An IPv4 or IPv6 literal host with `port` in `out`; false for a host name (resolve it).
 [[nodiscard]] bool parse_ip_literal(const std::string& host, int port, sockaddr_storage& out);

@@ -73,7 +73,7 @@ protocol::ErrorFields server_error(const char* sqlstate, std::string message) {
 // Server's side of the negotiation (the rest of Server is in server.cpp).
 
 std::size_t Server::handle_tls_answer(protocol::ByteSpan data) {
-    auto answer = server_tls::handle_answer(data, stream_, *tls_context_, pool_.database().host);
+    auto answer = server_tls::handle_answer(data, stream_, *tls_context_, host_);
     switch (answer.kind) {
         case server_tls::Answer::Kind::NeedMore:
             return 0;

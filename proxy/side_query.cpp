@@ -45,7 +45,8 @@ void SideQuery::cancel() {
 
 void SideQuery::connect() {
     const auto& db = request_.database;
-    std::string unix_path = server_unix_socket_path(db, worker_.config());
+    host_ = host_for_turn(db, 0);  // a host list: its first host
+    std::string unix_path = server_unix_socket_path(host_, db.port, worker_.config());
     if (!unix_path.empty()) {
         unix_socket_ = true;
         if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path) != 0) {
@@ -58,15 +59,15 @@ void SideQuery::connect() {
         return;
     }
     sockaddr_storage literal;
-    if (parse_ip_literal(db.host, db.port, literal)) {
+    if (parse_ip_literal(host_, db.port, literal)) {
         connect_to(reinterpret_cast<const sockaddr*>(&literal));
         return;
     }
     auto* req = new uv_getaddrinfo_t;
     req->data = this;
-    if (int rc = start_resolving(worker_.loop(), req, on_resolved, db.host, db.port); rc != 0) {
+    if (int rc = start_resolving(worker_.loop(), req, on_resolved, host_, db.port); rc != 0) {
         delete req;
-        fail(std::string("cannot resolve ") + db.host + ": " + uv_strerror(rc));
+        fail(std::string("cannot resolve ") + host_ + ": " + uv_strerror(rc));
         return;
     }
     ++pending_resolves_;
@@ -83,7 +84,7 @@ void SideQuery::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
     }
     if (status != 0 || res == nullptr) {
         uv_freeaddrinfo(res);
-        self->fail("cannot resolve " + self->request_.database.host + ": " +
+        self->fail("cannot resolve " + self->host_ + ": " +
                    uv_strerror(status != 0 ? status : UV_EAI_NONAME));
         return;
     }
@@ -155,7 +156,7 @@ std::size_t SideQuery::on_stream_data(ByteSpan data) {
     switch (phase_) {
         case Phase::TlsAnswer: {
             auto answer =
-                server_tls::handle_answer(data, stream_, *tls_context_, request_.database.host);
+                server_tls::handle_answer(data, stream_, *tls_context_, host_);
             switch (answer.kind) {
                 case server_tls::Answer::Kind::NeedMore:
                     return 0;

@@ -103,6 +103,7 @@ class SideQuery final : public Stream::Handler {
     std::unique_ptr<ServerLogin> login_;
     std::shared_ptr<const TlsContext> tls_context_;
     bool unix_socket_ = false;
+    std::string host_;  // the host connected to (the first of a host list)
     Result result_;
     std::size_t row_bytes_ = 0;
     bool logged_in_ = false;

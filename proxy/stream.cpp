@@ -88,23 +88,46 @@ bool Stream::peer_address(sockaddr_storage& out) const {
     return uv_tcp_getpeername(&handle_.tcp, reinterpret_cast<sockaddr*>(&out), &len) == 0;
 }
 
+std::string address_text(const sockaddr_storage& ss) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (ss.ss_family == AF_INET) {
+        const auto* sin = reinterpret_cast<const sockaddr_in*>(&ss);
+        uv_ip4_name(sin, host, sizeof host);
+        return std::string(host) + ":" + std::to_string(ntohs(sin->sin_port));
+    }
+    if (ss.ss_family == AF_INET6) {
+        const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+        uv_ip6_name(sin6, host, sizeof host);
+        return "[" + std::string(host) + "]:" + std::to_string(ntohs(sin6->sin6_port));
+    }
+    return "?";
+}
+
 std::string Stream::peer_name() const {
     if (!is_tcp_) return "unix";
     sockaddr_storage ss{};
     int len = sizeof ss;
     if (uv_tcp_getpeername(&handle_.tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (ss.ss_family == AF_INET) {
-        auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
-        uv_ip4_name(sin, host, sizeof host);
-        port = ntohs(sin->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-        auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
-        uv_ip6_name(sin6, host, sizeof host);
-        port = ntohs(sin6->sin6_port);
+    return address_text(ss);
+}
+
+std::optional<ucred> Stream::peer_credentials() const {
+    uv_os_fd_t fd = -1;
+    ucred credentials{};
+    socklen_t length = sizeof credentials;
+    if (is_tcp_ || uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+        return std::nullopt;
     }
-    return std::string(host) + ":" + std::to_string(port);
+    return credentials;
+}
+
+std::string Stream::local_name() const {
+    if (!is_tcp_) return "unix";
+    sockaddr_storage ss{};
+    int len = sizeof ss;
+    if (uv_tcp_getsockname(&handle_.tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+    return address_text(ss);
 }
 
 bool Stream::peer_spoke() const {

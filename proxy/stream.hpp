@@ -14,8 +14,11 @@
 //   exactly the paths it took before TLS existed.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <uv.h>
@@ -28,6 +31,9 @@ namespace pgtether {
 class TlsContext;
 class TlsSession;
 class Worker;
+
+// "1.2.3.4:5432" or "[::1]:5432" (PgBouncer's notation in logs); "?" for other families.
+[[nodiscard]] std::string address_text(const sockaddr_storage& address);
 
 class Stream {
 public:
@@ -110,10 +116,14 @@ public:
 
     [[nodiscard]] uv_stream_t* handle() { return reinterpret_cast<uv_stream_t*>(&handle_); }
     [[nodiscard]] bool is_tcp() const { return is_tcp_; }
-    // "address:port" or "unix" of the peer, for logs.
+    // "address:port" ("[v6address]:port") or "unix" of the peer, for logs.
     [[nodiscard]] std::string peer_name() const;
     // The peer's IP address without the port (TCP only); empty when unknown.
     [[nodiscard]] std::string peer_host() const;
+    // The same for our own end.
+    [[nodiscard]] std::string local_name() const;
+    // The process at the other end of a Unix socket (SO_PEERCRED); nullopt for TCP or unknown.
+    [[nodiscard]] std::optional<ucred> peer_credentials() const;
     // The peer's address (TCP only); false when unknown.
     [[nodiscard]] bool peer_address(sockaddr_storage& out) const;
 

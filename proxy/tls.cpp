@@ -1,6 +1,8 @@
 #include "proxy/tls.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <openssl/bio.h>
 #include <openssl/core_names.h>
@@ -10,6 +12,7 @@
 #include <openssl/x509v3.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -38,6 +41,9 @@ std::string drain_openssl_errors() {
     while (unsigned long code = ERR_get_error()) {
         const char* reason = ERR_reason_error_string(code);
         std::string text = reason ? reason : "error " + std::to_string(code);
+        // OpenSSL 3 reports a failed fopen() as a "system library" error carrying errno, which
+        // it prints as "error 2147483661": say what the system said.
+        if (ERR_SYSTEM_ERROR(code)) text = std::strerror(ERR_GET_REASON(code));
         if (out.find(text) != std::string::npos) continue;
         if (!out.empty()) out += ": ";
         out += text;
@@ -260,7 +266,21 @@ TlsContext::TlsContext(const Config& config, Side side) : side_(side) {
         fail("client_tls_key_file", "client_tls_sslmode = " + std::string(to_string(mode_)) +
                                         " needs client_tls_key_file and client_tls_cert_file");
     }
+    // A file that cannot be opened is named with the system's reason ("Permission denied", "No
+    // such file or directory") rather than OpenSSL's.
+    auto check_readable = [&](const std::string& key, const char* what, const std::string& path) {
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            ERR_clear_error();
+            std::string reason = std::strerror(errno);
+            throw ConfigError(config.config_file, 0, key,
+                              std::string("cannot read ") + what + " \"" + path + "\": " + reason);
+        }
+        ::close(fd);
+    };
     if (!cert_file.empty()) {
+        check_readable(prefix + "_cert_file", "certificate", cert_file);
+        check_readable(prefix + "_key_file", "private key", key_file);
         if (SSL_CTX_use_certificate_chain_file(ctx_, cert_file.c_str()) != 1) {
             fail(prefix + "_cert_file", "cannot load certificate \"" + cert_file + "\"");
         }
@@ -275,6 +295,7 @@ TlsContext::TlsContext(const Config& config, Side side) : side_(side) {
 
     const bool verify = mode_ == SslMode::VerifyCa || mode_ == SslMode::VerifyFull;
     if (!ca_file.empty()) {
+        check_readable(prefix + "_ca_file", "CA certificates", ca_file);
         if (SSL_CTX_load_verify_locations(ctx_, ca_file.c_str(), nullptr) != 1) {
             fail(prefix + "_ca_file", "cannot load CA certificates \"" + ca_file + "\"");
         }

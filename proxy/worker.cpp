@@ -183,6 +183,14 @@ Pool& Worker::pool_for(const DatabaseConfig& database, const std::string& user) 
     auto key = std::make_pair(database.name, user);
     auto it = pools_.find(key);
     if (it == pools_.end()) {
+        const DatabaseConfig* entry = config_->find_database(database.name);
+        bool automatic =
+            entry && config_->fallback_database && entry == &*config_->fallback_database;
+        auto first = pools_.lower_bound(std::make_pair(database.name, std::string()));
+        if (automatic && (first == pools_.end() || first->first.first != database.name)) {
+            // PgBouncer's words for the first pool of a name the "*" entry serves.
+            spdlog::info("registered new auto-database: db={}", database.name);
+        }
         it = pools_.emplace(key, std::make_unique<Pool>(*this, database, user)).first;
     }
     return *it->second;

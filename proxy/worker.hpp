@@ -68,6 +68,9 @@ public:
     [[nodiscard]] const AuthFile& auth_file() const { return *auth_file_; }
     // TLS contexts and HBA rules of the current configuration.
     [[nodiscard]] const SecuritySetup& security() const { return *security_; }
+    [[nodiscard]] const std::shared_ptr<const SecuritySetup>& security_ptr() const {
+        return security_;
+    }
     // Buffers for TLS (proxy/stream.cpp): decrypted input, encrypted output, scattered plaintext
     // gathered into one record. Shared by all streams of this worker, like scratch().
     [[nodiscard]] std::span<std::uint8_t> tls_plaintext() { return tls_plaintext_; }
@@ -83,6 +86,10 @@ public:
     [[nodiscard]] std::uint64_t next_id() { return ++last_id_; }
     [[nodiscard]] bool shutting_down() const { return shutting_down_; }
 
+    // The listening sockets (SHOW FDS).
+    [[nodiscard]] const std::vector<std::unique_ptr<Listener>>& listeners() const {
+        return listeners_;
+    }
     // Accepted connection from a listener.
     void accept_client(uv_stream_t* listener, bool tcp);
 

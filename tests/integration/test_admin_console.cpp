@@ -112,7 +112,8 @@ std::string login_error(const PoolerProcess& pooler, const std::string& user,
 const std::vector<std::string> kShowSubjects = {
     "POOLS",          "CLIENTS", "SERVERS",   "STATS",     "STATS_TOTALS",
     "STATS_AVERAGES", "TOTALS",  "DATABASES", "USERS",     "CONFIG",
-    "LISTS",          "MEM",     "VERSION",   "DNS_HOSTS", "DNS_ZONES"};
+    "LISTS",          "MEM",     "VERSION",   "DNS_HOSTS", "DNS_ZONES",
+    "SOCKETS",        "ACTIVE_SOCKETS", "FDS"};
 
 }  // namespace
 
@@ -327,8 +328,14 @@ TEST_CASE("admin_users run every command, stats_users only SHOW, anyone else is 
 
     Conn stats = console(pooler, kStatsUser);
     REQUIRE_MESSAGE(stats.ok(), stats.error());
-    for (const auto& what : kShowSubjects)
-        PGT_CHECK_OK(stats.exec("SHOW " + what));
+    for (const auto& what : kShowSubjects) {
+        // SHOW FDS shows every cancel key: admins only, as in PgBouncer.
+        if (what == "FDS") {
+            PGT_CHECK_SQLSTATE(stats.exec("SHOW FDS"), "42501");
+        } else {
+            PGT_CHECK_OK(stats.exec("SHOW " + what));
+        }
+    }
     PGT_CHECK_OK(stats.exec("SHOW LOCKS"));
     PGT_CHECK_OK(stats.exec("SHOW STATE"));
     PGT_CHECK_OK(stats.exec("SHOW HELP"));
@@ -413,7 +420,7 @@ TEST_CASE("the console speaks the simple query protocol only, one command at a t
     PGT_CHECK_SQLSTATE(admin.exec("SELECT 1 + 1"), "42601");
     PGT_CHECK_SQLSTATE(admin.exec("SHOW NOSUCH"), "42601");
     PGT_CHECK_SQLSTATE(admin.exec("RELOAD now"), "42601");
-    PGT_CHECK_SQLSTATE(admin.exec("SHOW FDS"), "0A000");
+    PGT_CHECK_SQLSTATE(admin.exec("SHOW PEERS"), "0A000");
     PGT_CHECK_SQLSTATE(admin.exec("SUSPEND"), "0A000");
     PGT_CHECK_SQLSTATE(admin.exec("PAUSE " + std::string(300, 'x')), "22023");
     // PgBouncer's aliases and spellings.

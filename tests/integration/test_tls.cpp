@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/raw_socket.hpp"
@@ -179,6 +180,35 @@ TEST_CASE("client certificates towards pgtether") {
             CHECK(PQsslInUse(conn.raw()) == 1);
         }
     }
+}
+
+TEST_CASE("SET client_tls_key_file, then client_tls_cert_file: the pair applies together") {
+    // PgBouncer's admin_set: a TLS setting that does not work on its own is stored, the running
+    // TLS setup stays (with a notice), and the SET completing the pair applies both. Its test
+    // suite (test_client_ssl_set_enable, _set_change_ca) sets key and certificate this way.
+    Pgtether pgtether(client_tls("require"), 10s, tls_env());
+    Conn admin = Conn::must("host=localhost port=" + std::to_string(pgtether.port()) +
+                            " user=postgres dbname=pgbouncer sslmode=require gssencmode=disable "
+                            "connect_timeout=10");
+    const std::string other = world().pki.client_cert("postgres");  // CN=postgres
+    PGT_REQUIRE_OK(admin.exec("SET client_tls_key_file = '" + other + ".key'"));
+    bool noticed = false;
+    for (const auto& notice : admin.take_notices())
+        noticed = noticed || contains(notice.message, "TLS settings could not be applied");
+    CHECK(noticed);
+    CHECK(find_row(admin.exec("SHOW CONFIG"), "value", other + ".key"));
+    // Still the old pair: its certificate names localhost.
+    Conn before(tls_conninfo(pgtether, "verify-full"));
+    CHECK_MESSAGE(before.ok(), before.error());
+    PGT_REQUIRE_OK(admin.exec("SET client_tls_cert_file = '" + other + ".crt'"));
+    // Now the new pair, whose certificate names "postgres".
+    Conn full(tls_conninfo(pgtether, "verify-full"));
+    CHECK_FALSE(full.ok());
+    CHECK(contains(full.error(), "does not match host name"));
+    Conn ca_only(tls_conninfo(pgtether, "verify-ca"));
+    CHECK_MESSAGE(ca_only.ok(), ca_only.error());
+    // A value that can never work is still refused outright.
+    CHECK_FALSE(admin.exec("SET client_tls_sslmode = 'sometimes'").ok());
 }
 
 TEST_CASE("auth_type = cert: the certificate's CommonName is the user") {

@@ -107,6 +107,8 @@ TEST_CASE("auth file: quoting, comments, blank lines, rest of line ignored") {
             "\" ignored trailing text\n"
             "\"we\"\"ird\" \"pa\"\"ss\"\"\"\r\n"
             "   ; indented comment\n"
+            "# a hash comment, which PgBouncer would take for a broken line\n"
+            "  # indented hash comment\n"
             "\"empty\" \"\"\n"
             "\"alice\" \"second wins\"",
         "users.txt");
@@ -129,8 +131,7 @@ TEST_CASE("auth file: malformed lines name the file and line") {
     };
     const Case cases[] = {
         {"alice secret\n", 1, "expected \"user\" \"secret\""},
-        {"\"alice\" \"x\"\n# hash is not a comment in PgBouncer\n", 2,
-         "comment lines start with ';'"},
+        {"\"alice\" \"x\"\n# a comment\nbob x\n", 3, "comment lines start with ';' or '#'"},
         {"\"alice\n", 1, "unterminated quoted user name"},
         {"\n\"alice\"\n", 2, "expected the quoted secret"},
         {"\"alice\" secret\n", 1, "expected the quoted secret"},

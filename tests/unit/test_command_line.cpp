@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <string>
+#include <vector>
+
 #include "proxy/command_line.hpp"
 
 using namespace pgtether;
@@ -21,4 +24,28 @@ TEST_CASE("PgBouncer-style command line") {
     CHECK(std::holds_alternative<CommandLineError>(parse_command_line({"-x", "a.ini"})));
     CHECK(std::holds_alternative<CommandLineError>(parse_command_line({"a.ini", "b.ini"})));
     CHECK(std::holds_alternative<CommandLineError>(parse_command_line({"--bogus", "a.ini"})));
+}
+
+TEST_CASE("-u / --user and the refused -R") {
+    for (auto args : std::vector<std::vector<std::string>>{{"-u", "pgb", "a.ini"},
+                                                          {"-upgb", "a.ini"},
+                                                          {"-du", "pgb", "a.ini"},
+                                                          {"--user", "pgb", "a.ini"},
+                                                          {"--user=pgb", "a.ini"}}) {
+        CAPTURE(args.front());
+        auto r = parse_command_line(args);
+        auto* cl = std::get_if<CommandLine>(&r);
+        REQUIRE(cl);
+        CHECK(cl->user == "pgb");
+        CHECK(cl->config_file == "a.ini");
+    }
+    CHECK(std::holds_alternative<CommandLineError>(parse_command_line({"a.ini", "-u"})));
+    for (const char* reboot : {"-R", "-dR", "--reboot"}) {
+        CAPTURE(reboot);
+        auto r = parse_command_line({reboot, "a.ini"});
+        auto* error = std::get_if<CommandLineError>(&r);
+        REQUIRE(error);
+        CHECK(error->message.find("online restart") != std::string::npos);
+    }
+    CHECK(usage_text("pgtether").find("-R") != std::string::npos);
 }

@@ -468,7 +468,6 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
         at("unix_socket_group =", "unix_socket_group"),
         at("tcp_user_timeout =", "tcp_user_timeout"),
         at("track_extra_parameters =", "track_extra_parameters"),
-        at("application_name_add_host =", "application_name_add_host"),
     };
     CHECK(cfg->unsupported_keys == expected);
 }
@@ -586,7 +585,10 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "syslog_ident",
                                             "syslog_facility",
                                             "metrics_listen_addr",
-                                            "metrics_listen_port"};
+                                            "metrics_listen_port",
+                                            "application_name_add_host",
+                                            "server_fast_close",
+                                            "user"};
     CHECK(honoured == expected);
 }
 
@@ -862,7 +864,8 @@ TEST_CASE("bad [databases], [users] and [peers] entries") {
         {"[databases]\nmydb = host='x", "mydb", "unterminated quoted value"},
         {"[databases]\nmydb = host", "mydb", "missing '='"},
         {"[databases]\nmydb = host=", "mydb", "empty value"},
-        {"[databases]\nmydb = host=a,b", "mydb", "lists of hosts are not supported"},
+        {"[databases]\nmydb = host=a,,b", "mydb", "empty host name in the list"},
+        {"[databases]\nmydb = host=a,", "mydb", "empty host name in the list"},
         {"[databases]\npgbouncer = host=x", "pgbouncer", "reserved for the admin console"},
         {"[databases]\npgtether = host=x", "pgtether", "reserved"},
         {"[users]\nbob = pool_mode=session frob=1", "bob", "unknown [users] parameter"},
@@ -1027,8 +1030,8 @@ TEST_CASE("unsupported keys: values stored where Config has a field") {
     CHECK(cfg->auth_hba_file == "/etc/pgbouncer/hba.conf");
     CHECK(cfg->auth_dbname == "authdb");
     CHECK(cfg->server_fast_close);
-    // auth_hba_file and auth_dbname are honoured, and so are syslog and syslog_facility.
-    CHECK(cfg->unsupported_keys.size() == 4);
+    // auth_hba_file, auth_dbname and server_fast_close are honoured.
+    CHECK(cfg->unsupported_keys.size() == 3);
 }
 
 TEST_CASE("newer PgBouncer keys are recognised") {
@@ -1257,7 +1260,7 @@ TEST_CASE("keep_fixed_settings: a reload cannot move listeners or the pidfile") 
     CHECK(changed == std::vector<std::string>{"listen_port", "user", "metrics_listen_port"});
     CHECK(next.listen_port == 7000);
     CHECK(next.metrics_listen_port == 0);
-    CHECK(next.other_settings.at("user") == "pgb");
+    CHECK(next.user == "pgb");
     CHECK(next.pidfile == "/run/a.pid");
     CHECK(next.default_pool_size == 9);  // changeable settings take the new value
 }
@@ -1272,4 +1275,62 @@ TEST_CASE("server_require_auth: libpq's require_auth list, checked when read") {
     CHECK(std::string(e.what()).find("cannot be mixed") != std::string::npos);
     e = error_from_text("[pgbouncer]\nserver_require_auth = scram\n");
     CHECK(e.key() == "server_require_auth");
+}
+
+TEST_CASE("host lists: split_host_list, and a list in [databases]") {
+    CHECK(split_host_list("").empty());
+    CHECK(split_host_list("db1") == std::vector<std::string>{"db1"});
+    CHECK(split_host_list("127.0.0.1,::1") == std::vector<std::string>{"127.0.0.1", "::1"});
+    CHECK(split_host_list(" a , b,c ") == std::vector<std::string>{"a", "b", "c"});
+    CHECK(split_host_list("/run/pg,10.0.0.1") ==
+          std::vector<std::string>{"/run/pg", "10.0.0.1"});
+    CHECK(split_host_list("a,,b") == std::vector<std::string>{"a", "", "b"});
+    auto cfg = load_text("[pgbouncer]\n[databases]\nhl = host=127.0.0.1,::1 port=5432\n");
+    REQUIRE(cfg->find_database("hl"));
+    CHECK(cfg->find_database("hl")->host == "127.0.0.1,::1");
+}
+
+TEST_CASE("configuration_warnings: options in ignore_startup_parameters") {
+    auto plain = load_text("[pgbouncer]\nignore_startup_parameters = extra_float_digits\n");
+    CHECK(configuration_warnings(*plain).empty());
+    auto with_options =
+        load_text("[pgbouncer]\nignore_startup_parameters = extra_float_digits,OPTIONS\n");
+    auto warnings = configuration_warnings(*with_options);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("not replayed") != std::string::npos);
+    // With session_settings = ignore there is nothing to replay anyway.
+    auto ignoring = load_text(
+        "[pgbouncer]\nignore_startup_parameters = options\nsession_settings = ignore\n");
+    CHECK(configuration_warnings(*ignoring).empty());
+}
+
+TEST_CASE("typo hints: the closest key, not only a case difference") {
+    const std::vector<std::string_view> keys = {"max_client_conn", "max_db_connections",
+                                                "default_pool_size", "server_tls_sslmode",
+                                                "listen_port", "pool_mode"};
+    struct Case {
+        const char* typed;
+        const char* hint;  // "" for none
+    };
+    const Case cases[] = {
+        {"max_client_connections", "max_client_conn"},
+        {"max_clients_conn", "max_client_conn"},
+        {"default_poolsize", "default_pool_size"},
+        {"Listen_Prot", "listen_port"},
+        {"server_tls_ssl", "server_tls_sslmode"},
+        {"pool_mod", "pool_mode"},
+        {"completely_unrelated", ""},
+        {"port", ""},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.typed);
+        auto hint = suggest_name(c.typed, keys);
+        CHECK(hint.value_or("") == c.hint);
+    }
+    try {
+        load_text("[pgbouncer]\nmax_client_connections = 10\n");
+        FAIL("loaded");
+    } catch (const ConfigError& e) {
+        CHECK(contains(e.what(), "did you mean \"max_client_conn\"?"));
+    }
 }

@@ -5,9 +5,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "proxy/config.hpp"
 #include "proxy/hba.hpp"
@@ -221,7 +224,8 @@ TEST_CASE("hba: refused lines name the file and line") {
         {"host all all 10.0.0.0/8 ident\n", "authentication method \"ident\" is not supported"},
         {"host all all 10.0.0.0/8 md5 map=x\n", "options such as \"map=x\" are not supported"},
         {"host all all 10.0.0.0/8 peer\n", "peer authentication is only supported on local"},
-        {"host all all 10.0.0.0/8 cert\n", "cert authentication is only supported on hostssl"},
+        {"hostnossl all all 10.0.0.0/8 cert\n", "cert authentication is only supported on host"},
+        {"local all all cert\n", "cert authentication is only supported on host"},
         {"local all\n", "missing user name"},
         {"local all all\n", "missing authentication method"},
         {"host all all\n", "missing address"},
@@ -251,4 +255,51 @@ TEST_CASE("hba: load_hba_file reports an unreadable file") {
     } catch (const ConfigError& e) {
         CHECK(contains(e.what(), "/nonexistent/hba.conf: cannot read HBA file"));
     }
+}
+
+// PgBouncer 1.18's own HBA vectors (test/hba_test.rules and test/hba_test.eval, ISC licence: see
+// tests/unit/data/pgbouncer-hba/COPYRIGHT), run as its test/hba_test.c runs them: every line of
+// the .eval file is "METHOD<TAB>DATABASE<TAB>USER<TAB>ADDRESS[<TAB>tls]" (tab runs separate; lines
+// starting with '#' and blank lines are skipped), ADDRESS "unix" meaning the Unix socket, and the
+// method of the first matching rule must be METHOD ("reject" when no rule matches).
+TEST_CASE("PgBouncer's HBA test vectors") {
+    const std::string dir = std::string(PGTETHER_TEST_DATA_DIR) + "/pgbouncer-hba";
+    auto read = [](const std::string& path) {
+        std::ifstream in(path);
+        REQUIRE(in.good());
+        std::ostringstream text;
+        text << in.rdbuf();
+        return text.str();
+    };
+    HbaRules rules = parse_hba(read(dir + "/hba_test.rules"), dir + "/hba_test.rules",
+                               [](const std::string&) { return std::nullopt; });
+    CHECK(rules.rules.size() == 28);
+
+    std::istringstream eval(read(dir + "/hba_test.eval"));
+    std::string line;
+    int line_number = 0;
+    int checked = 0;
+    while (std::getline(eval, line)) {
+        ++line_number;
+        if (line.empty() || line[0] == '#') continue;
+        std::vector<std::string> tokens;
+        for (std::size_t pos = 0; pos < line.size();) {
+            std::size_t start = line.find_first_not_of('\t', pos);
+            if (start == std::string::npos) break;
+            std::size_t end = line.find('\t', start);
+            if (end == std::string::npos) end = line.size();
+            tokens.push_back(line.substr(start, end - start));
+            pos = end;
+        }
+        if (tokens.empty()) continue;
+        REQUIRE_MESSAGE(tokens.size() >= 4, "hba_test.eval:" << line_number);
+        const bool unix_socket = tokens[3] == "unix";
+        const char* transport = unix_socket ? "local" : tokens.size() > 4 ? "tls" : "tcp";
+        INFO("hba_test.eval:" << line_number << ": " << line);
+        std::string method = decide(rules, transport, unix_socket ? nullptr : tokens[3].c_str(),
+                                    tokens[1].c_str(), tokens[2].c_str());
+        CHECK((method == "none" ? "reject" : method) == tokens[0]);
+        ++checked;
+    }
+    CHECK(checked == 57);
 }
