@@ -4,9 +4,9 @@
 // shared locks, shapes that need the probe — from many clients on a small pool. After every
 // transaction, once pgtether has finished its own work, the ledger every tethered client shows in
 // SHOW LOCKS is compared with pg_locks for its backend, and every other backend of the pool must
-// hold no advisory lock. They must never differ. With tether_probe_delay = 0 every transaction
-// that could not be counted is probed at its end, so the ledger must equal pg_locks; with the
-// default delay such a transaction leaves the ledger "others unknown" (a later probe settles it),
+// hold no advisory lock. They must never differ. With tether_probe_delay = 0 (the default) every
+// transaction that could not be counted is probed at its end, so the ledger must equal pg_locks;
+// with a delay such a transaction leaves the ledger "others unknown" (a later probe settles it),
 // and what the ledger lists for sure must still be held.
 //
 // PGT_LEDGER_SEED=<n> replays a sequence; PGT_LEDGER_STEPS=<n> makes it longer.
@@ -349,11 +349,11 @@ void run_scenario(const std::map<std::string, std::string>& settings, int settle
 
 }  // namespace
 
-TEST_CASE("the lock ledger never differs from pg_locks (every uncounted transaction probed)") {
+TEST_CASE("the lock ledger never differs from pg_locks (every uncounted transaction probed, the default)") {
     run_scenario({{"tether_probe_delay", "0"}});
 }
 
-TEST_CASE("the lock ledger never differs from pg_locks (probes deferred, the default)") {
+TEST_CASE("the lock ledger never differs from pg_locks (probes deferred)") {
     // A short delay, so that idle probes happen during the run too.
     run_scenario({{"tether_probe_delay", "0.2"}}, 20);
 }
