@@ -800,8 +800,13 @@ TEST_CASE("a console client that pipelines commands and never reads makes pgteth
     CHECK(scalar(other, "SHOW VERSION").find("pgtether") == 0);
     const long after = rss_kb(pgt.pid());
     MESSAGE("pgtether RSS before " << before << " kB, after " << after << " kB");
-    // Generous: what matters is that it is not ~100 MB.
+    // Generous: what matters is that it is not ~100 MB. Under AddressSanitizer RSS says nothing
+    // about what pgtether holds (freed memory stays in ASan's quarantine), so only report it.
+#if defined(__SANITIZE_ADDRESS__)
+    MESSAGE("AddressSanitizer build: RSS growth not checked");
+#else
     CHECK(after - before < 40 * 1024);
+#endif
 
     // Reading resumes the session: the answers all arrive, in order, and the session still
     // works.

@@ -2,6 +2,8 @@
 // belongs to which statement, what is checked, and everything that makes it uncertain.
 #include <doctest/doctest.h>
 
+#include <deque>
+
 #include "core/lock_accounting.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/frontend_messages.hpp"
@@ -138,7 +140,8 @@ TEST_CASE("parameters resolve from Bind: text, binary, declared and inferred typ
         b.formats = std::move(formats);
         for (auto& v : values) {
             if (v) {
-                static std::vector<std::string> keep;
+                // A deque: the spans below point into its strings, which must not move.
+                static std::deque<std::string> keep;
                 keep.push_back(*v);
                 b.values.emplace_back(as_bytes(keep.back()));
             } else {
