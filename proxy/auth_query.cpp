@@ -77,31 +77,11 @@ void AuthQuery::connect() {
     const auto& db = database_;
     // A host list: the lookup goes to the first host (the lookups are few and short).
     host_ = host_for_turn(db, 0);
-    std::string unix_path = server_unix_socket_path(host_, db.port, worker_.config());
-    if (!unix_path.empty()) {
-        unix_socket_ = true;
-        if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path) != 0) {
-            fail("cannot create a socket");
-        }
-        return;
-    }
-    if (stream_.init_tcp() != 0) {
-        fail("cannot create a socket");
-        return;
-    }
-    sockaddr_storage literal;
-    if (parse_ip_literal(host_, db.port, literal)) {
-        connect_to(reinterpret_cast<const sockaddr*>(&literal));
-        return;
-    }
-    auto* req = new uv_getaddrinfo_t;
-    req->data = this;
-    if (int rc = start_resolving(worker_.loop(), req, on_resolved, host_, db.port); rc != 0) {
-        delete req;
-        fail(std::string("cannot resolve ") + host_ + ": " + uv_strerror(rc));
-        return;
-    }
-    ++pending_resolves_;
+    bool resolving = false;
+    std::string error = start_side_connect(stream_, worker_.loop(), host_, db.port, worker_.config(),
+                                           this, on_resolved, unix_socket_, resolving);
+    if (resolving) ++pending_resolves_;
+    if (!error.empty()) fail(error);
 }
 
 void AuthQuery::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
@@ -119,13 +99,10 @@ void AuthQuery::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
                    uv_strerror(status != 0 ? status : UV_EAI_NONAME));
         return;
     }
-    self->connect_to(res->ai_addr);
+    if (auto error = connect_side_tcp(self->stream_, res->ai_addr); !error.empty()) {
+        self->fail(error);
+    }
     uv_freeaddrinfo(res);
-}
-
-void AuthQuery::connect_to(const sockaddr* address) {
-    int rc = stream_.connect_tcp(address);
-    if (rc != 0) fail(std::string("cannot connect: ") + uv_strerror(rc));
 }
 
 void AuthQuery::on_stream_connected(int status) {

@@ -76,7 +76,6 @@ class AuthQuery final : public Stream::Handler {
 
     void connect();
     static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
-    void connect_to(const sockaddr* address);
     void send_startup();
     std::size_t handle_login(protocol::ByteSpan data);
     std::size_t handle_query(protocol::ByteSpan data);

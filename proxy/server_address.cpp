@@ -34,4 +34,36 @@ int start_resolving(uv_loop_t* loop, uv_getaddrinfo_t* req, uv_getaddrinfo_cb do
     return uv_getaddrinfo(loop, req, done, host.c_str(), std::to_string(port).c_str(), &hints);
 }
 
+std::string start_side_connect(Stream& stream, uv_loop_t* loop, const std::string& host, int port,
+                               const Config& config, void* owner, uv_getaddrinfo_cb resolved,
+                               bool& unix_socket, bool& resolving) {
+    resolving = false;
+    std::string unix_path = server_unix_socket_path(host, port, config);
+    if (!unix_path.empty()) {
+        unix_socket = true;
+        if (stream.init_pipe() != 0 || stream.connect_pipe(unix_path) != 0) {
+            return "cannot create a socket";
+        }
+        return {};
+    }
+    if (stream.init_tcp() != 0) return "cannot create a socket";
+    sockaddr_storage literal;
+    if (parse_ip_literal(host, port, literal)) {
+        return connect_side_tcp(stream, reinterpret_cast<const sockaddr*>(&literal));
+    }
+    auto* req = new uv_getaddrinfo_t;
+    req->data = owner;
+    if (int rc = start_resolving(loop, req, resolved, host, port); rc != 0) {
+        delete req;
+        return "cannot resolve " + host + ": " + uv_strerror(rc);
+    }
+    resolving = true;
+    return {};
+}
+
+std::string connect_side_tcp(Stream& stream, const sockaddr* address) {
+    int rc = stream.connect_tcp(address);
+    return rc != 0 ? std::string("cannot connect: ") + uv_strerror(rc) : std::string();
+}
+
 }  // namespace pgtether

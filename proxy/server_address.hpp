@@ -9,6 +9,7 @@
 #include <string>
 
 #include "proxy/config.hpp"
+#include "proxy/stream.hpp"
 
 namespace pgtether {
 
@@ -28,5 +29,17 @@ namespace pgtether {
 // PgBouncer does; `done` gets `req` back (set req->data first). Returns libuv's error code.
 int start_resolving(uv_loop_t* loop, uv_getaddrinfo_t* req, uv_getaddrinfo_cb done,
                     const std::string& host, int port);
+
+// The first step of a side connection (auth_query lookups, lock discovery) to `host`:`port`:
+// connects `stream` to the Unix socket or IP literal, or starts resolving the name, with
+// `resolved` called back and req->data = `owner` (which then counts one pending resolve,
+// `resolving` = true). Returns "" when started, else why not.
+[[nodiscard]] std::string start_side_connect(Stream& stream, uv_loop_t* loop,
+                                             const std::string& host, int port,
+                                             const Config& config, void* owner,
+                                             uv_getaddrinfo_cb resolved, bool& unix_socket,
+                                             bool& resolving);
+// The resolved address of such a connection: connects `stream`; "" or why not.
+[[nodiscard]] std::string connect_side_tcp(Stream& stream, const sockaddr* address);
 
 }  // namespace pgtether

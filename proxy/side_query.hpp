@@ -68,7 +68,6 @@ class SideQuery final : public Stream::Handler {
 
     void connect();
     static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
-    void connect_to(const sockaddr* address);
     void send_startup();
     void send_query();
     std::size_t handle_login(protocol::ByteSpan data);
