@@ -197,6 +197,9 @@ private:
     [[nodiscard]] bool account_query_locks(std::string_view sql);
     void account_bind_locks(const protocol::BindNames& names, const StatementPtr& statement,
                             protocol::ByteSpan body);
+    // A Bind of `statement` (named, or the backend's unnamed one): its effects once more.
+    void note_bound_effects(const protocol::BindNames& names, const StatementPtr& statement,
+                            protocol::ByteSpan body);
     void account_execute(protocol::ByteSpan body);
     void account_uncertain();
     // Bytes on their way to the server (client_requests.cpp).
@@ -271,9 +274,6 @@ private:
     std::vector<std::string> custom_setting_names_;
     // The client's named prepared statements (docs/prepared-statements.md).
     ClientStatements statements_;
-    // The unnamed statement, when its text is lock-relevant (exact lock accounting needs its
-    // calls at every Bind); null otherwise, which is almost always.
-    StatementPtr unnamed_lock_statement_;
     // pgtether answered a message of the current extended batch with an error: discard the
     // client's messages up to its Sync, as PostgreSQL would.
     bool skip_until_sync_ = false;

@@ -228,6 +228,8 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 }
                 const std::uint32_t effects = pool_->lock_trigger().scan(*sql);
                 note_effects(*sql, effects);
+                // A simple Query destroys the backend's unnamed statement (protocol §55.2.3).
+                server_->note_unnamed_statement(nullptr);
                 // A new transaction starts with this Query when nothing is owed and no block is
                 // open: then its probe can go out right behind it.
                 const bool starts_transaction =
@@ -293,12 +295,12 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
     note_effects(parse.query, relevant);
     remember_query(parse.query);
     if (parse.statement.empty()) {
-        // The unnamed statement is the backend's own; only exact lock accounting remembers it.
-        unnamed_lock_statement_ =
-            (relevant & kLockRelevant)
-                ? worker_.statements().intern(parse.query, parse.parameter_types, relevant,
-                                              pool_->lock_trigger().scanner)
-                : nullptr;
+        // The unnamed statement is the backend's own: a later Bind of it (perhaps in another
+        // transaction, perhaps by another client) has these effects again.
+        server_->note_unnamed_statement(
+            relevant != 0 ? worker_.statements().intern(parse.query, parse.parameter_types,
+                                                        relevant, pool_->lock_trigger().scanner)
+                          : nullptr);
         return false;
     }
     if (!server_->translates_statements()) {
@@ -388,21 +390,8 @@ void Client::ensure_prepared(const StatementPtr& statement, Outbound& out) {
                               QueuedRequest::kUndoServerAdd, {}, {}, statement});
 }
 
-bool Client::route_bind(ByteSpan body, Outbound& out) {
-    auto names = protocol::parse_bind_names(body);
-    if (!names) return false;
-    if (names->statement.empty()) {
-        if (unnamed_lock_statement_) {
-            // Bound again, perhaps in a later transaction than its Parse: the effects again.
-            server_->mark_effects(unnamed_lock_statement_->effects);
-            account_bind_locks(*names, unnamed_lock_statement_, body);
-        } else if (server_->lock_accounting().has_portals()) {
-            server_->lock_accounting().forget_portal(names->portal);
-        }
-        return false;
-    }
-    StatementPtr statement = statements_.find(names->statement);
-    if (!statement) return false;  // unknown: the backend reports it with the client's name
+void Client::note_bound_effects(const protocol::BindNames& names, const StatementPtr& statement,
+                                ByteSpan body) {
     // Executing a statement again has the effects its text has for this database's trigger: the
     // ones found at Parse, unless another trigger scanned it (another database shares the text,
     // or discovery has changed the names since).
@@ -410,12 +399,28 @@ bool Client::route_bind(ByteSpan body, Outbound& out) {
     const std::uint32_t effects = statement->scanned_with == trigger.scanner && !trigger.probe_all
                                       ? statement->effects
                                       : trigger.scan(statement->query);
-    server_->mark_effects(effects);
+    // Another client's unnamed statement may name custom settings this client never did.
+    note_effects(statement->query, effects);
     if (effects & kLockRelevant) {
-        account_bind_locks(*names, statement, body);
+        account_bind_locks(names, statement, body);
+    } else if (server_->lock_accounting().has_portals()) {
+        server_->lock_accounting().forget_portal(names.portal);
+    }
+}
+
+bool Client::route_bind(ByteSpan body, Outbound& out) {
+    auto names = protocol::parse_bind_names(body);
+    if (!names) return false;
+    // Whatever the backend has under the name runs again, with its effects.
+    StatementPtr statement = names->statement.empty() ? server_->unnamed_statement()
+                                                      : statements_.find(names->statement);
+    if (statement) {
+        note_bound_effects(*names, statement, body);
     } else if (server_->lock_accounting().has_portals()) {
         server_->lock_accounting().forget_portal(names->portal);
     }
+    // Unknown names go as they are: the backend reports them with the client's name.
+    if (names->statement.empty() || !statement) return false;
     if (!server_->translates_statements()) return false;
     ensure_prepared(statement, out);
     // Same Bind, with the backend's name for the statement; the parameters are copied as sent.

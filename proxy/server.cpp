@@ -842,6 +842,8 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
                           std::string prefix, int extra_ready, std::uint32_t probed) {
     std::string out = std::move(prefix);
     for (const auto& q : queries) protocol::append_query(out, q);
+    // A simple Query destroys the backend's unnamed statement.
+    if (!queries.empty()) unnamed_statement_.reset();
     spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
                   queries.empty() ? std::string() : queries.back());
     const int own = static_cast<int>(queries.size());

@@ -131,6 +131,14 @@ public:
     // (protocol::SessionEffect flags); at its end they decide what to probe for.
     void mark_effects(std::uint32_t effects) { effects_ |= effects; }
     [[nodiscard]] std::uint32_t effects() const { return effects_; }
+    // The backend's unnamed prepared statement (protocol §55.2.3): what a Bind of "" executes,
+    // whoever parsed it — a client may bind it in a later transaction, or another client's
+    // statement may still be there. Null: none, or one without session effects. A Parse of ""
+    // replaces it, a simple Query destroys it.
+    [[nodiscard]] const StatementPtr& unnamed_statement() const { return unnamed_statement_; }
+    void note_unnamed_statement(StatementPtr statement) {
+        unnamed_statement_ = std::move(statement);
+    }
     // Exact lock accounting for the current transaction (docs/advisory-locks.md): the client
     // arms it and adds what its statements will report; the backend's answers complete it.
     [[nodiscard]] LockAccounting& lock_accounting() { return locks_; }
@@ -262,6 +270,7 @@ private:
     std::string unix_path_;
     std::string host_;  // the host of the database entry connected to (one of a host list)
     std::uint32_t effects_ = 0;
+    StatementPtr unnamed_statement_;  // see unnamed_statement()
     LockAccounting locks_;
     // Kind masks whose transaction-end probe is prepared on this backend (as
     // "pgtether_probe_<mask>"); cleared by DISCARD ALL / DEALLOCATE ALL.

@@ -330,3 +330,74 @@ TEST_CASE("the admin console and the metrics name every tether's reasons") {
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all(); UNLISTEN *; DROP TABLE reasons"));
     CHECK(two_transactions_fit(pooler.conninfo()));
 }
+
+namespace {
+
+// Parse (when `text` is given), Bind, Execute and Sync of statement `name` on a raw connection;
+// the replies up to ReadyForQuery, which must come without an error.
+void run_extended(RawConn& raw, const std::string& name, const std::string& text = {}) {
+    std::string batch;
+    if (!text.empty()) batch += wire::message('P', wire::cstr(name) + wire::cstr(text) + wire::i16(0));
+    batch += wire::message('B', wire::cstr("") + wire::cstr(name) + wire::i16(0) + wire::i16(0) +
+                                    wire::i16(0)) +
+             wire::message('E', wire::cstr("") + wire::i32(0)) + wire::sync();
+    REQUIRE(raw.send(batch));
+    auto replies = raw.read_until_ready_or_error();
+    REQUIRE_MESSAGE((!replies.empty() && replies.back().type == 'Z'), wire::describe(replies));
+}
+
+// The one value a simple query returns on a raw connection.
+std::string raw_scalar(RawConn& raw, const std::string& sql) {
+    REQUIRE(raw.send(wire::query(sql)));
+    auto replies = raw.read_until_ready_or_error();
+    for (const auto& m : replies) {
+        // DataRow: Int16 column count, then Int32 length and the bytes of the first value.
+        if (m.type == 'D' && m.body.size() >= 6) return m.body.substr(6);
+    }
+    FAIL("no row for " << sql << ": " << wire::describe(replies));
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("a Bind of the unnamed statement in a later transaction replays its settings' effects") {
+    // One backend: every client below meets the statements and settings the others left on it.
+    Pgtether pooler(pool_config("transaction", 1, {{"query_wait_timeout", "20"}}));
+    const TestEnv& env = TestEnv::get();
+    const std::string default_work_mem = direct_scalar("SHOW work_mem");
+    REQUIRE(default_work_mem != "7MB");
+
+    SUBCASE("the client's own unnamed statement, bound again after a RESET") {
+        RawConn a(pooler.host(), pooler.port());
+        REQUIRE(a.startup(env.superuser, env.database).back().type == 'Z');
+        run_extended(a, "", "SET work_mem = '7MB'");
+        run_extended(a, "reset_it", "RESET work_mem");
+        // No Parse: the backend runs its unnamed statement, the SET, once more.
+        run_extended(a, "");
+        Conn other = Conn::must(pooler.conninfo());
+        CHECK(other.exec("SHOW work_mem").value() == default_work_mem);
+        // And the client that set it keeps it, as on a direct connection.
+        CHECK(raw_scalar(a, "SHOW work_mem") == "7MB");
+    }
+    SUBCASE("another client's unnamed statement") {
+        RawConn a(pooler.host(), pooler.port());
+        REQUIRE(a.startup(env.superuser, env.database).back().type == 'Z');
+        // Parsed, never executed by this client. (Not a custom setting: the probe of one is a
+        // simple query, which would destroy the unnamed statement.)
+        REQUIRE(a.send(wire::message('P', wire::cstr("") +
+                                               wire::cstr("SELECT set_config('statement_timeout', "
+                                                          "'77s', false)") +
+                                               wire::i16(0)) +
+                       wire::sync()));
+        auto parsed = a.read_until_ready_or_error();
+        REQUIRE_MESSAGE((!parsed.empty() && parsed.back().type == 'Z'), wire::describe(parsed));
+        // Client b binds the backend's unnamed statement (pooled, it is a's): its session now
+        // has the setting, and nobody else may see it.
+        RawConn b(pooler.host(), pooler.port());
+        REQUIRE(b.startup(env.superuser, env.database).back().type == 'Z');
+        run_extended(b, "");
+        Conn other = Conn::must(pooler.conninfo());
+        CHECK(other.exec("SHOW statement_timeout").value() == "0");
+        CHECK(raw_scalar(b, "SHOW statement_timeout") == "77s");
+    }
+}
