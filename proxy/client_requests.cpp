@@ -411,6 +411,16 @@ void Client::note_bound_effects(const protocol::BindNames& names, const Statemen
 bool Client::route_bind(ByteSpan body, Outbound& out) {
     auto names = protocol::parse_bind_names(body);
     if (!names) return false;
+    if (names->statement.empty() && server_->unnamed_statement_unknown()) {
+        // An error may have kept the backend from parsing the last unnamed statement: what runs
+        // could be anything, so anything is probed for.
+        server_->mark_effects(protocol::kEffectDiscard);
+        account_uncertain();
+        if (server_->lock_accounting().has_portals()) {
+            server_->lock_accounting().forget_portal(names->portal);
+        }
+        return false;
+    }
     // Whatever the backend has under the name runs again, with its effects.
     StatementPtr statement = names->statement.empty() ? server_->unnamed_statement()
                                                       : statements_.find(names->statement);

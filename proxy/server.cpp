@@ -343,6 +343,13 @@ void Server::release_to_pool() {
     if (client) client->on_server_released();
 }
 
+void Server::note_unnamed_statement(StatementPtr statement) {
+    unnamed_statement_ = std::move(statement);
+    // Sent when nothing is owed, the message is not skipped by an earlier error: then the
+    // backend's unnamed statement is known again. Otherwise it stays unknown if it was.
+    if (tracker_.quiet()) unnamed_unknown_ = false;
+}
+
 void Server::note_request_start(std::uint64_t now_us) {
     request_started_us_ = now_us;
     if (xact_started_us_ == 0) xact_started_us_ = now_us;
@@ -580,6 +587,8 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 return consumed;
             case be::kErrorResponse:
                 tracker_.on_backend(frame.type);
+                // The backend now skips to the next Sync: a Parse of "" sent meanwhile is lost.
+                unnamed_unknown_ = true;
                 if (auto error = protocol::parse_error_fields(body)) {
                     // The backend's last word before it closes: the client needs no other.
                     if (!swallow && protocol::is_fatal(*error)) fatal_forwarded_ = true;
@@ -842,8 +851,11 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
                           std::string prefix, int extra_ready, std::uint32_t probed) {
     std::string out = std::move(prefix);
     for (const auto& q : queries) protocol::append_query(out, q);
-    // A simple Query destroys the backend's unnamed statement.
-    if (!queries.empty()) unnamed_statement_.reset();
+    // A simple Query destroys the backend's unnamed statement (ours run at quiet points).
+    if (!queries.empty()) {
+        unnamed_statement_.reset();
+        unnamed_unknown_ = false;
+    }
     spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
                   queries.empty() ? std::string() : queries.back());
     const int own = static_cast<int>(queries.size());

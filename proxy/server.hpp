@@ -134,11 +134,12 @@ public:
     // The backend's unnamed prepared statement (protocol §55.2.3): what a Bind of "" executes,
     // whoever parsed it — a client may bind it in a later transaction, or another client's
     // statement may still be there. Null: none, or one without session effects. A Parse of ""
-    // replaces it, a simple Query destroys it.
+    // replaces it, a simple Query destroys it (`statement` null).
     [[nodiscard]] const StatementPtr& unnamed_statement() const { return unnamed_statement_; }
-    void note_unnamed_statement(StatementPtr statement) {
-        unnamed_statement_ = std::move(statement);
-    }
+    void note_unnamed_statement(StatementPtr statement);
+    // After an error the backend skips messages up to the next Sync, a Parse of "" among them:
+    // which statement a later Bind of "" runs is not known until one is parsed at a quiet point.
+    [[nodiscard]] bool unnamed_statement_unknown() const { return unnamed_unknown_; }
     // Exact lock accounting for the current transaction (docs/advisory-locks.md): the client
     // arms it and adds what its statements will report; the backend's answers complete it.
     [[nodiscard]] LockAccounting& lock_accounting() { return locks_; }
@@ -271,6 +272,7 @@ private:
     std::string host_;  // the host of the database entry connected to (one of a host list)
     std::uint32_t effects_ = 0;
     StatementPtr unnamed_statement_;  // see unnamed_statement()
+    bool unnamed_unknown_ = false;    // see unnamed_statement_unknown()
     LockAccounting locks_;
     // Kind masks whose transaction-end probe is prepared on this backend (as
     // "pgtether_probe_<mask>"); cleared by DISCARD ALL / DEALLOCATE ALL.

@@ -137,7 +137,7 @@ class Scenario {
                 // Blocking forms only on the client's own keys.
                 // Blocking forms only on the client's own keys; the shared try on (k, 8), which
                 // no one locks exclusively.
-                const long long k1 = s == 0 ? 100 + c : pick(100, 100 + kClients - 1);
+                const long long k1 = s == 0 ? 88'100 + c : pick(88'100, 88'100 + kClients - 1);
                 what = std::string(kNames[s]) + " " + std::to_string(k1);
                 conn.exec_prepared(kNames[s], {std::to_string(k1), s == 2 ? "8" : "7"});
                 break;
@@ -166,8 +166,8 @@ class Scenario {
                 break;
             case 12: what = run(conn, "SELECT 1"); break;
             case 13:  // stacking on one key
-                what = run(conn, "SELECT pg_advisory_lock(" + std::to_string(200 + c) + "), " +
-                                     "pg_advisory_lock(" + std::to_string(200 + c) + ")");
+                what = run(conn, "SELECT pg_advisory_lock(" + std::to_string(kKeyBase + 200 + c) +
+                                     "), pg_advisory_lock(" + std::to_string(kKeyBase + 200 + c) + ")");
                 break;
         }
         return "client " + std::to_string(c) + ": " + what;
@@ -255,10 +255,13 @@ class Scenario {
   private:
     int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
 
-    // Keys: shared ones (1..4) only for non-blocking forms; a client's own (10*c+..) for all.
+    // Keys: shared ones (base+1..4) only for non-blocking forms; a client's own (base+10*c+..)
+    // for all. Advisory locks live per database and other tests run in parallel on the same one:
+    // the base keeps this test's keys apart from theirs (test_tether's 10, 20, ...).
+    static constexpr long long kKeyBase = 88'000'000;
     long long key(int client, bool shared_allowed) {
-        if (shared_allowed && pick(0, 1)) return pick(1, 4);
-        return 10LL * (client + 1) + pick(0, 2);
+        if (shared_allowed && pick(0, 1)) return kKeyBase + pick(1, 4);
+        return kKeyBase + 10LL * (client + 1) + pick(0, 2);
     }
     const char* lock_or_try(bool shared_key) {
         static const char* kTry[] = {"pg_try_advisory_lock", "pg_try_advisory_lock_shared",

@@ -401,3 +401,38 @@ TEST_CASE("a Bind of the unnamed statement in a later transaction replays its se
         CHECK(raw_scalar(b, "SHOW statement_timeout") == "77s");
     }
 }
+
+TEST_CASE("an unnamed statement the backend skipped after an error is not taken for the one it runs") {
+    // The backend keeps its old unnamed statement (a try-lock) when an error makes it skip the
+    // Parse of a new one (an unlock): a later Bind of "" runs the try-lock. Taken for the unlock,
+    // it would end the tether while the backend holds the lock twice.
+    Pgtether pooler(pool_config("transaction", 1, {{"query_wait_timeout", "20"}}));
+    const TestEnv& env = TestEnv::get();
+    const std::string key = "7700777";
+    RawConn a(pooler.host(), pooler.port());
+    REQUIRE(a.startup(env.superuser, env.database).back().type == 'Z');
+    REQUIRE(a.send(wire::message('P', wire::cstr("") +
+                                           wire::cstr("SELECT pg_try_advisory_lock(" + key + ")") +
+                                           wire::i16(0)) +
+                   wire::sync()));
+    REQUIRE(a.read_until_ready_or_error().back().type == 'Z');
+    REQUIRE(a.send(wire::message('P', wire::cstr("broken") + wire::cstr("SELEC 1") + wire::i16(0)) +
+                   wire::message('P', wire::cstr("") +
+                                          wire::cstr("SELECT pg_advisory_unlock(" + key + ")") +
+                                          wire::i16(0)) +
+                   wire::sync()));
+    auto skipped = a.read_until_ready_or_error();
+    REQUIRE(wire::first_error_sqlstate(skipped) == "42601");
+    REQUIRE(a.read_until_ready_or_error().back().type == 'Z');  // after the error, the Sync's
+    run_extended(a, "take", "SELECT pg_advisory_lock(" + key + ")");
+    run_extended(a, "");  // the backend runs the try-lock: the lock is held twice now
+    Conn other = Conn::must(pooler.conninfo());
+    auto held = other.exec("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                           "pid = pg_backend_pid()");
+    PGT_REQUIRE_OK(held);
+    CHECK(held.value() == "0");
+    // The client still has its lock, twice, as on a direct connection.
+    CHECK(raw_scalar(a, "SELECT pg_advisory_unlock(" + key + ")") == "t");
+    CHECK(raw_scalar(a, "SELECT pg_advisory_unlock(" + key + ")") == "t");
+    CHECK(raw_scalar(a, "SELECT pg_advisory_unlock(" + key + ")") == "f");
+}
