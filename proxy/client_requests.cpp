@@ -156,11 +156,17 @@ std::size_t Client::handle_requests(ByteSpan data) {
     Outbound out{*this, {}, {}};
     std::size_t consumed = 0;
     auto& tracker = server_->tracker();
+    // The last part of a message passed on in pieces went out in this call.
+    bool finished_partial = false;
     if (passthrough_remaining_ > 0) {
         std::size_t n = std::min(passthrough_remaining_, data.size());
         out.add(data.data(), n);
         passthrough_remaining_ -= n;
         consumed += n;
+        if (passthrough_remaining_ == 0) {
+            tracker.set_frontend_partial(false);
+            finished_partial = true;
+        }
     }
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     const bool translate = server_->translates_statements();
@@ -186,6 +192,9 @@ std::size_t Client::handle_requests(ByteSpan data) {
             }
             if (frame.has_header() && streamable_from_client(frame.type) && !skip_until_sync_) {
                 tracker.on_frontend(frame.type);
+                // Until its last byte is out, the backend is this client's whatever else it
+                // answers: nothing else may be written to it (probe, hand-off).
+                tracker.set_frontend_partial(true);
                 out.add(rest.data(), rest.size());
                 passthrough_remaining_ = frame.total - rest.size();
                 consumed = data.size();
@@ -283,6 +292,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
         }
         out.flush();
         server_->settle_requests();
+        if (finished_partial && server_) server_->on_partial_message_sent();
     }
     return consumed;
 }

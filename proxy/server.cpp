@@ -727,6 +727,13 @@ void Server::on_transaction_end() {
     }
 }
 
+void Server::on_partial_message_sent() {
+    if (client_ && !internal_ && state_ == State::Active && tracker_.idle() &&
+        pool_.mode() != PoolMode::Session) {
+        on_transaction_end();
+    }
+}
+
 void Server::probe_idle_tether() {
     pool_.stats().probes++;
     probe(InternalPurpose::Probe, kStateAdvisoryLock);

@@ -125,6 +125,10 @@ public:
     // The same, sending answers straight to the client (no backend reply is pending before them).
     void settle_requests();
 
+    // The last byte of a client message passed on in pieces went out. If the backend had
+    // answered everything else by then (a CopyData outside a COPY gets no answer), its
+    // transaction ended and is decided now (PipelineTracker::set_frontend_partial).
+    void on_partial_message_sent();
     // The client's socket drained after back-pressure: read from this server again.
     void resume_input_from_client();
     // Records what the tether's trigger found in the current transaction's statements

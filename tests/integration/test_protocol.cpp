@@ -15,6 +15,7 @@
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/raw_socket.hpp"
 #include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
@@ -519,4 +520,35 @@ TEST_CASE("FunctionCall (fast path, PQfn) goes through") {
     PQclear(res);
     CHECK(result == 42);
     CHECK(scalar(conn, "SELECT 'after fast path'") == "after fast path");
+}
+
+TEST_CASE("a backend is not handed on while a client's message to it is only partly sent") {
+    // The backend reads the rest of a message before anything else, so a message that arrives
+    // in pieces keeps the backend with its client even when everything else has been answered
+    // (a CopyData outside a COPY gets no answer): another client's query must not become the
+    // rest of it.
+    Pgtether pooler(pool_config("transaction", 1,
+                                {{"query_wait_timeout", "20"}, {"tether_reserve_size", "0"}}));
+    const TestEnv& env = TestEnv::get();
+    RawConn a(pooler.host(), pooler.port());
+    REQUIRE(a.startup(env.superuser, env.database).back().type == 'Z');
+    const std::string copy_data = wire::message('d', std::string(1000, 'x'));
+    REQUIRE(a.send(wire::query("SELECT pg_sleep(0.2)") + copy_data.substr(0, 100)));
+    auto slept = a.read_until_ready_or_error();
+    REQUIRE_MESSAGE((!slept.empty() && slept.back().type == 'Z'), wire::describe(slept));
+    // The Query is answered; the CopyData is not complete. Another client waits for the one
+    // backend (it would otherwise get it, and its query would be read as CopyData bytes).
+    Conn b = Conn::must(pooler.conninfo());
+    send_query(b, "SELECT 'b'");
+    CHECK_FALSE(wait_result(b, 500ms).has_value());
+    REQUIRE(a.send(copy_data.substr(100)));
+    auto answer = wait_result(b, 5s);
+    REQUIRE(answer.has_value());
+    CHECK(answer->value() == "b");
+    // a's session is intact.
+    REQUIRE(a.send(wire::query("SELECT 'a'")));
+    auto reply = a.read_until_ready_or_error();
+    bool saw_a = false;
+    for (const auto& m : reply) saw_a = saw_a || (m.type == 'D' && m.body.find('a') != std::string::npos);
+    CHECK_MESSAGE(saw_a, wire::describe(reply));
 }

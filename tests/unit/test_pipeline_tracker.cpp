@@ -92,3 +92,20 @@ TEST_CASE("a ReadyForQuery nobody asked for does not underflow") {
     CHECK(t.outstanding() == 0);
     CHECK(t.idle());
 }
+
+TEST_CASE("a client message passed on in pieces keeps the backend until its last byte") {
+    PipelineTracker t;
+    // A Query answered while the CopyData after it (ignored outside a COPY) is only half sent.
+    t.on_frontend('Q');
+    t.on_frontend('d');
+    t.set_frontend_partial(true);
+    t.on_backend('T');
+    t.on_backend('C');
+    t.on_ready_for_query('I');
+    CHECK(t.outstanding() == 0);
+    CHECK_FALSE(t.quiet());
+    CHECK_FALSE(t.idle());
+    t.set_frontend_partial(false);
+    CHECK(t.quiet());
+    CHECK(t.idle());
+}
