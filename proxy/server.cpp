@@ -324,11 +324,15 @@ void Server::sync_parameters() {
         build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
     // Nothing to compare in the usual case: skip merging the client's settings (every transaction
     // links a server).
+    std::optional<SettingsMap> settings_after;
     if (worker_.config().session_settings == StateHandling::Keep &&
         (client_->has_settings() || !applied_settings_.empty())) {
-        sql += build_settings_sync(client_->wanted_settings(), applied_settings_);
+        settings_after = client_->wanted_settings();
+        sql += build_settings_sync(*settings_after, applied_settings_);
     }
-    if (!sql.empty()) run_internal(InternalPurpose::ParamSync, {sql});
+    if (sql.empty()) return;
+    run_internal(InternalPurpose::ParamSync, {sql});
+    if (internal_) internal_->settings_after = std::move(settings_after);
 }
 
 void Server::unlink() {
@@ -1013,6 +1017,8 @@ void Server::finish_internal() {
         if (op->purpose == InternalPurpose::Probe || op->purpose == InternalPurpose::DiscardedProbe) {
             scrub();
         } else if (clean) {
+            // A parameter sync that completed changed the backend's settings all the same.
+            if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
             pool_.release(*this);
         } else {
             close(std::string(to_string(op->purpose)) + " failed: " + op->error.message);
@@ -1060,9 +1066,7 @@ void Server::finish_internal() {
                 client_->close("could not apply client parameters: " + error.message, &error);
                 return;
             }
-            if (worker_.config().session_settings == StateHandling::Keep) {
-                applied_settings_ = client_->wanted_settings();
-            }
+            if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
             client_->on_server_ready();
             return;
         case InternalPurpose::Probe:

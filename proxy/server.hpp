@@ -204,6 +204,9 @@ private:
         bool failed = false;
         protocol::ErrorFields error;
         std::vector<Row> rows;  // of the last result set
+        // A parameter sync that replays session settings: the backend's settings once it is
+        // done, whether or not its client is still there.
+        std::optional<SettingsMap> settings_after;
     };
 
     // Login messages are small; a larger one is an attack or a bug.

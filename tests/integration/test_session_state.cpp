@@ -436,3 +436,28 @@ TEST_CASE("an unnamed statement the backend skipped after an error is not taken 
     CHECK(raw_scalar(a, "SELECT pg_advisory_unlock(" + key + ")") == "t");
     CHECK(raw_scalar(a, "SELECT pg_advisory_unlock(" + key + ")") == "f");
 }
+
+TEST_CASE("settings replayed for a client that leaves during the replay are not handed on") {
+    // The replay (a parameter sync) completes after its client is gone: the backend then has that
+    // client's settings, and the next client's replay must undo them.
+    Pgtether pooler(pool_config("transaction", 1, {{"query_wait_timeout", "20"}}));
+    const TestEnv& env = TestEnv::get();
+    RawConn a(pooler.host(), pooler.port());
+    REQUIRE(a.startup(env.superuser, env.database).back().type == 'Z');
+    REQUIRE(a.send(wire::query("SET app.left_early = 'dirty'")));
+    REQUIRE(a.read_until_ready_or_error().back().type == 'Z');
+    {
+        // Another client takes the one backend: its replay resets a's setting there.
+        Conn b = Conn::must(pooler.conninfo());
+        auto r = b.exec("SELECT coalesce(current_setting('app.left_early', true), '')");
+        PGT_REQUIRE_OK(r);
+        REQUIRE(r.value() == "");
+    }
+    // a asks again (its setting is replayed first) and is gone before the replay's answer.
+    REQUIRE(a.send(wire::query("SELECT 1")));
+    a.shutdown_write();
+    Conn c = Conn::must(pooler.conninfo());
+    auto seen = c.exec("SELECT coalesce(current_setting('app.left_early', true), '')");
+    PGT_REQUIRE_OK(seen);
+    CHECK(seen.value() == "");
+}
