@@ -493,39 +493,43 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     answers.back().size());
         });
     };
-    if (passthrough_remaining_ > 0) {
-        std::size_t n = std::min(passthrough_remaining_, data.size());
-        forward(data.data(), n);
-        passthrough_remaining_ -= n;
-        consumed += n;
-    }
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     while (consumed < data.size()) {
-        ByteSpan rest = data.subspan(consumed);
-        Frame frame = protocol::frame_message(rest, max_length);
-        if (frame.status == FrameStatus::Invalid) {
+        const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
+        if (next.step == MessageReader::Step::Forward) {
+            // The rest of a streamed message.
+            forward(next.bytes.data(), next.bytes.size());
+            consumed += next.bytes.size();
+            continue;
+        }
+        if (next.step == MessageReader::Step::Skip) {
+            consumed += next.bytes.size();
+            continue;
+        }
+        if (next.step == MessageReader::Step::Invalid) {
             flush();
             close("invalid message from server");
             return consumed;
         }
-        if (frame.status == FrameStatus::NeedMore) {
-            if (frame.has_header() && streamable_from_server(frame.type)) {
-                tracker_.on_backend(frame.type);
-                forward(rest.data(), rest.size());
-                passthrough_remaining_ = frame.total - rest.size();
+        if (next.step != MessageReader::Step::Message) {
+            if (next.step == MessageReader::Step::Partial && streamable_from_server(next.type)) {
+                tracker_.on_backend(next.type);
+                forward(next.bytes.data(), next.bytes.size());
+                reader_.forward_rest(next);
                 consumed = data.size();
             }
             break;
         }
-        ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
+        const ByteSpan body = next.body();
+        const ByteSpan rest = next.bytes;
+        const char type = next.type;
+        consumed += next.total;
         // With statement translation, replies to messages pgtether injected are not for the
         // client (RequestQueue says which).
         bool swallow = translate_statements_ && !requests_.empty() &&
-                       requests_.on_backend_message(frame.type) == RequestQueue::Verdict::Swallow;
-        if (locks_.armed()) locks_.on_backend_message(frame.type, body);
-        switch (frame.type) {
+                       requests_.on_backend_message(type) == RequestQueue::Verdict::Swallow;
+        if (locks_.armed()) locks_.on_backend_message(type, body);
+        switch (type) {
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
                 if (!status) {
@@ -536,7 +540,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 tracker_.on_ready_for_query(*status);
                 pool_.stats().query_count++;
                 if (tracker_.quiet()) record_timing(*status);
-                forward(rest.data(), frame.total);
+                forward(rest.data(), rest.size());
                 settle();
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
                     if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
@@ -571,7 +575,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 break;
             }
             case be::kCommandComplete:
-                tracker_.on_backend(frame.type);
+                tracker_.on_backend(type);
                 if (!prepared_probes_.empty() && deallocates_all(body)) prepared_probes_.clear();
                 if (translate_statements_ && deallocates_all(body)) {
                     // DISCARD ALL / DEALLOCATE ALL: the backend and the client forgot every
@@ -583,10 +587,10 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
             case be::kAuthentication:
             case be::kBackendKeyData:
                 flush();
-                close(std::string("unexpected message from server: '") + frame.type + "'");
+                close(std::string("unexpected message from server: '") + type + "'");
                 return consumed;
             case be::kErrorResponse:
-                tracker_.on_backend(frame.type);
+                tracker_.on_backend(type);
                 // The backend now skips to the next Sync: a Parse of "" sent meanwhile is lost.
                 unnamed_unknown_ = true;
                 if (auto error = protocol::parse_error_fields(body)) {
@@ -596,10 +600,10 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 }
                 break;
             default:
-                tracker_.on_backend(frame.type);
+                tracker_.on_backend(type);
                 break;
         }
-        if (!swallow) forward(rest.data(), frame.total);
+        if (!swallow) forward(rest.data(), rest.size());
         settle();
     }
     flush();
@@ -631,47 +635,44 @@ void Server::record_parameter(std::string_view name, std::string_view value,
 }
 
 std::size_t Server::handle_unexpected_data(ByteSpan data) {
-    // An unlinked server has nothing to say; but PostgreSQL may report a parameter change, send a
-    // notice, deliver a notification for a channel nobody listens to any more, or terminate.
-    std::size_t consumed = 0;
-    while (consumed < data.size()) {
-        Frame frame = protocol::frame_message(data.subspan(consumed), kMaxLoginMessage);
-        if (frame.status == FrameStatus::Invalid) {
-            close("invalid message from idle server");
-            return consumed;
+  // An unlinked server has nothing to say; but PostgreSQL may report a
+  // parameter change, send a notice, deliver a notification for a channel
+  // nobody listens to any more, or terminate.
+  const MessagesRead read = read_messages(
+      data, kMaxLoginMessage, [&](const MessageReader::Next &message) {
+        switch (message.type) {
+        case be::kParameterStatus:
+          if (auto status = protocol::parse_parameter_status(message.body())) {
+            record_parameter(status->name, status->value, false);
+          }
+          return true;
+        case be::kNoticeResponse:
+        case be::kNotificationResponse:
+          return true;
+        case be::kErrorResponse: {
+          auto error = protocol::parse_error_fields(message.body());
+          close("server error while idle: " +
+                (error ? error->message : std::string("?")));
+          return false;
         }
-        if (frame.status == FrameStatus::NeedMore) break;
-        ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
-        switch (frame.type) {
-            case be::kParameterStatus:
-                if (auto status = protocol::parse_parameter_status(body)) {
-                    record_parameter(status->name, status->value, false);
-                }
-                break;
-            case be::kNoticeResponse:
-            case be::kNotificationResponse:
-                break;
-            case be::kErrorResponse: {
-                auto error = protocol::parse_error_fields(body);
-                close("server error while idle: " + (error ? error->message : std::string("?")));
-                return consumed;
-            }
-            default:
-                close(std::string("unexpected message from idle server: '") + frame.type + "'");
-                return consumed;
+        default:
+          close(std::string("unexpected message from idle server: '") +
+                message.type + "'");
+          return false;
         }
-    }
-    return consumed;
+      });
+  if (read.invalid)
+    close("invalid message from idle server");
+  return read.consumed;
 }
 
 void Server::on_stream_end(int status) {
-    std::string why = status == UV_EOF
-                          ? "server closed the connection"
-                          : "server connection failed: " + std::string(uv_strerror(status));
-    if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
-    close(why);
+  std::string why = status == UV_EOF ? "server closed the connection"
+                                     : "server connection failed: " +
+                                           std::string(uv_strerror(status));
+  if (!stream_.tls_error().empty())
+    why += " (TLS: " + stream_.tls_error() + ")";
+  close(why);
 }
 
 void Server::on_stream_drained() {
@@ -878,8 +879,7 @@ void Server::start_internal(InternalPurpose purpose, std::string messages, int o
     internal_->own_ready = own_ready;
     // A message that was being streamed to a client which has since left (a scrub after the
     // client vanished mid-COPY TO / mid-result): its rest must be skipped, not framed.
-    skip_remaining_ += passthrough_remaining_;
-    passthrough_remaining_ = 0;
+    reader_.skip_remainder();
     if (!messages.empty()) stream_.write(messages);
     if (internal_->pending_ready == 0) {
         finish_internal();
@@ -898,43 +898,43 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
     std::size_t consumed = 0;
     InternalQuery& op = *internal_;
     auto ours = [&]() { return op.pending_ready <= op.own_ready; };
+    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     while (consumed < data.size()) {
-        ByteSpan rest = data.subspan(consumed);
-        if (skip_remaining_ > 0) {
-            std::size_t n = std::min(skip_remaining_, rest.size());
-            skip_remaining_ -= n;
-            consumed += n;
+        const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
+        if (next.step == MessageReader::Step::Skip || next.step == MessageReader::Step::Forward) {
+            // The rest of a message nobody receives any more (start_internal turned a forwarded
+            // remainder into a skipped one).
+            consumed += next.bytes.size();
             continue;
         }
-        Frame frame = protocol::frame_message(
-            rest, static_cast<std::uint32_t>(worker_.config().max_packet_size));
-        if (frame.status == FrameStatus::Invalid) {
+        if (next.step == MessageReader::Step::Invalid) {
             close("invalid message from server");
             return consumed;
         }
-        if (frame.status == FrameStatus::NeedMore) {
+        if (next.step != MessageReader::Step::Message) {
             // Results of a request the departed client left behind are thrown away as they come.
-            if (frame.has_header() && !ours() && streamable_from_server(frame.type)) {
-                skip_remaining_ = frame.total - rest.size();
+            if (next.step == MessageReader::Step::Partial && !ours() &&
+                streamable_from_server(next.type)) {
+                reader_.skip_rest(next);
                 consumed = data.size();
             }
             break;
         }
-        ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
+        const ByteSpan body = next.body();
+        const char type = next.type;
+        consumed += next.total;
         if (!ours() && translate_statements_ && !requests_.empty()) {
             // Replies the departed client's requests still get: keep the backend's statement
             // bookkeeping true (nobody receives answers any more).
-            requests_.on_backend_message(frame.type);
+            requests_.on_backend_message(type);
             settle_requests([](std::string&&) {});
         }
-        if (frame.type == be::kCommandComplete && deallocates_all(body)) {
+        if (type == be::kCommandComplete && deallocates_all(body)) {
             statements_.clear();
             prepared_probes_.clear();
             applied_settings_.clear();
         }
-        switch (frame.type) {
+        switch (type) {
             case be::kRowDescription:
             case be::kBindComplete:
                 // A new result set of ours (a prepared probe sends no RowDescription).
@@ -973,7 +973,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
                 break;
             case be::kNotificationResponse:
                 // A notification belongs to the session, not to our query: pass it on.
-                if (client_ && state_ == State::Active) client_->send(protocol::as_chars(rest.first(frame.total)));
+                if (client_ && state_ == State::Active) client_->send(protocol::as_chars(next.bytes));
                 break;
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -990,7 +990,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
             }
             case be::kAuthentication:
             case be::kBackendKeyData:
-                close(std::string("unexpected message from server: '") + frame.type + "'");
+                close(std::string("unexpected message from server: '") + type + "'");
                 return consumed;
             default:
                 // CommandComplete, EmptyQueryResponse, notices, COPY traffic of a drained request.

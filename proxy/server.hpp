@@ -21,6 +21,7 @@
 #include "core/lock_accounting.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/login_retry.hpp"
+#include "proxy/message_reader.hpp"
 #include "proxy/prepared_statements.hpp"
 #include "proxy/request_queue.hpp"
 #include "proxy/session_params.hpp"
@@ -267,8 +268,9 @@ private:
     std::shared_ptr<const TlsContext> tls_context_;
     bool awaiting_tls_answer_ = false;
     std::unique_ptr<InternalQuery> internal_;
-    std::size_t passthrough_remaining_ = 0;  // bytes of a streamed message still to forward
-    std::size_t skip_remaining_ = 0;         // bytes of a drained message still to discard
+    // The message stream from the backend: the rest of a message streamed to the client, or of
+    // one a departed client left behind that is skipped.
+    MessageReader reader_;
     std::vector<std::pair<std::string, std::string>> welcome_;  // ParameterStatus at login
     sockaddr_storage address_{};
     bool address_is_unix_ = false;
