@@ -25,8 +25,6 @@ namespace pgtether {
 
 namespace be = protocol::be;
 using protocol::ByteSpan;
-using protocol::Frame;
-using protocol::FrameStatus;
 
 const char* to_string(InternalPurpose purpose) {
     switch (purpose) {
@@ -190,72 +188,39 @@ void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind k
 }
 
 std::size_t Server::handle_login_data(ByteSpan data) {
-    std::size_t consumed = 0;
-    while (consumed < data.size()) {
-        Frame frame = protocol::frame_message(data.subspan(consumed), kMaxLoginMessage);
-        if (frame.status == FrameStatus::Invalid) {
-            login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                               "invalid message from server during login"));
-            return consumed;
-        }
-        if (frame.status == FrameStatus::NeedMore) break;
-        ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
-        switch (frame.type) {
-            case be::kAuthentication: {
-                auto message = protocol::parse_authentication(body);
-                if (!message) {
-                    login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                                       "invalid authentication request from server"));
-                    return consumed;
-                }
-                auto reply = login_->on_authentication(*message);
-                if (!reply.ok) {
+    const MessagesRead read =
+        read_messages(data, ServerLogin::kMaxMessage, [&](const MessageReader::Next& message) {
+            ServerLogin::Step step = login_->on_message(message.type, message.body());
+            if (!step.send.empty()) stream_.write(step.send);
+            switch (step.kind) {
+                case ServerLogin::Step::Kind::Continue:
+                    if (step.parameter) {
+                        welcome_.emplace_back(step.parameter->name, step.parameter->value);
+                        record_parameter(step.parameter->name, step.parameter->value, false);
+                    }
+                    if (step.backend_key) backend_key_ = *step.backend_key;
+                    return true;
+                case ServerLogin::Step::Kind::Ready:
+                    finish_login();
+                    return false;
+                case ServerLogin::Step::Kind::Refused:
                     login_failed(fatal(protocol::sqlstate::kInvalidAuthorization,
-                                       "server login failed: " + reply.error));
-                    return consumed;
-                }
-                if (!reply.send.empty()) stream_.write(reply.send);
-                break;
+                                       "server login failed: " + step.text));
+                    return false;
+                case ServerLogin::Step::Kind::ServerError:
+                    login_failed(step.error, classify_login_failure(step.error.sqlstate));
+                    return false;
+                case ServerLogin::Step::Kind::Invalid:
+                    login_failed(fatal(protocol::sqlstate::kProtocolViolation, step.text));
+                    return false;
             }
-            case be::kErrorResponse: {
-                auto error = protocol::parse_error_fields(body);
-                if (error) {
-                    login_failed(*error, classify_login_failure(error->sqlstate));
-                } else {
-                    login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                                       "invalid error message from server"));
-                }
-                return consumed;
-            }
-            case be::kParameterStatus: {
-                auto status = protocol::parse_parameter_status(body);
-                if (status) {
-                    welcome_.emplace_back(status->name, status->value);
-                    record_parameter(status->name, status->value, false);
-                }
-                break;
-            }
-            case be::kBackendKeyData: {
-                auto key = protocol::parse_backend_key_data(body);
-                if (key) backend_key_ = *key;
-                break;
-            }
-            case be::kReadyForQuery:
-                finish_login();
-                return consumed;
-            case be::kNoticeResponse:
-            case be::kNegotiateProtocolVersion:
-                break;
-            default:
-                login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                                   std::string("unexpected message from server during login: '") +
-                                       frame.type + "'"));
-                return consumed;
-        }
+            return false;
+        });
+    if (read.invalid) {
+        login_failed(fatal(protocol::sqlstate::kProtocolViolation,
+                           "invalid message from server during login"));
     }
-    return consumed;
+    return read.consumed;
 }
 
 void Server::finish_login() {
@@ -635,44 +600,41 @@ void Server::record_parameter(std::string_view name, std::string_view value,
 }
 
 std::size_t Server::handle_unexpected_data(ByteSpan data) {
-  // An unlinked server has nothing to say; but PostgreSQL may report a
-  // parameter change, send a notice, deliver a notification for a channel
-  // nobody listens to any more, or terminate.
-  const MessagesRead read = read_messages(
-      data, kMaxLoginMessage, [&](const MessageReader::Next &message) {
-        switch (message.type) {
-        case be::kParameterStatus:
-          if (auto status = protocol::parse_parameter_status(message.body())) {
-            record_parameter(status->name, status->value, false);
-          }
-          return true;
-        case be::kNoticeResponse:
-        case be::kNotificationResponse:
-          return true;
-        case be::kErrorResponse: {
-          auto error = protocol::parse_error_fields(message.body());
-          close("server error while idle: " +
-                (error ? error->message : std::string("?")));
-          return false;
-        }
-        default:
-          close(std::string("unexpected message from idle server: '") +
-                message.type + "'");
-          return false;
-        }
-      });
-  if (read.invalid)
-    close("invalid message from idle server");
-  return read.consumed;
+    // An unlinked server has nothing to say; but PostgreSQL may report a parameter change, send a
+    // notice, deliver a notification for a channel nobody listens to any more, or terminate.
+    const MessagesRead read =
+        read_messages(data, ServerLogin::kMaxMessage, [&](const MessageReader::Next& message) {
+            switch (message.type) {
+                case be::kParameterStatus:
+                    if (auto status = protocol::parse_parameter_status(message.body())) {
+                        record_parameter(status->name, status->value, false);
+                    }
+                    return true;
+                case be::kNoticeResponse:
+                case be::kNotificationResponse:
+                    return true;
+                case be::kErrorResponse: {
+                    auto error = protocol::parse_error_fields(message.body());
+                    close("server error while idle: " +
+                          (error ? error->message : std::string("?")));
+                    return false;
+                }
+                default:
+                    close(std::string("unexpected message from idle server: '") + message.type +
+                          "'");
+                    return false;
+            }
+        });
+    if (read.invalid) close("invalid message from idle server");
+    return read.consumed;
 }
 
 void Server::on_stream_end(int status) {
-  std::string why = status == UV_EOF ? "server closed the connection"
-                                     : "server connection failed: " +
-                                           std::string(uv_strerror(status));
-  if (!stream_.tls_error().empty())
-    why += " (TLS: " + stream_.tls_error() + ")";
-  close(why);
+    std::string why = status == UV_EOF
+                          ? "server closed the connection"
+                          : "server connection failed: " + std::string(uv_strerror(status));
+    if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
+    close(why);
 }
 
 void Server::on_stream_drained() {
@@ -937,30 +899,16 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
         switch (type) {
             case be::kRowDescription:
             case be::kBindComplete:
-                // A new result set of ours (a prepared probe sends no RowDescription).
-                if (ours()) op.rows.clear();
-                break;
             case be::kDataRow:
-                if (ours()) {
-                    auto values = protocol::parse_data_row(body);
-                    if (!values) {
-                        close("invalid DataRow from server");
-                        return consumed;
-                    }
-                    Row row;
-                    row.reserve(values->size());
-                    for (auto& v : *values) {
-                        row.emplace_back(v ? std::optional<std::string>(*v) : std::nullopt);
-                    }
-                    op.rows.push_back(std::move(row));
-                }
-                break;
             case be::kErrorResponse:
-                if (ours() && !op.failed) {
-                    op.failed = true;
-                    if (auto error = protocol::parse_error_fields(body)) op.error = *error;
+                // Our answer (a new result set, a row, our error); the departed client's are
+                // thrown away.
+                if (ours() && collect_result(op, type, body) != Collected::Ok) {
+                    close("invalid DataRow from server");
+                    return consumed;
                 }
-                if (op.error.severity == "FATAL" || op.error.severity == "PANIC") {
+                if (type == be::kErrorResponse &&
+                    (op.error.severity == "FATAL" || op.error.severity == "PANIC")) {
                     close("server error: " + op.error.message);
                     return consumed;
                 }

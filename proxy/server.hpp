@@ -23,6 +23,7 @@
 #include "proxy/login_retry.hpp"
 #include "proxy/message_reader.hpp"
 #include "proxy/prepared_statements.hpp"
+#include "proxy/query_result.hpp"
 #include "proxy/request_queue.hpp"
 #include "proxy/session_params.hpp"
 #include "proxy/stream.hpp"
@@ -197,18 +198,13 @@ public:
     std::string last_statement_;
 
 private:
-    struct InternalQuery {
+    // One of pgtether's own queries and its answer (rows of the last result set, first error).
+    struct InternalQuery : QueryResult {
         InternalPurpose purpose;
         int pending_ready = 0;  // ReadyForQuery messages still expected
         int own_ready = 0;      // how many of those answer our queries (the rest drain the client's)
         std::uint32_t probed = 0;  // the state kinds the last query probes for
-        bool failed = false;
-        protocol::ErrorFields error;
-        std::vector<Row> rows;  // of the last result set
     };
-
-    // Login messages are small; a larger one is an attack or a bug.
-    static constexpr std::uint32_t kMaxLoginMessage = 1 << 20;
 
     // Stream::Handler
     std::size_t on_stream_data(protocol::ByteSpan data) override;
