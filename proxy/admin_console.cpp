@@ -13,6 +13,7 @@
 #include "proxy/admin_show.hpp"
 #include "proxy/client.hpp"
 #include "proxy/config_keys.hpp"
+#include "proxy/message_reader.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/reload.hpp"
 #include "proxy/worker.hpp"
@@ -21,8 +22,6 @@ namespace pgtether {
 
 namespace fe = protocol::fe;
 namespace sqlstate = protocol::sqlstate;
-using protocol::Frame;
-using protocol::FrameStatus;
 
 namespace {
 
@@ -128,47 +127,46 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
         client_.pause_input();
         return 0;
     }
-    std::size_t consumed = 0;
-    while (consumed < data.size()) {
-        if (client_.stream().write_pending()) {
-            // Back-pressure: the client does not read its answers (SHOW CONFIG is ~300 times
-            // larger than the query asking for it). Read no further command until the kernel took
-            // what is queued (on_output_drained), so the output one session makes pgtether hold
-            // is bounded by one command's answer, whatever the client pipelines.
-            client_.pause_input();
-            return consumed;
-        }
-        auto rest = data.subspan(consumed);
-        Frame frame = protocol::frame_message(rest, kMaxAdminMessage);
-        if (frame.status == FrameStatus::Invalid) {
-            client_.fail(sqlstate::kProtocolViolation,
-                         frame.length > kMaxAdminMessage
-                             ? "admin console message too large (max 64 kB)"
-                             : "invalid message length");
-            return data.size();
-        }
-        if (frame.status == FrameStatus::NeedMore) break;
-        auto body =
-            rest.subspan(protocol::kTypedHeaderSize, frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
-        switch (frame.type) {
+    // Stops once the session is done with the connection (closed or failed); the rest of the
+    // input is then discarded.
+    bool discard_rest = false;
+    auto back_pressure = [&]() {
+        // Back-pressure: the client does not read its answers (SHOW CONFIG is ~300 times larger
+        // than the query asking for it). Read no further command until the kernel took what is
+        // queued (on_output_drained), so the output one session makes pgtether hold is bounded by
+        // one command's answer, whatever the client pipelines.
+        if (!client_.stream().write_pending()) return false;
+        client_.pause_input();
+        return true;
+    };
+    if (back_pressure()) return 0;
+    const MessagesRead read = read_messages(data, kMaxAdminMessage, [&](const auto& message) {
+        switch (message.type) {
             case fe::kQuery: {
-                auto sql = protocol::parse_query(body);
+                auto sql = protocol::parse_query(message.body());
                 if (!sql) {
                     client_.fail(sqlstate::kProtocolViolation, "invalid Query message");
-                    return data.size();
+                    discard_rest = true;
+                    return false;
                 }
                 execute(*sql);
-                if (client_.state() == Client::State::Closing) return data.size();
+                if (client_.state() == Client::State::Closing) {
+                    discard_rest = true;
+                    return false;
+                }
                 if (wait_ != Wait::None) {
                     client_.pause_input();
-                    return consumed;
+                    return false;
                 }
-                break;
+                // More commands follow: not while this answer is still queued.
+                const bool last =
+                    message.bytes.data() + message.bytes.size() == data.data() + data.size();
+                return last || !back_pressure();
             }
             case fe::kTerminate:
                 client_.close("client close request");
-                return data.size();
+                discard_rest = true;
+                return false;
             case fe::kParse:
             case fe::kBind:
             case fe::kExecute:
@@ -176,28 +174,36 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
                 // PgBouncer's words and way: an ERROR with ReadyForQuery, so that the client's
                 // pending request fails with this message, then the connection is closed (its
                 // console, too, speaks only the simple query protocol).
-                const std::string message =
-                    "extended query protocol not supported by admin console";
+                const std::string text = "extended query protocol not supported by admin console";
                 protocol::ErrorFields error{"ERROR",
                                             sqlstate::kFeatureNotSupported,
-                                            message,
+                                            text,
                                             {},
                                             "use the simple query protocol"};
                 std::string out;
                 protocol::append_error_response(out, error);
                 protocol::append_ready_for_query(out, protocol::kTxIdle);
                 client_.send(out);
-                client_.fail(sqlstate::kFeatureNotSupported, message);
-                return data.size();
+                client_.fail(sqlstate::kFeatureNotSupported, text);
+                discard_rest = true;
+                return false;
             }
             default:
-                client_.fail(
-                    sqlstate::kProtocolViolation,
-                    std::string("unsupported packet type for admin console: '") + frame.type + "'");
-                return data.size();
+                client_.fail(sqlstate::kProtocolViolation,
+                             std::string("unsupported packet type for admin console: '") +
+                                 message.type + "'");
+                discard_rest = true;
+                return false;
         }
+    });
+    if (read.invalid) {
+        client_.fail(sqlstate::kProtocolViolation,
+                     read.length > kMaxAdminMessage ? "admin console message too large (max 64 kB)"
+                                                    : "invalid message length");
+        return data.size();
     }
-    return consumed;
+    if (discard_rest) return data.size();
+    return read.consumed;
 }
 
 void AdminSession::execute(std::string_view query) {

@@ -13,29 +13,24 @@
 // returns NULL for an expired password and a NULL means no login).
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 
 #include "proxy/auth_file.hpp"
 #include "proxy/config.hpp"
 #include "proxy/server_login.hpp"
-#include "proxy/stream.hpp"
-
-struct addrinfo;
+#include "proxy/side_connection.hpp"
 
 namespace pgtether {
 
-class TlsContext;
 class Worker;
 
 class AuthLookups;
 
-class AuthQuery final : public Stream::Handler {
+// The connection, TLS, login and query machinery is SideConnection's (proxy/side_connection.hpp);
+// this class turns its answers into secrets and tells the owner.
+class AuthQuery final : public SideConnection {
   public:
     struct Target {
         DatabaseConfig database;        // the [databases] entry to connect to
@@ -59,72 +54,26 @@ class AuthQuery final : public Stream::Handler {
     // by `owner`, which it tells when it is ready for a lookup, each lookup's result, and when it
     // is lost. begin() connects. The object frees itself once its socket is closed.
     static AuthQuery* create(Worker& worker, AuthLookups& owner, const Target& target);
-    void begin();
+    using SideConnection::begin;
     // Runs `query` for `user`; only when ready(). The result goes to owner.on_lookup_done().
     void run(const std::string& user, const std::string& query);
-    [[nodiscard]] bool ready() const { return phase_ == Phase::Ready; }
-    // Connecting or logging in (not yet ready once).
-    [[nodiscard]] bool starting() const { return phase_ < Phase::Ready; }
-    // When the current phase began (connecting, a lookup, idleness), for timeouts.
-    [[nodiscard]] std::uint64_t phase_since_ms() const { return phase_since_ms_; }
     // Closes the connection; the owner hears nothing more from it.
     void close();
 
   private:
     AuthQuery(Worker& worker, AuthLookups& owner, const Target& target);
-    ~AuthQuery() = default;
+    ~AuthQuery() override = default;
 
-    void connect();
-    static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
-    void send_startup();
-    std::size_t handle_login(protocol::ByteSpan data);
-    std::size_t handle_query(protocol::ByteSpan data);
-    void fail(const std::string& why);
-    void close_connection();
-    void maybe_delete();
+    // SideConnection
+    void on_logged_in() override;
+    void on_answer(QueryResult&& answer, bool idle) override;
+    void on_failed(const std::string& why, bool during_query) override;
 
-    // Stream::Handler
-    std::size_t on_stream_data(protocol::ByteSpan data) override;
-    void on_stream_end(int status) override;
-    void on_stream_drained() override {}
-    void on_stream_connected(int status) override;
-    void on_stream_closed() override;
-    void on_stream_tls_ready(const std::string& error) override;
+    // What a lookup's answer says about `user_`.
+    [[nodiscard]] Result interpret(const QueryResult& answer) const;
 
-    enum class Phase {
-        Connecting,  // resolving / connecting
-        TlsAnswer,   // SSLRequest sent; waiting for 'S' or 'N'
-        Handshake,   // TLS handshake running
-        Login,       // StartupMessage sent; authenticating until ReadyForQuery
-        Ready,       // logged in, idle: may run a lookup
-        Query,       // a lookup is running
-        Done,        // failed or closed; closing
-    };
-    void enter(Phase phase);
-
-    // Messages of a login and of one small query: anything larger is refused.
-    static constexpr std::uint32_t kMaxMessage = 1 << 20;
-
-    Worker& worker_;
     AuthLookups* owner_;  // null once closed: the owner is told nothing more
-    DatabaseConfig database_;
-    ServerCredentials credentials_;
-    Stream stream_;
-    Phase phase_ = Phase::Connecting;
-    std::uint64_t phase_since_ms_;
-    std::unique_ptr<ServerLogin> login_;
-    std::shared_ptr<const TlsContext> tls_context_;
-    bool unix_socket_ = false;
-    std::string host_;  // the host connected to (the first of a host list)
-    // The running lookup and its answer.
-    std::string user_;
-    int rows_ = 0;
-    std::optional<std::string> secret_;  // column 2 of the first row (nullopt: NULL)
-    bool secret_column_missing_ = false;
-    std::string query_error_;
-    bool logged_in_ = false;
-    bool stream_closed_ = false;
-    int pending_resolves_ = 0;
+    std::string user_;    // of the running lookup
 };
 
 }  // namespace pgtether

@@ -299,20 +299,19 @@ void Client::add_host_to_application_name() {
 }
 
 std::size_t Client::handle_auth(ByteSpan data) {
-    Frame frame = protocol::frame_message(data, kMaxAuthMessage);
-    if (frame.status == FrameStatus::Invalid) {
+    const MessageReader::Next message = MessageReader::examine(data, kMaxAuthMessage);
+    if (message.step == MessageReader::Step::Invalid) {
         fail(protocol::sqlstate::kProtocolViolation, "invalid authentication message length");
         return data.size();
     }
-    if (frame.status == FrameStatus::NeedMore) return 0;
-    if (frame.type != fe::kPassword) {
+    if (message.step != MessageReader::Step::Message) return 0;
+    if (message.type != fe::kPassword) {
         fail(protocol::sqlstate::kProtocolViolation,
              std::string("expected password response, got message type ") +
-                 std::to_string(static_cast<int>(frame.type)));
+                 std::to_string(static_cast<int>(message.type)));
         return data.size();
     }
-    auto step = auth_->on_password_message(
-        data.subspan(protocol::kTypedHeaderSize, frame.total - protocol::kTypedHeaderSize));
+    auto step = auth_->on_password_message(message.body());
     if (!step.reply.empty()) stream_.write(step.reply);
     if (step.outcome == ClientAuth::Outcome::Failure) {
         if (!auth_->failure_log().empty()) {
@@ -322,7 +321,7 @@ std::size_t Client::handle_auth(ByteSpan data) {
         return data.size();
     }
     if (step.outcome == ClientAuth::Outcome::Success) on_authenticated();
-    return frame.total;
+    return message.total;
 }
 
 void Client::on_authenticated() {
@@ -463,7 +462,7 @@ void Client::on_server_released() {
     server_ = nullptr;
     if (state_ != State::Active) return;
     set_state(State::Idle);
-    passthrough_remaining_ = 0;
+    reader_.reset();
     input_paused_ = false;
     stream_.start_reading();
     stream_.redeliver_pending_input();
@@ -551,7 +550,7 @@ void Client::detach_from_server() {
         server->unlink();
         return;
     }
-    if (passthrough_remaining_ > 0) {
+    if (reader_.forwarding()) {
         // The client left in the middle of a message we were streaming to the server (a large
         // CopyData): the backend would read whatever comes next as the rest of it, so no
         // clean-up query can reach it. Close it (PgBouncer closes such servers too).

@@ -13,6 +13,7 @@
 #include "proxy/auth_query.hpp"
 #include "proxy/config.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/message_reader.hpp"
 #include "proxy/prepared_statements.hpp"
 #include "proxy/request_queue.hpp"
 #include "proxy/server.hpp"
@@ -243,7 +244,7 @@ private:
     protocol::CancelKey cancel_key_;
     ParamValues params_;
     std::unique_ptr<ClientAuth> auth_;
-    std::size_t passthrough_remaining_ = 0;  // bytes of a streamed message still to forward
+    MessageReader reader_;  // the requests: the rest of a CopyData streamed to the server
     bool ssl_answered_ = false;
     bool gss_answered_ = false;
     bool direct_tls_ = false;        // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)

@@ -21,8 +21,6 @@ namespace pgtether {
 
 namespace fe = protocol::fe;
 using protocol::ByteSpan;
-using protocol::Frame;
-using protocol::FrameStatus;
 
 namespace {
 
@@ -117,14 +115,14 @@ std::size_t Client::handle_requests(ByteSpan data) {
     // Like PostgreSQL (SocketBackend), judge the type byte before waiting for the rest of a
     // message: garbage whose "length" is large is refused at once, not waited for (and never
     // costs a server).
-    if (passthrough_remaining_ == 0 && !is_known_frontend_type(static_cast<char>(data[0]))) {
+    if (!reader_.in_message() && !is_known_frontend_type(static_cast<char>(data[0]))) {
         fail(protocol::sqlstate::kProtocolViolation,
              "invalid frontend message type " + std::to_string(data[0]));
         return data.size();
     }
     if (state_ == State::Idle) {
-        Frame first = protocol::frame_message(data, kMaxAuthMessage);
-        if (first.status == FrameStatus::Complete) {
+        const MessageReader::Next first = MessageReader::examine(data, kMaxAuthMessage);
+        if (first.step == MessageReader::Step::Message) {
             // A lone Terminate needs no server.
             if (first.type == fe::kTerminate) {
                 close("client close request");
@@ -158,60 +156,61 @@ std::size_t Client::handle_requests(ByteSpan data) {
     auto& tracker = server_->tracker();
     // The last part of a message passed on in pieces went out in this call.
     bool finished_partial = false;
-    if (passthrough_remaining_ > 0) {
-        std::size_t n = std::min(passthrough_remaining_, data.size());
-        out.add(data.data(), n);
-        passthrough_remaining_ -= n;
-        consumed += n;
-        if (passthrough_remaining_ == 0) {
-            tracker.set_frontend_partial(false);
-            finished_partial = true;
-        }
-    }
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     const bool translate = server_->translates_statements();
     // Where a Query ended that exact lock accounting could not decide and that a probe may
     // follow at once (0: none).
     std::size_t probe_may_follow_at = 0;
     while (consumed < data.size() && state_ == State::Active) {
-        ByteSpan rest = data.subspan(consumed);
-        Frame frame = protocol::frame_message(rest, max_length);
-        if (frame.status == FrameStatus::Invalid) {
+        const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
+        if (next.step == MessageReader::Step::Forward) {
+            // The rest of a streamed CopyData.
+            out.add(next.bytes.data(), next.bytes.size());
+            consumed += next.bytes.size();
+            if (!reader_.in_message()) {
+                tracker.set_frontend_partial(false);
+                finished_partial = true;
+            }
+            continue;
+        }
+        if (next.step == MessageReader::Step::Invalid) {
             out.flush();
             fail(protocol::sqlstate::kProtocolViolation,
-                 frame.length > max_length ? "message too large (max_packet_size)"
-                                           : "invalid message length");
+                 next.length > max_length ? "message too large (max_packet_size)"
+                                          : "invalid message length");
             return data.size();
         }
-        if (frame.status == FrameStatus::NeedMore) {
-            if (!is_known_frontend_type(static_cast<char>(rest[0]))) {
+        if (next.step != MessageReader::Step::Message) {
+            if (!is_known_frontend_type(static_cast<char>(next.bytes[0]))) {
                 out.flush();
                 fail(protocol::sqlstate::kProtocolViolation,
-                     "invalid frontend message type " + std::to_string(rest[0]));
+                     "invalid frontend message type " + std::to_string(next.bytes[0]));
                 return data.size();
             }
-            if (frame.has_header() && streamable_from_client(frame.type) && !skip_until_sync_) {
-                tracker.on_frontend(frame.type);
+            if (next.step == MessageReader::Step::Partial && streamable_from_client(next.type) &&
+                !skip_until_sync_) {
+                tracker.on_frontend(next.type);
                 // Until its last byte is out, the backend is this client's whatever else it
                 // answers: nothing else may be written to it (probe, hand-off).
                 tracker.set_frontend_partial(true);
-                out.add(rest.data(), rest.size());
-                passthrough_remaining_ = frame.total - rest.size();
+                out.add(next.bytes.data(), next.bytes.size());
+                reader_.forward_rest(next);
                 consumed = data.size();
             }
             break;
         }
-        ByteSpan message = rest.first(frame.total);
-        ByteSpan body = message.subspan(protocol::kTypedHeaderSize);
-        consumed += frame.total;
-        if (!is_known_frontend_type(frame.type)) {
+        const ByteSpan message = next.bytes;
+        const ByteSpan body = next.body();
+        const char type = next.type;
+        consumed += next.total;
+        if (!is_known_frontend_type(type)) {
             out.flush();
             fail(protocol::sqlstate::kProtocolViolation,
                  "invalid frontend message type " +
-                     std::to_string(static_cast<unsigned char>(frame.type)));
+                     std::to_string(static_cast<unsigned char>(type)));
             return data.size();
         }
-        if (frame.type == fe::kTerminate) {
+        if (type == fe::kTerminate) {
             out.flush();
             close("client close request");
             return data.size();
@@ -219,7 +218,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
         if (skip_until_sync_) {
             // pgtether answered an earlier message of this batch with an error; PostgreSQL
             // would now discard everything up to the Sync (protocol §55.2.3), so do we.
-            if (frame.type != fe::kSync) continue;
+            if (type != fe::kSync) continue;
             skip_until_sync_ = false;
         }
         if (tracker.quiet()) {
@@ -227,7 +226,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
             server_->note_request_start(worker_.now_us());
         }
         bool routed = false;
-        switch (frame.type) {
+        switch (type) {
             case fe::kQuery: {
                 auto sql = protocol::parse_query(body);
                 if (!sql) {
@@ -262,7 +261,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
             }
             case fe::kBind: routed = route_bind(body, out); break;
             case fe::kDescribe:
-            case fe::kClose: routed = route_describe_or_close(body, frame.type, out); break;
+            case fe::kClose: routed = route_describe_or_close(body, type, out); break;
             case fe::kFunctionCall:
                 // A fast-path call names its function by OID: it could be a lock function.
                 server_->mark_effects(protocol::kEffectAdvisoryLock);
@@ -275,10 +274,10 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 break;
         }
         if (routed) continue;
-        tracker.on_frontend(frame.type);
+        tracker.on_frontend(type);
         out.add(message.data(), message.size());
-        if (translate && is_request(frame.type)) {
-            server_->requests().push({frame.type, QueuedRequest::Kind::Forwarded, {}, {}, {}, {}});
+        if (translate && is_request(type)) {
+            server_->requests().push({type, QueuedRequest::Kind::Forwarded, {}, {}, {}, {}});
         }
     }
     last_activity_ms_ = worker_.now_ms();

@@ -25,8 +25,6 @@ namespace pgtether {
 
 namespace be = protocol::be;
 using protocol::ByteSpan;
-using protocol::Frame;
-using protocol::FrameStatus;
 
 const char* to_string(InternalPurpose purpose) {
     switch (purpose) {
@@ -190,72 +188,39 @@ void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind k
 }
 
 std::size_t Server::handle_login_data(ByteSpan data) {
-    std::size_t consumed = 0;
-    while (consumed < data.size()) {
-        Frame frame = protocol::frame_message(data.subspan(consumed), kMaxLoginMessage);
-        if (frame.status == FrameStatus::Invalid) {
-            login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                               "invalid message from server during login"));
-            return consumed;
-        }
-        if (frame.status == FrameStatus::NeedMore) break;
-        ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
-        switch (frame.type) {
-            case be::kAuthentication: {
-                auto message = protocol::parse_authentication(body);
-                if (!message) {
-                    login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                                       "invalid authentication request from server"));
-                    return consumed;
-                }
-                auto reply = login_->on_authentication(*message);
-                if (!reply.ok) {
+    const MessagesRead read =
+        read_messages(data, ServerLogin::kMaxMessage, [&](const MessageReader::Next& message) {
+            ServerLogin::Step step = login_->on_message(message.type, message.body());
+            if (!step.send.empty()) stream_.write(step.send);
+            switch (step.kind) {
+                case ServerLogin::Step::Kind::Continue:
+                    if (step.parameter) {
+                        welcome_.emplace_back(step.parameter->name, step.parameter->value);
+                        record_parameter(step.parameter->name, step.parameter->value, false);
+                    }
+                    if (step.backend_key) backend_key_ = *step.backend_key;
+                    return true;
+                case ServerLogin::Step::Kind::Ready:
+                    finish_login();
+                    return false;
+                case ServerLogin::Step::Kind::Refused:
                     login_failed(fatal(protocol::sqlstate::kInvalidAuthorization,
-                                       "server login failed: " + reply.error));
-                    return consumed;
-                }
-                if (!reply.send.empty()) stream_.write(reply.send);
-                break;
+                                       "server login failed: " + step.text));
+                    return false;
+                case ServerLogin::Step::Kind::ServerError:
+                    login_failed(step.error, classify_login_failure(step.error.sqlstate));
+                    return false;
+                case ServerLogin::Step::Kind::Invalid:
+                    login_failed(fatal(protocol::sqlstate::kProtocolViolation, step.text));
+                    return false;
             }
-            case be::kErrorResponse: {
-                auto error = protocol::parse_error_fields(body);
-                if (error) {
-                    login_failed(*error, classify_login_failure(error->sqlstate));
-                } else {
-                    login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                                       "invalid error message from server"));
-                }
-                return consumed;
-            }
-            case be::kParameterStatus: {
-                auto status = protocol::parse_parameter_status(body);
-                if (status) {
-                    welcome_.emplace_back(status->name, status->value);
-                    record_parameter(status->name, status->value, false);
-                }
-                break;
-            }
-            case be::kBackendKeyData: {
-                auto key = protocol::parse_backend_key_data(body);
-                if (key) backend_key_ = *key;
-                break;
-            }
-            case be::kReadyForQuery:
-                finish_login();
-                return consumed;
-            case be::kNoticeResponse:
-            case be::kNegotiateProtocolVersion:
-                break;
-            default:
-                login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                                   std::string("unexpected message from server during login: '") +
-                                       frame.type + "'"));
-                return consumed;
-        }
+            return false;
+        });
+    if (read.invalid) {
+        login_failed(fatal(protocol::sqlstate::kProtocolViolation,
+                           "invalid message from server during login"));
     }
-    return consumed;
+    return read.consumed;
 }
 
 void Server::finish_login() {
@@ -497,39 +462,43 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     answers.back().size());
         });
     };
-    if (passthrough_remaining_ > 0) {
-        std::size_t n = std::min(passthrough_remaining_, data.size());
-        forward(data.data(), n);
-        passthrough_remaining_ -= n;
-        consumed += n;
-    }
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     while (consumed < data.size()) {
-        ByteSpan rest = data.subspan(consumed);
-        Frame frame = protocol::frame_message(rest, max_length);
-        if (frame.status == FrameStatus::Invalid) {
+        const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
+        if (next.step == MessageReader::Step::Forward) {
+            // The rest of a streamed message.
+            forward(next.bytes.data(), next.bytes.size());
+            consumed += next.bytes.size();
+            continue;
+        }
+        if (next.step == MessageReader::Step::Skip) {
+            consumed += next.bytes.size();
+            continue;
+        }
+        if (next.step == MessageReader::Step::Invalid) {
             flush();
             close("invalid message from server");
             return consumed;
         }
-        if (frame.status == FrameStatus::NeedMore) {
-            if (frame.has_header() && streamable_from_server(frame.type)) {
-                tracker_.on_backend(frame.type);
-                forward(rest.data(), rest.size());
-                passthrough_remaining_ = frame.total - rest.size();
+        if (next.step != MessageReader::Step::Message) {
+            if (next.step == MessageReader::Step::Partial && streamable_from_server(next.type)) {
+                tracker_.on_backend(next.type);
+                forward(next.bytes.data(), next.bytes.size());
+                reader_.forward_rest(next);
                 consumed = data.size();
             }
             break;
         }
-        ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
+        const ByteSpan body = next.body();
+        const ByteSpan rest = next.bytes;
+        const char type = next.type;
+        consumed += next.total;
         // With statement translation, replies to messages pgtether injected are not for the
         // client (RequestQueue says which).
         bool swallow = translate_statements_ && !requests_.empty() &&
-                       requests_.on_backend_message(frame.type) == RequestQueue::Verdict::Swallow;
-        if (locks_.armed()) locks_.on_backend_message(frame.type, body);
-        switch (frame.type) {
+                       requests_.on_backend_message(type) == RequestQueue::Verdict::Swallow;
+        if (locks_.armed()) locks_.on_backend_message(type, body);
+        switch (type) {
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
                 if (!status) {
@@ -540,7 +509,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 tracker_.on_ready_for_query(*status);
                 pool_.stats().query_count++;
                 if (tracker_.quiet()) record_timing(*status);
-                forward(rest.data(), frame.total);
+                forward(rest.data(), rest.size());
                 settle();
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
                     if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
@@ -575,7 +544,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 break;
             }
             case be::kCommandComplete:
-                tracker_.on_backend(frame.type);
+                tracker_.on_backend(type);
                 if (!prepared_probes_.empty() && deallocates_all(body)) prepared_probes_.clear();
                 if (translate_statements_ && deallocates_all(body)) {
                     // DISCARD ALL / DEALLOCATE ALL: the backend and the client forgot every
@@ -587,10 +556,10 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
             case be::kAuthentication:
             case be::kBackendKeyData:
                 flush();
-                close(std::string("unexpected message from server: '") + frame.type + "'");
+                close(std::string("unexpected message from server: '") + type + "'");
                 return consumed;
             case be::kErrorResponse:
-                tracker_.on_backend(frame.type);
+                tracker_.on_backend(type);
                 // The backend now skips to the next Sync: a Parse of "" sent meanwhile is lost.
                 unnamed_unknown_ = true;
                 if (auto error = protocol::parse_error_fields(body)) {
@@ -600,10 +569,10 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 }
                 break;
             default:
-                tracker_.on_backend(frame.type);
+                tracker_.on_backend(type);
                 break;
         }
-        if (!swallow) forward(rest.data(), frame.total);
+        if (!swallow) forward(rest.data(), rest.size());
         settle();
     }
     flush();
@@ -637,37 +606,31 @@ void Server::record_parameter(std::string_view name, std::string_view value,
 std::size_t Server::handle_unexpected_data(ByteSpan data) {
     // An unlinked server has nothing to say; but PostgreSQL may report a parameter change, send a
     // notice, deliver a notification for a channel nobody listens to any more, or terminate.
-    std::size_t consumed = 0;
-    while (consumed < data.size()) {
-        Frame frame = protocol::frame_message(data.subspan(consumed), kMaxLoginMessage);
-        if (frame.status == FrameStatus::Invalid) {
-            close("invalid message from idle server");
-            return consumed;
-        }
-        if (frame.status == FrameStatus::NeedMore) break;
-        ByteSpan body = data.subspan(consumed + protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
-        switch (frame.type) {
-            case be::kParameterStatus:
-                if (auto status = protocol::parse_parameter_status(body)) {
-                    record_parameter(status->name, status->value, false);
+    const MessagesRead read =
+        read_messages(data, ServerLogin::kMaxMessage, [&](const MessageReader::Next& message) {
+            switch (message.type) {
+                case be::kParameterStatus:
+                    if (auto status = protocol::parse_parameter_status(message.body())) {
+                        record_parameter(status->name, status->value, false);
+                    }
+                    return true;
+                case be::kNoticeResponse:
+                case be::kNotificationResponse:
+                    return true;
+                case be::kErrorResponse: {
+                    auto error = protocol::parse_error_fields(message.body());
+                    close("server error while idle: " +
+                          (error ? error->message : std::string("?")));
+                    return false;
                 }
-                break;
-            case be::kNoticeResponse:
-            case be::kNotificationResponse:
-                break;
-            case be::kErrorResponse: {
-                auto error = protocol::parse_error_fields(body);
-                close("server error while idle: " + (error ? error->message : std::string("?")));
-                return consumed;
+                default:
+                    close(std::string("unexpected message from idle server: '") + message.type +
+                          "'");
+                    return false;
             }
-            default:
-                close(std::string("unexpected message from idle server: '") + frame.type + "'");
-                return consumed;
-        }
-    }
-    return consumed;
+        });
+    if (read.invalid) close("invalid message from idle server");
+    return read.consumed;
 }
 
 void Server::on_stream_end(int status) {
@@ -882,8 +845,7 @@ void Server::start_internal(InternalPurpose purpose, std::string messages, int o
     internal_->own_ready = own_ready;
     // A message that was being streamed to a client which has since left (a scrub after the
     // client vanished mid-COPY TO / mid-result): its rest must be skipped, not framed.
-    skip_remaining_ += passthrough_remaining_;
-    passthrough_remaining_ = 0;
+    reader_.skip_remainder();
     if (!messages.empty()) stream_.write(messages);
     if (internal_->pending_ready == 0) {
         finish_internal();
@@ -902,69 +864,55 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
     std::size_t consumed = 0;
     InternalQuery& op = *internal_;
     auto ours = [&]() { return op.pending_ready <= op.own_ready; };
+    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     while (consumed < data.size()) {
-        ByteSpan rest = data.subspan(consumed);
-        if (skip_remaining_ > 0) {
-            std::size_t n = std::min(skip_remaining_, rest.size());
-            skip_remaining_ -= n;
-            consumed += n;
+        const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
+        if (next.step == MessageReader::Step::Skip || next.step == MessageReader::Step::Forward) {
+            // The rest of a message nobody receives any more (start_internal turned a forwarded
+            // remainder into a skipped one).
+            consumed += next.bytes.size();
             continue;
         }
-        Frame frame = protocol::frame_message(
-            rest, static_cast<std::uint32_t>(worker_.config().max_packet_size));
-        if (frame.status == FrameStatus::Invalid) {
+        if (next.step == MessageReader::Step::Invalid) {
             close("invalid message from server");
             return consumed;
         }
-        if (frame.status == FrameStatus::NeedMore) {
+        if (next.step != MessageReader::Step::Message) {
             // Results of a request the departed client left behind are thrown away as they come.
-            if (frame.has_header() && !ours() && streamable_from_server(frame.type)) {
-                skip_remaining_ = frame.total - rest.size();
+            if (next.step == MessageReader::Step::Partial && !ours() &&
+                streamable_from_server(next.type)) {
+                reader_.skip_rest(next);
                 consumed = data.size();
             }
             break;
         }
-        ByteSpan body = rest.subspan(protocol::kTypedHeaderSize,
-                                     frame.total - protocol::kTypedHeaderSize);
-        consumed += frame.total;
+        const ByteSpan body = next.body();
+        const char type = next.type;
+        consumed += next.total;
         if (!ours() && translate_statements_ && !requests_.empty()) {
             // Replies the departed client's requests still get: keep the backend's statement
             // bookkeeping true (nobody receives answers any more).
-            requests_.on_backend_message(frame.type);
+            requests_.on_backend_message(type);
             settle_requests([](std::string&&) {});
         }
-        if (frame.type == be::kCommandComplete && deallocates_all(body)) {
+        if (type == be::kCommandComplete && deallocates_all(body)) {
             statements_.clear();
             prepared_probes_.clear();
             applied_settings_.clear();
         }
-        switch (frame.type) {
+        switch (type) {
             case be::kRowDescription:
             case be::kBindComplete:
-                // A new result set of ours (a prepared probe sends no RowDescription).
-                if (ours()) op.rows.clear();
-                break;
             case be::kDataRow:
-                if (ours()) {
-                    auto values = protocol::parse_data_row(body);
-                    if (!values) {
-                        close("invalid DataRow from server");
-                        return consumed;
-                    }
-                    Row row;
-                    row.reserve(values->size());
-                    for (auto& v : *values) {
-                        row.emplace_back(v ? std::optional<std::string>(*v) : std::nullopt);
-                    }
-                    op.rows.push_back(std::move(row));
-                }
-                break;
             case be::kErrorResponse:
-                if (ours() && !op.failed) {
-                    op.failed = true;
-                    if (auto error = protocol::parse_error_fields(body)) op.error = *error;
+                // Our answer (a new result set, a row, our error); the departed client's are
+                // thrown away.
+                if (ours() && collect_result(op, type, body) != Collected::Ok) {
+                    close("invalid DataRow from server");
+                    return consumed;
                 }
-                if (op.error.severity == "FATAL" || op.error.severity == "PANIC") {
+                if (type == be::kErrorResponse &&
+                    (op.error.severity == "FATAL" || op.error.severity == "PANIC")) {
                     close("server error: " + op.error.message);
                     return consumed;
                 }
@@ -977,7 +925,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
                 break;
             case be::kNotificationResponse:
                 // A notification belongs to the session, not to our query: pass it on.
-                if (client_ && state_ == State::Active) client_->send(protocol::as_chars(rest.first(frame.total)));
+                if (client_ && state_ == State::Active) client_->send(protocol::as_chars(next.bytes));
                 break;
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -994,7 +942,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
             }
             case be::kAuthentication:
             case be::kBackendKeyData:
-                close(std::string("unexpected message from server: '") + frame.type + "'");
+                close(std::string("unexpected message from server: '") + type + "'");
                 return consumed;
             default:
                 // CommandComplete, EmptyQueryResponse, notices, COPY traffic of a drained request.

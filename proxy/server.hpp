@@ -21,7 +21,9 @@
 #include "core/lock_accounting.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/login_retry.hpp"
+#include "proxy/message_reader.hpp"
 #include "proxy/prepared_statements.hpp"
+#include "proxy/query_result.hpp"
 #include "proxy/request_queue.hpp"
 #include "proxy/session_params.hpp"
 #include "proxy/stream.hpp"
@@ -196,21 +198,16 @@ public:
     std::string last_statement_;
 
 private:
-    struct InternalQuery {
+    // One of pgtether's own queries and its answer (rows of the last result set, first error).
+    struct InternalQuery : QueryResult {
         InternalPurpose purpose;
         int pending_ready = 0;  // ReadyForQuery messages still expected
         int own_ready = 0;      // how many of those answer our queries (the rest drain the client's)
         std::uint32_t probed = 0;  // the state kinds the last query probes for
-        bool failed = false;
-        protocol::ErrorFields error;
-        std::vector<Row> rows;  // of the last result set
         // A parameter sync that replays session settings: the backend's settings once it is
         // done, whether or not its client is still there.
         std::optional<SettingsMap> settings_after;
     };
-
-    // Login messages are small; a larger one is an attack or a bug.
-    static constexpr std::uint32_t kMaxLoginMessage = 1 << 20;
 
     // Stream::Handler
     std::size_t on_stream_data(protocol::ByteSpan data) override;
@@ -270,8 +267,9 @@ private:
     std::shared_ptr<const TlsContext> tls_context_;
     bool awaiting_tls_answer_ = false;
     std::unique_ptr<InternalQuery> internal_;
-    std::size_t passthrough_remaining_ = 0;  // bytes of a streamed message still to forward
-    std::size_t skip_remaining_ = 0;         // bytes of a drained message still to discard
+    // The message stream from the backend: the rest of a message streamed to the client, or of
+    // one a departed client left behind that is skipped.
+    MessageReader reader_;
     std::vector<std::pair<std::string, std::string>> welcome_;  // ParameterStatus at login
     sockaddr_storage address_{};
     bool address_is_unix_ = false;

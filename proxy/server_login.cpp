@@ -7,6 +7,7 @@
 
 #include "protocol/frontend_messages.hpp"
 #include "protocol/md5_auth.hpp"
+#include "protocol/message_types.hpp"
 
 namespace pgtether {
 
@@ -135,6 +136,54 @@ ServerLogin::Reply ServerLogin::on_authentication(const protocol::Authentication
     }
     return fail("server requested an authentication method pgtether does not support (" +
                 std::to_string(static_cast<int>(message.code)) + ")");
+}
+
+ServerLogin::Step ServerLogin::on_message(char type, protocol::ByteSpan body) {
+    namespace be = protocol::be;
+    Step step;
+    auto invalid = [&](std::string text) {
+        step.kind = Step::Kind::Invalid;
+        step.text = std::move(text);
+        return step;
+    };
+    switch (type) {
+        case be::kAuthentication: {
+            auto message = protocol::parse_authentication(body);
+            if (!message) return invalid("invalid authentication request from server");
+            auto reply = on_authentication(*message);
+            if (!reply.ok) {
+                step.kind = Step::Kind::Refused;
+                step.text = std::move(reply.error);
+                return step;
+            }
+            step.send = std::move(reply.send);
+            return step;
+        }
+        case be::kErrorResponse: {
+            auto error = protocol::parse_error_fields(body);
+            if (!error) return invalid("invalid error message from server");
+            step.kind = Step::Kind::ServerError;
+            step.error = std::move(*error);
+            return step;
+        }
+        case be::kParameterStatus:
+            if (auto status = protocol::parse_parameter_status(body)) {
+                step.parameter.emplace(*status);
+            }
+            return step;
+        case be::kBackendKeyData:
+            step.backend_key = protocol::parse_backend_key_data(body);
+            return step;
+        case be::kReadyForQuery:
+            step.kind = Step::Kind::Ready;
+            return step;
+        case be::kNoticeResponse:
+        case be::kNegotiateProtocolVersion:
+            return step;
+        default:
+            return invalid(std::string("unexpected message from server during login: '") + type +
+                           "'");
+    }
 }
 
 }  // namespace pgtether

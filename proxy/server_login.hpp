@@ -8,11 +8,14 @@
 // know the secret could skip the proof and still be trusted.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "protocol/backend_messages.hpp"
+#include "protocol/bytes.hpp"
+#include "protocol/startup.hpp"
 #include "protocol/scram.hpp"
 #include "proxy/require_auth.hpp"
 
@@ -39,6 +42,28 @@ public:
         std::string error;           // when !ok
     };
     Reply on_authentication(const protocol::AuthenticationMessage& message);
+
+    // One backend message of the login (protocol §55.2.1 "Start-up"): the authentication
+    // exchange, then the session's ParameterStatus and BackendKeyData until ReadyForQuery. The
+    // same for pooled servers and side connections; what a failure means is theirs to say.
+    struct Step {
+        enum class Kind {
+            Continue,     // read on (after sending `send`, if any)
+            Ready,        // ReadyForQuery: logged in
+            Refused,      // our side of the authentication exchange failed: `text` says why
+            ServerError,  // the server's ErrorResponse: `error`
+            Invalid,      // a malformed or unexpected message: `text` says which
+        };
+        Kind kind = Kind::Continue;
+        std::string send;  // bytes for the server (an answer to an authentication request)
+        std::string text;
+        protocol::ErrorFields error;
+        std::optional<protocol::ParameterStatus> parameter;  // a ParameterStatus to record
+        std::optional<protocol::CancelKey> backend_key;      // BackendKeyData
+    };
+    [[nodiscard]] Step on_message(char type, protocol::ByteSpan body);
+    // Any message of a login is small; a larger one is an attack or a bug.
+    static constexpr std::uint32_t kMaxMessage = 1 << 20;
 
 private:
     // Whether server_require_auth lets the server use `method`; the refusal's text otherwise.

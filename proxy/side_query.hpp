@@ -8,29 +8,23 @@
 // message, the rows kept and their bytes.
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstddef>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "proxy/config.hpp"
 #include "proxy/server_login.hpp"
-#include "proxy/stream.hpp"
+#include "proxy/side_connection.hpp"
 #include "proxy/tether.hpp"  // Row
-
-struct addrinfo;
 
 namespace pgtether {
 
-class TlsContext;
 class Worker;
 
-class SideQuery final : public Stream::Handler {
+// The connection, TLS, login and query machinery is SideConnection's (proxy/side_connection.hpp).
+class SideQuery final : public SideConnection {
   public:
     struct Request {
         DatabaseConfig database;        // the [databases] entry to connect to
@@ -58,56 +52,24 @@ class SideQuery final : public Stream::Handler {
     // calling begin(). The object frees itself once its connection is closed; do not touch it
     // after `done` ran.
     static SideQuery* create(Worker& worker, Request request, Callback done);
-    void begin();
+    using SideConnection::begin;
     // No callback; the connection is closed.
     void cancel();
 
   private:
     SideQuery(Worker& worker, Request request, Callback done);
-    ~SideQuery() = default;
+    ~SideQuery() override = default;
 
-    void connect();
-    static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
-    void send_startup();
-    void send_query();
-    std::size_t handle_login(protocol::ByteSpan data);
-    std::size_t handle_query(protocol::ByteSpan data);
-    void finish();
-    void fail(const std::string& why);
-    void close_connection();
-    void maybe_delete();
+    // SideConnection
+    void on_logged_in() override;
+    void on_answer(QueryResult&& answer, bool idle) override;
+    void on_failed(const std::string& why, bool during_query) override;
+    // Delivers `result` (once) and closes.
+    void finish(Result&& result);
 
-    // Stream::Handler
-    std::size_t on_stream_data(protocol::ByteSpan data) override;
-    void on_stream_end(int status) override;
-    void on_stream_drained() override {}
-    void on_stream_connected(int status) override;
-    void on_stream_closed() override;
-    void on_stream_tls_ready(const std::string& error) override;
-
-    enum class Phase {
-        Connecting,  // resolving / connecting
-        TlsAnswer,   // SSLRequest sent; waiting for 'S' or 'N'
-        Handshake,   // TLS handshake running
-        Login,       // StartupMessage sent; authenticating until ReadyForQuery
-        Query,       // the query is running
-        Done,        // result delivered (or cancelled); closing
-    };
-
-    Worker& worker_;
-    Request request_;
+    std::string query_;
+    std::vector<std::optional<std::string>> params_;
     Callback done_;
-    Stream stream_;
-    Phase phase_ = Phase::Connecting;
-    std::unique_ptr<ServerLogin> login_;
-    std::shared_ptr<const TlsContext> tls_context_;
-    bool unix_socket_ = false;
-    std::string host_;  // the host connected to (the first of a host list)
-    Result result_;
-    std::size_t row_bytes_ = 0;
-    bool logged_in_ = false;
-    bool stream_closed_ = false;
-    int pending_resolves_ = 0;
 };
 
 }  // namespace pgtether

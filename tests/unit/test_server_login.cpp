@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/frontend_messages.hpp"
@@ -245,4 +246,73 @@ TEST_CASE("require_auth: parsing as libpq does") {
         if (parsed && row.valid) CHECK(parsed.value->allowed == row.allowed);
         if (!parsed) CHECK_FALSE(parsed.error.empty());
     }
+}
+
+// ---- the login read message by message (ServerLogin::on_message) ----
+
+namespace {
+
+// The body of the one message `build` appends.
+template <typename Build>
+std::string body_of(Build build) {
+    std::string out;
+    build(out);
+    return out.substr(5);
+}
+
+}  // namespace
+
+TEST_CASE("a login's messages, one step each") {
+    using Kind = ServerLogin::Step::Kind;
+    struct Row {
+        const char* what;
+        char type;
+        std::string body;
+        Kind kind;
+        bool sends;
+    };
+    const std::vector<Row> table = {
+        {"cleartext request", 'R', kCleartext.body, Kind::Continue, true},
+        {"malformed authentication", 'R', "\x00\x00", Kind::Invalid, false},
+        {"parameter", 'S',
+         body_of([](std::string& o) { protocol::append_parameter_status(o, "TimeZone", "UTC"); }),
+         Kind::Continue, false},
+        {"backend key", 'K', body_of([](std::string& o) {
+             protocol::append_backend_key_data(o, {42, 7});
+         }),
+         Kind::Continue, false},
+        {"notice", 'N', std::string("SNOTICE\0\0", 9), Kind::Continue, false},
+        {"ready", 'Z', "I", Kind::Ready, false},
+        {"server error", 'E', body_of([](std::string& o) {
+             protocol::append_error_response(o, {"FATAL", "28P01", "bad password", {}, {}});
+         }),
+         Kind::ServerError, false},
+        {"garbled error", 'E', "", Kind::Invalid, false},
+        {"a query's reply during login", 'D', std::string("\0\0", 2), Kind::Invalid, false},
+    };
+    for (const auto& row : table) {
+        CAPTURE(row.what);
+        ServerLogin login(with_password());
+        auto step = login.on_message(row.type, protocol::as_bytes(row.body));
+        CHECK(step.kind == row.kind);
+        CHECK(step.send.empty() == !row.sends);
+    }
+    ServerLogin login(with_password());
+    auto parameter = login.on_message('S', protocol::as_bytes(table[2].body));
+    REQUIRE(parameter.parameter);
+    CHECK(parameter.parameter->name == "TimeZone");
+    CHECK(parameter.parameter->value == "UTC");
+    auto key = login.on_message('K', protocol::as_bytes(table[3].body));
+    REQUIRE(key.backend_key);
+    CHECK(key.backend_key->pid == 42);
+    auto error = login.on_message('E', protocol::as_bytes(table[6].body));
+    CHECK(error.error.sqlstate == "28P01");
+    auto unexpected = login.on_message('D', protocol::as_bytes(table[8].body));
+    CHECK(unexpected.text == "unexpected message from server during login: 'D'");
+    // Refused: server_require_auth forbids what the server asks for.
+    ServerLogin strict(with_password("scram-sha-256"));
+    auto refused = strict.on_message('R', protocol::as_bytes(kCleartext.body));
+    CHECK(refused.kind == Kind::Refused);
+    CHECK(refused.send.empty());
+    CHECK(refused.text.find("server_require_auth") != std::string::npos);
 }
