@@ -52,9 +52,7 @@ bool Client::accept(uv_stream_t* listener) {
         stream_.close();
         return false;
     }
-    const auto& config = worker_.config();
-    stream_.set_tcp_options(config.tcp_keepalive, config.tcp_keepidle, config.tcp_keepintvl,
-                            config.tcp_keepcnt);
+    stream_.apply_tcp_settings();
     peer_ = stream_.peer_name();
     stream_.start_reading();
     return true;

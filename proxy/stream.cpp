@@ -67,19 +67,26 @@ void Stream::on_connect(uv_connect_t* req, int status) {
     self->handler_.on_stream_connected(status);
 }
 
-void Stream::set_tcp_options(bool keepalive, int keepidle, int keepintvl, int keepcnt) {
+void Stream::apply_tcp_settings() {
     if (!is_tcp_) return;
+    const Config& config = worker_.config();
     // Small request/response messages dominate: never let Nagle delay them.
     uv_tcp_nodelay(&handle_.tcp, 1);
-    if (!keepalive) return;
     uv_os_fd_t fd;
     if (uv_fileno(reinterpret_cast<uv_handle_t*>(&handle_.tcp), &fd) != 0) return;
-    int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-    // 0 means "keep the operating system's default", as in PgBouncer.
-    if (keepidle > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &keepidle, sizeof keepidle);
-    if (keepintvl > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &keepintvl, sizeof keepintvl);
-    if (keepcnt > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &keepcnt, sizeof keepcnt);
+    // 0 means "keep the operating system's default", as in PgBouncer. Failures are ignored as
+    // there: a socket option the kernel refuses changes how fast a fault is seen, nothing else.
+    auto set = [fd](int level, int option, int value) {
+        (void)setsockopt(fd, level, option, &value, sizeof value);
+    };
+    // Data unacknowledged this long (milliseconds) makes the kernel drop the connection with
+    // ETIMEDOUT; this also bounds keepalive probing (tcp(7), TCP_USER_TIMEOUT).
+    if (config.tcp_user_timeout > 0) set(IPPROTO_TCP, TCP_USER_TIMEOUT, config.tcp_user_timeout);
+    if (!config.tcp_keepalive) return;
+    set(SOL_SOCKET, SO_KEEPALIVE, 1);
+    if (config.tcp_keepidle > 0) set(IPPROTO_TCP, TCP_KEEPIDLE, config.tcp_keepidle);
+    if (config.tcp_keepintvl > 0) set(IPPROTO_TCP, TCP_KEEPINTVL, config.tcp_keepintvl);
+    if (config.tcp_keepcnt > 0) set(IPPROTO_TCP, TCP_KEEPCNT, config.tcp_keepcnt);
 }
 
 bool Stream::peer_address(sockaddr_storage& out) const {

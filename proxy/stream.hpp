@@ -69,7 +69,11 @@ public:
     [[nodiscard]] int accept_from(uv_stream_t* listener);
     [[nodiscard]] int connect_tcp(const sockaddr* address);
     [[nodiscard]] int connect_pipe(const std::string& path);
-    void set_tcp_options(bool keepalive, int keepidle, int keepintvl, int keepcnt);
+    // TCP_NODELAY, and the configuration's tcp_keepalive, tcp_keepidle, tcp_keepintvl,
+    // tcp_keepcnt and tcp_user_timeout, as PgBouncer tunes its client and server sockets. They
+    // bound how long a peer that vanished without FIN or RST goes unnoticed (docs/deployment.md,
+    // "Network faults"). No-op for Unix sockets.
+    void apply_tcp_settings();
 
     void start_reading();
     void stop_reading();
