@@ -299,7 +299,7 @@ bool Stream::raw_writev(const uv_buf_t* bufs, unsigned count) {
             written -= len;
             continue;
         }
-        out_queue_.append(protocol::ByteSpan(
+        pending_write().queued.append(protocol::ByteSpan(
             reinterpret_cast<const std::uint8_t*>(bufs[i].base) + written, len - written));
         written = 0;
     }
@@ -314,7 +314,6 @@ bool Stream::start_tls(const TlsContext& context, const std::string& server_host
                        protocol::ByteSpan initial) {
     tls_ = std::make_unique<TlsSession>(context, server_host);
     if (!tls_->error().empty()) {
-        tls_error_ = tls_->error();
         tls_failed_ = true;
         return false;
     }
@@ -329,7 +328,6 @@ bool Stream::start_tls(const TlsContext& context, const std::string& server_host
     tls_->set_output(nullptr);
     raw_write(out);
     if (status == TlsSession::Status::Failed) {
-        tls_error_ = tls_->error();
         tls_failed_ = true;
         return false;
     }
@@ -341,7 +339,7 @@ bool Stream::tls_handshaking() const { return tls_ && !tls_->established(); }
 void Stream::tls_fail(const std::string& error, bool in_handshake) {
     if (tls_failed_) return;
     tls_failed_ = true;
-    tls_error_ = error;
+    if (tls_ && error != tls_->error()) tls_->set_error(error);
     stop_reading();
     if (in_handshake) {
         handler_.on_stream_tls_ready(error);
@@ -463,13 +461,9 @@ bool Stream::tls_writev(const uv_buf_t* bufs, unsigned count) {
         for (unsigned i = 0; i < count && ok; ++i) ok = tls_->write(span_of(bufs[i]));
     }
     tls_->set_output(nullptr);
-    bool done = raw_write(staging);
-    if (!ok) {
-        // The session is broken; the peer will see garbage or nothing. Report it like a read
-        // failure would (the owner closes).
-        tls_error_ = tls_->error();
-    }
-    return done;
+    // A failed write (!ok) broke the session: the peer will see garbage or nothing. Its reason
+    // is the session's error (tls_error()), which the read side reports (the owner closes).
+    return raw_write(staging);
 }
 
 void Stream::send_close_notify() {
@@ -481,9 +475,19 @@ void Stream::send_close_notify() {
     raw_write(out);
 }
 
-void Stream::start_write() {
+Stream::PendingWrite& Stream::pending_write() {
     if (!write_) write_ = std::make_unique<PendingWrite>();
-    std::swap(write_->data, out_queue_);
+    return *write_;
+}
+
+const std::string& Stream::tls_error() const {
+    static const std::string none;
+    return tls_ ? tls_->error() : none;
+}
+
+void Stream::start_write() {
+    PendingWrite& pending = pending_write();
+    std::swap(pending.data, pending.queued);
     write_->req.data = this;
     auto data = write_->data.data();
     uv_buf_t buf = uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
@@ -500,8 +504,8 @@ void Stream::on_write(uv_write_t* req, int status) {
     self->write_in_flight_ = false;
     self->write_->data.clear();
     if (status == UV_ECANCELED || self->closing_) return;
-    if (status < 0) self->out_queue_.clear();  // broken socket: the read side reports it
-    if (!self->out_queue_.empty()) {
+    if (status < 0) self->write_->queued.clear();  // broken socket: the read side reports it
+    if (!self->write_->queued.empty()) {
         self->start_write();
         return;
     }
@@ -563,7 +567,8 @@ void Stream::close() {
     closing_ = true;
     lingering_ = false;
     input_.clear();
-    out_queue_.clear();
+    // The PendingWrite itself stays: libuv still owns its request until on_write(ECANCELED).
+    if (write_) write_->queued.clear();
     if (!initialized_) {
         handler_.on_stream_closed();
         return;

@@ -35,8 +35,8 @@ namespace {
 // data unacknowledged for 2 s ends the connection. Bounds below are these plus generous margins
 // for a loaded machine (they prove "seconds, not the kernel's 15 minutes", nothing finer).
 const std::map<std::string, std::string> kDetection = {
-    {"tcp_keepalive", "1"},     {"tcp_keepidle", "1"},       {"tcp_keepintvl", "1"},
-    {"tcp_keepcnt", "2"},       {"tcp_user_timeout", "2000"}, {"server_connect_timeout", "2"},
+    {"tcp_keepalive", "1"},       {"tcp_keepidle", "1"},        {"tcp_keepintvl", "1"},
+    {"tcp_keepcnt", "2"},         {"tcp_user_timeout", "2000"}, {"server_connect_timeout", "2"},
     {"query_wait_timeout", "30"}, {"server_login_retry", "3"},
 };
 constexpr auto kDetectionBound = 15s;
@@ -59,15 +59,17 @@ PoolerConfig rig_config(const NetNamespace& ns, const TcpRelay& relay, const std
     const TestEnv& env = TestEnv::get();
     PoolerConfig config;
     config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "2"}};
-    for (const auto& [k, v] : kDetection) config.settings[k] = v;
-    for (const auto& [k, v] : extra) config.settings[k] = v;
+    for (const auto& [k, v] : kDetection)
+        config.settings[k] = v;
+    for (const auto& [k, v] : extra)
+        config.settings[k] = v;
     config.databases = {
         "faulty = host=127.0.0.1 port=" + std::to_string(relay.port()) + " dbname=" + env.database,
         "healthy = host=" + env.pg_socket_dir + " port=" + std::to_string(env.pg_port) +
             " dbname=" + env.database,
     };
-    config.userlist = std::vector<std::pair<std::string, std::string>>{{env.superuser, ""},
-                                                                        {role, ""}};
+    config.userlist =
+        std::vector<std::pair<std::string, std::string>>{{env.superuser, ""}, {role, ""}};
     config.extra_args = {"-v"};
     config.netns_fd = ns.fd();
     return config;
@@ -89,7 +91,8 @@ int servers_of(const Pgtether& pooler, const std::string& database) {
     Result r = admin.exec("SHOW SERVERS");
     if (!r.ok()) throw std::runtime_error("SHOW SERVERS: " + r.describe());
     std::size_t column = 0;
-    while (column < r.columns.size() && r.columns[column] != "database") ++column;
+    while (column < r.columns.size() && r.columns[column] != "database")
+        ++column;
     int count = 0;
     for (const auto& row : r.rows) {
         if (column < row.size() && row[column] == database) ++count;
@@ -103,8 +106,9 @@ double seconds_since(Clock::time_point start) {
 
 }  // namespace
 
-TEST_CASE("a backend that vanishes mid-transaction: 08006 within tcp_user_timeout, other pools "
-          "keep serving") {
+TEST_CASE(
+    "a backend that vanishes mid-transaction: 08006 within tcp_user_timeout, other pools "
+    "keep serving") {
     if (skipped()) return;
     const std::string role = private_role("pgt_netfault_mid");
     NetNamespace ns;
@@ -188,8 +192,8 @@ TEST_CASE("a client that vanishes holding the only backend and a lock: keepalive
     TcpRelay relay(ns, pg_unix_socket());
     // One backend and no allowance for lock holders: the waiter below needs exactly the
     // vanished client's backend.
-    NetnsPgtether pooler(rig_config(ns, relay, role,
-                               {{"default_pool_size", "1"}, {"tether_reserve_size", "0"}}));
+    NetnsPgtether pooler(
+        rig_config(ns, relay, role, {{"default_pool_size", "1"}, {"tether_reserve_size", "0"}}));
     NftFilter filter(ns);
     const long long key = 914014;
 
@@ -243,7 +247,8 @@ TEST_CASE("latency and packet loss on the server path: every answer right, no ba
     CHECK(pooler.log().find("server connection failed") == std::string::npos);
 }
 
-TEST_CASE("a server that cannot be reached: the client's login fails after server_connect_timeout") {
+TEST_CASE(
+    "a server that cannot be reached: the client's login fails after server_connect_timeout") {
     if (skipped()) return;
     const std::string role = private_role("pgt_netfault_connect");
     NetNamespace ns;
@@ -261,8 +266,7 @@ TEST_CASE("a server that cannot be reached: the client's login fails after serve
                   client.error());
     CHECK_MESSAGE(took < std::chrono::duration<double>(kDetectionBound).count(),
                   "failed after " << took << " s");
-    std::cout << "detection: unreachable server -> login error after " << took << " s"
-              << std::endl;
+    std::cout << "detection: unreachable server -> login error after " << took << " s" << std::endl;
     // The other pool is unaffected.
     CHECK(scalar(healthy, "SELECT 1") == "1");
     CHECK(relay.accepted() == 0);

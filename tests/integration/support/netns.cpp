@@ -24,7 +24,9 @@ namespace pgtether::itest {
 
 namespace {
 
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string errno_text(const std::string& what) {
+    return what + ": " + std::strerror(errno);
+}
 
 std::string nft_binary() {
     for (const char* path : {"/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"}) {
@@ -134,9 +136,10 @@ void NetNamespace::nft(const std::string& script) const {
 }
 
 NftFilter::NftFilter(const NetNamespace& ns) : ns_(ns) {
-    ns_.nft("table inet pgt_faults {\n"
-            "    chain output { type filter hook output priority 0; policy accept; }\n"
-            "}\n");
+    ns_.nft(
+        "table inet pgt_faults {\n"
+        "    chain output { type filter hook output priority 0; policy accept; }\n"
+        "}\n");
 }
 
 void NftFilter::blackhole(int port) {
@@ -152,10 +155,11 @@ void NftFilter::lose(int port, int percent) {
             "add rule inet pgt_faults output tcp sport " + p + chance);
 }
 
-void NftFilter::clear() { ns_.nft("flush chain inet pgt_faults output\n"); }
+void NftFilter::clear() {
+    ns_.nft("flush chain inet pgt_faults output\n");
+}
 
-TcpRelay::TcpRelay(const NetNamespace& ns, std::string unix_path,
-                   std::chrono::milliseconds delay)
+TcpRelay::TcpRelay(const NetNamespace& ns, std::string unix_path, std::chrono::milliseconds delay)
     : unix_path_(std::move(unix_path)), delay_(delay) {
     ns.run_inside([&] {
         listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
