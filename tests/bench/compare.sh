@@ -182,13 +182,7 @@ done
 # ---- state, cleanup ----
 bench_make_state pgtether-bench
 
-# Thousands of sockets: the poolers and the idle helper inherit this limit.
-hard_limit="$(ulimit -Hn)"
-[[ $hard_limit == unlimited ]] && hard_limit=1048576
-ulimit -n "$hard_limit"
-if ((idle + 200 > hard_limit)); then
-    pgt_die "--idle $idle needs more file descriptors than the hard limit $hard_limit"
-fi
+bench_raise_fd_limit $((idle + 200))
 
 clk_tck="$(getconf CLK_TCK)"
 db=pgtether_bench
@@ -361,16 +355,8 @@ if ((idle > 0)); then
             -c "SELECT 1" >/dev/null
         sleep 0.5
         before="$(rss_kib "$pooler_pid")"
-        coproc IDLE {
-            exec /usr/bin/python3 "$PGT_ROOT/tests/bench/idle_clients.py" --port "$pooler_port" \
-                --user postgres --dbname "$db" -n "$idle" "${idle_args[@]}" 2>&1
-        }
-        # shellcheck disable=SC2153  # set by coproc
-        idle_pid="$IDLE_PID"
-        line=""
-        IFS= read -r -t 300 line <&"${IDLE[0]}" || true
-        if [[ $line != "READY $idle" ]]; then
-            pgt_warn "$target: idle clients failed: ${line:-timeout}"
+        if ! bench_start_idle "$idle" "${idle_args[@]}"; then
+            pgt_warn "$target: idle clients failed: ${idle_line:-timeout}"
             idle_result[$target]="fail"
         else
             sleep 1
@@ -378,9 +364,7 @@ if ((idle > 0)); then
             idle_result[$target]="$before $after $(((after - before) * 1024 / idle))"
             printf '  %s: VmRSS %s KiB -> %s KiB\n' "$target" "$before" "$after"
         fi
-        kill -TERM "$idle_pid" 2>/dev/null || true
-        wait "$idle_pid" 2>/dev/null || true
-        idle_pid=""
+        bench_stop_idle
         pooler_stop
     done
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Shared by the benchmark scripts (compare.sh, tls.sh): the state directory and its clean-up,
+# Shared by the benchmark scripts (compare.sh, tls.sh, scale.sh): the state directory and its clean-up,
 # starting and stopping a pooler, reading CPU time and memory from /proc, medians and ratios.
 # Sourced after scripts/lib/common.sh. The scripts own these globals: state, keep, pooler_pid,
-# idle_pid, pooler_port, pin_pooler (may be empty).
+# idle_pid, idle_line, hard_limit, pooler_port, db, pin_pooler (may be empty).
 # shellcheck disable=SC2154  # keep and pooler_port are the sourcing script's
 
 # A fresh state directory /tmp/PREFIX.XXXXXX in $state, and the traps that clean up after the run
@@ -18,7 +18,7 @@ bench_make_state() {
 }
 
 bench_cleanup() {
-    [[ -z $idle_pid ]] || { kill -TERM "$idle_pid" 2>/dev/null || true; wait "$idle_pid" 2>/dev/null || true; }
+    bench_stop_idle
     [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
     "$PGT_ROOT/scripts/lib/pg.sh" stop "$state/postgresql" || true
     if ((keep)); then
@@ -48,6 +48,42 @@ bench_pooler_start() {
         pooler_pid=""
         return 1
     fi
+}
+
+# Raises the soft limit on open files to the hard limit (the poolers and helpers started later
+# inherit it): thousands of clients are a socket each in the pooler and in the helper. Dies when
+# the hard limit is below $1. Sets hard_limit.
+bench_raise_fd_limit() {
+    hard_limit="$(ulimit -Hn)"
+    [[ $hard_limit == unlimited ]] && hard_limit=1048576
+    ulimit -n "$hard_limit"
+    if (($1 > hard_limit)); then
+        pgt_die "$1 file descriptors needed, the hard limit is $hard_limit (raise it: ulimit -Hn, systemd LimitNOFILE=)"
+    fi
+}
+
+# Starts tests/bench/idle_clients.py with N clients on $pooler_port, database $db, and any extra
+# helper arguments; they stay connected until bench_stop_idle. Sets idle_pid and idle_line (the
+# helper's first line); returns 1 unless it reported "READY N" within 600 s.
+bench_start_idle() {
+    local n="$1" line=""
+    shift
+    coproc IDLE {
+        exec /usr/bin/python3 "$PGT_ROOT/tests/bench/idle_clients.py" --port "$pooler_port" \
+            --user postgres --dbname "$db" -n "$n" "$@" 2>&1
+    }
+    # shellcheck disable=SC2153  # set by coproc
+    idle_pid="$IDLE_PID"
+    IFS= read -r -t 600 line <&"${IDLE[0]}" || true
+    idle_line="$line"
+    [[ $line == "READY $n" ]]
+}
+
+bench_stop_idle() {
+    [[ -n $idle_pid ]] || return 0
+    kill -TERM "$idle_pid" 2>/dev/null || true
+    wait "$idle_pid" 2>/dev/null || true
+    idle_pid=""
 }
 
 pooler_stop() {

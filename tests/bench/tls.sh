@@ -94,10 +94,7 @@ bench_make_state pgtether-tls-bench
 
 clk_tck="$(getconf CLK_TCK)"
 db=pgtether_bench
-hard_limit="$(ulimit -Hn)"
-[[ $hard_limit == unlimited ]] && hard_limit=1048576
-ulimit -n "$hard_limit"
-((idle + 200 <= hard_limit)) || pgt_die "--idle $idle needs more file descriptors than $hard_limit"
+bench_raise_fd_limit $((idle + 200))
 
 # ---- certificates: one CA, one certificate for PostgreSQL and both poolers ----
 pgt_log "making a test CA and a server certificate (openssl)"
@@ -188,25 +185,15 @@ if ((idle > 0)); then
             before="$(rss_kib "$pooler_pid")"
             tls_flag=()
             [[ $mode == tls ]] && tls_flag=(--tls)
-            coproc IDLE {
-                exec /usr/bin/python3 "$PGT_ROOT/tests/bench/idle_clients.py" \
-                    --port "$pooler_port" --dbname "$db" -n "$idle" "${tls_flag[@]}" 2>&1
-            }
-            # shellcheck disable=SC2153  # set by coproc
-            idle_pid="$IDLE_PID"
-            line=""
-            IFS= read -r -t 600 line <&"${IDLE[0]}" || true
-            if [[ $line == "READY $idle" ]]; then
+            if bench_start_idle "$idle" "${tls_flag[@]}"; then
                 sleep 1
                 after="$(rss_kib "$pooler_pid")"
                 idle_result[$target $mode]="$(((after - before) * 1024 / idle))"
                 printf '  %s %s: VmRSS %s KiB -> %s KiB\n' "$target" "$mode" "$before" "$after"
             else
-                pgt_warn "$target $mode: idle clients failed: ${line:-timeout}"
+                pgt_warn "$target $mode: idle clients failed: ${idle_line:-timeout}"
             fi
-            kill -TERM "$idle_pid" 2>/dev/null || true
-            wait "$idle_pid" 2>/dev/null || true
-            idle_pid=""
+            bench_stop_idle
             pooler_stop
         done
     done
