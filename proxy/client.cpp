@@ -38,7 +38,7 @@ std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 
 }  // namespace
 
 Client::Client(Worker& worker, bool tcp)
-    : worker_(worker), stream_(worker, *this), id_(worker.next_id()), tcp_(tcp) {
+    : worker_(worker), stream_(worker, *this), tcp_(tcp), id_(worker.next_id()) {
     worker_.register_client(*this);
     connected_at_ms_ = state_since_ms_ = worker_.now_ms();
 }
@@ -52,9 +52,7 @@ bool Client::accept(uv_stream_t* listener) {
         stream_.close();
         return false;
     }
-    const auto& config = worker_.config();
-    stream_.set_tcp_options(config.tcp_keepalive, config.tcp_keepidle, config.tcp_keepintvl,
-                            config.tcp_keepcnt);
+    stream_.apply_tcp_settings();
     peer_ = stream_.peer_name();
     stream_.start_reading();
     return true;
@@ -222,7 +220,7 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         if (auto tracked = find_tracked_param(name)) {
             params_.set(*tracked, value);
         } else {
-            startup_settings_.set(name, value);
+            settings_state().startup.set(name, value);
         }
     };
     for (const auto& [name, value] : packet.parameters) {
@@ -501,6 +499,16 @@ void Client::set_tether_kinds(std::uint32_t kinds) {
     if (!(kinds & kStateAdvisoryLock)) details.locks.clear();
 }
 
+Client::Settings& Client::settings_state() {
+    if (!settings_) settings_ = std::make_unique<Settings>();
+    return *settings_;
+}
+
+const std::vector<std::string>& Client::custom_setting_names() const {
+    static const std::vector<std::string> none;
+    return settings_ ? settings_->custom_names : none;
+}
+
 Client::TetherDetails& Client::tether_details() {
     if (!tether_) {
         tether_ = std::make_unique<TetherDetails>();
@@ -641,11 +649,11 @@ void Client::janitor(std::uint64_t now) {
                 idle.ledger_needs_probe = true;
                 idle.backend_idle = tracker.idle() && !server_->holds_client_input();
                 idle.idle_ms = now - std::min(now, last_activity_ms_);
-                idle.since_last_probe_ms = now - std::min(now, idle_probe_at_ms_);
+                idle.since_last_probe_ms = now - std::min(now, tether_details().idle_probe_at_ms);
                 idle.delay_ms = to_ms(config.tether_probe_delay);
                 idle.others_waiting = pool_->waiting_count() > 0;
                 if (should_probe_idle_tether(idle)) {
-                    idle_probe_at_ms_ = now;
+                    tether_details().idle_probe_at_ms = now;
                     server_->probe_idle_tether();
                 }
             } else if (expired(last_activity_ms_, config.client_idle_timeout) &&

@@ -126,17 +126,18 @@ public:
     // What this client's session settings are: its start-up parameters, overridden by what the
     // last probe found set in the session.
     [[nodiscard]] SettingsMap wanted_settings() const {
-        return SettingsMap::merged(startup_settings_, session_settings_);
+        return settings_ ? SettingsMap::merged(settings_->startup, settings_->session)
+                         : SettingsMap{};
     }
-    void set_session_settings(SettingsMap settings) { session_settings_ = std::move(settings); }
+    void set_session_settings(SettingsMap settings) {
+        if (settings_ || !settings.empty()) settings_state().session = std::move(settings);
+    }
     // Whether the client has any settings to replay (most have none).
     [[nodiscard]] bool has_settings() const {
-        return !startup_settings_.empty() || !session_settings_.empty();
+        return settings_ && (!settings_->startup.empty() || !settings_->session.empty());
     }
     // Dotted custom setting names the client has SET (pg_settings does not list them).
-    [[nodiscard]] const std::vector<std::string>& custom_setting_names() const {
-        return custom_setting_names_;
-    }
+    [[nodiscard]] const std::vector<std::string>& custom_setting_names() const;
     [[nodiscard]] ClientStatements& statements() { return statements_; }
 
     // The periodic timeouts (login, idle, wait, transaction idle, tethered idle).
@@ -233,6 +234,20 @@ private:
     Worker& worker_;
     Stream stream_;
     State state_ = State::Startup;
+    std::uint32_t tether_kinds_ = 0;  // the tether (below)
+    // Flags, one bit each, packed with the two fields above: thousands of idle clients carry them
+    // (idle memory per client, docs/benchmarks.md).
+    bool tcp_ : 1 = true;
+    bool own_user_ : 1 = false;
+    bool auth_query_found_no_user_ : 1 = false;
+    bool input_paused_ : 1 = false;  // the server's socket is backed up
+    bool has_cancel_key_ : 1 = false;
+    bool ssl_answered_ : 1 = false;
+    bool gss_answered_ : 1 = false;
+    bool direct_tls_ : 1 = false;  // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)
+    // pgtether answered a message of the current extended batch with an error: discard the
+    // client's messages up to its Sync, as PostgreSQL would.
+    bool skip_until_sync_ : 1 = false;
     std::uint64_t id_;
     std::uint64_t state_since_ms_ = 0;
     std::uint64_t connected_at_ms_ = 0;
@@ -245,39 +260,32 @@ private:
     ParamValues params_;
     std::unique_ptr<ClientAuth> auth_;
     MessageReader reader_;  // the requests: the rest of a CopyData streamed to the server
-    bool ssl_answered_ = false;
-    bool gss_answered_ = false;
-    bool direct_tls_ = false;        // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)
     std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
-    bool tcp_ = true;
-    bool own_user_ = false;
-    bool auth_query_found_no_user_ = false;
-    bool input_paused_ = false;  // the server's socket is backed up
-    bool has_cancel_key_ = false;
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
-    std::uint64_t idle_probe_at_ms_ = 0;  // when the janitor last probed this client's tether
     // The tether.
-    std::uint32_t tether_kinds_ = 0;
     // The tether's details, allocated only while there are any: the many untethered clients
     // carry one pointer instead of these fields (idle memory per client, docs/benchmarks.md).
     struct TetherDetails {
         std::uint64_t since_ms = 0;
+        std::uint64_t idle_probe_at_ms = 0;  // when the janitor last probed this tether
         LockLedger locks;
         std::vector<std::pair<std::uint32_t, std::string>> summaries;
         std::string last_query;
     };
     std::unique_ptr<TetherDetails> tether_;
     TetherDetails& tether_details();  // allocates on first use
-    // Session settings.
-    SettingsMap startup_settings_;
-    SettingsMap session_settings_;
-    std::vector<std::string> custom_setting_names_;
+    // Session settings, allocated at the first one: most clients have none, and each of the idle
+    // thousands then carries one pointer (idle memory per client, docs/benchmarks.md).
+    struct Settings {
+        SettingsMap startup;
+        SettingsMap session;
+        std::vector<std::string> custom_names;
+    };
+    std::unique_ptr<Settings> settings_;
+    Settings& settings_state();  // allocates on first use
     // The client's named prepared statements (docs/prepared-statements.md).
     ClientStatements statements_;
-    // pgtether answered a message of the current extended batch with an error: discard the
-    // client's messages up to its Sync, as PostgreSQL would.
-    bool skip_until_sync_ = false;
     std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console
 };
 

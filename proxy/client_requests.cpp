@@ -618,7 +618,7 @@ void Client::note_effects(std::string_view sql, std::uint32_t effects) {
     if (effects == 0) return;
     server_->mark_effects(effects);
     if (effects & protocol::kEffectSet) {
-        collect_custom_setting_names(sql, custom_setting_names_, kMaxCustomSettings);
+        collect_custom_setting_names(sql, settings_state().custom_names, kMaxCustomSettings);
     }
 }
 

@@ -428,11 +428,12 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("syslog_ident", Kind::String, kHonoured, "pgbouncer", &C::syslog_ident),
         key<C>("tcp_defer_accept", Kind::Bool, kIgnored, "1", &C::tcp_defer_accept),
         key<C>("tcp_keepalive", Kind::Bool, kHonoured, "1", &C::tcp_keepalive),
-        key<C>("tcp_keepcnt", Kind::Int, kHonoured, "0", &C::tcp_keepcnt),
-        key<C>("tcp_keepidle", Kind::Int, kHonoured, "0", &C::tcp_keepidle),
-        key<C>("tcp_keepintvl", Kind::Int, kHonoured, "0", &C::tcp_keepintvl),
+        key<C>("tcp_keepcnt", Kind::Int, kHonoured, "0", &C::tcp_keepcnt).range(0, kIntMax),
+        key<C>("tcp_keepidle", Kind::Int, kHonoured, "0", &C::tcp_keepidle).range(0, kIntMax),
+        key<C>("tcp_keepintvl", Kind::Int, kHonoured, "0", &C::tcp_keepintvl).range(0, kIntMax),
         key<C>("tcp_socket_buffer", Kind::Int, kIgnored, "0", &C::tcp_socket_buffer),
-        key<C>("tcp_user_timeout", Kind::Int, kIgnored, "0", &C::tcp_user_timeout),
+        key<C>("tcp_user_timeout", Kind::Int, kHonoured, "0", &C::tcp_user_timeout)
+            .range(0, kIntMax),
         key<C>("track_extra_parameters", Kind::List, kIgnored, ""),   // 1.20
         key<C>("transaction_timeout", Kind::Seconds, kIgnored, "0"),  // 1.25
         key<C>("unix_socket_dir", Kind::String, kHonoured, "/tmp", &C::unix_socket_dir).fixed(),

@@ -150,8 +150,7 @@ void Server::on_stream_connected(int status) {
         // PgBouncer's words, which operators grep for.
         spdlog::info("{} new connection to server (from {})", describe(), stream_.local_name());
     }
-    stream_.set_tcp_options(config.tcp_keepalive, config.tcp_keepidle, config.tcp_keepintvl,
-                            config.tcp_keepcnt);
+    stream_.apply_tcp_settings();
     stream_.start_reading();
     set_state(State::Login);
     tls_context_ = server_tls::context_for(worker_.security(), address_is_unix_);

@@ -67,19 +67,26 @@ void Stream::on_connect(uv_connect_t* req, int status) {
     self->handler_.on_stream_connected(status);
 }
 
-void Stream::set_tcp_options(bool keepalive, int keepidle, int keepintvl, int keepcnt) {
+void Stream::apply_tcp_settings() {
     if (!is_tcp_) return;
+    const Config& config = worker_.config();
     // Small request/response messages dominate: never let Nagle delay them.
     uv_tcp_nodelay(&handle_.tcp, 1);
-    if (!keepalive) return;
     uv_os_fd_t fd;
     if (uv_fileno(reinterpret_cast<uv_handle_t*>(&handle_.tcp), &fd) != 0) return;
-    int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-    // 0 means "keep the operating system's default", as in PgBouncer.
-    if (keepidle > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &keepidle, sizeof keepidle);
-    if (keepintvl > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &keepintvl, sizeof keepintvl);
-    if (keepcnt > 0) setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &keepcnt, sizeof keepcnt);
+    // 0 means "keep the operating system's default", as in PgBouncer. Failures are ignored as
+    // there: a socket option the kernel refuses changes how fast a fault is seen, nothing else.
+    auto set = [fd](int level, int option, int value) {
+        (void)setsockopt(fd, level, option, &value, sizeof value);
+    };
+    // Data unacknowledged this long (milliseconds) makes the kernel drop the connection with
+    // ETIMEDOUT; this also bounds keepalive probing (tcp(7), TCP_USER_TIMEOUT).
+    if (config.tcp_user_timeout > 0) set(IPPROTO_TCP, TCP_USER_TIMEOUT, config.tcp_user_timeout);
+    if (!config.tcp_keepalive) return;
+    set(SOL_SOCKET, SO_KEEPALIVE, 1);
+    if (config.tcp_keepidle > 0) set(IPPROTO_TCP, TCP_KEEPIDLE, config.tcp_keepidle);
+    if (config.tcp_keepintvl > 0) set(IPPROTO_TCP, TCP_KEEPINTVL, config.tcp_keepintvl);
+    if (config.tcp_keepcnt > 0) set(IPPROTO_TCP, TCP_KEEPCNT, config.tcp_keepcnt);
 }
 
 bool Stream::peer_address(sockaddr_storage& out) const {
@@ -292,7 +299,7 @@ bool Stream::raw_writev(const uv_buf_t* bufs, unsigned count) {
             written -= len;
             continue;
         }
-        out_queue_.append(protocol::ByteSpan(
+        pending_write().queued.append(protocol::ByteSpan(
             reinterpret_cast<const std::uint8_t*>(bufs[i].base) + written, len - written));
         written = 0;
     }
@@ -307,7 +314,6 @@ bool Stream::start_tls(const TlsContext& context, const std::string& server_host
                        protocol::ByteSpan initial) {
     tls_ = std::make_unique<TlsSession>(context, server_host);
     if (!tls_->error().empty()) {
-        tls_error_ = tls_->error();
         tls_failed_ = true;
         return false;
     }
@@ -322,7 +328,6 @@ bool Stream::start_tls(const TlsContext& context, const std::string& server_host
     tls_->set_output(nullptr);
     raw_write(out);
     if (status == TlsSession::Status::Failed) {
-        tls_error_ = tls_->error();
         tls_failed_ = true;
         return false;
     }
@@ -334,7 +339,7 @@ bool Stream::tls_handshaking() const { return tls_ && !tls_->established(); }
 void Stream::tls_fail(const std::string& error, bool in_handshake) {
     if (tls_failed_) return;
     tls_failed_ = true;
-    tls_error_ = error;
+    if (tls_ && error != tls_->error()) tls_->set_error(error);
     stop_reading();
     if (in_handshake) {
         handler_.on_stream_tls_ready(error);
@@ -456,13 +461,9 @@ bool Stream::tls_writev(const uv_buf_t* bufs, unsigned count) {
         for (unsigned i = 0; i < count && ok; ++i) ok = tls_->write(span_of(bufs[i]));
     }
     tls_->set_output(nullptr);
-    bool done = raw_write(staging);
-    if (!ok) {
-        // The session is broken; the peer will see garbage or nothing. Report it like a read
-        // failure would (the owner closes).
-        tls_error_ = tls_->error();
-    }
-    return done;
+    // A failed write (!ok) broke the session: the peer will see garbage or nothing. Its reason
+    // is the session's error (tls_error()), which the read side reports (the owner closes).
+    return raw_write(staging);
 }
 
 void Stream::send_close_notify() {
@@ -474,9 +475,19 @@ void Stream::send_close_notify() {
     raw_write(out);
 }
 
-void Stream::start_write() {
+Stream::PendingWrite& Stream::pending_write() {
     if (!write_) write_ = std::make_unique<PendingWrite>();
-    std::swap(write_->data, out_queue_);
+    return *write_;
+}
+
+const std::string& Stream::tls_error() const {
+    static const std::string none;
+    return tls_ ? tls_->error() : none;
+}
+
+void Stream::start_write() {
+    PendingWrite& pending = pending_write();
+    std::swap(pending.data, pending.queued);
     write_->req.data = this;
     auto data = write_->data.data();
     uv_buf_t buf = uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
@@ -493,8 +504,8 @@ void Stream::on_write(uv_write_t* req, int status) {
     self->write_in_flight_ = false;
     self->write_->data.clear();
     if (status == UV_ECANCELED || self->closing_) return;
-    if (status < 0) self->out_queue_.clear();  // broken socket: the read side reports it
-    if (!self->out_queue_.empty()) {
+    if (status < 0) self->write_->queued.clear();  // broken socket: the read side reports it
+    if (!self->write_->queued.empty()) {
         self->start_write();
         return;
     }
@@ -556,7 +567,8 @@ void Stream::close() {
     closing_ = true;
     lingering_ = false;
     input_.clear();
-    out_queue_.clear();
+    // The PendingWrite itself stays: libuv still owns its request until on_write(ECANCELED).
+    if (write_) write_->queued.clear();
     if (!initialized_) {
         handler_.on_stream_closed();
         return;

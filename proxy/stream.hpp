@@ -69,7 +69,11 @@ public:
     [[nodiscard]] int accept_from(uv_stream_t* listener);
     [[nodiscard]] int connect_tcp(const sockaddr* address);
     [[nodiscard]] int connect_pipe(const std::string& path);
-    void set_tcp_options(bool keepalive, int keepidle, int keepintvl, int keepcnt);
+    // TCP_NODELAY, and the configuration's tcp_keepalive, tcp_keepidle, tcp_keepintvl,
+    // tcp_keepcnt and tcp_user_timeout, as PgBouncer tunes its client and server sockets. They
+    // bound how long a peer that vanished without FIN or RST goes unnoticed (docs/deployment.md,
+    // "Network faults"). No-op for Unix sockets.
+    void apply_tcp_settings();
 
     void start_reading();
     void stop_reading();
@@ -87,7 +91,9 @@ public:
     bool write(protocol::ByteSpan data);
     bool write(std::string_view data) { return write(protocol::as_bytes(data)); }
     bool writev(const uv_buf_t* bufs, unsigned count);
-    [[nodiscard]] bool write_pending() const { return write_in_flight_ || !out_queue_.empty(); }
+    [[nodiscard]] bool write_pending() const {
+        return write_in_flight_ || (write_ && !write_->queued.empty());
+    }
 
     // Closes now; queued output is dropped.
     void close();
@@ -111,8 +117,9 @@ public:
     [[nodiscard]] bool tls_handshaking() const;
     // The session (nullptr without TLS), for its version, cipher and peer certificate.
     [[nodiscard]] const TlsSession* tls() const { return tls_.get(); }
-    // Why TLS failed, once it has (the stream then ends with UV_EPROTO).
-    [[nodiscard]] const std::string& tls_error() const { return tls_error_; }
+    // Why TLS failed, once it has (the stream then ends with UV_EPROTO); kept by the session, so
+    // that a plaintext connection carries no string for it.
+    [[nodiscard]] const std::string& tls_error() const;
 
     [[nodiscard]] uv_stream_t* handle() { return reinterpret_cast<uv_stream_t*>(&handle_); }
     [[nodiscard]] bool is_tcp() const { return is_tcp_; }
@@ -153,27 +160,29 @@ private:
         uv_tcp_t tcp;
         uv_pipe_t pipe;
     } handle_;
-    ByteBuffer input_;      // unconsumed input kept between reads
-    ByteBuffer out_queue_;  // output the kernel did not take yet, not handed to libuv
-    // The uv_write in flight and the bytes it sends: allocated only while the kernel is behind,
-    // so that an idle connection does not carry them (idle memory per client).
+    ByteBuffer input_;  // unconsumed input kept between reads
+    // Output the kernel did not take at once: the uv_write in flight with its bytes, and what
+    // queued up behind it. Allocated only while the kernel is behind, so that an idle connection
+    // carries one pointer (idle memory per client, docs/benchmarks.md).
     struct PendingWrite {
         uv_write_t req;
-        ByteBuffer data;
+        ByteBuffer data;    // handed to libuv (write_in_flight_)
+        ByteBuffer queued;  // not handed to libuv yet
     };
     std::unique_ptr<PendingWrite> write_;
+    PendingWrite& pending_write();  // allocates on first use
     std::unique_ptr<TlsSession> tls_;
-    std::string tls_error_;
-    bool is_tcp_ = true;
-    bool initialized_ = false;
-    bool reading_ = false;
-    bool dispatching_ = false;
-    bool redeliver_ = false;
-    bool write_in_flight_ = false;
-    bool closing_ = false;
-    bool lingering_ = false;
-    bool close_when_drained_ = false;
-    bool tls_failed_ = false;
+    // One bit each: thousands of idle connections carry them.
+    bool is_tcp_ : 1 = true;
+    bool initialized_ : 1 = false;
+    bool reading_ : 1 = false;
+    bool dispatching_ : 1 = false;
+    bool redeliver_ : 1 = false;
+    bool write_in_flight_ : 1 = false;
+    bool closing_ : 1 = false;
+    bool lingering_ : 1 = false;
+    bool close_when_drained_ : 1 = false;
+    bool tls_failed_ : 1 = false;
 };
 
 }  // namespace pgtether

@@ -105,6 +105,9 @@ class TlsSession {
 
     // Why the last call failed: OpenSSL's reasons, certificate verification problems first.
     [[nodiscard]] const std::string& error() const { return error_; }
+    // The connection failed for a reason outside the TLS library (plaintext where the handshake
+    // belongs): error() reports it from now on.
+    void set_error(std::string why) { error_ = std::move(why); }
 
     // ---- the established session ----
     [[nodiscard]] const char* protocol_version() const;

@@ -18,7 +18,7 @@ PGT_DEPS_CORE=(
     build-essential cmake pkg-config
     libuv1-dev libssl-dev libspdlog-dev libpq-dev doctest-dev
     postgresql postgresql-contrib pgbouncer python3-psycopg
-    procps iproute2 openssl
+    procps iproute2 openssl nftables
 )
 # Only needed for the libFuzzer targets (PGTETHER_FUZZ=ON): clang's fuzzer and sanitizer runtimes.
 PGT_DEPS_FUZZ=(clang libclang-rt-14-dev)

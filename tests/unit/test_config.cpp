@@ -466,7 +466,6 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
         at("reporting = ", "[databases] server_lifetime"),
         at("etl = ", "[users] query_timeout"),
         at("unix_socket_group =", "unix_socket_group"),
-        at("tcp_user_timeout =", "tcp_user_timeout"),
         at("track_extra_parameters =", "track_extra_parameters"),
     };
     CHECK(cfg->unsupported_keys == expected);
@@ -559,6 +558,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "tcp_keepidle",
                                             "tcp_keepintvl",
                                             "tcp_keepcnt",
+                                            "tcp_user_timeout",
                                             "log_connections",
                                             "log_disconnections",
                                             "log_pooler_errors",

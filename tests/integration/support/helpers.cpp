@@ -24,7 +24,7 @@ void send_query(Conn& conn, const std::string& sql) {
     }
 }
 
-std::optional<Result> wait_result(Conn& conn, std::chrono::milliseconds timeout) {
+std::optional<std::vector<Result>> wait_results(Conn& conn, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
         if (PQconsumeInput(conn.raw()) == 0) {
@@ -38,13 +38,19 @@ std::optional<Result> wait_result(Conn& conn, std::chrono::milliseconds timeout)
         pollfd pfd{PQsocket(conn.raw()), POLLIN, 0};
         poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 100)));
     }
-    std::optional<Result> last;
+    std::vector<Result> results;
     while (PGresult* res = PQgetResult(conn.raw())) {
-        last = Result::from(res);
+        results.push_back(Result::from(res));
         PQclear(res);
     }
-    if (!last) last = Result::client_error(conn.error());
-    return last;
+    if (results.empty()) results.push_back(Result::client_error(conn.error()));
+    return results;
+}
+
+std::optional<Result> wait_result(Conn& conn, std::chrono::milliseconds timeout) {
+    auto results = wait_results(conn, timeout);
+    if (!results) return std::nullopt;
+    return std::move(results->back());
 }
 
 std::vector<Result> exec_params_all(Conn& conn, const std::string& sql, const Params& params) {

@@ -24,6 +24,9 @@ void send_query(Conn& conn, const std::string& sql);
 // Waits up to `timeout` for the query sent with send_query() to complete and returns its last
 // result; nullopt if it is still running. A lost connection is a client-side error result.
 std::optional<Result> wait_result(Conn& conn, std::chrono::milliseconds timeout);
+// The same, every result in order (a FATAL ErrorResponse, then libpq's own "server closed the
+// connection unexpectedly").
+std::optional<std::vector<Result>> wait_results(Conn& conn, std::chrono::milliseconds timeout);
 
 // Extended protocol (unnamed statement, text parameters), every result until libpq's NULL. A
 // FATAL error followed by the closed connection gives two results; PQexec would keep only the

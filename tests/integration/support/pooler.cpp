@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tests/integration/support/netns.hpp"
 #include "tests/integration/support/pq.hpp"
 
 namespace pgtether::itest {
@@ -121,12 +122,19 @@ void PoolerProcess::start(std::chrono::milliseconds timeout) {
         options.argv.push_back(ini_path());
         options.log_path = dir() + "/" + name_ + ".log";
         options.as_daemon_user = true;
+        options.netns_fd = config_.netns_fd;
         process_ = std::make_unique<ChildProcess>(options);
 
+        auto accepts = [&] {
+            if (config_.netns_fd < 0) return port_accepts(host_, port_);
+            bool ok = false;
+            run_in_network_namespace(config_.netns_fd, [&] { ok = port_accepts(host_, port_); });
+            return ok;
+        };
         auto deadline = std::chrono::steady_clock::now() + timeout;
         while (process_->running() && std::chrono::steady_clock::now() < deadline) {
             // Connectable and still ours: another listener on the port would leave our child dead.
-            if (port_accepts(host_, port_) && process_->running()) return;
+            if (accepts() && process_->running()) return;
             std::this_thread::sleep_for(20ms);
         }
 
@@ -184,6 +192,12 @@ std::string PoolerProcess::conninfo(const std::string& user, const std::string& 
                                     const std::string& password, const std::string& extra) const {
     return make_conninfo(host_, port_, user.empty() ? env_.superuser : user,
                          dbname.empty() ? env_.database : dbname, password, extra);
+}
+
+std::string PoolerProcess::unix_conninfo(const std::string& user, const std::string& dbname,
+                                         const std::string& extra) const {
+    return make_conninfo(dir(), port_, user.empty() ? env_.superuser : user,
+                         dbname.empty() ? env_.database : dbname, "", extra);
 }
 
 Pgtether::Pgtether(PoolerConfig config, std::chrono::milliseconds start_timeout, const TestEnv& env)

@@ -34,6 +34,9 @@ struct PoolerConfig {
     std::optional<std::vector<std::pair<std::string, std::string>>> userlist;
     // Extra command-line arguments before the ini path (e.g. "-v").
     std::vector<std::string> extra_args;
+    // Run the pooler inside this network namespace (support/netns.hpp; not owned). Its TCP
+    // listener is then reachable only from inside; its Unix socket from anywhere.
+    int netns_fd = -1;
 };
 
 // The usual test pool: `pool_mode = mode`, `default_pool_size = size`, then `extra` (which may
@@ -73,10 +76,14 @@ class PoolerProcess {
     // SIGTERM, wait up to `grace`, SIGKILL; the wait status. Idempotent.
     std::optional<int> stop(std::chrono::milliseconds grace = 10s);
 
-    // libpq conninfo for connecting through this pooler (sslmode/gssencmode disabled).
+    // libpq conninfo for connecting through this pooler over TCP (sslmode/gssencmode disabled).
     [[nodiscard]] std::string conninfo(const std::string& user = "", const std::string& dbname = "",
                                        const std::string& password = "",
                                        const std::string& extra = "") const;
+    // The same over the pooler's Unix socket (in dir()).
+    [[nodiscard]] std::string unix_conninfo(const std::string& user = "",
+                                            const std::string& dbname = "",
+                                            const std::string& extra = "") const;
 
   protected:
     PoolerProcess(std::string name, std::string binary, const TestEnv& env, PoolerConfig config,

@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -188,6 +189,8 @@ ChildProcess::ChildProcess(const Options& options) {
             ::_exit(127);
         };
         ::setpgid(0, 0);  // a terminal's Ctrl-C reaches the test, which then stops us itself
+        // Before the credential change: entering a namespace needs CAP_SYS_ADMIN.
+        if (options.netns_fd >= 0 && ::setns(options.netns_fd, CLONE_NEWNET) != 0) fail(errno);
         if (::dup2(null_fd, STDIN_FILENO) < 0 || ::dup2(log_fd, STDOUT_FILENO) < 0 ||
             ::dup2(log_fd, STDERR_FILENO) < 0) {
             fail(errno);

@@ -59,6 +59,8 @@ class ChildProcess {
         std::vector<std::string> argv;  // argv[0] is the program path
         std::string log_path;
         bool as_daemon_user = false;  // drop to daemon_user() when running as root
+        // A network namespace (an open /proc/.../ns/net) the child enters before exec; -1: ours.
+        int netns_fd = -1;
     };
 
     // Throws std::runtime_error if fork or exec fails (exec errors are reported back over a
