@@ -46,8 +46,12 @@ public:
     Client(Worker& worker, bool tcp);
     ~Client();
 
-    // Accepts from the listener and starts reading. Returns false (and closes) on failure.
-    bool accept(uv_stream_t* listener);
+    // Accepts from the listener (or takes `accepted_fd`, a connection the listener accepted
+    // itself while draining) and starts reading. Returns false (and closes) on failure.
+    bool accept(uv_stream_t* listener, int accepted_fd = -1);
+    // Accepted while the worker drains (SHUTDOWN WAIT_FOR_CLIENTS): only the admin console may
+    // log in.
+    void restrict_to_console() { console_only_ = true; }
     // Closes the connection after sending `error` (when given) and logs the reason. With an
     // error, or with `flush`, what is queued for the client is sent before the socket closes.
     void close(const std::string& reason, const protocol::ErrorFields* error = nullptr,
@@ -249,6 +253,7 @@ private:
     bool direct_tls_ = false;        // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)
     std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
     bool tcp_ = true;
+    bool console_only_ = false;  // restrict_to_console()
     bool own_user_ = false;
     bool auth_query_found_no_user_ = false;
     bool input_paused_ = false;  // the server's socket is backed up
