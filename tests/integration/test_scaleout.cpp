@@ -429,3 +429,125 @@ TEST_CASE("session advisory locks stay exclusive across two instances in front o
     CHECK(entries == 6 * 15);
     CHECK(advisory_locks_held(key) == 0);
 }
+
+namespace {
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+        text.replace(at, from.size(), to);
+    return text;
+}
+
+// A shipped ini file made runnable here: its container paths moved into `dir`, the container
+// addresses and ports replaced by local ones.
+std::string localized(const std::string& text, const TempDir& dir, int port, int metrics_port,
+                      int peer_port1, int peer_port2) {
+    const auto& env = TestEnv::get();
+    std::string out = replace_all(text, "/etc/pgtether/secret", dir.path());
+    out = replace_all(out, "/etc/pgtether", dir.path());
+    out = replace_all(out, "/var/run/pgtether", dir.path());
+    out = replace_all(out, "host=postgres.default.svc.cluster.local port=5432",
+                      "host=" + env.pg_host + " port=" + std::to_string(env.pg_port));
+    out = replace_all(out, "host=postgres port=5432",
+                      "host=" + env.pg_host + " port=" + std::to_string(env.pg_port));
+    out = replace_all(out, "host=pgtether1 port=6432",
+                      "host=127.0.0.1 port=" + std::to_string(peer_port1));
+    out = replace_all(out, "host=pgtether2 port=6432",
+                      "host=127.0.0.1 port=" + std::to_string(peer_port2));
+    out = replace_all(out, "listen_addr = 0.0.0.0", "listen_addr = 127.0.0.1");
+    out = replace_all(out, "metrics_listen_addr = 0.0.0.0", "metrics_listen_addr = 127.0.0.1");
+    out = replace_all(out, "listen_port = 6432", "listen_port = " + std::to_string(port));
+    out = replace_all(out, "metrics_listen_port = 9127",
+                      "metrics_listen_port = " + std::to_string(metrics_port));
+    return out;
+}
+
+// The pgtether.ini embedded in docker/k8s/configmap.yaml (the block under `pgtether.ini: |`).
+std::string configmap_ini(const std::string& yaml) {
+    std::string out;
+    auto at = yaml.find("pgtether.ini: |\n");
+    REQUIRE(at != std::string::npos);
+    std::size_t line = at + std::string("pgtether.ini: |\n").size();
+    while (line < yaml.size()) {
+        auto end = yaml.find('\n', line);
+        std::string text = yaml.substr(line, end - line);
+        if (!text.empty() && text.rfind("    ", 0) != 0) break;
+        out += (text.size() >= 4 ? text.substr(4) : std::string()) + "\n";
+        if (end == std::string::npos) break;
+        line = end + 1;
+    }
+    return out;
+}
+
+std::unique_ptr<ChildProcess> start_shipped(const TempDir& dir, const std::string& ini, int port) {
+    ChildProcess::Options run;
+    run.argv = {TestEnv::get().pgtether_bin, "-v", dir.path() + "/" + ini};
+    run.log_path = dir.path() + "/pgtether.log";
+    run.as_daemon_user = true;
+    auto process = std::make_unique<ChildProcess>(run);
+    REQUIRE_MESSAGE(eventually([&] { return port_accepts("127.0.0.1", port); }, 10s),
+                    read_file(run.log_path));
+    return process;
+}
+
+}  // namespace
+
+TEST_CASE("the shipped docker/ and docker/k8s configurations start, peer and serve") {
+    const std::string source = std::string(PGT_SOURCE_DIR) + "/docker";
+    const auto& env = TestEnv::get();
+    const std::string userlist = read_file(source + "/userlist.txt");
+    REQUIRE_FALSE(userlist.empty());
+    const int port1 = free_port();
+    const int port2 = free_port();
+    // compose.yaml's two instances: pgtether.ini included by pgtether-1.ini / -2.ini.
+    std::vector<std::unique_ptr<TempDir>> dirs;
+    std::vector<std::unique_ptr<ChildProcess>> processes;
+    for (int i = 1; i <= 2; ++i) {
+        auto dir = std::make_unique<TempDir>("pgt-compose", env.tmp_dir);
+        const int port = i == 1 ? port1 : port2;
+        const int metrics = free_port();
+        dir->write_file("userlist.txt", userlist);
+        dir->write_file("pgtether.ini", localized(read_file(source + "/pgtether.ini"), *dir, port,
+                                                  metrics, port1, port2));
+        std::string own = "pgtether-" + std::to_string(i) + ".ini";
+        dir->write_file(own, localized(read_file(source + "/" + own), *dir, port, metrics, port1,
+                                       port2));
+        processes.push_back(start_shipped(*dir, own, port));
+        auto reply = http_get("127.0.0.1", metrics, "/metrics");
+        CHECK(reply.status == 200);
+        CHECK(reply.body.find("pgtether_") != std::string::npos);
+        dirs.push_back(std::move(dir));
+    }
+    // A client logs in with the userlist's password (SCRAM); its key names instance 1, and
+    // instance 2 knows its peer.
+    Conn client = Conn::must(make_conninfo("127.0.0.1", port1, "postgres", env.database, "postgres"));
+    CHECK(key_peer(client.backend_pid()) == 1);
+    Conn admin(make_conninfo("127.0.0.1", port2, "postgres", "pgbouncer", "postgres"));
+    REQUIRE_MESSAGE(admin.ok(), admin.error());
+    auto peers = admin.exec("SHOW PEERS");
+    PGT_CHECK_OK(peers);
+    CHECK(named_rows(peers).size() == 2);
+    auto config = admin.exec("SHOW CONFIG");
+    auto peer_id = find_row(config, "key", "peer_id");
+    REQUIRE(peer_id);
+    CHECK(cell(*peer_id, "value") == "2");
+    CHECK(scalar(client, "SELECT 'through compose instance 1'") == "through compose instance 1");
+    processes.clear();
+    dirs.clear();
+
+    // docker/k8s/configmap.yaml's pgtether.ini with secret.yaml's userlist.
+    TempDir k8s("pgt-k8s", env.tmp_dir);
+    const int port = free_port();
+    const int metrics = free_port();
+    k8s.write_file("userlist.txt", userlist);
+    k8s.write_file("pgtether.ini",
+                   localized(configmap_ini(read_file(source + "/k8s/configmap.yaml")), k8s, port,
+                             metrics, 0, 0));
+    auto pod = start_shipped(k8s, "pgtether.ini", port);
+    CHECK(http_get("127.0.0.1", metrics, "/metrics").status == 200);  // the probes' endpoint
+    Conn app = Conn::must(make_conninfo("127.0.0.1", port, "postgres", env.database, "postgres"));
+    CHECK(scalar(app, "SELECT 1") == "1");
+    // The preStop hook's login: user pgbouncer over the Unix socket, as pgtether's own OS user
+    // (test_compat covers that login; here the socket is where the hook looks for it).
+    CHECK(::access((k8s.path() + "/.s.PGSQL." + std::to_string(port)).c_str(), F_OK) == 0);
+}
