@@ -87,31 +87,17 @@ bool query_running(const std::string& query) {
                query + "'") != "0";
 }
 
-struct KeyData {
-    std::int32_t pid = 0;
-    std::int32_t secret = 0;
-};
+using wire::KeyData;
 
 KeyData key_data(const std::vector<BackendMessage>& hello) {
-    for (const auto& msg : hello) {
-        if (msg.type == 'K' && msg.body.size() == 8) {
-            auto be32 = [&](std::size_t at) {
-                std::uint32_t v = 0;
-                for (std::size_t i = 0; i < 4; ++i) {
-                    v = (v << 8) | static_cast<unsigned char>(msg.body[at + i]);
-                }
-                return static_cast<std::int32_t>(v);
-            };
-            return {be32(0), be32(4)};
-        }
-    }
-    FAIL("no BackendKeyData in the greeting: " << wire::describe(hello));
-    return {};
+    auto key = wire::backend_key_data(hello);
+    if (!key) FAIL("no BackendKeyData in the greeting: " << wire::describe(hello));
+    return key.value_or(KeyData{});
 }
 
 void send_cancel(const std::string& host, int port, KeyData key) {
     RawConn raw(host, port);
-    REQUIRE(raw.send(wire::cancel_request(key.pid, key.secret)));
+    REQUIRE(raw.send(wire::cancel_request(key.pid, key.key)));
     CHECK(raw.wait_closed());  // no reply; the receiver closes the connection
 }
 
@@ -300,7 +286,7 @@ TEST_CASE(
     std::int32_t unknown_peer = static_cast<std::int32_t>((0x12u << 24) | (7u << 16));
     send_cancel("127.0.0.1", peers.port2, {unknown_peer, 0x3});
     CHECK(peers.two->wait_for_log("could not find peer 7"));
-    send_cancel("127.0.0.1", peers.port2, {key.pid, key.secret & ~0x3});
+    send_cancel("127.0.0.1", peers.port2, {key.pid, key.key & ~0x3});
     CHECK(peers.two->wait_for_log("TTL was exhausted"));
 }
 
