@@ -202,9 +202,12 @@ TEST_CASE("so_reuseport takeover under pgbench: no failed transaction, no refuse
     };
     auto old_process = std::make_unique<Pgtether>(config());
     TempDir scratch("pgt-takeover", TestEnv::get().tmp_dir);
-    // A connection per transaction (-C): new connections keep arriving throughout the takeover.
+    // A connection per transaction (-C): new connections keep arriving throughout the takeover,
+    // at a bounded rate (-R): Linux resets a connection that completes its handshake on the old
+    // socket in the microseconds between its last accept and its close (docs/deployment.md,
+    // tcp_migrate_req), a window that pgbench at full speed could hit.
     Pgbench reconnecting(scratch.path(), "reconnecting", port,
-                         {"-S", "-C", "-c", "4", "-j", "2", "-T", "12"});
+                         {"-S", "-C", "-c", "4", "-j", "2", "-T", "12", "-R", "300"});
     // Long-lived connections: they stay on the old process until pgbench ends.
     Pgbench persistent(scratch.path(), "persistent", port, {"-S", "-c", "2", "-T", "12"});
     std::this_thread::sleep_for(3s);
