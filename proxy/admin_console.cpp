@@ -1,6 +1,7 @@
 #include "proxy/admin_console.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include <spdlog/spdlog.h>
@@ -278,7 +279,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
     const std::string& arg = command.argument;
     bool ok = true;
 
-    if (verb == "reload" || verb == "shutdown" || verb == "suspend") {
+    if (verb == "reload" || verb == "suspend") {
         if (!arg.empty()) return syntax_error();
     }
     if (verb == "reload") {
@@ -292,9 +293,25 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         }
         complete("RELOAD");
     } else if (verb == "shutdown") {
-        spdlog::info("{}: SHUTDOWN command issued", client_.describe());
+        // PgBouncer 1.23's forms: SHUTDOWN, SHUTDOWN WAIT_FOR_SERVERS, SHUTDOWN WAIT_FOR_CLIENTS.
+        auto mode = Worker::ShutdownMode::Graceful;
+        std::string form = "SHUTDOWN";
+        if (!arg.empty()) {
+            std::string upper = arg;
+            for (auto& c : upper)
+                c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            if (upper == "WAIT_FOR_SERVERS") {
+                mode = Worker::ShutdownMode::WaitForServers;
+            } else if (upper == "WAIT_FOR_CLIENTS") {
+                mode = Worker::ShutdownMode::WaitForClients;
+            } else {
+                return syntax_error();
+            }
+            form += " " + upper;
+        }
+        spdlog::info("{}: {} command issued", client_.describe(), form);
         complete("SHUTDOWN");
-        worker_.begin_shutdown();
+        worker_.begin_shutdown(mode);
     } else if (verb == "suspend") {
         send_error(sqlstate::kFeatureNotSupported,
                    "SUSPEND is not supported by pgtether: it has no online restart to suspend "

@@ -822,6 +822,17 @@ void show_dns(std::string& out, bool hosts) {
     }
 }
 
+// PgBouncer 1.19's SHOW PEERS: the [peers] entries (pool_size: as configured, else
+// default_pool_size, which is what PgBouncer shows).
+void show_peers(const Worker& worker, std::string& out) {
+    ResultSet rs(out, {{"peer_id", kInt4}, {"host", kText}, {"port", kInt4}, {"pool_size", kInt4}});
+    const auto& config = worker.config();
+    for (const auto& [id, peer] : config.peers) {
+        rs.row({number(id), text(peer.host), number(peer.port),
+                number(peer.pool_size.value_or(config.default_pool_size))});
+    }
+}
+
 }  // namespace
 
 ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out) {
@@ -863,7 +874,9 @@ ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out)
         show_sockets(worker, out, what == "active_sockets");
     } else if (what == "fds") {
         show_fds(worker, out);
-    } else if (what == "peers" || what == "peer_pools") {
+    } else if (what == "peers") {
+        show_peers(worker, out);
+    } else if (what == "peer_pools") {
         return ShowOutcome::Unsupported;
     } else {
         return ShowOutcome::Unknown;
@@ -876,7 +889,7 @@ std::string admin_help_text() {
            "\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION\n"
            "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS\n"
            "\tSHOW SOCKETS|ACTIVE_SOCKETS|FDS\n"
-           "\tSHOW DNS_HOSTS|DNS_ZONES\n"
+           "\tSHOW PEERS|DNS_HOSTS|DNS_ZONES\n"
            "\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n"
            "\tSET key = arg\n"
            "\tRELOAD\n"
@@ -887,7 +900,7 @@ std::string admin_help_text() {
            "\tRECONNECT [<db>]\n"
            "\tKILL [<db>]\n"
            "\tKILL_CLIENT <client_id>\n"
-           "\tSHUTDOWN\n"
+           "\tSHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]\n"
            "\tWAIT_CLOSE [<db>]";
 }
 

@@ -2,8 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "protocol/startup.hpp"
+#include "proxy/config.hpp"
 #include "proxy/server.hpp"
+#include "proxy/server_address.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -15,9 +16,31 @@ CancelForwarder::CancelForwarder(Worker& worker, Server& target)
     worker_.register_cancel(*this);
 }
 
+CancelForwarder::CancelForwarder(Worker& worker, const PeerConfig& peer,
+                                 const protocol::CancelKey& key)
+    : worker_(worker),
+      target_(nullptr),
+      stream_(worker, *this),
+      request_(protocol::build_cancel_request(key)),
+      peer_host_(peer.host),
+      peer_port_(peer.port),
+      peer_id_(peer.id) {
+    worker_.register_cancel(*this);
+}
+
 CancelForwarder::~CancelForwarder() { worker_.unregister_cancel(*this); }
 
 void CancelForwarder::start() {
+    if (!peer_host_.empty()) {
+        // A peer is reached like a side connection: Unix socket directory, IP literal or a
+        // name resolved now (proxy/server_address.hpp).
+        bool unix_socket = false;
+        std::string error =
+            start_side_connect(stream_, worker_.loop(), peer_host_, peer_port_, worker_.config(),
+                               this, on_resolved, unix_socket, resolving_);
+        if (!error.empty()) fail(error);
+        return;
+    }
     int rc;
     if (target_->address_is_unix()) {
         rc = stream_.init_pipe();
@@ -26,24 +49,52 @@ void CancelForwarder::start() {
         rc = stream_.init_tcp();
         if (rc == 0) rc = stream_.connect_tcp(reinterpret_cast<const sockaddr*>(&target_->address()));
     }
-    if (rc != 0) {
-        spdlog::warn("cannot connect to forward a cancel request: {}", uv_strerror(rc));
-        finish();
+    if (rc != 0) fail(std::string("cannot connect: ") + uv_strerror(rc));
+}
+
+void CancelForwarder::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+    auto* self = static_cast<CancelForwarder*>(req->data);
+    delete req;
+    self->resolving_ = false;
+    if (self->finished_) {
+        uv_freeaddrinfo(res);
+        self->maybe_delete();
+        return;
     }
+    if (status != 0 || res == nullptr) {
+        uv_freeaddrinfo(res);
+        self->fail("cannot resolve " + self->peer_host_ + ": " +
+                   uv_strerror(status != 0 ? status : UV_EAI_NONAME));
+        return;
+    }
+    if (auto error = connect_side_tcp(self->stream_, res->ai_addr); !error.empty()) {
+        self->fail(error);
+    }
+    uv_freeaddrinfo(res);
 }
 
 void CancelForwarder::on_stream_connected(int status) {
+    if (finished_) return;
     if (status != 0) {
-        spdlog::warn("cannot connect to forward a cancel request: {}", uv_strerror(status));
-        finish();
+        fail(std::string("cannot connect: ") + uv_strerror(status));
         return;
     }
     stream_.write(request_);
-    // The postmaster closes the connection once it has signalled the backend.
+    // The postmaster (or the peer) closes the connection once it has handled the request.
     stream_.start_reading();
 }
 
 void CancelForwarder::on_stream_end(int) { finish(); }
+
+void CancelForwarder::fail(const std::string& why) {
+    if (peer_host_.empty()) {
+        spdlog::warn("cannot forward a cancel request: {}", why);
+    } else {
+        spdlog::warn("cannot forward a cancel request to peer {} ({}:{}): {}", peer_id_, peer_host_,
+                     peer_port_, why);
+    }
+    finish();
+}
 
 void CancelForwarder::finish() {
     if (finished_) return;
@@ -55,6 +106,13 @@ void CancelForwarder::finish() {
     stream_.close();
 }
 
-void CancelForwarder::on_stream_closed() { delete this; }
+void CancelForwarder::on_stream_closed() {
+    stream_closed_ = true;
+    maybe_delete();
+}
+
+void CancelForwarder::maybe_delete() {
+    if (stream_closed_ && !resolving_) delete this;
+}
 
 }  // namespace pgtether

@@ -24,8 +24,9 @@ public:
         Client* client = nullptr;
     };
 
-    // A fresh, unique key for a client.
-    protocol::CancelKey add(Worker& worker, Client& client);
+    // A fresh, unique key for a client; with peering (`peer_id` > 0) the key carries the peer id
+    // as PgBouncer's do (core/peering.hpp).
+    protocol::CancelKey add(Worker& worker, Client& client, int peer_id);
     void remove(const protocol::CancelKey& key);
     [[nodiscard]] std::optional<Entry> find(const protocol::CancelKey& key) const;
 

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/peering.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
@@ -45,10 +46,13 @@ Client::Client(Worker& worker, bool tcp)
 
 Client::~Client() { worker_.unregister_client(*this); }
 
-bool Client::accept(uv_stream_t* listener) {
+bool Client::accept(uv_stream_t* listener, int accepted_fd) {
     int rc = tcp_ ? stream_.init_tcp() : stream_.init_pipe();
-    if (rc != 0) return false;
-    if (stream_.accept_from(listener) != 0) {
+    if (rc != 0) {
+        if (accepted_fd >= 0) ::close(accepted_fd);
+        return false;
+    }
+    if ((accepted_fd >= 0 ? stream_.adopt(accepted_fd) : stream_.accept_from(listener)) != 0) {
         stream_.close();
         return false;
     }
@@ -328,6 +332,12 @@ void Client::on_authenticated() {
         start_admin_session();
         return;
     }
+    // SHUTDOWN WAIT_FOR_CLIENTS keeps the Unix socket open for the admin console only, as
+    // PgBouncer does.
+    if (console_only_) {
+        fail(protocol::sqlstate::kCannotConnectNow, "pgtether is shutting down");
+        return;
+    }
     // The database is looked up only after authentication, as PostgreSQL does, so that an
     // unauthenticated client cannot probe which databases exist.
     auto found = worker_.resolve_database(database_);
@@ -354,7 +364,7 @@ void Client::on_authenticated() {
     pool_ = &worker_.pool_for(resolved, server_user);
     if (auth_ && resolved.user.empty()) pool_->learn_client_credentials(*auth_);
     auth_.reset();
-    cancel_key_ = worker_.cancels().add(worker_, *this);
+    cancel_key_ = worker_.cancels().add(worker_, *this, worker_.config().peer_id);
     has_cancel_key_ = true;
     if (pool_->has_welcome()) {
         finish_login();
@@ -375,7 +385,7 @@ void Client::start_admin_session() {
         return;
     }
     admin_ = std::move(session);
-    cancel_key_ = worker_.cancels().add(worker_, *this);
+    cancel_key_ = worker_.cancels().add(worker_, *this, worker_.config().peer_id);
     has_cancel_key_ = true;
     admin_->send_welcome(cancel_key_);
     set_state(State::Idle);
@@ -420,8 +430,28 @@ void Client::finish_login() {
 // ---------------------------------------------------------------------------------------------
 // Cancel requests
 
-void Client::handle_cancel_request(const protocol::CancelKey& key) {
+void Client::handle_cancel_request(const protocol::CancelKey& received) {
     // A cancel request arrives on its own connection; it gets no reply (protocol §55.2.8).
+    // With peering, a key another process issued goes on to that process (core/peering.hpp).
+    const auto& config = worker_.config();
+    CancelRoute route = route_cancel(received, config.peer_id);
+    if (route.action != CancelRoute::Action::Local) {
+        auto peer = config.peers.find(route.peer);
+        if (route.action == CancelRoute::Action::Drop) {
+            spdlog::warn("{}: failed to forward cancel request because its TTL was exhausted",
+                         describe());
+        } else if (peer == config.peers.end()) {
+            spdlog::warn("{}: could not find peer {} to forward cancel request to", describe(),
+                         route.peer);
+        } else {
+            spdlog::debug("{}: forwarding cancel request to peer {}", describe(), route.peer);
+            worker_.forward_cancel_to_peer(peer->second, route.key);
+        }
+        set_state(State::Closing);
+        stream_.close();
+        return;
+    }
+    const protocol::CancelKey& key = route.key;
     auto entry = worker_.cancels().find(key);
     if (entry && entry->worker == &worker_) {
         Client* target = entry->client;

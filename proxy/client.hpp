@@ -47,8 +47,12 @@ public:
     Client(Worker& worker, bool tcp);
     ~Client();
 
-    // Accepts from the listener and starts reading. Returns false (and closes) on failure.
-    bool accept(uv_stream_t* listener);
+    // Accepts from the listener (or takes `accepted_fd`, a connection the listener accepted
+    // itself while draining) and starts reading. Returns false (and closes) on failure.
+    bool accept(uv_stream_t* listener, int accepted_fd = -1);
+    // Accepted while the worker drains (SHUTDOWN WAIT_FOR_CLIENTS): only the admin console may
+    // log in.
+    void restrict_to_console() { console_only_ = true; }
     // Closes the connection after sending `error` (when given) and logs the reason. With an
     // error, or with `flush`, what is queued for the client is sent before the socket closes.
     void close(const std::string& reason, const protocol::ErrorFields* error = nullptr,
@@ -239,6 +243,7 @@ private:
     // (idle memory per client, docs/benchmarks.md).
     bool tcp_ : 1 = true;
     bool own_user_ : 1 = false;
+    bool console_only_ : 1 = false;  // restrict_to_console()
     bool auth_query_found_no_user_ : 1 = false;
     bool input_paused_ : 1 = false;  // the server's socket is backed up
     bool has_cancel_key_ : 1 = false;

@@ -20,6 +20,7 @@
 #include <utility>
 #include <variant>
 
+#include "core/peering.hpp"
 #include "proxy/config_keys.hpp"
 #include "proxy/config_values.hpp"
 #include "proxy/ini_file.hpp"
@@ -380,7 +381,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("max_user_client_connections", Kind::Int, kIgnored, "0"),  // 1.24
         key<C>("max_user_connections", Kind::Int, kHonoured, "0", &C::max_user_connections),
         key<C>("min_pool_size", Kind::Int, kHonoured, "0", &C::min_pool_size),
-        key<C>("peer_id", Kind::Int, kIgnored, "0").range(0, 16383),  // 1.19
+        key<C>("peer_id", Kind::Int, kHonoured, "0", &C::peer_id).range(0, 16383).fixed(),  // 1.19
         key<C>("pidfile", Kind::String, kHonoured, "", &C::pidfile).fixed(),
         key<C>("pkt_buf", Kind::Int, kHonoured, "4096", &C::pkt_buf).range(1, kIntMax).fixed(),
         key<C>("pool_mode", Kind::Choice, kHonoured, "session", &C::pool_mode).among(kPoolModes),
@@ -417,7 +418,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("server_tls_sslmode", Kind::Choice, kHonoured, "disable", &C::server_tls_sslmode)
             .among(kSslModes),
         key<C>("service_name", Kind::String, kIgnored, "pgbouncer").fixed(),  // Windows only
-        key<C>("so_reuseport", Kind::Bool, kIgnored, "0", &C::so_reuseport).fixed(),
+        key<C>("so_reuseport", Kind::Bool, kHonoured, "0", &C::so_reuseport).fixed(),
         key<C>("stats_period", Kind::IntSeconds, kHonoured, "60", &C::stats_period)
             .range(1, kIntMax),
         key<C>("stats_users", Kind::List, kHonoured, "", &C::stats_users),
@@ -539,14 +540,15 @@ const std::vector<KeySpec<U>>& user_keys() {
     return keys;
 }
 
-// [peers] entries are validated but not stored: pgtether has no peering.
-struct Peer {};
-
-const std::vector<KeySpec<Peer>>& peer_keys() {
-    static const std::vector<KeySpec<Peer>> keys = {
-        key<Peer>("host", Kind::String, kIgnored, std::nullopt),
-        key<Peer>("port", Kind::Decimal, kIgnored, std::nullopt).range(1, 65535),
-        key<Peer>("pool_size", Kind::Decimal, kIgnored, std::nullopt),
+// [peers] entries (PgBouncer 1.19): where CancelRequests for another peer's keys go. pool_size
+// bounds PgBouncer's connections to a peer; pgtether opens one short connection per forwarded
+// cancel, so it is recognised and reported.
+const std::vector<KeySpec<PeerConfig>>& peer_keys() {
+    using P = PeerConfig;
+    static const std::vector<KeySpec<P>> keys = {
+        key<P>("host", Kind::String, kHonoured, std::nullopt, &P::host),
+        key<P>("port", Kind::Decimal, kHonoured, "6432", &P::port).range(1, 65535),
+        key<P>("pool_size", Kind::Decimal, kIgnored, std::nullopt, &P::pool_size),
     };
     return keys;
 }
@@ -925,18 +927,21 @@ class Loader {
     }
 
     void set_peer(const IniEntry& e, std::size_t seq) {
-        auto id = parse_decimal(e.name, 1, 65535);
+        auto id = parse_decimal(e.name, 1, kMaxPeerId);
         if (!id) {
             throw ConfigError(e.file, e.line, e.name, "a [peers] key is a peer id: " + id.error);
         }
-        Peer peer;
-        std::vector<Note> per_key_notes;  // unused: the section is reported as a whole
-        auto pairs = apply_connstring(peer, peer_keys(), e, seq, "[peers]", per_key_notes);
+        PeerConfig peer;
+        peer.id = static_cast<int>(*id.value);
+        peer.source_file = e.file;
+        peer.source_line = e.line;
+        std::vector<Note> notes;
+        auto pairs = apply_connstring(peer, peer_keys(), e, seq, "[peers]", notes);
         bool has_host = std::any_of(pairs.begin(), pairs.end(),
                                     [](const auto& kv) { return kv.first == "host"; });
         if (!has_host) throw ConfigError(e.file, e.line, e.name, "a peer needs host=");
-        // The whole section is one unsupported feature: report it once, at its first entry.
-        if (!peers_note_) peers_note_ = Note{e.file, e.line, seq, "[peers]"};
+        peer_notes_[peer.id] = std::move(notes);
+        cfg_.peers[peer.id] = std::move(peer);  // a repeated id: the last entry wins
     }
 
     static bool before(const Note& a, const Note& b) {
@@ -974,9 +979,10 @@ class Loader {
             collect(list);
         for (const auto& [name, list] : user_notes_)
             collect(list);
+        for (const auto& [id, list] : peer_notes_)
+            collect(list);
         for (auto& [key, note] : first_use)
             notes.push_back(note);
-        if (peers_note_) notes.push_back(*peers_note_);
 
         std::sort(notes.begin(), notes.end(), before);
         for (const auto& n : notes) {
@@ -993,7 +999,7 @@ class Loader {
     std::optional<Note> auth_type_note_;
     std::map<std::string, std::vector<Note>> database_notes_;  // by database name
     std::map<std::string, std::vector<Note>> user_notes_;      // by user name
-    std::optional<Note> peers_note_;
+    std::map<int, std::vector<Note>> peer_notes_;              // by peer id
 };
 
 }  // namespace

@@ -90,6 +90,17 @@ struct UserConfig {
     std::optional<int> max_user_connections;
 };
 
+// One [peers] entry (PgBouncer 1.19 peering): another pgtether or PgBouncer process whose cancel
+// keys carry `id` (core/peering.hpp). host is a name, an IP address or a Unix socket directory.
+struct PeerConfig {
+    int id = 0;
+    std::string host;
+    int port = 6432;
+    std::optional<int> pool_size;  // recognised, not used (docs/configuration.md)
+    std::string source_file;
+    int source_line = 0;
+};
+
 struct Config {
     std::string config_file;  // absolute path of the main file
 
@@ -152,7 +163,8 @@ struct Config {
     int max_prepared_statements = 200;  // per backend; 0 disables statement translation
     int listen_backlog = 128;
     int sbuf_loopcnt = 5;
-    bool so_reuseport = false;
+    bool so_reuseport = false;  // SO_REUSEPORT on the TCP listeners (docs/deployment.md)
+    int peer_id = 0;            // this process's id among its [peers]; 0 = no peering
     bool tcp_defer_accept = true;
     int tcp_socket_buffer = 0;
     bool tcp_keepalive = true;
@@ -213,6 +225,8 @@ struct Config {
     std::vector<DatabaseConfig> databases;  // in file order, without the "*" entry
     std::optional<DatabaseConfig> fallback_database;
     std::map<std::string, UserConfig> users;
+    // --- [peers], by peer id ---
+    std::map<int, PeerConfig> peers;
 
     // Recognised PgBouncer keys that pgtether accepts but does not act on, as
     // "FILE:LINE: KEY: recognised but not supported by pgtether", in file order. main() logs each once.

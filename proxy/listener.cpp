@@ -1,8 +1,10 @@
 #include "proxy/listener.hpp"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <stdexcept>
 
 #include "proxy/worker.hpp"
@@ -17,13 +19,22 @@ namespace {
 
 }  // namespace
 
-void Listener::listen_tcp(const sockaddr* address, const std::string& name, int backlog) {
+void Listener::listen_tcp(const sockaddr* address, const std::string& name, int backlog,
+                          bool reuseport) {
     tcp_ = true;
     name_ = name;
-    int rc = uv_tcp_init(worker_.loop(), &handle_.tcp);
+    // uv_tcp_init_ex creates the socket now, so that options can be set before bind (libuv 1.44
+    // has no UV_TCP_REUSEPORT flag).
+    int rc = uv_tcp_init_ex(worker_.loop(), &handle_.tcp, address->sa_family);
     if (rc != 0) fail("create socket for", name, rc);
     open_ = true;
     handle_.tcp.data = this;
+    if (reuseport) {
+        int on = 1;
+        if (::setsockopt(fd(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+            fail("set SO_REUSEPORT on", name, -errno);
+        }
+    }
     // IPv6 sockets only take IPv6 so that "*" can bind 0.0.0.0 and :: side by side.
     unsigned flags = address->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0;
     rc = uv_tcp_bind(&handle_.tcp, address, flags);
@@ -46,6 +57,11 @@ void Listener::listen_unix(const std::string& path, int mode, int backlog) {
     if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&handle_.pipe), backlog, on_connection);
     if (rc != 0) fail("listen on", path, rc);
     ::chmod(path.c_str(), static_cast<mode_t>(mode));
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+        unix_dev_ = st.st_dev;
+        unix_ino_ = st.st_ino;
+    }
 }
 
 void Listener::on_connection(uv_stream_t* handle, int status) {
@@ -70,7 +86,27 @@ void Listener::close() {
     if (!open_) return;
     open_ = false;
     uv_close(reinterpret_cast<uv_handle_t*>(&handle_), nullptr);
-    if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+    struct stat st {};
+    if (!unix_path_.empty() && ::stat(unix_path_.c_str(), &st) == 0 && st.st_dev == unix_dev_ &&
+        st.st_ino == unix_ino_) {
+        ::unlink(unix_path_.c_str());
+    }
+}
+
+void Listener::drain_and_close() {
+    int listen_fd = fd();
+    if (listen_fd < 0) return;
+    // Bounded, so that a flood of connections cannot keep the loop here.
+    constexpr int kMaxDrained = 10'000;
+    for (int i = 0; i < kMaxDrained; ++i) {
+        int client_fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (client_fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            break;  // EAGAIN: the queue is empty (or an error we cannot help)
+        }
+        worker_.accept_client(reinterpret_cast<uv_stream_t*>(&handle_), tcp_, client_fd);
+    }
+    close();
 }
 
 }  // namespace pgtether

@@ -1,6 +1,7 @@
 // A listening socket (TCP address or Unix socket) that hands accepted connections to its worker.
 #pragma once
 
+#include <sys/types.h>
 #include <uv.h>
 
 #include <string>
@@ -15,11 +16,17 @@ public:
     Listener(const Listener&) = delete;
     Listener& operator=(const Listener&) = delete;
 
-    // Throw std::runtime_error naming the address when binding or listening fails.
-    void listen_tcp(const sockaddr* address, const std::string& name, int backlog);
+    // Throw std::runtime_error naming the address when binding or listening fails. With
+    // `reuseport` the socket gets SO_REUSEPORT first, so that other processes (a second
+    // pgtether, PgBouncer) may listen on the same address and the kernel spreads connections.
+    void listen_tcp(const sockaddr* address, const std::string& name, int backlog, bool reuseport);
     void listen_unix(const std::string& path, int mode, int backlog);
     // Stops accepting; the object may be destroyed after the loop ran once more.
     void close();
+    // Stops accepting without dropping anyone: first accepts, as clients, the connections the
+    // kernel has already queued for this socket (closing a listening socket resets them), then
+    // closes it. With SO_REUSEPORT, connections arriving afterwards go to the other listeners.
+    void drain_and_close();
     [[nodiscard]] const std::string& name() const { return name_; }
     // The listening socket's descriptor, -1 once closed (SHOW FDS).
     [[nodiscard]] int fd() const;
@@ -39,6 +46,10 @@ private:
     bool open_ = false;
     std::string name_;
     std::string unix_path_;
+    // The socket file we bound (device, inode): at close it is removed only if it is still
+    // ours, not one a successor bound at the same path meanwhile.
+    dev_t unix_dev_ = 0;
+    ino_t unix_ino_ = 0;
 };
 
 }  // namespace pgtether

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -44,6 +45,12 @@ int Stream::init_pipe() {
 }
 
 int Stream::accept_from(uv_stream_t* listener) { return uv_accept(listener, handle()); }
+
+int Stream::adopt(int fd) {
+    int rc = is_tcp_ ? uv_tcp_open(&handle_.tcp, fd) : uv_pipe_open(&handle_.pipe, fd);
+    if (rc != 0) ::close(fd);
+    return rc;
+}
 
 int Stream::connect_tcp(const sockaddr* address) {
     auto* req = new uv_connect_t;

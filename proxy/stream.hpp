@@ -67,6 +67,8 @@ public:
     [[nodiscard]] int init_tcp();
     [[nodiscard]] int init_pipe();
     [[nodiscard]] int accept_from(uv_stream_t* listener);
+    // Takes an already accepted socket (closed here if libuv cannot take it).
+    [[nodiscard]] int adopt(int fd);
     [[nodiscard]] int connect_tcp(const sockaddr* address);
     [[nodiscard]] int connect_pipe(const std::string& path);
     // TCP_NODELAY, and the configuration's tcp_keepalive, tcp_keepidle, tcp_keepintvl,

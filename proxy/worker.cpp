@@ -105,7 +105,8 @@ void Worker::start() {
             for (addrinfo* ai = result; ai; ai = ai->ai_next) {
                 auto listener = std::make_unique<Listener>(*this);
                 try {
-                    listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog);
+                    listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog,
+                                         config.so_reuseport);
                 } catch (...) {
                     listener->close();
                     listeners_.push_back(std::move(listener));
@@ -152,11 +153,15 @@ void Worker::run() {
 // ---------------------------------------------------------------------------------------------
 // Clients and servers
 
-void Worker::accept_client(uv_stream_t* listener, bool tcp) {
+void Worker::accept_client(uv_stream_t* listener, bool tcp, int accepted_fd) {
     auto* client = new Client(*this, tcp);
-    if (!client->accept(listener)) return;  // closed and freed by the client itself
+    if (!client->accept(listener, accepted_fd)) return;  // closed and freed by the client itself
     stats_.clients_accepted++;
-    if (shutting_down_) {
+    // While draining (SHUTDOWN WAIT_FOR_CLIENTS), clients the listeners had already queued are
+    // served, and the Unix socket stays open for the admin console (Client::on_authenticated
+    // refuses everything else).
+    if (draining() && accepted_fd < 0 && !tcp) client->restrict_to_console();
+    if (shutting_down_ && !(draining() && (accepted_fd >= 0 || !tcp))) {
         client->fail(protocol::sqlstate::kCannotConnectNow, "pgtether is shutting down");
         return;
     }
@@ -230,6 +235,11 @@ void Worker::forward_cancel(Server& server) {
     forwarder->start();
 }
 
+void Worker::forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key) {
+    auto* forwarder = new CancelForwarder(*this, peer, key);
+    forwarder->start();
+}
+
 void Worker::register_cancel(CancelForwarder& forwarder) {
     registry_->cancels.push_back(forwarder);
 }
@@ -250,11 +260,25 @@ void Worker::on_janitor(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->
 
 void Worker::janitor() {
     std::uint64_t now = now_ms();
+    if (draining() && registry_->clients.empty()) {
+        // The last client has left: close the servers and everything else, then stop.
+        spdlog::info("shutting down: all clients have disconnected");
+        shutdown_mode_ = ShutdownMode::Graceful;
+        shutdown_deadline_ms_ = now + kShutdownGraceMs;
+        close_everything();
+    }
+    // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left.
+    const bool closing_clients = shutting_down();
+    const bool failing_waiters = shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
     registry_->clients.for_each([&](Client& client) {
-        if (shutting_down_ && (client.state() == Client::State::Idle ||
-                               client.state() == Client::State::Startup ||
-                               client.state() == Client::State::AuthLookup ||
-                               client.state() == Client::State::Auth)) {
+        if (failing_waiters && client.state() == Client::State::Waiting) {
+            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            return;
+        }
+        if (closing_clients &&
+            (client.state() == Client::State::Idle || client.state() == Client::State::Startup ||
+             client.state() == Client::State::AuthLookup ||
+             client.state() == Client::State::Auth)) {
             client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
             return;
         }
@@ -264,8 +288,8 @@ void Worker::janitor() {
     auth_lookups_->janitor(now);
     lock_catalog_->tick(now);
     control_->tick();
-    if (shutting_down_) {
-        if (now >= shutdown_deadline_ms_) {
+    if (closing_clients) {
+        if (shutdown_deadline_ms_ != 0 && now >= shutdown_deadline_ms_) {
             registry_->clients.for_each([&](Client& client) {
                 client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
             });
@@ -347,26 +371,51 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     }
 }
 
-void Worker::begin_shutdown() {
+void Worker::begin_shutdown(ShutdownMode mode) {
     if (shutting_down_) {
-        // A second signal: stop waiting.
+        // A second signal or command: stop waiting (PgBouncer: an immediate shutdown).
+        if (shutdown_mode_ == ShutdownMode::WaitForClients) close_everything();
+        shutdown_mode_ = ShutdownMode::Graceful;
         shutdown_deadline_ms_ = now_ms();
         janitor();
         return;
     }
     shutting_down_ = true;
-    shutdown_deadline_ms_ = now_ms() + kShutdownGraceMs;
-    lock_catalog_->shutdown();
-    spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
-                 kShutdownGraceMs / 1000);
-    for (auto& listener : listeners_) listener->close();
-    if (metrics_) metrics_->close();
-    auth_lookups_->close_all();
+    shutdown_mode_ = mode;
+    if (mode == ShutdownMode::WaitForClients) {
+        // Stop accepting on TCP, without resetting the connections the kernel has queued; the
+        // Unix socket stays open for the admin console. Clients keep their sessions, pools keep
+        // serving them; the process exits when the last client has left.
+        spdlog::info("shutting down: no new connections; waiting for {} clients to disconnect",
+                     client_count());
+        for (auto& listener : listeners_) {
+            if (listener->is_tcp()) listener->drain_and_close();
+        }
+        return;
+    }
+    if (mode == ShutdownMode::WaitForServers) {
+        shutdown_deadline_ms_ = 0;  // no bound: as long as the transactions take
+        spdlog::info("shutting down: no new connections; waiting for transactions to finish");
+    } else {
+        shutdown_deadline_ms_ = now_ms() + kShutdownGraceMs;
+        spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
+                     kShutdownGraceMs / 1000);
+    }
+    close_everything();
     janitor();
 }
 
+void Worker::close_everything() {
+    lock_catalog_->shutdown();
+    for (auto& listener : listeners_) listener->close();
+    if (metrics_) metrics_->close();
+    auth_lookups_->close_all();
+}
+
 void Worker::maybe_finish_shutdown() {
-    if (!shutting_down_ || stopped_ || !registry_->clients.empty() ||
+    // While draining, the janitor notices the last client's departure (not this call, which
+    // may come from inside a client's destructor) and then shuts down as usual.
+    if (!shutting_down() || stopped_ || !registry_->clients.empty() ||
         !registry_->servers.empty() || !registry_->cancels.empty()) {
         return;
     }

@@ -15,6 +15,7 @@
 
 #include <uv.h>
 
+#include "protocol/startup.hpp"
 #include "proxy/auth_file.hpp"
 #include "proxy/config.hpp"
 #include "proxy/prepared_statements.hpp"
@@ -50,8 +51,14 @@ public:
     void start();
     // Runs the loop until shutdown completes.
     void run();
-    // SIGINT/SIGTERM: stop accepting, let running transactions finish (bounded), then stop.
-    void begin_shutdown();
+    // How a shutdown waits (docs/admin.md, SHUTDOWN).
+    enum class ShutdownMode {
+        Graceful,        // SIGINT/SIGTERM, SHUTDOWN: running transactions get 10 s
+        WaitForServers,  // SHUTDOWN WAIT_FOR_SERVERS: as Graceful, without the bound
+        WaitForClients,  // SHUTDOWN WAIT_FOR_CLIENTS: serve the clients until the last has left
+    };
+    // Stop accepting, wait as `mode` says, then stop. A second call stops waiting.
+    void begin_shutdown(ShutdownMode mode = ShutdownMode::Graceful);
     // Called once when shutdown has finished closing everything (to close signal handles).
     void set_on_stopped(std::function<void()> callback) { on_stopped_ = std::move(callback); }
     // Applies a new configuration and auth file (SIGHUP). Existing clients stay connected. The
@@ -84,14 +91,23 @@ public:
     // A precise monotonic clock for query and transaction times (uv_now() has ms resolution).
     [[nodiscard]] static std::uint64_t now_us() { return uv_hrtime() / 1000; }
     [[nodiscard]] std::uint64_t next_id() { return ++last_id_; }
-    [[nodiscard]] bool shutting_down() const { return shutting_down_; }
+    // Shutting down and closing clients and pools (not while SHUTDOWN WAIT_FOR_CLIENTS drains:
+    // then the pools serve the connected clients as usual).
+    [[nodiscard]] bool shutting_down() const {
+        return shutting_down_ && shutdown_mode_ != ShutdownMode::WaitForClients;
+    }
+    // SHUTDOWN WAIT_FOR_CLIENTS: no new clients, the connected ones are served until they leave.
+    [[nodiscard]] bool draining() const {
+        return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForClients;
+    }
 
     // The listening sockets (SHOW FDS).
     [[nodiscard]] const std::vector<std::unique_ptr<Listener>>& listeners() const {
         return listeners_;
     }
-    // Accepted connection from a listener.
-    void accept_client(uv_stream_t* listener, bool tcp);
+    // Accepted connection from a listener (or `accepted_fd`, one it accepted itself while
+    // draining).
+    void accept_client(uv_stream_t* listener, bool tcp, int accepted_fd = -1);
 
     // The [databases] entry clients reach under `name`: its own, or the "*" fallback turned into
     // an entry for the database of that name. nullopt when neither exists.
@@ -125,6 +141,8 @@ public:
 
     // Cancel a query on a backend: opens a short connection to its postmaster.
     void forward_cancel(Server& server);
+    // Forward a CancelRequest for another process's key to that peer ([peers]).
+    void forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key);
     void register_cancel(CancelForwarder& forwarder);
     void unregister_cancel(CancelForwarder& forwarder);
     // A server is being destroyed: cancel forwarders must not report to it.
@@ -160,6 +178,8 @@ private:
     void log_stats(const StatsAverages& total);
     void restart_stats_timer();
     void maybe_finish_shutdown();
+    // Listeners, metrics endpoint, lock discovery and auth_query connections: closed at shutdown.
+    void close_everything();
 
     std::shared_ptr<const Config> config_;
     std::shared_ptr<const AuthFile> auth_file_;
@@ -182,6 +202,7 @@ private:
     std::unique_ptr<Registry> registry_;
     std::uint64_t last_id_ = 0;
     bool shutting_down_ = false;
+    ShutdownMode shutdown_mode_ = ShutdownMode::Graceful;
     bool stopped_ = false;
     std::function<void()> on_stopped_;
     std::uint64_t shutdown_deadline_ms_ = 0;

@@ -19,6 +19,7 @@ PGT_DEPS_CORE=(
     libuv1-dev libssl-dev libspdlog-dev libpq-dev doctest-dev
     postgresql postgresql-contrib pgbouncer python3-psycopg
     procps iproute2 openssl nftables
+    haproxy
 )
 # Only needed for the libFuzzer targets (PGTETHER_FUZZ=ON): clang's fuzzer and sanitizer runtimes.
 PGT_DEPS_FUZZ=(clang libclang-rt-14-dev)
@@ -42,7 +43,7 @@ pgt_deps_install() {
         sudo=(sudo)
     fi
 
-    # Packaging scripts of postgresql and pgbouncer start their system services. We run our own
+    # Packaging scripts of postgresql, pgbouncer and haproxy start their system services. We run our own
     # throwaway servers instead, so forbid service starts for the duration of the install
     # (invoke-rc.d and deb-systemd-invoke both honour policy-rc.d's exit status 101 = "denied").
     local policy=/usr/sbin/policy-rc.d backup=""
@@ -71,7 +72,7 @@ pgt_deps_install() {
     if [[ -d /run/systemd/system && -z ${PGT_DEPS_SIMULATE:-} ]]; then
         for pkg in "${missing[@]}"; do
             case "$pkg" in
-            postgresql | pgbouncer)
+            postgresql | pgbouncer | haproxy)
                 "${sudo[@]}" systemctl disable --now "$pkg" >/dev/null 2>&1 || true
                 ;;
             esac

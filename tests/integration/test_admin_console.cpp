@@ -420,7 +420,7 @@ TEST_CASE("the console speaks the simple query protocol only, one command at a t
     PGT_CHECK_SQLSTATE(admin.exec("SELECT 1 + 1"), "42601");
     PGT_CHECK_SQLSTATE(admin.exec("SHOW NOSUCH"), "42601");
     PGT_CHECK_SQLSTATE(admin.exec("RELOAD now"), "42601");
-    PGT_CHECK_SQLSTATE(admin.exec("SHOW PEERS"), "0A000");
+    PGT_CHECK_SQLSTATE(admin.exec("SHOW PEER_POOLS"), "0A000");
     PGT_CHECK_SQLSTATE(admin.exec("SUSPEND"), "0A000");
     PGT_CHECK_SQLSTATE(admin.exec("PAUSE " + std::string(300, 'x')), "22023");
     // PgBouncer's aliases and spellings.

@@ -38,26 +38,12 @@ bool running(const std::string& query) {
     return r.ok() && r.value() != "0";
 }
 
-struct KeyData {
-    std::int32_t pid = 0;
-    std::int32_t key = 0;
-};
+using wire::KeyData;
 
 KeyData key_data(const std::vector<BackendMessage>& hello) {
-    for (const auto& msg : hello) {
-        if (msg.type == 'K' && msg.body.size() == 8) {
-            auto be32 = [&](std::size_t at) {
-                std::uint32_t v = 0;
-                for (std::size_t i = 0; i < 4; ++i) {
-                    v = (v << 8) | static_cast<unsigned char>(msg.body[at + i]);
-                }
-                return static_cast<std::int32_t>(v);
-            };
-            return {be32(0), be32(4)};
-        }
-    }
-    FAIL("no BackendKeyData in the greeting: " << wire::describe(hello));
-    return {};
+    auto key = wire::backend_key_data(hello);
+    if (!key) FAIL("no BackendKeyData in the greeting: " << wire::describe(hello));
+    return key.value_or(KeyData{});
 }
 
 void send_cancel(const Pgtether& pooler, KeyData key) {

@@ -588,6 +588,8 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "metrics_listen_port",
                                             "application_name_add_host",
                                             "server_fast_close",
+                                            "so_reuseport",
+                                            "peer_id",
                                             "user"};
     CHECK(honoured == expected);
 }
@@ -872,6 +874,7 @@ TEST_CASE("bad [databases], [users] and [peers] entries") {
         {"[users]\nbob = max_user_connections=many", "bob", "for \"max_user_connections\""},
         {"[peers]\nabc = host=x", "abc", "peer id"},
         {"[peers]\n1 = port=6432", "1", "a peer needs host="},
+        {"[peers]\n16384 = host=x", "16384", "peer id"},
         {"[peers]\n1 = host=x dbname=y", "1", "unknown [peers] parameter"},
     };
     for (const auto& c : cases) {
@@ -1003,7 +1006,7 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
     // auth_type = hba and [databases] auth_query are honoured, so not reported.
     std::vector<std::string> expected = {
         "extra.ini:4: [databases] max_db_client_connections" + suffix,
-        "main.ini:13: [peers]" + suffix,
+        "main.ini:14: [peers] pool_size" + suffix,
     };
     CHECK(cfg->unsupported_keys == expected);
     CHECK(cfg->auth_type == AuthType::Hba);
@@ -1012,7 +1015,7 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
 
     cfg = load_config((tmp.path() / "main.ini").string());
     REQUIRE(cfg->unsupported_keys.size() == 2);  // names the files as given
-    CHECK(contains(cfg->unsupported_keys[1], (tmp.path() / "main.ini").string() + ":13:"));
+    CHECK(contains(cfg->unsupported_keys[1], (tmp.path() / "main.ini").string() + ":14:"));
 }
 
 TEST_CASE("unsupported keys: values stored where Config has a field") {
@@ -1333,4 +1336,27 @@ TEST_CASE("typo hints: the closest key, not only a case difference") {
     } catch (const ConfigError& e) {
         CHECK(contains(e.what(), "did you mean \"max_client_conn\"?"));
     }
+}
+
+TEST_CASE("peering: peer_id and the [peers] entries are stored") {
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "peer_id = 2\n"
+        "so_reuseport = 1\n"
+        "[peers]\n"
+        "1 = host=10.0.0.1\n"
+        "2 = host=/var/run/pgtether port=6433\n"
+        "3 = host=peer3.example port=7000\n"
+        "3 = host=peer3.example port=7001\n");
+    CHECK(cfg->peer_id == 2);
+    CHECK(cfg->so_reuseport);
+    REQUIRE(cfg->peers.size() == 3);
+    CHECK(cfg->peers.at(1).host == "10.0.0.1");
+    CHECK(cfg->peers.at(1).port == 6432);  // PgBouncer's default
+    CHECK(cfg->peers.at(2).host == "/var/run/pgtether");
+    CHECK(cfg->peers.at(2).port == 6433);
+    CHECK(cfg->peers.at(3).port == 7001);  // a repeated id: the last entry wins
+    CHECK(cfg->unsupported_keys.empty());
+    CHECK_FALSE(setting_is_changeable("peer_id"));
+    CHECK_FALSE(setting_is_changeable("so_reuseport"));
 }

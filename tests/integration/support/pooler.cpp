@@ -54,6 +54,11 @@ std::string render_ini(const PoolerConfig& config,
         for (const auto& line : config.users)
             ini << line << "\n";
     }
+    if (!config.peers.empty()) {
+        ini << "\n[peers]\n";
+        for (const auto& line : config.peers)
+            ini << line << "\n";
+    }
     ini << "\n[pgbouncer]\n";
     for (const auto& [key, value] : settings)
         ini << key << " = " << value << "\n";

@@ -28,6 +28,8 @@ struct PoolerConfig {
     std::vector<std::string> databases;
     // [users] lines; the section is omitted when empty.
     std::vector<std::string> users;
+    // [peers] lines ("1 = host=127.0.0.1 port=..."); the section is omitted when empty.
+    std::vector<std::string> peers;
     // userlist.txt entries (user, password as PgBouncer accepts it: plain, md5...,
     // SCRAM-SHA-256$...). nullopt: the superuser with an empty password plus every auth-test role
     // with its password.

@@ -97,6 +97,21 @@ std::optional<std::string> first_error_sqlstate(const std::vector<BackendMessage
     return std::nullopt;
 }
 
+std::optional<KeyData> backend_key_data(const std::vector<BackendMessage>& messages) {
+    for (const auto& msg : messages) {
+        if (msg.type != 'K' || msg.body.size() != 8) continue;
+        auto be32 = [&](std::size_t at) {
+            std::uint32_t v = 0;
+            for (std::size_t i = 0; i < 4; ++i) {
+                v = (v << 8) | static_cast<unsigned char>(msg.body[at + i]);
+            }
+            return static_cast<std::int32_t>(v);
+        };
+        return KeyData{be32(0), be32(4)};
+    }
+    return std::nullopt;
+}
+
 std::string describe(const std::vector<BackendMessage>& messages) {
     std::ostringstream out;
     for (const auto& msg : messages) {

@@ -44,6 +44,13 @@ std::map<char, std::string> error_fields(const BackendMessage& msg);
 std::optional<std::string> first_error_sqlstate(const std::vector<BackendMessage>& messages);
 // "R(8) S(25) ... Z(1)" for assertion messages; ErrorResponses show their code and message.
 std::string describe(const std::vector<BackendMessage>& messages);
+// The cancel key of a greeting's BackendKeyData (protocol §55.7): process id and secret;
+// nullopt when the messages hold none.
+struct KeyData {
+    std::int32_t pid = 0;
+    std::int32_t key = 0;
+};
+std::optional<KeyData> backend_key_data(const std::vector<BackendMessage>& messages);
 // One message as a line for comparing two servers: ErrorResponses and notices by severity,
 // SQLSTATE, message, detail and hint (not the source file and line), authentication requests by
 // their code (not a salt), ParameterStatus by name=value, other messages by type and size.

@@ -1,0 +1,99 @@
+// PgBouncer-compatible peering (core/peering.hpp): the cancel-key layout, byte by byte, and where
+// a CancelRequest goes, table by table.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdint>
+
+#include "core/peering.hpp"
+
+using namespace pgtether;
+using protocol::CancelKey;
+using Action = CancelRoute::Action;
+
+namespace {
+
+// The key as its 8 wire bytes (process id, then secret, both big-endian).
+std::array<std::uint8_t, 8> wire(const CancelKey& key) {
+    std::array<std::uint8_t, 8> b{};
+    auto pid = static_cast<std::uint32_t>(key.pid);
+    auto secret = static_cast<std::uint32_t>(key.secret);
+    for (int i = 0; i < 4; ++i) {
+        b[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(pid >> (24 - 8 * i));
+        b[static_cast<std::size_t>(4 + i)] = static_cast<std::uint8_t>(secret >> (24 - 8 * i));
+    }
+    return b;
+}
+
+CancelKey key_of(std::array<std::uint8_t, 8> b) {
+    auto be = [&](std::size_t at) {
+        return static_cast<std::int32_t>((std::uint32_t{b[at]} << 24) |
+                                         (std::uint32_t{b[at + 1]} << 16) |
+                                         (std::uint32_t{b[at + 2]} << 8) | b[at + 3]);
+    };
+    return {be(0), be(4)};
+}
+
+}  // namespace
+
+TEST_CASE("a stamped key carries the peer id in bytes 1-2, low byte first, and TTL 3") {
+    const CancelKey random = key_of({0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88});
+    struct Row {
+        int peer;
+        std::array<std::uint8_t, 8> expected;
+    };
+    const Row rows[] = {
+        // peer 0: only the sign bit of the process id is cleared (PgBouncer does that always)
+        {0, {0x7f, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88}},
+        {1, {0x7f, 0x01, 0x00, 0xcc, 0xbb, 0xaa, 0x99, 0x8b}},
+        {2, {0x7f, 0x02, 0x00, 0xcc, 0xbb, 0xaa, 0x99, 0x8b}},
+        {258, {0x7f, 0x02, 0x01, 0xcc, 0xbb, 0xaa, 0x99, 0x8b}},
+        {kMaxPeerId, {0x7f, 0xff, 0x3f, 0xcc, 0xbb, 0xaa, 0x99, 0x8b}},
+    };
+    for (const auto& row : rows) {
+        CAPTURE(row.peer);
+        CancelKey stamped = stamp_cancel_key(random, row.peer);
+        CHECK(wire(stamped) == row.expected);
+        CHECK(stamped.pid > 0);
+        if (row.peer > 0) CHECK(cancel_key_peer(stamped) == row.peer);
+    }
+}
+
+TEST_CASE("route_cancel: local, forwarded with the TTL decremented, or dropped") {
+    const int own = 1;
+    auto with = [](int peer, std::uint8_t ttl) {
+        return key_of({0x12, static_cast<std::uint8_t>(peer & 0xff),
+                       static_cast<std::uint8_t>(peer >> 8), 0x34, 0x56, 0x78, 0x9a,
+                       static_cast<std::uint8_t>(0xbc | ttl)});
+    };
+    struct Row {
+        const char* what;
+        int own_peer;
+        CancelKey key;
+        Action action;
+        int peer;
+        CancelKey routed;
+    };
+    const Row rows[] = {
+        {"no peering: every key is ours, unchanged", 0, with(2, 1), Action::Local, 0, with(2, 1)},
+        {"our key, as issued", own, with(own, 3), Action::Local, own, with(own, 3)},
+        {"our key after a hop: the TTL bits restored for the lookup", own, with(own, 1),
+         Action::Local, own, with(own, 3)},
+        {"our key with the TTL used up still is ours", own, with(own, 0), Action::Local, own,
+         with(own, 3)},
+        {"another peer's key: forwarded, TTL 3 -> 2", own, with(2, 3), Action::Forward, 2,
+         with(2, 2)},
+        {"TTL 1 -> 0", own, with(2, 1), Action::Forward, 2, with(2, 0)},
+        {"TTL 0: dropped", own, with(2, 0), Action::Drop, 2, with(2, 0)},
+        {"a peer id above 255", own, with(300, 3), Action::Forward, 300, with(300, 2)},
+        {"a key without a peer id (peer 0) at a peering process: forwarded to peer 0", own,
+         with(0, 2), Action::Forward, 0, with(0, 1)},
+    };
+    for (const auto& row : rows) {
+        CAPTURE(row.what);
+        CancelRoute route = route_cancel(row.key, row.own_peer);
+        CHECK(route.action == row.action);
+        CHECK(route.peer == row.peer);
+        CHECK(route.key == row.routed);
+    }
+}
