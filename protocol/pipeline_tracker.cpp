@@ -19,10 +19,13 @@ void PipelineTracker::on_frontend(char type) {
         case fe::kDescribe:
         case fe::kExecute:
         case fe::kClose:
+        case fe::kFlush:
+            // Extended-protocol messages: one that fails (a Flush with a body, too) has the
+            // backend discard everything up to the next Sync (protocol §55.2.3).
             unsynced_ = true;
             break;
         default:
-            // Flush, CopyData/CopyDone/CopyFail: no reply of their own that ends a request.
+            // CopyData/CopyDone/CopyFail: no reply of their own that ends a request.
             break;
     }
 }
@@ -41,9 +44,15 @@ void PipelineTracker::on_backend(char type) {
         case be::kCopyDone:
             copy_out_ = false;
             break;
-        case be::kCommandComplete:
         case be::kErrorResponse:
-            // Both end a COPY in either direction (protocol §55.2.6).
+            // An error when no Query, FunctionCall or Sync awaits its ReadyForQuery came from an
+            // extended-protocol message: the backend now discards everything up to a Sync, a
+            // probe of pgtether's included, so the backend is not at a boundary until then.
+            if (outstanding_ == 0) unsynced_ = true;
+            // Like CommandComplete, it ends a COPY in either direction (protocol §55.2.6).
+            copy_in_ = copy_out_ = false;
+            break;
+        case be::kCommandComplete:
             copy_in_ = copy_out_ = false;
             break;
         default:

@@ -20,6 +20,7 @@
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/raw_socket.hpp"
 #include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
@@ -467,4 +468,42 @@ TEST_CASE("statement mode: a lock holder is tethered too") {
     CHECK(scalar(a, "SELECT pg_advisory_unlock(1100)") == "t");
     CHECK(scalar(b, "SELECT pg_try_advisory_lock(1100)") == "t");
     CHECK(scalar(b, "SELECT pg_advisory_unlock(1100)") == "t");
+}
+
+TEST_CASE("a failed extended-protocol message: no probe until the client's Sync") {
+    // After an error in an extended-protocol message (here a Flush with a body) the backend
+    // discards everything up to the next Sync: a probe sent meanwhile is discarded too and its
+    // Sync's ReadyForQuery comes back without rows, which must not be taken for "no locks".
+    // With deferred probes, the probe of an idle tethered client is when it would happen.
+    Pgtether pooler(pool_config("transaction", 1,
+                                {{"query_wait_timeout", "20"},
+                                 {"tether_probe_delay", "1"},
+                                 {"tether_reserve_size", "0"}}));
+    const TestEnv& env = TestEnv::get();
+    const std::string key = "7700555";
+    RawConn a(pooler.host(), pooler.port());
+    REQUIRE(a.startup(env.superuser, env.database).back().type == 'Z');
+    // A lock only a probe can count: the client stays tethered, its probe deferred.
+    REQUIRE(a.send(wire::query("SELECT pg_advisory_lock(" + key + ") FROM (SELECT 1) AS once")));
+    REQUIRE(a.read_until_ready_or_error().back().type == 'Z');
+    REQUIRE(a.send(wire::message('H', "junk")));
+    auto failed = a.read_until_ready_or_error();
+    REQUIRE(wire::first_error_sqlstate(failed) == "08P01");
+    // Another client waits for the one backend: the janitor would probe the idle tether now.
+    Conn b = Conn::must(pooler.conninfo());
+    send_query(b, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                  "pid = pg_backend_pid()");
+    CHECK_FALSE(wait_result(b, 1500ms).has_value());
+    // The client's session is as it left it: the Sync ends the error, the lock is still held;
+    // unlocked, the client lets the backend go.
+    REQUIRE(a.send(wire::sync()));
+    REQUIRE(a.read_until_ready_or_error().back().type == 'Z');
+    REQUIRE(a.send(wire::query("SELECT pg_advisory_unlock(" + key + ")")));
+    auto unlocked = a.read_until_ready_or_error();
+    bool released = false;
+    for (const auto& m : unlocked) released = released || (m.type == 'D' && m.body.find('t') != std::string::npos);
+    CHECK_MESSAGE(released, wire::describe(unlocked));
+    auto held = wait_result(b, 10s);
+    REQUIRE(held.has_value());
+    CHECK(held->value() == "0");
 }

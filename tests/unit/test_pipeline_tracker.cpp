@@ -109,3 +109,34 @@ TEST_CASE("a client message passed on in pieces keeps the backend until its last
     CHECK(t.quiet());
     CHECK(t.idle());
 }
+
+TEST_CASE("an error with nothing awaiting a ReadyForQuery keeps the backend until a Sync") {
+    // A Flush (or any extended message) that fails: the backend discards everything up to the
+    // next Sync, so nothing of pgtether's may be sent to it, and it is not at a boundary.
+    PipelineTracker t;
+    t.on_frontend('Q');
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+    t.on_frontend('H');
+    CHECK_FALSE(t.idle());
+    t.on_backend('E');
+    CHECK_FALSE(t.idle());
+    t.on_frontend('S');
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+
+    // The error of a simple Query is followed by its ReadyForQuery: no Sync needed.
+    t.on_frontend('Q');
+    t.on_backend('E');
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+
+    // An error that arrives after the boundary (a failed message the client sent behind its
+    // Query): not idle until a Sync.
+    t.on_backend('E');
+    CHECK_FALSE(t.idle());
+    CHECK(t.unsynced());
+    t.on_frontend('S');
+    t.on_ready_for_query('I');
+    CHECK(t.idle());
+}
