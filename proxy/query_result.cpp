@@ -20,6 +20,10 @@ Collected collect_result(QueryResult& result, char type, protocol::ByteSpan body
             result.rows.clear();
             result.row_count = 0;
             result.row_bytes = 0;
+            result.completed = false;
+            return Collected::Ok;
+        case be::kCommandComplete:
+            result.completed = true;
             return Collected::Ok;
         case be::kDataRow: {
             if (++result.row_count > limits.max_rows) return Collected::Ok;

@@ -24,6 +24,9 @@ struct QueryResult {
     std::vector<Row> rows;      // of the last result set, at most ResultLimits::max_rows
     std::size_t row_count = 0;  // every DataRow of the last result set
     std::size_t row_bytes = 0;  // the values kept in `rows`
+    // A CommandComplete ended the last result set. Without it the query did not run (a backend
+    // skipping to a Sync answers only the Sync): its missing rows say nothing.
+    bool completed = false;
 
     // "SQLSTATE: message" of the first error, for logs and callers' errors.
     [[nodiscard]] std::string error_text() const;
@@ -42,7 +45,7 @@ enum class Collected {
 
 // Takes in one backend message of a query's answer: RowDescription and BindComplete begin a new
 // result set (a prepared statement's Bind/Execute sends no RowDescription), DataRow adds a row,
-// ErrorResponse marks the query failed (the first one is kept). Other messages are left to the
+// CommandComplete completes it, ErrorResponse marks the query failed (the first one is kept). Other messages are left to the
 // caller (ReadyForQuery ends the answer, ParameterStatus and notices belong to the session).
 [[nodiscard]] Collected collect_result(QueryResult& result, char type, protocol::ByteSpan body,
                                        const ResultLimits& limits = {});

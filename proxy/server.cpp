@@ -728,7 +728,8 @@ void Server::note_tether_change(std::uint32_t kinds) {
 void Server::after_probe(InternalQuery& result) {
     Client* client = client_;
     std::optional<StateReport> report;
-    if (!result.failed) report = decode_state_probe(result.rows);
+    // An answer without its CommandComplete is no answer: the backend skipped the probe.
+    if (!result.failed && result.completed) report = decode_state_probe(result.rows);
     if (!report) {
         // A prepared probe that failed (a client took its name, or dropped it by name): this
         // backend gets simple probes from now on.
@@ -736,7 +737,10 @@ void Server::after_probe(InternalQuery& result) {
         // Cannot tell: keep the client on this backend rather than risk handing its state to
         // someone else. The next relevant transaction probes again.
         spdlog::warn("{}: session state probe failed ({}); keeping the client tethered",
-                     client->describe(), result.failed ? result.error.message : "bad rows");
+                     client->describe(),
+                     result.failed      ? result.error.message
+                     : result.completed ? std::string("bad rows")
+                                        : std::string("not run"));
         if (result.probed & kStateAdvisoryLock) {
             // What the ledger listed is not sure any more, and more may be held.
             LockLedger unknown = client->lock_ledger();
@@ -903,9 +907,10 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
             case be::kRowDescription:
             case be::kBindComplete:
             case be::kDataRow:
+            case be::kCommandComplete:
             case be::kErrorResponse:
-                // Our answer (a new result set, a row, our error); the departed client's are
-                // thrown away.
+                // Our answer (a new result set, a row, its end, our error); the departed
+                // client's are thrown away.
                 if (ours() && collect_result(op, type, body) != Collected::Ok) {
                     close("invalid DataRow from server");
                     return consumed;
@@ -974,7 +979,7 @@ void Server::finish_internal() {
     }
     // The cleaning purposes verify with a probe: nothing of a tracked kind may remain.
     auto verified = [&]() -> std::optional<StateReport> {
-        if (!clean) return std::nullopt;
+        if (!clean || (op->probed != 0 && !op->completed)) return std::nullopt;
         auto report = decode_state_probe(op->rows);
         if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
         return report;

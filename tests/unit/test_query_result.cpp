@@ -123,6 +123,28 @@ TEST_CASE("collect_result: rows, counts, errors and bounds") {
     CHECK(garbled.error_text() == "invalid error message");
 }
 
+TEST_CASE("collect_result: a result set is complete only with its CommandComplete") {
+    struct Case {
+        const char* what;
+        std::vector<Message> messages;
+        bool completed;
+    };
+    const std::vector<Case> table = {
+        {"nothing (a query the backend skipped)", {}, false},
+        {"rows without CommandComplete", {kBindComplete, row({"a"})}, false},
+        {"complete", {kBindComplete, row({"a"}), kCommandComplete}, true},
+        {"a new result set after a complete one", {kBindComplete, kCommandComplete, kBindComplete},
+         false},
+        {"an error", {error("08P01", "invalid message format")}, false},
+    };
+    for (const auto& c : table) {
+        CAPTURE(c.what);
+        QueryResult result;
+        CHECK(feed(result, c.messages) == Collected::Ok);
+        CHECK(result.completed == c.completed);
+    }
+}
+
 TEST_CASE("build_extended_query: Parse, Bind with the parameters, Execute, Sync") {
     const std::string out = build_extended_query("SELECT $1", {std::string("alice"), std::nullopt});
     REQUIRE(out.size() > 5);
