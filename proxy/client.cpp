@@ -544,7 +544,7 @@ Client::TetherDetails& Client::tether_details() {
         tether_ = std::make_unique<TetherDetails>();
         tether_->since_ms = worker_.now_ms();
         // The statement that tethered the client ran on the probing server, which remembers it.
-        if (server_) tether_->last_query = server_->last_statement_;
+        if (server_) tether_->last_query = server_->last_statement();
     }
     return *tether_;
 }

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 #include <utility>
 #include <list>
@@ -41,6 +42,21 @@ const char* to_string(InternalPurpose purpose) {
 }
 
 namespace {
+
+// The state a server is in while pgtether's own query of this purpose runs.
+ServerState state_for(InternalPurpose purpose) {
+    switch (purpose) {
+        case InternalPurpose::ConnectQuery: return ServerState::ConnectQuery;
+        case InternalPurpose::Check:
+        case InternalPurpose::ParamSync: return ServerState::Syncing;
+        case InternalPurpose::Probe:
+        case InternalPurpose::DiscardedProbe: return ServerState::Probing;
+        case InternalPurpose::Reset: return ServerState::Resetting;
+        case InternalPurpose::Scrub: return ServerState::Scrubbing;
+        case InternalPurpose::LeakSweep: return ServerState::Sweeping;
+    }
+    return ServerState::Closing;
+}
 
 // Messages a server may send that are only forwarded, never inspected: when one is larger than
 // what has arrived so far, its first part can go to the client right away (streaming) instead of
@@ -152,10 +168,10 @@ void Server::on_stream_connected(int status) {
     }
     stream_.apply_tcp_settings();
     stream_.start_reading();
-    set_state(State::Login);
+    login_since_ms_ = worker_.now_ms();
     tls_context_ = server_tls::context_for(worker_.security(), address_is_unix_);
     if (tls_context_) {
-        awaiting_tls_answer_ = true;
+        transition(State::TlsAnswer);
         stream_.write(protocol::build_ssl_request());
         return;
     }
@@ -163,6 +179,7 @@ void Server::on_stream_connected(int status) {
 }
 
 void Server::send_startup() {
+    transition(State::Login);
     const auto& db = pool_.database();
     std::vector<std::pair<std::string, std::string>> params = {
         {"user", pool_.user_name()},
@@ -228,7 +245,6 @@ void Server::finish_login() {
                   pool_.user_name(), backend_key_.pid);
     const auto& connect_query = pool_.database().connect_query;
     if (!connect_query.empty()) {
-        set_state(State::Cleaning);
         run_internal(InternalPurpose::ConnectQuery, {connect_query});
         return;
     }
@@ -242,16 +258,27 @@ void Server::finish_login() {
 // ---------------------------------------------------------------------------------------------
 // Life in the pool
 
-void Server::set_state(State state) {
-    state_ = state;
+void Server::transition(State next) {
+    assert(may_transition(state_, next));
+    const State previous = state_;
+    state_ = next;
     state_since_ms_ = worker_.now_ms();
+    pool_.on_server_transition(*this, previous, next);
 }
 
 void Server::mark_idle(std::uint64_t now_ms) {
-    set_state(State::Idle);
+    transition(State::Idle);
     idle_since_ms_ = now_ms;
     welcome_.clear();
     welcome_.shrink_to_fit();
+}
+
+void Server::mark_check_due(bool due) {
+    if (due && state_ == State::Idle) {
+        transition(State::Used);
+    } else if (!due && state_ == State::Used) {
+        transition(State::Idle);
+    }
 }
 
 bool Server::spoke_while_idle(std::uint64_t now_ms) const {
@@ -261,7 +288,7 @@ bool Server::spoke_while_idle(std::uint64_t now_ms) const {
 
 void Server::link(Client& client) {
     client_ = &client;
-    set_state(State::Active);
+    transition(State::Linked);
     effects_ = 0;
     locks_.reset();
     pipelined_probe_kinds_ = 0;
@@ -352,7 +379,7 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
             case RequestQueue::Outcome::Done:
                 break;
             case RequestQueue::Outcome::Answer:
-                if (client_ && state_ == State::Active) emit(std::move(done.request.reply));
+                if (client_ && state_info(state_).linked) emit(std::move(done.request.reply));
                 break;
             case RequestQueue::Outcome::Failed:
                 // "cached plan must not change result type": the statement was planned against
@@ -403,8 +430,7 @@ void Server::resume_input_from_client() {
 
 void Server::cancel_finished() {
     if (cancels_in_flight_ > 0) --cancels_in_flight_;
-    if (cancels_in_flight_ == 0 && release_after_cancels_) {
-        release_after_cancels_ = false;
+    if (cancels_in_flight_ == 0 && state_ == State::BeingCancelled) {
         pool_.release(*this);
     }
 }
@@ -415,17 +441,25 @@ void Server::cancel_finished() {
 std::size_t Server::on_stream_data(ByteSpan data) {
     std::size_t consumed = 0;
     // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
-    while (consumed < data.size() && state_ != State::Closing && !stream_.tls_handshaking()) {
+    while (consumed < data.size() && !stream_.tls_handshaking()) {
         ByteSpan rest = data.subspan(consumed);
-        std::size_t n;
-        if (state_ == State::Login) {
-            n = awaiting_tls_answer_ ? handle_tls_answer(rest) : handle_login_data(rest);
-        } else if (internal_) {
-            n = handle_internal_data(rest);
-        } else if (client_) {
-            n = handle_linked_data(rest);
-        } else {
-            n = handle_unexpected_data(rest);
+        std::size_t n = 0;
+        switch (state_) {
+            case State::Connecting:
+            case State::Closing:
+                return consumed;
+            case State::TlsAnswer: n = handle_tls_answer(rest); break;
+            case State::Login: n = handle_login_data(rest); break;
+            case State::ConnectQuery:
+            case State::Syncing:
+            case State::Probing:
+            case State::Resetting:
+            case State::Scrubbing:
+            case State::Sweeping: n = handle_internal_data(rest); break;
+            case State::Linked: n = handle_linked_data(rest); break;
+            case State::Idle:
+            case State::Used:
+            case State::BeingCancelled: n = handle_unexpected_data(rest); break;
         }
         if (n == 0) break;
         consumed += n;
@@ -583,7 +617,7 @@ void Server::record_parameter(std::string_view name, std::string_view value,
     auto tracked = find_tracked_param(name);
     if (!tracked) return;
     params_.set(*tracked, value);
-    if (client_ && state_ == State::Active) {
+    if (client_ && state_info(state_).linked) {
         // The client either caused this change (SET) or must learn the canonical spelling of a
         // value it asked for during parameter sync. What it last saw is its own value, or, for
         // a parameter it never chose, the pool's that greeted it: a sync back to that value
@@ -694,7 +728,7 @@ void Server::on_transaction_end() {
 }
 
 void Server::on_partial_message_sent() {
-    if (client_ && !internal_ && state_ == State::Active && tracker_.idle() &&
+    if (client_ && state_ == State::Linked && tracker_.idle() &&
         pool_.mode() != PoolMode::Session) {
         on_transaction_end();
     }
@@ -837,6 +871,7 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
 
 void Server::start_internal(InternalPurpose purpose, std::string messages, int own_ready,
                             int extra_ready, std::uint32_t probed) {
+    transition(state_for(purpose));
     internal_ = std::make_unique<InternalQuery>();
     internal_->purpose = purpose;
     internal_->probed = probed;
@@ -924,7 +959,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
                 break;
             case be::kNotificationResponse:
                 // A notification belongs to the session, not to our query: pass it on.
-                if (client_ && state_ == State::Active) client_->send(protocol::as_chars(next.bytes));
+                if (client_ && state_info(state_).linked) client_->send(protocol::as_chars(next.bytes));
                 break;
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -959,6 +994,8 @@ void Server::finish_internal() {
                       op->purpose == InternalPurpose::ParamSync ||
                       op->purpose == InternalPurpose::Probe ||
                       op->purpose == InternalPurpose::DiscardedProbe;
+    // Back to forwarding (what follows may start another query, release or scrub).
+    if (for_client && client_ != nullptr) transition(State::Linked);
     if (for_client && client_ == nullptr) {
         // The client left while we worked on its behalf (see Client::detach_from_server).
         if (op->purpose == InternalPurpose::Probe || op->purpose == InternalPurpose::DiscardedProbe) {
@@ -1096,7 +1133,6 @@ void Server::scrub() {
     //   ReadyForQuery; ROLLBACK ends an open transaction block; DISCARD ALL ends every kind of
     //   session state (advisory locks, temporary tables, LISTEN, cursors, prepared statements,
     //   settings); the probe verifies it.
-    set_state(State::Cleaning);
     std::string prefix;
     const int left_running = tracker_.outstanding();  // the client's, before our own Sync
     // A probe pipelined behind the client's last statement is answered too (and thrown away).
@@ -1132,7 +1168,6 @@ void Server::reset() {
     // semantics), with one exception: a backend never serves another client while it holds a
     // departed client's advisory locks, so with tracking on those are released and verified.
     // The settings are read back so that the next client's replay starts from the truth.
-    set_state(State::Cleaning);
     const auto& config = worker_.config();
     std::vector<std::string> queries = {config.server_reset_query};
     std::uint32_t kinds = tracked_kinds(config) & (kStateAdvisoryLock | kStateSettings);
@@ -1141,7 +1176,6 @@ void Server::reset() {
 }
 
 void Server::sweep_for_leaks() {
-    set_state(State::Cleaning);
     probe(InternalPurpose::LeakSweep, tracked_kinds(worker_.config()) & kProbedKinds & ~kStateSettings);
 }
 
@@ -1151,12 +1185,14 @@ void Server::sweep_for_leaks() {
 void Server::close(const std::string& reason) {
     if (state_ == State::Closing) return;
     State previous = state_;
-    set_state(State::Closing);
+    transition(State::Closing);
     // PgBouncer's words ("closing because: REASON (age=Ns)"), then the backend.
     spdlog::log(worker_.config().log_disconnections ? spdlog::level::info : spdlog::level::debug,
                 "{} closing because: {} (age={}s) backend pid {}", describe(), reason,
                 (worker_.now_ms() - connected_at_ms_) / 1000, backend_key_.pid);
-    if ((previous == State::Connecting || previous == State::Login) && !login_failed_reported_) {
+    const bool logging_in = previous == State::Connecting || previous == State::TlsAnswer ||
+                            previous == State::Login;
+    if (logging_in && !login_failed_reported_) {
         login_failed_reported_ = true;
         // The connection broke or timed out before the login completed: worth a quick retry.
         pool_.on_server_login_failed(*this,
@@ -1164,7 +1200,7 @@ void Server::close(const std::string& reason) {
                                            "server connection failed: " + reason),
                                      LoginFailureKind::Unreachable);
     }
-    if (previous != State::Connecting && previous != State::Login) {
+    if (!logging_in) {
         std::string terminate;
         protocol::append_terminate(terminate);
         stream_.write(terminate);

@@ -67,6 +67,10 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
     janitor_timer_.data = this;
     uv_timer_init(&loop_, &stats_timer_);
     stats_timer_.data = this;
+    uv_check_init(&loop_, &hand_off_check_);
+    hand_off_check_.data = this;
+    uv_idle_init(&loop_, &hand_off_idle_);
+    hand_off_idle_.data = this;
     lock_catalog_ = std::make_unique<LockCatalog>(*this);
 }
 
@@ -256,6 +260,34 @@ void Worker::forget_cancel_target(Server& server) {
 // ---------------------------------------------------------------------------------------------
 // Periodic work
 
+void Worker::schedule_hand_offs(Pool& pool) {
+    hand_offs_.push_back(&pool);
+    if (hand_offs_.size() == 1) {
+        uv_check_start(&hand_off_check_, on_hand_off_check);
+        uv_idle_start(&hand_off_idle_, on_hand_off_idle);
+    }
+}
+
+void Worker::on_hand_off_check(uv_check_t* check) {
+    static_cast<Worker*>(check->data)->run_hand_offs();
+}
+
+void Worker::on_hand_off_idle(uv_idle_t* idle) {
+    static_cast<Worker*>(idle->data)->run_hand_offs();
+}
+
+void Worker::run_hand_offs() {
+    // A hand-off may schedule another (a client that fails at once releases its server): those
+    // are served in this pass too. Each round hands out at least one server or empties a queue.
+    while (!hand_offs_.empty()) {
+        std::vector<Pool*> pools;
+        pools.swap(hand_offs_);
+        for (Pool* pool : pools) pool->serve_waiting_clients();
+    }
+    uv_check_stop(&hand_off_check_);
+    uv_idle_stop(&hand_off_idle_);
+}
+
 void Worker::on_janitor(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->janitor(); }
 
 void Worker::janitor() {
@@ -423,6 +455,8 @@ void Worker::maybe_finish_shutdown() {
     spdlog::info("shutdown complete");
     uv_close(reinterpret_cast<uv_handle_t*>(&janitor_timer_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&stats_timer_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_check_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_idle_), nullptr);
     if (on_stopped_) on_stopped_();
 }
 
