@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/peering.hpp"
+#include "core/departure.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
@@ -583,31 +584,20 @@ void Client::detach_from_server() {
     Server* server = server_;
     if (!server) return;
     server_ = nullptr;
-    if (server->busy()) {
-        // It is working for us (parameter sync, check, probe); it finishes and cleans up alone.
-        server->unlink();
-        return;
-    }
-    if (reader_.forwarding()) {
-        // The client left in the middle of a message we were streaming to the server (a large
-        // CopyData): the backend would read whatever comes next as the rest of it, so no
-        // clean-up query can reach it. Close it (PgBouncer closes such servers too).
-        server->unlink();
-        server->close("client left in the middle of a message");
-        return;
-    }
-    // In session mode the client never shared its backend: leaving between transactions is the
-    // ordinary end of a session, handled by server_reset_query (Server::reset).
-    bool clean = server->tracker().idle() &&
-                 (pool_->mode() == PoolMode::Session || (!tethered() && server->effects() == 0));
+    Departure departure;
+    departure.internal_query_running = server->busy();
+    departure.mid_message = reader_.forwarding();
+    departure.backend_idle = server->tracker().idle();
+    departure.session_mode = pool_->mode() == PoolMode::Session;
+    departure.tether_kinds = tether_kinds_;
+    departure.effects = server->effects();
+    const DepartureDecision decision = decide_departure(departure);  // core/departure.hpp
     server->unlink();
-    if (tether_kinds_ & kStateLoad) {
-        // A library loaded into the backend cannot be unloaded: nobody else may use it.
-        server->close("its client used LOAD");
-    } else if (clean) {
-        server->pool().release(*server);
-    } else {
-        server->scrub();
+    switch (decision.action) {
+        case DepartureDecision::Action::FinishQuery: return;  // it hands itself on when done
+        case DepartureDecision::Action::Release: server->pool().release(*server); return;
+        case DepartureDecision::Action::Scrub: server->scrub(); return;
+        case DepartureDecision::Action::Close: server->close(decision.reason); return;
     }
 }
 

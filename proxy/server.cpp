@@ -14,6 +14,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
+#include "core/departure.hpp"
 #include "proxy/client.hpp"
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
@@ -998,14 +999,19 @@ void Server::finish_internal() {
     if (for_client && client_ != nullptr) transition(State::Linked);
     if (for_client && client_ == nullptr) {
         // The client left while we worked on its behalf (see Client::detach_from_server).
-        if (op->purpose == InternalPurpose::Probe || op->purpose == InternalPurpose::DiscardedProbe) {
-            scrub();
-        } else if (clean) {
-            // A parameter sync that completed changed the backend's settings all the same.
-            if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
-            pool_.release(*this);
-        } else {
-            close(std::string(to_string(op->purpose)) + " failed: " + op->error.message);
+        const bool was_probe = op->purpose == InternalPurpose::Probe ||
+                               op->purpose == InternalPurpose::DiscardedProbe;
+        switch (decide_orphaned_query_end(was_probe, clean).action) {
+            case DepartureDecision::Action::Scrub: scrub(); return;
+            case DepartureDecision::Action::Release:
+                // A parameter sync that completed changed the backend's settings all the same.
+                if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
+                pool_.release(*this);
+                return;
+            case DepartureDecision::Action::FinishQuery:
+            case DepartureDecision::Action::Close:
+                close(std::string(to_string(op->purpose)) + " failed: " + op->error.message);
+                return;
         }
         return;
     }
@@ -1127,56 +1133,41 @@ void Server::finish_internal() {
 }
 
 void Server::scrub() {
-    // Build one write that brings the backend back to a known state, whatever the client left:
-    //   CopyFail ends a COPY FROM STDIN the client abandoned (the server then reports an error);
-    //   Sync closes an extended-protocol batch, ends error-skipping and gets its own
-    //   ReadyForQuery; ROLLBACK ends an open transaction block; DISCARD ALL ends every kind of
-    //   session state (advisory locks, temporary tables, LISTEN, cursors, prepared statements,
-    //   settings); the probe verifies it.
+    // One write that brings the backend back to a known state, whatever the client left
+    // (core/departure.hpp, plan_scrub): DISCARD ALL ends every kind of session state (advisory
+    // locks, temporary tables, LISTEN, cursors, prepared statements, settings); the probe
+    // verifies it.
+    ScrubState state;
+    state.left_running = tracker_.outstanding();  // the client's, before our own Sync
+    state.probe_pipelined = std::exchange(pipelined_probe_kinds_, 0) != 0;
+    state.in_copy_in = tracker_.in_copy_in();
+    state.unsynced = tracker_.unsynced();
+    state.transaction_open = tracker_.tx_status() != protocol::kTxIdle;
+    state.tracked = tracked_kinds(worker_.config());
+    run_cleanup(InternalPurpose::Scrub, plan_scrub(state));
+}
+
+void Server::reset() {
+    const auto& config = worker_.config();
+    run_cleanup(InternalPurpose::Reset,
+                plan_reset(config.server_reset_query, tracked_kinds(config)));
+}
+
+void Server::sweep_for_leaks() {
+    run_cleanup(InternalPurpose::LeakSweep, plan_sweep(tracked_kinds(worker_.config())));
+}
+
+void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
     std::string prefix;
-    const int left_running = tracker_.outstanding();  // the client's, before our own Sync
-    // A probe pipelined behind the client's last statement is answered too (and thrown away).
-    int extra_ready = left_running + (std::exchange(pipelined_probe_kinds_, 0) != 0 ? 1 : 0);
-    if (tracker_.in_copy_in()) protocol::append_copy_fail(prefix, "client disconnected");
-    if (tracker_.unsynced() || tracker_.in_copy_in()) {
+    if (plan.copy_fail) protocol::append_copy_fail(prefix, "client disconnected");
+    if (plan.sync) {
         protocol::append_sync(prefix);
         // The tracker must see this Sync too, or it keeps the batch "unsynced" and the scrub,
         // which only passes an idle tracker, closes a backend it had cleaned.
         tracker_.on_frontend(protocol::fe::kSync);
-        ++extra_ready;
     }
-    std::vector<std::string> queries;
-    // Whether the transaction block is still open is known only once the drained requests have
-    // answered; ROLLBACK is harmless (a warning) when none is.
-    if (extra_ready > 0 || tracker_.tx_status() != protocol::kTxIdle) {
-        queries.emplace_back("ROLLBACK");
-    }
-    // With nothing tracked pgtether behaves like PgBouncer: state stays where the client left it.
-    std::uint32_t kinds = tracked_kinds(worker_.config()) & kProbedKinds;
-    if (kinds != 0) queries.emplace_back("DISCARD ALL");
-    bool cancel = left_running > 0 && !tracker_.in_copy_in();
-    probe(InternalPurpose::Scrub, kinds, std::move(queries), std::move(prefix), extra_ready);
-    if (internal_ && cancel) {
-        // The departed client left a query running (maybe waiting for a lock): cancel it rather
-        // than wait for it.
-        worker_.forward_cancel(*this);
-    }
-}
-
-void Server::reset() {
-    // server_reset_query is the operator's choice of what a session leaves behind (PgBouncer's
-    // semantics), with one exception: a backend never serves another client while it holds a
-    // departed client's advisory locks, so with tracking on those are released and verified.
-    // The settings are read back so that the next client's replay starts from the truth.
-    const auto& config = worker_.config();
-    std::vector<std::string> queries = {config.server_reset_query};
-    std::uint32_t kinds = tracked_kinds(config) & (kStateAdvisoryLock | kStateSettings);
-    if (kinds & kStateAdvisoryLock) queries.emplace_back(kUnlockAll);
-    probe(InternalPurpose::Reset, kinds, std::move(queries));
-}
-
-void Server::sweep_for_leaks() {
-    probe(InternalPurpose::LeakSweep, tracked_kinds(worker_.config()) & kProbedKinds & ~kStateSettings);
+    probe(purpose, plan.probe_kinds, plan.queries, std::move(prefix), plan.extra_ready);
+    if (internal_ && plan.cancel) worker_.forward_cancel(*this);
 }
 
 // ---------------------------------------------------------------------------------------------

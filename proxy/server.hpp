@@ -34,6 +34,7 @@ namespace pgtether {
 
 class Client;
 class ForwardBatch;
+struct CleanupPlan;
 class Pool;
 class Worker;
 class ServerLogin;
@@ -238,6 +239,9 @@ private:
     void login_failed(const protocol::ErrorFields& error,
                       LoginFailureKind kind = LoginFailureKind::Refused);
     void sync_parameters();
+    // Sends a clean-up plan (core/departure.hpp) as `purpose`: its messages and queries, then
+    // the probe; cancels what the client left running when the plan says so.
+    void run_cleanup(InternalPurpose purpose, const CleanupPlan& plan);
     void release_to_pool();
     void maybe_finish_close();
     void undo(const QueuedRequest& request);
