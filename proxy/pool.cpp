@@ -5,6 +5,7 @@
 #include "protocol/scram.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/client_auth.hpp"
+#include "proxy/janitor.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/security.hpp"
 #include "proxy/worker.hpp"
@@ -14,16 +15,6 @@ namespace pgtether {
 namespace {
 
 std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
-
-// How long a server may spend cleaning up (draining, rolling back, unlocking, resetting) before
-// it is closed instead.
-constexpr std::uint64_t kCleanupTimeoutMs = 10'000;
-
-// How long a server beyond the pool's current limit (opened for the tether allowance while
-// clients were tethered) may stay idle before it is closed. Long enough that a busy pool whose
-// lock holders come and go keeps its servers instead of closing and reopening one per tether;
-// short enough that the pool is back to pool_size soon after the tethers end.
-constexpr std::uint64_t kTetherSurplusIdleMs = 1'000;
 
 }  // namespace
 
@@ -421,95 +412,6 @@ void Pool::on_server_transition(Server& server, ServerState from, ServerState to
 
 // ---------------------------------------------------------------------------------------------
 // Periodic work
-
-void Pool::janitor(std::uint64_t now) {
-    const auto& config = worker_.config();
-    // Reserve pool: a client has waited longer than reserve_pool_timeout.
-    if (Client* first = waiting_.front()) {
-        if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&
-            uncovered_waiting() > 0 && may_launch(true)) {
-            spdlog::info("{}/{}: taking connection from reserve_pool", database_.name, user_);
-            launch_server();
-        }
-    }
-    // Clients (or a greeting) waiting while other pools of the same database or user hold
-    // max_db_connections / max_user_connections: close an idle server of such a pool to make
-    // room, as PgBouncer does (evict_connection), and retry here, because a server released in
-    // another pool does not notify this one. Without this such clients waited forever.
-    const bool needs_greeting = !welcome_waiting_.empty() && server_count_ == 0 &&
-                                connecting_ == 0;
-    if ((uncovered_waiting() > 0 || needs_greeting) &&
-        !may_launch(needs_greeting)) {
-        make_room_elsewhere();
-    }
-    launch_if_needed();
-    if (needs_greeting && may_launch(true)) launch_server();
-    // min_pool_size: keep some servers warm once the pool is in use.
-    while (server_count_ < sizes_.min_pool_size && may_launch(false)) launch_server();
-
-    // Servers to close, each with its reason, decided before any is closed.
-    std::vector<std::pair<Server*, const char*>> to_close;
-    std::vector<Server*> to_sweep;
-    const bool sweep = config.advisory_lock_tracking != LockTracking::Off &&
-                       config.server_check_delay.count() > 0;
-    const int tethered = idle_.empty() ? 0 : tethered_server_count();  // for idle servers only
-    auto remaining = [&] { return server_count_ - static_cast<int>(to_close.size()); };
-    const bool checks = !config.server_check_query.empty();
-    idle_.for_each([&](Server& server) {
-        // SV_USED: due for server_check_query before its next use (Server::link runs it).
-        server.mark_check_due(checks && now - server.idle_since_ms() >=
-                                            to_ms(config.server_check_delay));
-        const Surplus surplus = server_surplus(sizes_, remaining(), tethered);
-        if (config.server_lifetime.count() > 0 &&
-            now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
-            to_close.emplace_back(&server, "server lifetime over");
-        } else if (surplus == Surplus::PoolSizeReduced) {
-            // pool_size, reserve_pool_size or tether_reserve_size was lowered by a reload or SET.
-            to_close.emplace_back(&server, "too many servers in the pool (pool size reduced)");
-        } else if (surplus == Surplus::TetherReserveUnused &&
-                   now - server.idle_since_ms() >= kTetherSurplusIdleMs) {
-            // Opened while clients were tethered; those tethers have ended (or a size was
-            // lowered) and it has not been needed since.
-            to_close.emplace_back(&server,
-                                  "not needed: beyond pool_size and the tether allowance in use");
-        } else if (config.server_idle_timeout.count() > 0 &&
-                   now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
-                   remaining() > sizes_.min_pool_size) {
-            to_close.emplace_back(&server, "server idle timeout");
-        } else if (sweep && now - std::max(server.idle_since_ms(), server.last_checked_ms()) >=
-                                to_ms(config.server_check_delay)) {
-            to_sweep.push_back(&server);
-        }
-    });
-    used_.for_each([&](Server& server) {
-        using State = Server::State;
-        const State state = server.state();
-        // Connecting counts from the connect, TLS and login from when the connection was made.
-        const std::uint64_t since = state == State::TlsAnswer || state == State::Login
-                                        ? server.login_since_ms()
-                                        : server.state_since_ms();
-        const bool logging_in =
-            state == State::Connecting || state == State::TlsAnswer || state == State::Login;
-        const bool cleaning = state == State::ConnectQuery || state == State::Resetting ||
-                              state == State::Scrubbing || state == State::Sweeping ||
-                              state == State::BeingCancelled;
-        const bool orphaned = (state == State::Syncing || state == State::Probing) &&
-                              server.client() == nullptr;
-        if (logging_in && config.server_connect_timeout.count() > 0 &&
-            now - since >= to_ms(config.server_connect_timeout)) {
-            to_close.emplace_back(&server, "connect timeout (server_connect_timeout)");
-        } else if (cleaning && now - since >= kCleanupTimeoutMs) {
-            to_close.emplace_back(&server, "clean-up took too long");
-        } else if (orphaned && now - since >= kCleanupTimeoutMs) {
-            // pgtether's own query for a client that has left (a parameter sync, a check, a
-            // probe) must finish and hand the server back; one that does not would hold a pool
-            // slot for ever (found by the wire fuzzer, tests/integration/test_wire_fuzz.cpp).
-            to_close.emplace_back(&server, "pgtether's own query outlived its client");
-        }
-    });
-    for (auto [server, reason] : to_close) server->close(reason);
-    for (Server* server : to_sweep) server->sweep_for_leaks();
-}
 
 void Pool::close_idle_servers(const char* reason) {
     std::vector<Server*> idle;

@@ -17,6 +17,7 @@
 #include "proxy/intrusive_list.hpp"
 #include "proxy/listener.hpp"
 #include "proxy/lock_catalog.hpp"
+#include "proxy/janitor.hpp"
 #include "proxy/metrics_server.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_control.hpp"
@@ -27,10 +28,6 @@ namespace pgtether {
 
 namespace {
 
-// How often timeouts are checked: fine enough for second-granularity settings.
-constexpr std::uint64_t kJanitorIntervalMs = 100;
-// How long a shutdown lets running transactions finish before closing everything.
-constexpr std::uint64_t kShutdownGraceMs = 10'000;
 
 std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
 
@@ -136,7 +133,7 @@ void Worker::start() {
         metrics_->listen(config.metrics_listen_addr, config.metrics_listen_port,
                          config.listen_backlog);
     }
-    uv_timer_start(&janitor_timer_, on_janitor, kJanitorIntervalMs, kJanitorIntervalMs);
+    uv_timer_start(&janitor_timer_, on_janitor, janitor::kIntervalMs, janitor::kIntervalMs);
     restart_stats_timer();
 }
 
@@ -296,7 +293,7 @@ void Worker::janitor() {
         // The last client has left: close the servers and everything else, then stop.
         spdlog::info("shutting down: all clients have disconnected");
         shutdown_mode_ = ShutdownMode::Graceful;
-        shutdown_deadline_ms_ = now + kShutdownGraceMs;
+        shutdown_deadline_ms_ = now + janitor::kShutdownGraceMs;
         close_everything();
     }
     // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left.
@@ -429,9 +426,9 @@ void Worker::begin_shutdown(ShutdownMode mode) {
         shutdown_deadline_ms_ = 0;  // no bound: as long as the transactions take
         spdlog::info("shutting down: no new connections; waiting for transactions to finish");
     } else {
-        shutdown_deadline_ms_ = now_ms() + kShutdownGraceMs;
+        shutdown_deadline_ms_ = now_ms() + janitor::kShutdownGraceMs;
         spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
-                     kShutdownGraceMs / 1000);
+                     janitor::kShutdownGraceMs / 1000);
     }
     close_everything();
     janitor();
