@@ -391,10 +391,12 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
                     failed_sqlstate_ == protocol::sqlstate::kFeatureNotSupported) {
                     statements_.mark_stale(done.request.statement);
                 }
-                undo(done.request);
+                undo_request(done.request, client_ ? &client_->statements() : nullptr,
+                             statements_);
                 break;
             case RequestQueue::Outcome::Skipped:
-                undo(done.request);
+                undo_request(done.request, client_ ? &client_->statements() : nullptr,
+                             statements_);
                 break;
         }
     }
@@ -404,23 +406,6 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
 void Server::settle_requests() {
     if (requests_.finished().empty()) return;  // the usual case: skip building the callback
     settle_requests([this](std::string&& reply) { client_->send(reply); });
-}
-
-void Server::undo(const QueuedRequest& request) {
-    // The request never took effect on the backend: take back what pgtether assumed.
-    if (!request.statement) return;
-    if ((request.undo & QueuedRequest::kUndoClientAdd) && client_ &&
-        client_->statements().find(request.client_name) == request.statement) {
-        client_->statements().remove(request.client_name);
-    }
-    if ((request.undo & QueuedRequest::kUndoClientRemove) && client_) {
-        client_->statements().add(request.client_name, request.statement);
-    }
-    if (request.undo & QueuedRequest::kUndoServerAdd) statements_.remove(*request.statement);
-    if (request.undo & QueuedRequest::kUndoServerRemove) {
-        statements_.add(request.statement, std::numeric_limits<std::size_t>::max(), {});
-    }
-    if (request.undo & QueuedRequest::kUndoServerStale) statements_.mark_stale(request.statement);
 }
 
 void Server::resume_input_from_client() {

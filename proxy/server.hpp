@@ -244,7 +244,6 @@ private:
     void run_cleanup(InternalPurpose purpose, const CleanupPlan& plan);
     void release_to_pool();
     void maybe_finish_close();
-    void undo(const QueuedRequest& request);
     static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
     std::size_t handle_login_data(protocol::ByteSpan data);
     std::size_t handle_linked_data(protocol::ByteSpan data);
