@@ -301,7 +301,7 @@ void show_servers(Worker& worker, std::string& out) {
     ResultSet rs(out, columns);
     Clock clock(worker);
     worker.for_each_server([&](Server& server) {
-        const char* state = server_state_name(worker, server);
+        const char* state = server_state_name(server);
         if (!state) return;
         Client* client = server.client();
         auto purpose = server.internal_purpose();
@@ -344,7 +344,7 @@ void show_sockets(Worker& worker, std::string& out, bool active_only) {
         add(client_socket_row(clock, client, name.c_str(), listen_port), client.stream());
     });
     worker.for_each_server([&](Server& server) {
-        const char* state = server_state_name(worker, server);
+        const char* state = server_state_name(server);
         if (!state) return;
         std::string name =
             std::string("sv_") + (std::string_view(state) == "new" ? "login" : state);

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/peering.hpp"
+#include "core/departure.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
@@ -28,15 +29,6 @@ namespace fe = protocol::fe;
 using protocol::ByteSpan;
 using protocol::Frame;
 using protocol::FrameStatus;
-
-namespace {
-
-// How long a closing client may linger (flushing its last error) before the socket is cut.
-constexpr std::uint64_t kLingerMs = 2000;
-
-std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
-
-}  // namespace
 
 Client::Client(Worker& worker, bool tcp)
     : worker_(worker), stream_(worker, *this), tcp_(tcp), id_(worker.next_id()) {
@@ -544,7 +536,7 @@ Client::TetherDetails& Client::tether_details() {
         tether_ = std::make_unique<TetherDetails>();
         tether_->since_ms = worker_.now_ms();
         // The statement that tethered the client ran on the probing server, which remembers it.
-        if (server_) tether_->last_query = server_->last_statement_;
+        if (server_) tether_->last_query = server_->last_statement();
     }
     return *tether_;
 }
@@ -583,120 +575,25 @@ void Client::detach_from_server() {
     Server* server = server_;
     if (!server) return;
     server_ = nullptr;
-    if (server->busy()) {
-        // It is working for us (parameter sync, check, probe); it finishes and cleans up alone.
-        server->unlink();
-        return;
-    }
-    if (reader_.forwarding()) {
-        // The client left in the middle of a message we were streaming to the server (a large
-        // CopyData): the backend would read whatever comes next as the rest of it, so no
-        // clean-up query can reach it. Close it (PgBouncer closes such servers too).
-        server->unlink();
-        server->close("client left in the middle of a message");
-        return;
-    }
-    // In session mode the client never shared its backend: leaving between transactions is the
-    // ordinary end of a session, handled by server_reset_query (Server::reset).
-    bool clean = server->tracker().idle() &&
-                 (pool_->mode() == PoolMode::Session || (!tethered() && server->effects() == 0));
+    Departure departure;
+    departure.internal_query_running = server->busy();
+    departure.mid_message = reader_.forwarding();
+    departure.backend_idle = server->tracker().idle();
+    departure.session_mode = pool_->mode() == PoolMode::Session;
+    departure.tether_kinds = tether_kinds_;
+    departure.effects = server->effects();
+    const DepartureDecision decision = decide_departure(departure);  // core/departure.hpp
     server->unlink();
-    if (tether_kinds_ & kStateLoad) {
-        // A library loaded into the backend cannot be unloaded: nobody else may use it.
-        server->close("its client used LOAD");
-    } else if (clean) {
-        server->pool().release(*server);
-    } else {
-        server->scrub();
+    switch (decision.action) {
+        case DepartureDecision::Action::FinishQuery: return;  // it hands itself on when done
+        case DepartureDecision::Action::Release: server->pool().release(*server); return;
+        case DepartureDecision::Action::Scrub: server->scrub(); return;
+        case DepartureDecision::Action::Close: server->close(decision.reason); return;
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Timeouts and closing
-
-void Client::janitor(std::uint64_t now) {
-    const auto& config = worker_.config();
-    auto expired = [&](std::uint64_t since, Duration limit) {
-        return limit.count() > 0 && now - since >= to_ms(limit);
-    };
-    switch (state_) {
-        case State::Startup:
-        case State::AuthLookup:
-        case State::Auth:
-        case State::WelcomeWait:
-            if (expired(connected_at_ms_, config.client_login_timeout)) {
-                fail(protocol::sqlstate::kProtocolViolation, "client_login_timeout");
-            } else if (state_ == State::AuthLookup &&
-                       expired(state_since_ms_, config.server_connect_timeout)) {
-                fail(protocol::sqlstate::kConnectionFailure,
-                     "authentication lookup timed out (server_connect_timeout)");
-            }
-            break;
-        case State::Waiting:
-            if (expired(state_since_ms_, config.query_wait_timeout)) {
-                fail(protocol::sqlstate::kProtocolViolation, "query_wait_timeout");
-            }
-            break;
-        case State::Idle:
-            if (admin_ && admin_->waiting()) break;  // PAUSE / WAIT_CLOSE is not idleness
-            if (expired(last_activity_ms_ ? last_activity_ms_ : state_since_ms_,
-                        config.client_idle_timeout)) {
-                fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
-            }
-            break;
-        case State::Active: {
-            if (!server_) break;
-            if (server_->busy()) {
-                // pgtether's own query for this client (server_check_query, the parameter sync,
-                // the tether's probe) stands in for the client's: a backend that stopped
-                // answering is given up after query_timeout, counted from the client's last
-                // request. Closing it tells this client (Client::on_server_lost): one whose
-                // request never reached the backend quietly gets another.
-                if (expired(last_activity_ms_, config.query_timeout)) {
-                    server_->close("pgtether's query on the server took longer than query_timeout");
-                }
-                break;
-            }
-            auto& tracker = server_->tracker();
-            if (!tracker.quiet()) {
-                if (expired(query_started_ms_, config.query_timeout)) {
-                    fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
-                }
-            } else if (tracker.tx_status() != protocol::kTxIdle) {
-                // Idle in a transaction since the backend answered the last request: the time a
-                // query ran is query_timeout's business, not this one's.
-                auto idle_since = std::max(last_activity_ms_, server_->quiet_since_ms());
-                if (expired(idle_since, config.idle_transaction_timeout)) {
-                    fail(protocol::sqlstate::kIdleInTransactionTimeout,
-                         "idle transaction timeout");
-                }
-            } else if (tethered() && expired(last_activity_ms_, config.tethered_idle_timeout)) {
-                fail(protocol::sqlstate::kIdleSessionTimeout,
-                     "tethered client idle for longer than tethered_idle_timeout; its advisory "
-                     "locks have been released");
-            } else if (tethered() && lock_ledger().needs_probe()) {
-                IdleTether idle;
-                idle.ledger_needs_probe = true;
-                idle.backend_idle = tracker.idle() && !server_->holds_client_input();
-                idle.idle_ms = now - std::min(now, last_activity_ms_);
-                idle.since_last_probe_ms = now - std::min(now, tether_details().idle_probe_at_ms);
-                idle.delay_ms = to_ms(config.tether_probe_delay);
-                idle.others_waiting = pool_->waiting_count() > 0;
-                if (should_probe_idle_tether(idle)) {
-                    tether_details().idle_probe_at_ms = now;
-                    server_->probe_idle_tether();
-                }
-            } else if (expired(last_activity_ms_, config.client_idle_timeout) &&
-                       pool_->mode() == PoolMode::Session) {
-                fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
-            }
-            break;
-        }
-        case State::Closing:
-            if (now - state_since_ms_ >= kLingerMs) stream_.close();
-            break;
-    }
-}
 
 void Client::fail(const char* sqlstate, const std::string& message) {
     protocol::ErrorFields error{"FATAL", sqlstate, message, {}, {}};

@@ -133,14 +133,19 @@ std::size_t Client::handle_requests(ByteSpan data) {
             }
         }
         set_state(State::Waiting);
-        pool_->request_server(*this);
-        if (state_ == State::Waiting) {
-            hold_input(data.size());  // queued: hold the request
-            return 0;
-        }
-        if (state_ != State::Active) {
-            stream_.stop_reading();  // closed by a fast failure
-            return 0;
+        switch (pool_->request_server(*this)) {
+            case Pool::Assignment::Queued:
+                hold_input(data.size());  // hold the request until a hand-off
+                return 0;
+            case Pool::Assignment::Failed:
+                stream_.stop_reading();  // closed by a fast failure
+                return 0;
+            case Pool::Assignment::Assigned:
+                if (state_ != State::Active) {
+                    stream_.stop_reading();  // the link failed at once
+                    return 0;
+                }
+                break;
         }
     }
     if (input_paused_) {
@@ -610,7 +615,7 @@ void Client::account_execute(ByteSpan body) {
 void Client::remember_query(std::string_view sql) {
     sql = sql.substr(0, kLastQueryLength);
     // Leak reports name the last statement a backend ran; SHOW LOCKS a tethered client's.
-    if (server_) server_->last_statement_.assign(sql);
+    if (server_) server_->note_statement(sql);
     if (tether_) tether_->last_query.assign(sql);
 }
 

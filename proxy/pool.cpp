@@ -5,6 +5,7 @@
 #include "protocol/scram.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/client_auth.hpp"
+#include "proxy/janitor.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/security.hpp"
 #include "proxy/worker.hpp"
@@ -14,16 +15,6 @@ namespace pgtether {
 namespace {
 
 std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
-
-// How long a server may spend cleaning up (draining, rolling back, unlocking, resetting) before
-// it is closed instead.
-constexpr std::uint64_t kCleanupTimeoutMs = 10'000;
-
-// How long a server beyond the pool's current limit (opened for the tether allowance while
-// clients were tethered) may stay idle before it is closed. Long enough that a busy pool whose
-// lock holders come and go keeps its servers instead of closing and reopening one per tether;
-// short enough that the pool is back to pool_size soon after the tethers end.
-constexpr std::uint64_t kTetherSurplusIdleMs = 1'000;
 
 }  // namespace
 
@@ -120,9 +111,10 @@ void Pool::cancel_welcome_wait(Client& client) { welcome_waiting_.remove(client)
 // ---------------------------------------------------------------------------------------------
 // Clients asking for servers
 
-void Pool::request_server(Client& client) {
-    // PAUSE / KILL: requests wait in the queue until RESUME.
-    Server* server = paused() ? nullptr : idle_server_for(client);
+Pool::Assignment Pool::request_server(Client& client) {
+    // PAUSE / KILL: requests wait in the queue until RESUME. Clients already waiting come first
+    // (an idle server then is theirs at this iteration's hand-off).
+    Server* server = paused() || !waiting_.empty() ? nullptr : idle_server_for(client);
     while (server && server->spoke_while_idle(worker_.now_ms())) {
         // A backend ended while idle (pg_terminate_backend, PostgreSQL shutting down) has sent
         // its FATAL and closed, and the loop may not have read that yet: the client's request
@@ -132,27 +124,29 @@ void Pool::request_server(Client& client) {
         server = idle_server_for(client);
     }
     if (server) {
-        idle_.remove(*server);
-        used_.push_back(*server);
         client.on_server_assigned(*server);
-        return;
+        return Assignment::Assigned;
     }
     if (last_login_error_ && server_count_ == 0 && login_fails_clients()) {
         protocol::ErrorFields error = *last_login_error_;
         error.severity = "FATAL";
         client.close("server login has been failing: " + error.message, &error);
         probe_login();
-        return;
+        return Assignment::Failed;
     }
     waiting_.push_back(client);
     launch_if_needed();
+    return Assignment::Queued;
 }
 
 void Pool::cancel_request(Client& client) {
     waiting_.remove(client);
-    if (static_cast<std::size_t>(connecting_) >= waiting_.size()) {
-        note_tether_reserve_exhausted(false);  // nobody left waiting uncovered
-    }
+    if (uncovered_waiting() == 0) note_tether_reserve_exhausted(false);  // nobody left uncovered
+}
+
+std::size_t Pool::uncovered_waiting() const {
+    const std::size_t covered = static_cast<std::size_t>(connecting_) + idle_.size();
+    return waiting_.size() > covered ? waiting_.size() - covered : 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -161,6 +155,7 @@ void Pool::cancel_request(Client& client) {
 bool Pool::paused() const { return worker_.pool_control().paused(database_.name); }
 
 void Pool::resume() {
+    if (!waiting_.empty() && !idle_.empty()) schedule_hand_offs();
     launch_if_needed();
     if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty() && may_launch(true)) {
         launch_server();
@@ -203,7 +198,7 @@ bool Pool::may_launch(bool use_reserve) const {
 void Pool::launch_if_needed() {
     // One new server per waiting client not already covered by a server on its way.
     bool exhausted = false;
-    while (static_cast<std::size_t>(connecting_) < waiting_.size() && !launch_suspended()) {
+    while (uncovered_waiting() > 0 && !launch_suspended()) {
         const LaunchVerdict verdict = launch_verdict(false);
         if (verdict != LaunchVerdict::Launch) {
             exhausted = verdict == LaunchVerdict::TetherReserveExhausted;
@@ -232,7 +227,8 @@ void Pool::on_tether_change() {
 
 void Pool::launch_server() {
     auto* server = new Server(worker_, *this);
-    used_.push_back(*server);
+    used_.push_back(*server);  // state Connecting (core/server_state.hpp)
+    state_counts_.add(ServerState::Connecting);
     ++server_count_;
     ++connecting_;
     ++worker_.database_server_count(database_.name);
@@ -246,7 +242,7 @@ void Pool::on_server_login(Server& server) {
     login_backoff_.on_success();
     last_login_error_.reset();
     if (welcome_.empty()) {
-        welcome_ = server.welcome_;
+        welcome_ = server.welcome();
         default_params_ = server.params();
         // Clients that authenticated while we waited for this greeting can now be logged in.
         while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
@@ -277,11 +273,8 @@ void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& e
 }
 
 void Pool::forget_server(Server& server) {
-    if (idle_.contains(server)) {
-        idle_.remove(server);
-    } else {
-        used_.remove(server);
-    }
+    (void)server;
+    state_counts_.remove(ServerState::Closing);
     --server_count_;
     --worker_.database_server_count(database_.name);
     --worker_.user_server_count(user_);
@@ -304,11 +297,10 @@ void Pool::release(Server& server) {
         server.close("pause mode");
         return;
     }
-    if (server.cancels_in_flight_ > 0) {
+    if (server.cancels_in_flight() > 0) {
         // A cancel for the last client is still on its way; the backend must not start serving
         // someone else until it has arrived (Server::cancel_finished releases it).
-        server.set_state(Server::State::Cleaning);
-        server.release_after_cancels_ = true;
+        server.wait_for_cancels();
         return;
     }
     bool needs_reset = (mode_ == PoolMode::Session || config.server_reset_query_always) &&
@@ -318,11 +310,31 @@ void Pool::release(Server& server) {
         return;
     }
     server.clear_reset_done();
-    if (!waiting_.empty()) {
-        hand_to_waiting_client(server);
-        return;
-    }
     make_idle(server);
+    // Not handed to a waiting client here: this runs inside the releasing server's (or its
+    // client's) callbacks, and the new client's held requests would run inside them too.
+    if (!waiting_.empty()) schedule_hand_offs();
+}
+
+void Pool::schedule_hand_offs() {
+    if (hand_offs_scheduled_) return;
+    hand_offs_scheduled_ = true;
+    worker_.schedule_hand_offs(*this);
+}
+
+void Pool::serve_waiting_clients() {
+    hand_offs_scheduled_ = false;
+    while (!waiting_.empty() && !paused()) {
+        // The server released last (LIFO) or idle longest (server_round_robin), as make_idle
+        // ordered them; the waiting client is chosen for it (waiting_client_for).
+        Server* server = idle_.front();
+        if (server == nullptr) break;
+        if (server->spoke_while_idle(worker_.now_ms())) {
+            server->close("the server spoke or closed while idle in the pool");
+            continue;
+        }
+        hand_to_waiting_client(*server);
+    }
 }
 
 // Session settings affinity (docs/session-state.md): a backend that already has a client's
@@ -373,113 +385,33 @@ Client* Pool::waiting_client_for(const Server& server) {
 void Pool::hand_to_waiting_client(Server& server) {
     Client* client = waiting_client_for(server);
     waiting_.remove(*client);
-    if (!idle_.contains(server)) used_.remove(server);
-    idle_.remove(server);
-    used_.push_back(server);
-    if (static_cast<std::size_t>(connecting_) >= waiting_.size()) {
-        note_tether_reserve_exhausted(false);  // nobody left waiting uncovered
-    }
+    if (uncovered_waiting() == 0) note_tether_reserve_exhausted(false);  // nobody left uncovered
     client->on_server_assigned(server);
 }
 
-void Pool::make_idle(Server& server) {
-    used_.remove(server);
-    // LIFO by default keeps the hottest backends busy and lets the others reach
-    // server_idle_timeout; server_round_robin spreads the load evenly instead.
-    if (worker_.config().server_round_robin) {
-        idle_.push_back(server);
-    } else {
-        idle_.push_front(server);
-    }
-    server.mark_idle(worker_.now_ms());
-}
+void Pool::make_idle(Server& server) { server.mark_idle(worker_.now_ms()); }
 
-void Pool::take_idle(Server& server) {
-    idle_.remove(server);
-    used_.push_back(server);
+void Pool::on_server_transition(Server& server, ServerState from, ServerState to) {
+    state_counts_.move(from, to);
+    const PoolList was = state_info(from).list;
+    const PoolList is = state_info(to).list;
+    if (was == is) return;
+    if (was == PoolList::Idle) idle_.remove(server);
+    if (was == PoolList::Used) used_.remove(server);
+    if (is == PoolList::Used) used_.push_back(server);
+    if (is == PoolList::Idle) {
+        // LIFO by default keeps the hottest backends busy and lets the others reach
+        // server_idle_timeout; server_round_robin spreads the load evenly instead.
+        if (worker_.config().server_round_robin) {
+            idle_.push_back(server);
+        } else {
+            idle_.push_front(server);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Periodic work
-
-void Pool::janitor(std::uint64_t now) {
-    const auto& config = worker_.config();
-    // Reserve pool: a client has waited longer than reserve_pool_timeout.
-    if (Client* first = waiting_.front()) {
-        if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&
-            static_cast<std::size_t>(connecting_) < waiting_.size() && may_launch(true)) {
-            spdlog::info("{}/{}: taking connection from reserve_pool", database_.name, user_);
-            launch_server();
-        }
-    }
-    // Clients (or a greeting) waiting while other pools of the same database or user hold
-    // max_db_connections / max_user_connections: close an idle server of such a pool to make
-    // room, as PgBouncer does (evict_connection), and retry here, because a server released in
-    // another pool does not notify this one. Without this such clients waited forever.
-    const bool needs_greeting = !welcome_waiting_.empty() && server_count_ == 0 &&
-                                connecting_ == 0;
-    if ((static_cast<std::size_t>(connecting_) < waiting_.size() || needs_greeting) &&
-        !may_launch(needs_greeting)) {
-        make_room_elsewhere();
-    }
-    launch_if_needed();
-    if (needs_greeting && may_launch(true)) launch_server();
-    // min_pool_size: keep some servers warm once the pool is in use.
-    while (server_count_ < sizes_.min_pool_size && may_launch(false)) launch_server();
-
-    // Servers to close, each with its reason, decided before any is closed.
-    std::vector<std::pair<Server*, const char*>> to_close;
-    std::vector<Server*> to_sweep;
-    const bool sweep = config.advisory_lock_tracking != LockTracking::Off &&
-                       config.server_check_delay.count() > 0;
-    const int tethered = idle_.empty() ? 0 : tethered_server_count();  // for idle servers only
-    auto remaining = [&] { return server_count_ - static_cast<int>(to_close.size()); };
-    idle_.for_each([&](Server& server) {
-        const Surplus surplus = server_surplus(sizes_, remaining(), tethered);
-        if (config.server_lifetime.count() > 0 &&
-            now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
-            to_close.emplace_back(&server, "server lifetime over");
-        } else if (surplus == Surplus::PoolSizeReduced) {
-            // pool_size, reserve_pool_size or tether_reserve_size was lowered by a reload or SET.
-            to_close.emplace_back(&server, "too many servers in the pool (pool size reduced)");
-        } else if (surplus == Surplus::TetherReserveUnused &&
-                   now - server.idle_since_ms() >= kTetherSurplusIdleMs) {
-            // Opened while clients were tethered; those tethers have ended (or a size was
-            // lowered) and it has not been needed since.
-            to_close.emplace_back(&server,
-                                  "not needed: beyond pool_size and the tether allowance in use");
-        } else if (config.server_idle_timeout.count() > 0 &&
-                   now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
-                   remaining() > sizes_.min_pool_size) {
-            to_close.emplace_back(&server, "server idle timeout");
-        } else if (sweep && now - std::max(server.idle_since_ms(), server.last_checked_ms()) >=
-                                to_ms(config.server_check_delay)) {
-            to_sweep.push_back(&server);
-        }
-    });
-    used_.for_each([&](Server& server) {
-        auto state = server.state();
-        if ((state == Server::State::Connecting || state == Server::State::Login) &&
-            config.server_connect_timeout.count() > 0 &&
-            now - server.state_since_ms_ >= to_ms(config.server_connect_timeout)) {
-            to_close.emplace_back(&server, "connect timeout (server_connect_timeout)");
-        } else if (state == Server::State::Cleaning &&
-                   now - server.state_since_ms_ >= kCleanupTimeoutMs) {
-            to_close.emplace_back(&server, "clean-up took too long");
-        } else if (state == Server::State::Active && server.client() == nullptr &&
-                   server.busy() && now - server.state_since_ms_ >= kCleanupTimeoutMs) {
-            // pgtether's own query for a client that has left (a parameter sync, a check, a
-            // probe) must finish and hand the server back; one that does not would hold a pool
-            // slot for ever (found by the wire fuzzer, tests/integration/test_wire_fuzz.cpp).
-            to_close.emplace_back(&server, "pgtether's own query outlived its client");
-        }
-    });
-    for (auto [server, reason] : to_close) server->close(reason);
-    for (Server* server : to_sweep) {
-        take_idle(*server);
-        server->sweep_for_leaks();
-    }
-}
 
 void Pool::close_idle_servers(const char* reason) {
     std::vector<Server*> idle;

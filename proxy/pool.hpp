@@ -3,7 +3,9 @@
 //
 // Invariants:
 //   - every live Server of this pool is in exactly one of idle_ (clean, unlinked, ready) or used_
-//     (connecting, logging in, linked to a client, or busy with pgtether's own queries);
+//     (connecting, logging in, linked to a client, or busy with pgtether's own queries), as its
+//     state says (core/server_state.hpp); Server::transition() moves it (on_server_transition),
+//     and state_counts_ counts the servers per state;
 //   - waiting_ holds clients that have a request but no server, in arrival order;
 //   - server_count() never exceeds pool_size + reserve_pool_size + tether_reserve_size, nor the
 //     database and user limits. Servers beyond pool_size (+ the reserve pool) are opened only
@@ -76,24 +78,35 @@ public:
     void learn_client_credentials(const ClientAuth& auth);
 
     // ---- clients asking for servers ----
-    // The client has a request: link a server now (the client's on_server_assigned runs before
-    // this returns) or queue the client.
-    void request_server(Client& client);
+    enum class Assignment {
+        Assigned,  // linked now: the client's on_server_assigned ran before this returned
+        Queued,    // waiting: a released or new server reaches it at a hand-off (below)
+        Failed,    // logins are failing: the client was closed with the server's error
+    };
+    // The client has a request: link an idle server now, or queue the client. Clients already
+    // waiting come first: an idle server is theirs at the next hand-off.
+    [[nodiscard]] Assignment request_server(Client& client);
     void cancel_request(Client& client);
     [[nodiscard]] std::size_t waiting_count() const { return waiting_.size(); }
 
     // ---- servers coming back ----
-    // A server is clean and unlinked: give it to a waiting client or make it idle. Runs the reset
-    // query first when the mode requires it.
+    // A server is clean and unlinked: make it idle, and when clients wait, schedule a hand-off.
+    // Runs the reset query first when the mode requires it.
     void release(Server& server);
+    // The hand-off (PgBouncer's per_loop_activate): idle servers go to waiting clients. Run by the
+    // worker once per loop iteration when scheduled (Worker::schedule_hand_offs), never from
+    // inside the read callback of the server being released.
+    void serve_waiting_clients();
     // A server finished logging in (first ReadyForQuery).
     void on_server_login(Server& server);
     void on_server_login_failed(Server& server, const protocol::ErrorFields& error,
                                 LoginFailureKind kind);
-    // A server is being destroyed.
+    // A server is being destroyed (it has left the lists on its way to Closing).
     void forget_server(Server& server);
-    // A server moved from idle to busy (check query, leak sweep) or back.
-    void take_idle(Server& server);
+    // Server::transition(): move the server to the list of its new state, count it there.
+    void on_server_transition(Server& server, ServerState from, ServerState to);
+    // Servers of this pool per state (SHOW POOLS, SHOW SERVERS, metrics: proxy/pool_census.hpp).
+    [[nodiscard]] const ServerStateCounts& state_counts() const { return state_counts_; }
     // One of this pool's clients became tethered, or stopped being tethered: a new tether widens
     // the pool (tether_reserve_size), so clients waiting for a server may get a new one now.
     void on_tether_change();
@@ -119,6 +132,10 @@ public:
 
 private:
     void launch_if_needed();
+    // Waiting clients that no server covers: neither one logging in nor an idle one about to be
+    // handed to them.
+    [[nodiscard]] std::size_t uncovered_waiting() const;
+    void schedule_hand_offs();
     // Shutting down, paused, or waiting for the next login attempt after failed ones
     // (proxy/login_retry.hpp): no server is launched at all.
     [[nodiscard]] bool launch_suspended() const;
@@ -156,9 +173,11 @@ private:
     IntrusiveList<Client, &Client::pool_hook_> welcome_waiting_;
     std::uint64_t host_turn_ = 0;  // next_host_turn()
     int server_count_ = 0;   // idle_ + used_
+    ServerStateCounts state_counts_;
     int connecting_ = 0;     // servers not yet logged in
     int head_skips_ = 0;     // times the first waiting client was passed over (waiting_client_for)
     bool tether_reserve_exhausted_ = false;  // an occurrence is going on (logged, counted)
+    bool hand_offs_scheduled_ = false;       // serve_waiting_clients() is due this iteration
 
     std::vector<std::pair<std::string, std::string>> welcome_;
     ParamValues default_params_;

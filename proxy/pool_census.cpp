@@ -7,26 +7,8 @@
 
 namespace pgtether {
 
-const char* server_state_name(Worker& worker, Server& server) {
-    switch (server.state()) {
-        case Server::State::Connecting:
-        case Server::State::Login:
-            return "new";
-        case Server::State::Active:
-            return "active";
-        case Server::State::Cleaning:
-            return server.waiting_for_cancels() ? "being_canceled" : "tested";
-        case Server::State::Idle: {
-            const auto& config = worker.config();
-            auto delay_ms = static_cast<std::uint64_t>(config.server_check_delay.count() / 1000);
-            bool needs_check = !config.server_check_query.empty() &&
-                               worker.now_ms() - server.idle_since_ms() >= delay_ms;
-            return needs_check ? "used" : "idle";
-        }
-        case Server::State::Closing:
-            return nullptr;
-    }
-    return nullptr;
+const char* server_state_name(const Server& server) {
+    return census_name(state_info(server.state()).census);
 }
 
 const char* client_state_name(const Client& client) {
@@ -74,24 +56,19 @@ std::map<const Pool*, PoolCensus> take_census(Worker& worker) {
             }
         }
     });
+    for (const auto& [key, pool] : worker.pools()) {
+        const ServerStateCounts& counts = pool->state_counts();
+        auto& c = census[pool.get()];
+        c.sv_active = counts.in(ServerCensus::Active);
+        c.sv_idle = counts.in(ServerCensus::Idle);
+        c.sv_used = counts.in(ServerCensus::Used);
+        c.sv_tested = counts.in(ServerCensus::Tested);
+        c.sv_login = counts.in(ServerCensus::Login);
+        c.sv_being_canceled = counts.in(ServerCensus::BeingCanceled);
+    }
     worker.for_each_server([&](Server& server) {
-        const char* state = server_state_name(worker, server);
-        if (!state) return;
+        if (server.state() == Server::State::Closing) return;
         auto& c = census[&server.pool()];
-        std::string_view s = state;
-        if (s == "active") {
-            ++c.sv_active;
-        } else if (s == "idle") {
-            ++c.sv_idle;
-        } else if (s == "used") {
-            ++c.sv_used;
-        } else if (s == "tested") {
-            ++c.sv_tested;
-        } else if (s == "new") {
-            ++c.sv_login;
-        } else if (s == "being_canceled") {
-            ++c.sv_being_canceled;
-        }
         if (worker.cancels_in_flight_for(server) > 0) ++c.sv_active_cancel;
         if (server.client() && server.client()->tethered()) ++c.sv_tethered;
     });

@@ -12,15 +12,16 @@ class Pool;
 class Server;
 class Worker;
 
-// PgBouncer's server states (SHOW SERVERS' state column):
-//   active          linked to a client
-//   idle            in the pool, usable at once
-//   used            idle longer than server_check_delay: server_check_query runs before reuse
-//   tested          running pgtether's own queries (reset, check, scrub, leak sweep, ...)
-//   new             connecting or logging in
-//   being_canceled  released, but a cancel request for it is still on its way
+// PgBouncer's server states (SHOW SERVERS' state column), read from the server's state
+// (core/server_state.hpp, ServerCensus):
+//   active          linked to a client (Linked, Syncing, Probing)
+//   idle            in the pool, usable at once (Idle)
+//   used            idle longer than server_check_delay: server_check_query runs before reuse (Used)
+//   tested          running pgtether's own queries (ConnectQuery, Resetting, Scrubbing, Sweeping)
+//   new             connecting or logging in (Connecting, TlsAnswer, Login)
+//   being_canceled  released, but a cancel request for it is still on its way (BeingCancelled)
 // nullptr for a server that is closing (not shown).
-const char* server_state_name(Worker& worker, Server& server);
+const char* server_state_name(const Server& server);
 
 // PgBouncer's client states (SHOW CLIENTS): "active" (logged in, with or without a server),
 // "waiting" (has a request, or waits for the pool's first server). nullptr for clients that are

@@ -112,8 +112,8 @@ void PoolControl::close_retired_linked_servers() {
     // rather than at the client's end; its client is disconnected with it.
     std::vector<Server*> servers;
     worker_.for_each_server([&](Server& server) {
-        if (server.retired() && server.state() == Server::State::Active && server.client() &&
-            !server.busy() && server.tracker().quiet() &&
+        if (server.retired() && server.state() == Server::State::Linked && server.client() &&
+            server.tracker().quiet() &&
             server.tracker().tx_status() == protocol::kTxIdle) {
             servers.push_back(&server);
         }

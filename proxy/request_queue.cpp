@@ -1,5 +1,7 @@
 #include "proxy/request_queue.hpp"
 
+#include <limits>
+
 #include "protocol/message_types.hpp"
 
 namespace pgtether {
@@ -80,6 +82,23 @@ std::vector<std::uint64_t> RequestQueue::pinned_statements() const {
         if (request.statement) ids.push_back(request.statement->id);
     }
     return ids;
+}
+
+void undo_request(const QueuedRequest& request, ClientStatements* client,
+                  ServerStatements& server) {
+    if (!request.statement) return;
+    if ((request.undo & QueuedRequest::kUndoClientAdd) && client &&
+        client->find(request.client_name) == request.statement) {
+        client->remove(request.client_name);
+    }
+    if ((request.undo & QueuedRequest::kUndoClientRemove) && client) {
+        client->add(request.client_name, request.statement);
+    }
+    if (request.undo & QueuedRequest::kUndoServerAdd) server.remove(*request.statement);
+    if (request.undo & QueuedRequest::kUndoServerRemove) {
+        server.add(request.statement, std::numeric_limits<std::size_t>::max(), {});
+    }
+    if (request.undo & QueuedRequest::kUndoServerStale) server.mark_stale(request.statement);
 }
 
 }  // namespace pgtether

@@ -45,6 +45,12 @@ struct QueuedRequest {
     StatementPtr statement;   // for undo, and to keep needed statements from eviction
 };
 
+// The request never took effect on the backend (it failed, or the backend skipped it after an
+// error): takes back what translation assumed, on both sides -- the client's names (`client`,
+// null once the client has left) and the backend's statements.
+void undo_request(const QueuedRequest& request, ClientStatements* client,
+                  ServerStatements& server);
+
 class RequestQueue {
 public:
     enum class Verdict { Forward, Swallow };

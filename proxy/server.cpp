@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 #include <utility>
 #include <list>
@@ -13,6 +14,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
+#include "core/departure.hpp"
 #include "proxy/client.hpp"
 #include "proxy/forward_batch.hpp"
 #include "proxy/pool.hpp"
@@ -41,6 +43,21 @@ const char* to_string(InternalPurpose purpose) {
 }
 
 namespace {
+
+// The state a server is in while pgtether's own query of this purpose runs.
+ServerState state_for(InternalPurpose purpose) {
+    switch (purpose) {
+        case InternalPurpose::ConnectQuery: return ServerState::ConnectQuery;
+        case InternalPurpose::Check:
+        case InternalPurpose::ParamSync: return ServerState::Syncing;
+        case InternalPurpose::Probe:
+        case InternalPurpose::DiscardedProbe: return ServerState::Probing;
+        case InternalPurpose::Reset: return ServerState::Resetting;
+        case InternalPurpose::Scrub: return ServerState::Scrubbing;
+        case InternalPurpose::LeakSweep: return ServerState::Sweeping;
+    }
+    return ServerState::Closing;
+}
 
 // Messages a server may send that are only forwarded, never inspected: when one is larger than
 // what has arrived so far, its first part can go to the client right away (streaming) instead of
@@ -152,10 +169,10 @@ void Server::on_stream_connected(int status) {
     }
     stream_.apply_tcp_settings();
     stream_.start_reading();
-    set_state(State::Login);
+    login_since_ms_ = worker_.now_ms();
     tls_context_ = server_tls::context_for(worker_.security(), address_is_unix_);
     if (tls_context_) {
-        awaiting_tls_answer_ = true;
+        transition(State::TlsAnswer);
         stream_.write(protocol::build_ssl_request());
         return;
     }
@@ -163,6 +180,7 @@ void Server::on_stream_connected(int status) {
 }
 
 void Server::send_startup() {
+    transition(State::Login);
     const auto& db = pool_.database();
     std::vector<std::pair<std::string, std::string>> params = {
         {"user", pool_.user_name()},
@@ -228,7 +246,6 @@ void Server::finish_login() {
                   pool_.user_name(), backend_key_.pid);
     const auto& connect_query = pool_.database().connect_query;
     if (!connect_query.empty()) {
-        set_state(State::Cleaning);
         run_internal(InternalPurpose::ConnectQuery, {connect_query});
         return;
     }
@@ -242,16 +259,27 @@ void Server::finish_login() {
 // ---------------------------------------------------------------------------------------------
 // Life in the pool
 
-void Server::set_state(State state) {
-    state_ = state;
+void Server::transition(State next) {
+    assert(may_transition(state_, next));
+    const State previous = state_;
+    state_ = next;
     state_since_ms_ = worker_.now_ms();
+    pool_.on_server_transition(*this, previous, next);
 }
 
 void Server::mark_idle(std::uint64_t now_ms) {
-    set_state(State::Idle);
+    transition(State::Idle);
     idle_since_ms_ = now_ms;
     welcome_.clear();
     welcome_.shrink_to_fit();
+}
+
+void Server::mark_check_due(bool due) {
+    if (due && state_ == State::Idle) {
+        transition(State::Used);
+    } else if (!due && state_ == State::Used) {
+        transition(State::Idle);
+    }
 }
 
 bool Server::spoke_while_idle(std::uint64_t now_ms) const {
@@ -261,7 +289,7 @@ bool Server::spoke_while_idle(std::uint64_t now_ms) const {
 
 void Server::link(Client& client) {
     client_ = &client;
-    set_state(State::Active);
+    transition(State::Linked);
     effects_ = 0;
     locks_.reset();
     pipelined_probe_kinds_ = 0;
@@ -352,7 +380,7 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
             case RequestQueue::Outcome::Done:
                 break;
             case RequestQueue::Outcome::Answer:
-                if (client_ && state_ == State::Active) emit(std::move(done.request.reply));
+                if (client_ && state_info(state_).linked) emit(std::move(done.request.reply));
                 break;
             case RequestQueue::Outcome::Failed:
                 // "cached plan must not change result type": the statement was planned against
@@ -363,10 +391,12 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
                     failed_sqlstate_ == protocol::sqlstate::kFeatureNotSupported) {
                     statements_.mark_stale(done.request.statement);
                 }
-                undo(done.request);
+                undo_request(done.request, client_ ? &client_->statements() : nullptr,
+                             statements_);
                 break;
             case RequestQueue::Outcome::Skipped:
-                undo(done.request);
+                undo_request(done.request, client_ ? &client_->statements() : nullptr,
+                             statements_);
                 break;
         }
     }
@@ -378,23 +408,6 @@ void Server::settle_requests() {
     settle_requests([this](std::string&& reply) { client_->send(reply); });
 }
 
-void Server::undo(const QueuedRequest& request) {
-    // The request never took effect on the backend: take back what pgtether assumed.
-    if (!request.statement) return;
-    if ((request.undo & QueuedRequest::kUndoClientAdd) && client_ &&
-        client_->statements().find(request.client_name) == request.statement) {
-        client_->statements().remove(request.client_name);
-    }
-    if ((request.undo & QueuedRequest::kUndoClientRemove) && client_) {
-        client_->statements().add(request.client_name, request.statement);
-    }
-    if (request.undo & QueuedRequest::kUndoServerAdd) statements_.remove(*request.statement);
-    if (request.undo & QueuedRequest::kUndoServerRemove) {
-        statements_.add(request.statement, std::numeric_limits<std::size_t>::max(), {});
-    }
-    if (request.undo & QueuedRequest::kUndoServerStale) statements_.mark_stale(request.statement);
-}
-
 void Server::resume_input_from_client() {
     if (state_ == State::Closing) return;
     stream_.start_reading();
@@ -403,8 +416,7 @@ void Server::resume_input_from_client() {
 
 void Server::cancel_finished() {
     if (cancels_in_flight_ > 0) --cancels_in_flight_;
-    if (cancels_in_flight_ == 0 && release_after_cancels_) {
-        release_after_cancels_ = false;
+    if (cancels_in_flight_ == 0 && state_ == State::BeingCancelled) {
         pool_.release(*this);
     }
 }
@@ -415,17 +427,25 @@ void Server::cancel_finished() {
 std::size_t Server::on_stream_data(ByteSpan data) {
     std::size_t consumed = 0;
     // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
-    while (consumed < data.size() && state_ != State::Closing && !stream_.tls_handshaking()) {
+    while (consumed < data.size() && !stream_.tls_handshaking()) {
         ByteSpan rest = data.subspan(consumed);
-        std::size_t n;
-        if (state_ == State::Login) {
-            n = awaiting_tls_answer_ ? handle_tls_answer(rest) : handle_login_data(rest);
-        } else if (internal_) {
-            n = handle_internal_data(rest);
-        } else if (client_) {
-            n = handle_linked_data(rest);
-        } else {
-            n = handle_unexpected_data(rest);
+        std::size_t n = 0;
+        switch (state_) {
+            case State::Connecting:
+            case State::Closing:
+                return consumed;
+            case State::TlsAnswer: n = handle_tls_answer(rest); break;
+            case State::Login: n = handle_login_data(rest); break;
+            case State::ConnectQuery:
+            case State::Syncing:
+            case State::Probing:
+            case State::Resetting:
+            case State::Scrubbing:
+            case State::Sweeping: n = handle_internal_data(rest); break;
+            case State::Linked: n = handle_linked_data(rest); break;
+            case State::Idle:
+            case State::Used:
+            case State::BeingCancelled: n = handle_unexpected_data(rest); break;
         }
         if (n == 0) break;
         consumed += n;
@@ -583,7 +603,7 @@ void Server::record_parameter(std::string_view name, std::string_view value,
     auto tracked = find_tracked_param(name);
     if (!tracked) return;
     params_.set(*tracked, value);
-    if (client_ && state_ == State::Active) {
+    if (client_ && state_info(state_).linked) {
         // The client either caused this change (SET) or must learn the canonical spelling of a
         // value it asked for during parameter sync. What it last saw is its own value, or, for
         // a parameter it never chose, the pool's that greeted it: a sync back to that value
@@ -694,7 +714,7 @@ void Server::on_transaction_end() {
 }
 
 void Server::on_partial_message_sent() {
-    if (client_ && !internal_ && state_ == State::Active && tracker_.idle() &&
+    if (client_ && state_ == State::Linked && tracker_.idle() &&
         pool_.mode() != PoolMode::Session) {
         on_transaction_end();
     }
@@ -841,6 +861,7 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
 
 void Server::start_internal(InternalPurpose purpose, std::string messages, int own_ready,
                             int extra_ready, std::uint32_t probed) {
+    transition(state_for(purpose));
     internal_ = std::make_unique<InternalQuery>();
     internal_->purpose = purpose;
     internal_->probed = probed;
@@ -929,7 +950,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
                 break;
             case be::kNotificationResponse:
                 // A notification belongs to the session, not to our query: pass it on.
-                if (client_ && state_ == State::Active) client_->send(protocol::as_chars(next.bytes));
+                if (client_ && state_info(state_).linked) client_->send(protocol::as_chars(next.bytes));
                 break;
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -964,16 +985,23 @@ void Server::finish_internal() {
                       op->purpose == InternalPurpose::ParamSync ||
                       op->purpose == InternalPurpose::Probe ||
                       op->purpose == InternalPurpose::DiscardedProbe;
+    // Back to forwarding (what follows may start another query, release or scrub).
+    if (for_client && client_ != nullptr) transition(State::Linked);
     if (for_client && client_ == nullptr) {
         // The client left while we worked on its behalf (see Client::detach_from_server).
-        if (op->purpose == InternalPurpose::Probe || op->purpose == InternalPurpose::DiscardedProbe) {
-            scrub();
-        } else if (clean) {
-            // A parameter sync that completed changed the backend's settings all the same.
-            if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
-            pool_.release(*this);
-        } else {
-            close(std::string(to_string(op->purpose)) + " failed: " + op->error.message);
+        const bool was_probe = op->purpose == InternalPurpose::Probe ||
+                               op->purpose == InternalPurpose::DiscardedProbe;
+        switch (decide_orphaned_query_end(was_probe, clean).action) {
+            case DepartureDecision::Action::Scrub: scrub(); return;
+            case DepartureDecision::Action::Release:
+                // A parameter sync that completed changed the backend's settings all the same.
+                if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
+                pool_.release(*this);
+                return;
+            case DepartureDecision::Action::FinishQuery:
+            case DepartureDecision::Action::Close:
+                close(std::string(to_string(op->purpose)) + " failed: " + op->error.message);
+                return;
         }
         return;
     }
@@ -1095,59 +1123,41 @@ void Server::finish_internal() {
 }
 
 void Server::scrub() {
-    // Build one write that brings the backend back to a known state, whatever the client left:
-    //   CopyFail ends a COPY FROM STDIN the client abandoned (the server then reports an error);
-    //   Sync closes an extended-protocol batch, ends error-skipping and gets its own
-    //   ReadyForQuery; ROLLBACK ends an open transaction block; DISCARD ALL ends every kind of
-    //   session state (advisory locks, temporary tables, LISTEN, cursors, prepared statements,
-    //   settings); the probe verifies it.
-    set_state(State::Cleaning);
+    // One write that brings the backend back to a known state, whatever the client left
+    // (core/departure.hpp, plan_scrub): DISCARD ALL ends every kind of session state (advisory
+    // locks, temporary tables, LISTEN, cursors, prepared statements, settings); the probe
+    // verifies it.
+    ScrubState state;
+    state.left_running = tracker_.outstanding();  // the client's, before our own Sync
+    state.probe_pipelined = std::exchange(pipelined_probe_kinds_, 0) != 0;
+    state.in_copy_in = tracker_.in_copy_in();
+    state.unsynced = tracker_.unsynced();
+    state.transaction_open = tracker_.tx_status() != protocol::kTxIdle;
+    state.tracked = tracked_kinds(worker_.config());
+    run_cleanup(InternalPurpose::Scrub, plan_scrub(state));
+}
+
+void Server::reset() {
+    const auto& config = worker_.config();
+    run_cleanup(InternalPurpose::Reset,
+                plan_reset(config.server_reset_query, tracked_kinds(config)));
+}
+
+void Server::sweep_for_leaks() {
+    run_cleanup(InternalPurpose::LeakSweep, plan_sweep(tracked_kinds(worker_.config())));
+}
+
+void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
     std::string prefix;
-    const int left_running = tracker_.outstanding();  // the client's, before our own Sync
-    // A probe pipelined behind the client's last statement is answered too (and thrown away).
-    int extra_ready = left_running + (std::exchange(pipelined_probe_kinds_, 0) != 0 ? 1 : 0);
-    if (tracker_.in_copy_in()) protocol::append_copy_fail(prefix, "client disconnected");
-    if (tracker_.unsynced() || tracker_.in_copy_in()) {
+    if (plan.copy_fail) protocol::append_copy_fail(prefix, "client disconnected");
+    if (plan.sync) {
         protocol::append_sync(prefix);
         // The tracker must see this Sync too, or it keeps the batch "unsynced" and the scrub,
         // which only passes an idle tracker, closes a backend it had cleaned.
         tracker_.on_frontend(protocol::fe::kSync);
-        ++extra_ready;
     }
-    std::vector<std::string> queries;
-    // Whether the transaction block is still open is known only once the drained requests have
-    // answered; ROLLBACK is harmless (a warning) when none is.
-    if (extra_ready > 0 || tracker_.tx_status() != protocol::kTxIdle) {
-        queries.emplace_back("ROLLBACK");
-    }
-    // With nothing tracked pgtether behaves like PgBouncer: state stays where the client left it.
-    std::uint32_t kinds = tracked_kinds(worker_.config()) & kProbedKinds;
-    if (kinds != 0) queries.emplace_back("DISCARD ALL");
-    bool cancel = left_running > 0 && !tracker_.in_copy_in();
-    probe(InternalPurpose::Scrub, kinds, std::move(queries), std::move(prefix), extra_ready);
-    if (internal_ && cancel) {
-        // The departed client left a query running (maybe waiting for a lock): cancel it rather
-        // than wait for it.
-        worker_.forward_cancel(*this);
-    }
-}
-
-void Server::reset() {
-    // server_reset_query is the operator's choice of what a session leaves behind (PgBouncer's
-    // semantics), with one exception: a backend never serves another client while it holds a
-    // departed client's advisory locks, so with tracking on those are released and verified.
-    // The settings are read back so that the next client's replay starts from the truth.
-    set_state(State::Cleaning);
-    const auto& config = worker_.config();
-    std::vector<std::string> queries = {config.server_reset_query};
-    std::uint32_t kinds = tracked_kinds(config) & (kStateAdvisoryLock | kStateSettings);
-    if (kinds & kStateAdvisoryLock) queries.emplace_back(kUnlockAll);
-    probe(InternalPurpose::Reset, kinds, std::move(queries));
-}
-
-void Server::sweep_for_leaks() {
-    set_state(State::Cleaning);
-    probe(InternalPurpose::LeakSweep, tracked_kinds(worker_.config()) & kProbedKinds & ~kStateSettings);
+    probe(purpose, plan.probe_kinds, plan.queries, std::move(prefix), plan.extra_ready);
+    if (internal_ && plan.cancel) worker_.forward_cancel(*this);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1156,12 +1166,14 @@ void Server::sweep_for_leaks() {
 void Server::close(const std::string& reason) {
     if (state_ == State::Closing) return;
     State previous = state_;
-    set_state(State::Closing);
+    transition(State::Closing);
     // PgBouncer's words ("closing because: REASON (age=Ns)"), then the backend.
     spdlog::log(worker_.config().log_disconnections ? spdlog::level::info : spdlog::level::debug,
                 "{} closing because: {} (age={}s) backend pid {}", describe(), reason,
                 (worker_.now_ms() - connected_at_ms_) / 1000, backend_key_.pid);
-    if ((previous == State::Connecting || previous == State::Login) && !login_failed_reported_) {
+    const bool logging_in = previous == State::Connecting || previous == State::TlsAnswer ||
+                            previous == State::Login;
+    if (logging_in && !login_failed_reported_) {
         login_failed_reported_ = true;
         // The connection broke or timed out before the login completed: worth a quick retry.
         pool_.on_server_login_failed(*this,
@@ -1169,7 +1181,7 @@ void Server::close(const std::string& reason) {
                                            "server connection failed: " + reason),
                                      LoginFailureKind::Unreachable);
     }
-    if (previous != State::Connecting && previous != State::Login) {
+    if (!logging_in) {
         std::string terminate;
         protocol::append_terminate(terminate);
         stream_.write(terminate);

@@ -19,6 +19,7 @@
 #include "protocol/pipeline_tracker.hpp"
 #include "protocol/startup.hpp"
 #include "core/lock_accounting.hpp"
+#include "core/server_state.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/login_retry.hpp"
 #include "proxy/message_reader.hpp"
@@ -33,6 +34,7 @@ namespace pgtether {
 
 class Client;
 class ForwardBatch;
+struct CleanupPlan;
 class Pool;
 class Worker;
 class ServerLogin;
@@ -53,14 +55,8 @@ const char* to_string(InternalPurpose purpose);
 
 class Server final : public Stream::Handler {
 public:
-    enum class State {
-        Connecting,  // resolving/connecting; nothing sent yet
-        Login,       // start-up sent; authenticating; collecting ParameterStatus until ReadyForQuery
-        Idle,        // in the pool's idle list: clean, unlinked, no query in flight
-        Active,      // linked to a client (maybe running an internal query on its behalf)
-        Cleaning,    // unlinked, running internal queries (reset, scrub, check, sweep)
-        Closing,     // closed or closing; waiting for the handle to go
-    };
+    // The states, the pool list each lives on and what may follow: core/server_state.hpp.
+    using State = ServerState;
 
     Server(Worker& worker, Pool& pool);
     ~Server();
@@ -95,11 +91,26 @@ public:
     [[nodiscard]] std::optional<InternalPurpose> internal_purpose() const {
         return internal_ ? std::optional(internal_->purpose) : std::nullopt;
     }
-    [[nodiscard]] bool waiting_for_cancels() const { return release_after_cancels_; }
     [[nodiscard]] Stream& stream() { return stream_; }
 
     // ---- life in the pool ----
+    // Moves the server to `next` (core/server_state.hpp says which may follow which): the pool
+    // moves it between its lists and counts, and the time is stamped (state_since_ms).
+    void transition(State next);
+    // When the login started (server_connect_timeout counts connecting and logging in apart).
+    [[nodiscard]] std::uint64_t login_since_ms() const { return login_since_ms_; }
+    // The ParameterStatus pairs the backend sent at login (the pool's greeting).
+    [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& welcome() const {
+        return welcome_;
+    }
+    // Onto the idle list: clean, unlinked, nothing in flight.
     void mark_idle(std::uint64_t now_ms);
+    // The janitor: an idle server is due for server_check_query before its next use (Used), or
+    // not (Idle).
+    void mark_check_due(bool due);
+    // Released while a cancel for its last client is still on its way: cancel_finished()
+    // releases it once none is.
+    void wait_for_cancels() { transition(State::BeingCancelled); }
     // Whether the backend, idle in the pool, sent something the loop has not read yet (in
     // practice a FATAL and EOF: it was terminated). Looked at (one system call) only when it has
     // been idle for a millisecond or more: a busy pool's servers are handed on at once.
@@ -185,17 +196,20 @@ public:
     // The periodic leak sweep of an idle pooled backend (docs/advisory-locks.md).
     void sweep_for_leaks();
 
+
     // Number of cancel requests sent for this backend and not yet completed.
     void cancel_started() { ++cancels_in_flight_; }
+    [[nodiscard]] int cancels_in_flight() const { return cancels_in_flight_; }
     void cancel_finished();
 
-    // Intrusive hooks: the pool's idle/used list; the worker's registry.
+    // Who used this backend last and what they ran last, for leak reports and SHOW LOCKS.
+    void note_statement(std::string_view sql) { last_statement_.assign(sql); }
+    [[nodiscard]] const std::string& last_statement() const { return last_statement_; }
+
+    // Intrusive hooks (IntrusiveList needs them as public members; only Pool's lists and the
+    // worker's registry link them): the pool's idle/used list; the worker's registry.
     ListHook pool_hook_;
     ListHook worker_hook_;
-
-    // Who used this backend last and what they ran last, for leak reports.
-    std::string last_client_description_;
-    std::string last_statement_;
 
 private:
     // One of pgtether's own queries and its answer (rows of the last result set, first error).
@@ -217,7 +231,6 @@ private:
     void on_stream_closed() override;
     void on_stream_tls_ready(const std::string& error) override;
 
-    void set_state(State state);
     // Login: the StartupMessage; before it, the answer to SSLRequest (server_tls_sslmode).
     void send_startup();
     std::size_t handle_tls_answer(protocol::ByteSpan data);
@@ -226,9 +239,11 @@ private:
     void login_failed(const protocol::ErrorFields& error,
                       LoginFailureKind kind = LoginFailureKind::Refused);
     void sync_parameters();
+    // Sends a clean-up plan (core/departure.hpp) as `purpose`: its messages and queries, then
+    // the probe; cancels what the client left running when the plan says so.
+    void run_cleanup(InternalPurpose purpose, const CleanupPlan& plan);
     void release_to_pool();
     void maybe_finish_close();
-    void undo(const QueuedRequest& request);
     static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
     std::size_t handle_login_data(protocol::ByteSpan data);
     std::size_t handle_linked_data(protocol::ByteSpan data);
@@ -263,9 +278,8 @@ private:
     bool translate_statements_ = false;
     std::unique_ptr<ServerLogin> login_;
     // TLS towards the server: the context chosen at connect time (a reload may replace the
-    // worker's), and whether the one-byte answer to SSLRequest is still awaited.
+    // worker's).
     std::shared_ptr<const TlsContext> tls_context_;
-    bool awaiting_tls_answer_ = false;
     std::unique_ptr<InternalQuery> internal_;
     // The message stream from the backend: the rest of a message streamed to the client, or of
     // one a departed client left behind that is skipped.
@@ -297,17 +311,17 @@ private:
     // Scrubs repeated because a cancel hit the scrub itself (see the Scrub case of
     // finish_internal); reset once a scrub succeeds.
     int scrub_repeats_ = 0;
-    bool release_after_cancels_ = false;
     std::uint64_t connected_at_ms_ = 0;
     std::uint64_t state_since_ms_ = 0;
+    std::uint64_t login_since_ms_ = 0;
     std::uint64_t idle_since_ms_ = 0;
     std::uint64_t last_checked_ms_ = 0;
     std::uint64_t quiet_since_ms_ = 0;
     std::uint64_t request_started_us_ = 0;  // 0: no query running (SHOW STATS timing)
     std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
-
-    friend class Pool;
-    friend class Worker;
+    // Who used this backend last and what they ran last, for leak reports.
+    std::string last_client_description_;
+    std::string last_statement_;
 };
 
 }  // namespace pgtether

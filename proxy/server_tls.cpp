@@ -82,11 +82,10 @@ std::size_t Server::handle_tls_answer(protocol::ByteSpan data) {
                                       "TLS negotiation with server failed: " + answer.error));
             return data.size();
         case server_tls::Answer::Kind::Plaintext:
-            awaiting_tls_answer_ = false;
             send_startup();
             return answer.consumed;
         case server_tls::Answer::Kind::Tls:
-            awaiting_tls_answer_ = false;  // on_stream_tls_ready() continues
+            // TlsAnswer until the handshake is done: on_stream_tls_ready() continues.
             return answer.consumed;
     }
     return data.size();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/departure.hpp"
 #include "core/lock_ledger.hpp"
 #include "core/tether_policy.hpp"
 #include "protocol/sql_scanner.hpp"
@@ -54,6 +55,6 @@ std::string describe_state(std::uint32_t kinds, const std::string& locks,
                            const std::vector<std::pair<std::uint32_t, std::string>>& summaries);
 
 // Releases every session-level advisory lock of the backend (not transaction-level ones).
-inline constexpr const char* kUnlockAll = "SELECT pg_catalog.pg_advisory_unlock_all()";
+inline constexpr const char* kUnlockAll = kUnlockAllQuery;  // core/departure.hpp
 
 }  // namespace pgtether

@@ -17,6 +17,7 @@
 #include "proxy/intrusive_list.hpp"
 #include "proxy/listener.hpp"
 #include "proxy/lock_catalog.hpp"
+#include "proxy/janitor.hpp"
 #include "proxy/metrics_server.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_control.hpp"
@@ -27,10 +28,6 @@ namespace pgtether {
 
 namespace {
 
-// How often timeouts are checked: fine enough for second-granularity settings.
-constexpr std::uint64_t kJanitorIntervalMs = 100;
-// How long a shutdown lets running transactions finish before closing everything.
-constexpr std::uint64_t kShutdownGraceMs = 10'000;
 
 std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
 
@@ -67,6 +64,10 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
     janitor_timer_.data = this;
     uv_timer_init(&loop_, &stats_timer_);
     stats_timer_.data = this;
+    uv_check_init(&loop_, &hand_off_check_);
+    hand_off_check_.data = this;
+    uv_idle_init(&loop_, &hand_off_idle_);
+    hand_off_idle_.data = this;
     lock_catalog_ = std::make_unique<LockCatalog>(*this);
 }
 
@@ -132,7 +133,7 @@ void Worker::start() {
         metrics_->listen(config.metrics_listen_addr, config.metrics_listen_port,
                          config.listen_backlog);
     }
-    uv_timer_start(&janitor_timer_, on_janitor, kJanitorIntervalMs, kJanitorIntervalMs);
+    uv_timer_start(&janitor_timer_, on_janitor, janitor::kIntervalMs, janitor::kIntervalMs);
     restart_stats_timer();
 }
 
@@ -256,6 +257,34 @@ void Worker::forget_cancel_target(Server& server) {
 // ---------------------------------------------------------------------------------------------
 // Periodic work
 
+void Worker::schedule_hand_offs(Pool& pool) {
+    hand_offs_.push_back(&pool);
+    if (hand_offs_.size() == 1) {
+        uv_check_start(&hand_off_check_, on_hand_off_check);
+        uv_idle_start(&hand_off_idle_, on_hand_off_idle);
+    }
+}
+
+void Worker::on_hand_off_check(uv_check_t* check) {
+    static_cast<Worker*>(check->data)->run_hand_offs();
+}
+
+void Worker::on_hand_off_idle(uv_idle_t* idle) {
+    static_cast<Worker*>(idle->data)->run_hand_offs();
+}
+
+void Worker::run_hand_offs() {
+    // A hand-off may schedule another (a client that fails at once releases its server): those
+    // are served in this pass too. Each round hands out at least one server or empties a queue.
+    while (!hand_offs_.empty()) {
+        std::vector<Pool*> pools;
+        pools.swap(hand_offs_);
+        for (Pool* pool : pools) pool->serve_waiting_clients();
+    }
+    uv_check_stop(&hand_off_check_);
+    uv_idle_stop(&hand_off_idle_);
+}
+
 void Worker::on_janitor(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->janitor(); }
 
 void Worker::janitor() {
@@ -264,7 +293,7 @@ void Worker::janitor() {
         // The last client has left: close the servers and everything else, then stop.
         spdlog::info("shutting down: all clients have disconnected");
         shutdown_mode_ = ShutdownMode::Graceful;
-        shutdown_deadline_ms_ = now + kShutdownGraceMs;
+        shutdown_deadline_ms_ = now + janitor::kShutdownGraceMs;
         close_everything();
     }
     // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left.
@@ -397,9 +426,9 @@ void Worker::begin_shutdown(ShutdownMode mode) {
         shutdown_deadline_ms_ = 0;  // no bound: as long as the transactions take
         spdlog::info("shutting down: no new connections; waiting for transactions to finish");
     } else {
-        shutdown_deadline_ms_ = now_ms() + kShutdownGraceMs;
+        shutdown_deadline_ms_ = now_ms() + janitor::kShutdownGraceMs;
         spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
-                     kShutdownGraceMs / 1000);
+                     janitor::kShutdownGraceMs / 1000);
     }
     close_everything();
     janitor();
@@ -423,6 +452,8 @@ void Worker::maybe_finish_shutdown() {
     spdlog::info("shutdown complete");
     uv_close(reinterpret_cast<uv_handle_t*>(&janitor_timer_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&stats_timer_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_check_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_idle_), nullptr);
     if (on_stopped_) on_stopped_();
 }
 

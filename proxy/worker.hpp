@@ -139,6 +139,11 @@ public:
     int& database_server_count(const std::string& database) { return db_servers_[database]; }
     int& user_server_count(const std::string& user) { return user_servers_[user]; }
 
+    // A pool has idle servers and waiting clients: Pool::serve_waiting_clients runs once this
+    // loop iteration's I/O callbacks are done (uv_check), before the loop blocks in poll again
+    // (uv_idle keeps a hand-off scheduled from a timer from waiting for the next event).
+    void schedule_hand_offs(Pool& pool);
+
     // Cancel a query on a backend: opens a short connection to its postmaster.
     void forward_cancel(Server& server);
     // Forward a CancelRequest for another process's key to that peer ([peers]).
@@ -172,6 +177,9 @@ public:
 
 private:
     static void on_janitor(uv_timer_t* timer);
+    static void on_hand_off_check(uv_check_t* check);
+    static void on_hand_off_idle(uv_idle_t* idle);
+    void run_hand_offs();
     static void on_stats_timer(uv_timer_t* timer);
     void janitor();
     void stats_tick();
@@ -190,6 +198,9 @@ private:
     uv_loop_t loop_{};
     uv_timer_t janitor_timer_{};
     uv_timer_t stats_timer_{};
+    uv_check_t hand_off_check_{};
+    uv_idle_t hand_off_idle_{};
+    std::vector<Pool*> hand_offs_;  // pools whose serve_waiting_clients() is due
     std::vector<std::uint8_t> scratch_;  // pkt_buf bytes: every socket read lands here first
     std::vector<std::uint8_t> tls_plaintext_;
     std::string tls_staging_;

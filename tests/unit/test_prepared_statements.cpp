@@ -202,3 +202,50 @@ TEST_CASE("DEALLOCATE of one name is recognised, anything else is not") {
     CHECK_FALSE(parse_lone_deallocate("DEALLOCATE \"unterminated"));
     CHECK_FALSE(parse_lone_deallocate("SELECT 1"));
 }
+
+TEST_CASE("undo_request: a request that never took effect is taken back on both sides") {
+    StatementRegistry registry;
+    auto st = registry.intern("SELECT 1", as_bytes(kNoTypes), 0);
+    auto other = registry.intern("SELECT 2", as_bytes(kNoTypes), 0);
+    using Q = QueuedRequest;
+    struct Case {
+        const char* name;
+        std::uint8_t undo;
+        bool client_has_before;   // the client maps "a" to st
+        bool client_other;        // ... or to another statement (a later Parse reused the name)
+        bool server_has_before;   // the backend has st
+        bool client_left;         // no client any more
+        bool client_has_after;
+        bool server_has_after;
+    };
+    const Case cases[] = {
+        {"nothing to undo", Q::kUndoNone, true, false, true, false, true, true},
+        {"Parse failed: the client's name goes", Q::kUndoClientAdd, true, false, false, false,
+         false, false},
+        {"Parse failed, name since reused: kept", Q::kUndoClientAdd, false, true, false, false,
+         false, false},
+        {"Close skipped: the client's name comes back", Q::kUndoClientRemove, false, false, true,
+         false, true, true},
+        {"injected Parse failed: the backend lacks it", Q::kUndoServerAdd, false, false, true,
+         false, false, false},
+        {"injected Close skipped: the backend still has it", Q::kUndoServerRemove, false, false,
+         false, false, false, true},
+        {"client and backend at once", Q::kUndoClientAdd | Q::kUndoServerAdd, true, false, true,
+         false, false, false},
+        {"the client left: only the backend side", Q::kUndoClientRemove | Q::kUndoServerAdd,
+         false, false, true, true, false, false},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.name));
+        ClientStatements client;
+        ServerStatements server;
+        if (c.client_has_before) client.add("a", st);
+        if (c.client_other) client.add("a", other);
+        if (c.server_has_before) (void)server.add(st, 100, {});
+        QueuedRequest request{'P', Q::Kind::Forwarded, c.undo, {}, "a", st};
+        undo_request(request, c.client_left ? nullptr : &client, server);
+        CHECK((client.find("a") == st) == c.client_has_after);
+        if (c.client_other) CHECK(client.find("a") == other);
+        CHECK(server.contains(*st) == c.server_has_after);
+    }
+}

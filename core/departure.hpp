@@ -1,0 +1,87 @@
+// What happens to a backend when its client is done with it, as values (docs/advisory-locks.md,
+// "Scrub"; docs/architecture.md, "Servers"): whether a departing client's backend is released,
+// scrubbed or closed, and the clean-up plans (the internal statements and checks) that scrub and
+// reset run. Pure: Client::detach_from_server and Server::scrub / reset carry the values out. The
+// transaction-end decision lives in core/tether_policy.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pgtether {
+
+// What a client leaving its linked backend depends on.
+struct Departure {
+    // pgtether's own query for the client runs (check, parameter sync, probe): the server
+    // finishes it and decides alone (see decide_orphaned_query_end).
+    bool internal_query_running = false;
+    // The client left inside a message pgtether was streaming to the backend (a large CopyData).
+    bool mid_message = false;
+    bool backend_idle = false;    // PipelineTracker::idle(): nothing owed, no transaction block
+    bool session_mode = false;    // pool_mode = session
+    std::uint32_t tether_kinds = 0;  // the client's tether (StateKind flags)
+    std::uint32_t effects = 0;       // the scanner's findings in the unfinished transaction
+};
+
+struct DepartureDecision {
+    enum class Action {
+        FinishQuery,  // unlink only: the running query's end hands the server on
+        Release,      // clean: back to the pool (Pool::release)
+        Scrub,        // roll back and clean up first (plan_scrub), verified by the probe
+        Close,        // no clean-up can make it safe: close the backend
+    };
+    Action action = Action::Release;
+    const char* reason = nullptr;  // why it is closed (Close)
+
+    friend bool operator==(const DepartureDecision& a, const DepartureDecision& b) {
+        return a.action == b.action && (a.action != Action::Close ||
+                                        std::string(a.reason) == std::string(b.reason));
+    }
+};
+
+[[nodiscard]] DepartureDecision decide_departure(const Departure& departure);
+
+// pgtether's query for a client ended after the client left (Departure::internal_query_running):
+// a probe's client may have left session state behind (scrub), a clean check or parameter sync
+// leaves the backend as it was (release), anything else is closed.
+[[nodiscard]] DepartureDecision decide_orphaned_query_end(bool was_probe, bool clean);
+
+// A clean-up run on a backend in one write: raw frontend messages first, then simple queries,
+// then the state probe for `probe_kinds`, which must find nothing.
+struct CleanupPlan {
+    bool copy_fail = false;  // CopyFail: end a COPY FROM STDIN the client abandoned
+    bool sync = false;       // Sync: close an unsynced extended batch (its ReadyForQuery counts)
+    std::vector<std::string> queries;
+    std::uint32_t probe_kinds = 0;
+    // ReadyForQuery messages owed to what the client left in flight (and the Sync above), to be
+    // consumed before the plan's own.
+    int extra_ready = 0;
+    bool cancel = false;  // cancel the query the client left running rather than wait for it
+
+    friend bool operator==(const CleanupPlan&, const CleanupPlan&) = default;
+};
+
+// What the backend owes and holds when its client left (from its PipelineTracker).
+struct ScrubState {
+    int left_running = 0;           // requests the client left unanswered (outstanding())
+    bool probe_pipelined = false;   // a probe sent behind the client's last statement
+    bool in_copy_in = false;        // a COPY FROM STDIN is open
+    bool unsynced = false;          // an extended batch without its Sync
+    bool transaction_open = false;  // the last ReadyForQuery was not 'I'
+    std::uint32_t tracked = 0;      // tracked_kinds(config)
+};
+
+inline constexpr const char* kRollback = "ROLLBACK";
+inline constexpr const char* kDiscardAll = "DISCARD ALL";
+inline constexpr const char* kUnlockAllQuery = "SELECT pg_catalog.pg_advisory_unlock_all()";
+
+// The scrub: CopyFail, Sync, ROLLBACK, DISCARD ALL as needed, then the probe.
+[[nodiscard]] CleanupPlan plan_scrub(const ScrubState& state);
+// server_reset_query before reuse; with advisory-lock tracking also unlock_all, verified, and
+// the settings read back so the next client's replay starts from the truth.
+[[nodiscard]] CleanupPlan plan_reset(const std::string& reset_query, std::uint32_t tracked);
+// The leak sweep of an idle backend: the probe alone (settings are not leaks).
+[[nodiscard]] CleanupPlan plan_sweep(std::uint32_t tracked);
+
+}  // namespace pgtether

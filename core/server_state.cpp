@@ -1,0 +1,86 @@
+#include "core/server_state.hpp"
+
+namespace pgtether {
+
+namespace {
+
+using S = ServerState;
+
+constexpr std::uint32_t bit(S state) { return 1u << static_cast<unsigned>(state); }
+
+template <typename... States>
+constexpr std::uint32_t bits(States... states) {
+    return (bit(states) | ...);
+}
+
+// Linking a server to a client (Server::link; a check or parameter sync follows from Linked).
+constexpr std::uint32_t kLinking = bit(S::Linked);
+// Where Pool::release can send a server: closed (retired, server_lifetime, PAUSE), waiting for a
+// cancel still in flight, through server_reset_query, or onto the idle list, from which the
+// pool's once-per-loop hand-off (Pool::serve_waiting_clients) links it to a waiting client.
+constexpr std::uint32_t kReleased = bits(S::Closing, S::BeingCancelled, S::Resetting, S::Idle);
+
+// Indexed by ServerState.
+constexpr std::array<ServerStateInfo, kServerStateCount> kStates = {{
+    {"connecting", PoolList::Used, ServerCensus::Login, false, false,
+     bits(S::TlsAnswer, S::Login, S::Closing)},
+    {"tls answer", PoolList::Used, ServerCensus::Login, false, false, bits(S::Login, S::Closing)},
+    {"login", PoolList::Used, ServerCensus::Login, false, false,
+     bits(S::ConnectQuery) | kReleased},
+    {"connect query", PoolList::Used, ServerCensus::Tested, false, true, kReleased},
+    {"idle", PoolList::Idle, ServerCensus::Idle, false, false,
+     bits(S::Used, S::Sweeping, S::Closing) | kLinking},
+    {"used", PoolList::Idle, ServerCensus::Used, false, false,
+     bits(S::Idle, S::Sweeping, S::Closing) | kLinking},
+    // A transaction ends: probe, keep (stay), release; a client leaves: release or scrub.
+    {"linked", PoolList::Used, ServerCensus::Active, true, false,
+     bits(S::Syncing, S::Probing, S::Scrubbing) | kReleased},
+    // Done: forward (or sync after the check); the client left meanwhile: release or scrub.
+    {"syncing", PoolList::Used, ServerCensus::Active, true, true,
+     bits(S::Linked, S::Scrubbing) | kReleased},
+    {"probing", PoolList::Used, ServerCensus::Active, true, true,
+     bits(S::Linked, S::Scrubbing) | kReleased},
+    {"resetting", PoolList::Used, ServerCensus::Tested, false, true, kReleased},
+    // A cancelled scrub runs again.
+    {"scrubbing", PoolList::Used, ServerCensus::Tested, false, true,
+     bits(S::Scrubbing) | kReleased},
+    // A leak found is scrubbed.
+    {"sweeping", PoolList::Used, ServerCensus::Tested, false, true,
+     bits(S::Scrubbing) | kReleased},
+    {"being cancelled", PoolList::Used, ServerCensus::BeingCanceled, false, false,
+     kReleased & ~bit(S::BeingCancelled)},
+    {"closing", PoolList::None, ServerCensus::Hidden, false, false, 0},
+}};
+
+}  // namespace
+
+const ServerStateInfo& state_info(ServerState state) {
+    return kStates[static_cast<std::size_t>(state)];
+}
+
+const char* census_name(ServerCensus census) {
+    switch (census) {
+        case ServerCensus::Login: return "new";
+        case ServerCensus::Idle: return "idle";
+        case ServerCensus::Used: return "used";
+        case ServerCensus::Tested: return "tested";
+        case ServerCensus::Active: return "active";
+        case ServerCensus::BeingCanceled: return "being_canceled";
+        case ServerCensus::Hidden: return nullptr;
+    }
+    return nullptr;
+}
+
+bool may_transition(ServerState from, ServerState to) {
+    return (state_info(from).next & bit(to)) != 0;
+}
+
+int ServerStateCounts::in(ServerCensus census) const {
+    int sum = 0;
+    for (std::size_t i = 0; i < kServerStateCount; ++i) {
+        if (kStates[i].census == census) sum += counts_[i];
+    }
+    return sum;
+}
+
+}  // namespace pgtether

@@ -1,0 +1,149 @@
+// Departure decisions and clean-up plans (core/departure.hpp), table by table: what happens to a
+// backend when its client leaves, and what scrub, reset and sweep send.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/departure.hpp"
+#include "core/tether_policy.hpp"
+#include "protocol/sql_scanner.hpp"
+
+using namespace pgtether;
+using Action = DepartureDecision::Action;
+
+TEST_CASE("departure: release, scrub, close or leave it to the running query") {
+    struct Case {
+        const char* name;
+        Departure departure;
+        DepartureDecision want;
+    };
+    const std::uint32_t lock = protocol::kEffectAdvisoryLock;
+    // Fields: internal_query_running, mid_message, backend_idle, session_mode, tether_kinds,
+    // effects.
+    const Case cases[] = {
+        {"clean boundary, nothing seen", {false, false, true, false, 0, 0}, {Action::Release}},
+        {"mid-transaction", {false, false, false, false, 0, 0}, {Action::Scrub}},
+        {"clean boundary, lock call seen", {false, false, true, false, 0, lock}, {Action::Scrub}},
+        {"clean boundary, tethered", {false, false, true, false, kStateAdvisoryLock, 0},
+         {Action::Scrub}},
+        {"tethered by a temp table", {false, false, true, false, kStateTempTable, 0},
+         {Action::Scrub}},
+        {"settings alone do not tether", {false, false, true, false, kStateSettings, 0},
+         {Action::Release}},
+        {"session mode between transactions", {false, false, true, true, kStateAdvisoryLock, lock},
+         {Action::Release}},
+        {"session mode mid-transaction", {false, false, false, true, 0, 0}, {Action::Scrub}},
+        {"pgtether's query runs", {true, true, false, false, kStateLoad, lock},
+         {Action::FinishQuery}},
+        {"mid-message", {false, true, true, false, 0, 0},
+         {Action::Close, "client left in the middle of a message"}},
+        {"mid-message beats LOAD", {false, true, true, false, kStateLoad, 0},
+         {Action::Close, "client left in the middle of a message"}},
+        {"LOAD, even clean", {false, false, true, false, kStateLoad, 0},
+         {Action::Close, "its client used LOAD"}},
+        {"LOAD in session mode", {false, false, true, true, kStateLoad, 0},
+         {Action::Close, "its client used LOAD"}},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.name));
+        const DepartureDecision got = decide_departure(c.departure);
+        CHECK(got.action == c.want.action);
+        CHECK(got == c.want);
+    }
+}
+
+TEST_CASE("departure: pgtether's query ends after its client left") {
+    struct Case {
+        bool was_probe;
+        bool clean;
+        Action want;
+    };
+    const Case cases[] = {
+        {true, true, Action::Scrub},  // the client may have left state the probe did not see
+        {true, false, Action::Scrub},
+        {false, true, Action::Release},
+        {false, false, Action::Close},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.was_probe);
+        CAPTURE(c.clean);
+        CHECK(decide_orphaned_query_end(c.was_probe, c.clean).action == c.want);
+    }
+}
+
+TEST_CASE("scrub plan: what the departed client left decides the messages") {
+    const std::uint32_t all = kProbedKinds;
+    struct Case {
+        const char* name;
+        ScrubState state;
+        CleanupPlan want;
+    };
+    // ScrubState: left_running, probe_pipelined, in_copy_in, unsynced, transaction_open, tracked.
+    // CleanupPlan: copy_fail, sync, queries, probe_kinds, extra_ready, cancel.
+    const Case cases[] = {
+        {"open transaction, idle", {0, false, false, false, true, all},
+         {false, false, {"ROLLBACK", "DISCARD ALL"}, all, 0, false}},
+        {"tethered at a clean boundary", {0, false, false, false, false, all},
+         {false, false, {"DISCARD ALL"}, all, 0, false}},
+        {"nothing tracked: like PgBouncer", {0, false, false, false, false, 0},
+         {false, false, {}, 0, 0, false}},
+        {"nothing tracked, open transaction", {0, false, false, false, true, 0},
+         {false, false, {"ROLLBACK"}, 0, 0, false}},
+        {"a query left running is cancelled", {1, false, false, false, false, all},
+         {false, false, {"ROLLBACK", "DISCARD ALL"}, all, 1, true}},
+        {"two requests left", {2, false, false, false, true, all},
+         {false, false, {"ROLLBACK", "DISCARD ALL"}, all, 2, true}},
+        {"unsynced extended batch", {0, false, false, true, true, all},
+         {false, true, {"ROLLBACK", "DISCARD ALL"}, all, 1, false}},
+        {"COPY FROM STDIN: CopyFail and Sync, no cancel", {1, false, true, false, true, all},
+         {true, true, {"ROLLBACK", "DISCARD ALL"}, all, 2, false}},
+        {"pipelined probe is drained", {0, true, false, false, false, all},
+         {false, false, {"ROLLBACK", "DISCARD ALL"}, all, 1, false}},
+        {"only locks tracked", {0, false, false, false, false, kStateAdvisoryLock},
+         {false, false, {"DISCARD ALL"}, kStateAdvisoryLock, 0, false}},
+        {"LOAD is never probed", {0, false, false, false, false, kStateLoad | kStateListen},
+         {false, false, {"DISCARD ALL"}, kStateListen, 0, false}},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.name));
+        const CleanupPlan got = plan_scrub(c.state);
+        CHECK(got.copy_fail == c.want.copy_fail);
+        CHECK(got.sync == c.want.sync);
+        CHECK(got.queries == c.want.queries);
+        CHECK(got.probe_kinds == c.want.probe_kinds);
+        CHECK(got.extra_ready == c.want.extra_ready);
+        CHECK(got.cancel == c.want.cancel);
+    }
+}
+
+TEST_CASE("reset and sweep plans") {
+    struct Case {
+        const char* name;
+        std::uint32_t tracked;
+        std::vector<std::string> reset_queries;
+        std::uint32_t reset_probe;
+        std::uint32_t sweep_probe;
+    };
+    const Case cases[] = {
+        {"everything tracked", kProbedKinds, {"DISCARD ALL", kUnlockAllQuery},
+         kStateAdvisoryLock | kStateSettings, kProbedKinds & ~std::uint32_t{kStateSettings}},
+        {"nothing tracked", 0, {"DISCARD ALL"}, 0, 0},
+        {"settings only", kStateSettings, {"DISCARD ALL"}, kStateSettings, 0},
+        {"locks only", kStateAdvisoryLock, {"DISCARD ALL", kUnlockAllQuery}, kStateAdvisoryLock,
+         kStateAdvisoryLock},
+        {"temp tables only", kStateTempTable, {"DISCARD ALL"}, 0, kStateTempTable},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.name));
+        const CleanupPlan reset = plan_reset("DISCARD ALL", c.tracked);
+        CHECK(reset.queries == c.reset_queries);
+        CHECK(reset.probe_kinds == c.reset_probe);
+        CHECK_FALSE(reset.copy_fail);
+        CHECK_FALSE(reset.sync);
+        CHECK(reset.extra_ready == 0);
+        CHECK_FALSE(reset.cancel);
+        const CleanupPlan sweep = plan_sweep(c.tracked);
+        CHECK(sweep.queries.empty());
+        CHECK(sweep.probe_kinds == c.sweep_probe);
+    }
+}
