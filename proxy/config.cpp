@@ -454,7 +454,7 @@ const std::vector<GlobalKey>& global_keys() {
                &C::advisory_lock_discovery_interval)
             .range(1, kIntMax),
         key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
-        key<C>("tether_probe_delay", Kind::Seconds, kHonoured, "0", &C::tether_probe_delay),
+        key<C>("tether_probe_delay", Kind::Seconds, kHonoured, "1", &C::tether_probe_delay),
         key<C>("tether_reserve_size", Kind::Int, kHonoured, "-1", &C::tether_reserve_size)
             .range(-1, kIntMax),
         key<C>("session_state_temp_tables", Kind::Choice, kHonoured, "tether",

@@ -201,9 +201,8 @@ struct Config {
     Duration advisory_lock_discovery_interval = std::chrono::seconds(60);
     Duration tethered_idle_timeout{0};                 // 0 = never
     // How long a tethered client whose locks pgtether could not count stays idle before its
-    // backend is probed (docs/advisory-locks.md); 0 (the default) = probe at every such
-    // transaction's end.
-    Duration tether_probe_delay{0};
+    // backend is probed (docs/advisory-locks.md); 0 = probe at every such transaction's end.
+    Duration tether_probe_delay{std::chrono::seconds(1)};
     // Servers a pool may open on top of pool_size for tethered clients; -1 = as many as the
     // pool's size (proxy/pool_capacity.hpp).
     int tether_reserve_size = -1;

@@ -4,7 +4,7 @@
 // shared locks, shapes that need the probe — from many clients on a small pool. After every
 // transaction, once pgtether has finished its own work, the ledger every tethered client shows in
 // SHOW LOCKS is compared with pg_locks for its backend, and every other backend of the pool must
-// hold no advisory lock. They must never differ. With tether_probe_delay = 0 (the default) every
+// hold no advisory lock. They must never differ. With tether_probe_delay = 0 every
 // transaction that could not be counted is probed at its end, so the ledger must equal pg_locks;
 // with a delay such a transaction leaves the ledger "others unknown" (a later probe settles it),
 // and what the ledger lists for sure must still be held.

@@ -679,8 +679,9 @@ TEST_CASE("wire fuzzer: a storm of broken clients never breaks pgtether or a bys
                                        // A backend lost to the pool shows up as this error.
                                        {"query_wait_timeout", "30"},
                                        {"max_packet_size", "8388608"}});
-    // PGT_WIRE_FUZZ_PROBE_DELAY=N: the storm with deferred tether probes (tether_probe_delay).
-    if (const long delay = env_number("PGT_WIRE_FUZZ_PROBE_DELAY", 0); delay > 0) {
+    // PGT_WIRE_FUZZ_PROBE_DELAY=N: the storm with tether_probe_delay = N (0: probes never deferred;
+    // unset: the default).
+    if (const long delay = env_number("PGT_WIRE_FUZZ_PROBE_DELAY", -1); delay >= 0) {
         config.settings["tether_probe_delay"] = std::to_string(delay);
     }
     // The superuser only for the admin console (failure reports).
