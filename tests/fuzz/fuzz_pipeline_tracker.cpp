@@ -5,12 +5,17 @@
 //
 // Checked after every event, against the tracker's contract (protocol §55.2.2, §55.2.3, §55.2.6):
 //  * Query, FunctionCall and Sync each add one outstanding request; Sync ends the unsynced run;
-//    Parse, Bind, Describe, Execute and Close start one; other client messages change nothing;
+//    Parse, Bind, Describe, Execute, Close and Flush start one; other client messages change
+//    nothing;
 //  * a server message other than ReadyForQuery changes neither the requests nor the transaction
-//    status; CopyIn/CopyOut/CopyBoth start a COPY, CopyDone ends COPY OUT, CommandComplete and
-//    ErrorResponse end any COPY;
+//    status; an ErrorResponse with no request outstanding starts an unsynced run (the backend
+//    skips to the next Sync) and changes nothing else of it; CopyIn/CopyOut/CopyBoth start a
+//    COPY, CopyDone ends COPY OUT, CommandComplete and ErrorResponse end any COPY;
 //  * ReadyForQuery answers one request (never going below zero), sets the status, ends any COPY;
-//  * idle() is exactly: nothing outstanding, nothing unsynced, status 'I', no COPY IN.
+//  * a message passed on in pieces (events 0x7E/0x7F: its first / last part) keeps the backend
+//    from being quiet and changes nothing else;
+//  * quiet() is exactly: nothing outstanding, nothing unsynced, no message in pieces; idle() is
+//    quiet() with status 'I' and no COPY IN.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -52,7 +57,8 @@ State state_of(const PipelineTracker& t) {
 
 void check_invariants(const PipelineTracker& t) {
     require(t.outstanding() >= 0, "never below zero outstanding");
-    require(t.quiet() == (t.outstanding() == 0 && !t.unsynced()), "quiet()");
+    require(t.quiet() == (t.outstanding() == 0 && !t.unsynced() && !t.frontend_partial()),
+            "quiet()");
     require(t.idle() == (t.quiet() && t.tx_status() == 'I' && !t.in_copy_in()), "idle()");
 }
 
@@ -79,6 +85,7 @@ void client_sends(PipelineTracker& t, char type) {
         case fe::kDescribe:
         case fe::kExecute:
         case fe::kClose:
+        case fe::kFlush:
             require(after.outstanding == before.outstanding && after.unsynced,
                     "extended message: unsynced");
             break;
@@ -93,8 +100,9 @@ void server_sends(PipelineTracker& t, char type) {
     const State before = state_of(t);
     t.on_backend(type);
     const State after = state_of(t);
-    require(after.outstanding == before.outstanding && after.unsynced == before.unsynced &&
-                after.tx == before.tx,
+    const bool skips_to_sync = type == be::kErrorResponse && before.outstanding == 0;
+    require(after.outstanding == before.outstanding &&
+                after.unsynced == (before.unsynced || skips_to_sync) && after.tx == before.tx,
             "a server message is not a ReadyForQuery");
     bool in = before.copy_in;
     bool out = before.copy_out;
@@ -132,6 +140,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (event == 0xFF) {
             t.reset();
             require(t.idle() && t.outstanding() == 0 && t.tx_status() == 'I', "reset");
+        } else if (event == 0x7E || event == 0x7F) {
+            const State before = state_of(t);
+            t.set_frontend_partial(event == 0x7E);
+            const State after = state_of(t);
+            require(after.outstanding == before.outstanding && after.unsynced == before.unsynced &&
+                        after.tx == before.tx && after.copy_in == before.copy_in &&
+                        after.copy_out == before.copy_out && t.frontend_partial() == (event == 0x7E),
+                    "a message in pieces changes nothing else");
         } else if (event & 0x80) {
             const char type = kBackend[(event & 0x7F) % kBackend.size()];
             if (type == be::kReadyForQuery) {
