@@ -158,6 +158,48 @@ TEST_CASE(
     CHECK(r.value() == "3");
 }
 
+TEST_CASE("the rest of a refused named Parse is dropped as it arrives, also after a hand-off") {
+    // One backend: while the refused Parse's rest is still coming, another client may get it.
+    Pgtether pgt(budget_pool(1));
+    RawConn client(pgt.host(), pgt.port(), 30s);
+    auto greeting = client.startup(TestEnv::get().superuser, TestEnv::get().database);
+    REQUIRE(greeting.back().type == 'Z');
+    // A named Parse announcing 1 MB of text (beyond the budget, translated: refused with 54000),
+    // of which 200 kB are sent now.
+    constexpr std::size_t kText = 1u << 20;
+    constexpr std::size_t kSentNow = 200u << 10;
+    const std::string head = wire::cstr("big");
+    const std::size_t body = head.size() + kText + 1 + 2;  // name, text, NUL, no parameter types
+    std::string now = "P" + wire::i32(static_cast<std::int32_t>(4 + body)) + head;
+    now.append(kSentNow, 'y');
+    REQUIRE(client.send(now));
+
+    // Another client is served meanwhile or once the refused client's batch ends.
+    std::string other_answer;
+    std::thread other([&] {
+        Conn conn = Conn::must(pgt.conninfo());
+        other_answer = scalar(conn, "SELECT 'other'");
+    });
+    std::this_thread::sleep_for(500ms);
+    // The rest of the Parse (its bytes would read as garbage messages if they were not dropped),
+    // then Sync: the batch ends with the error and the connection stays usable.
+    std::string rest(kText - kSentNow, 'y');
+    rest += std::string(1, '\0') + wire::i16(0);
+    REQUIRE(client.send(rest + wire::sync()));
+    auto answer = client.read_until_ready_or_error(30s);
+    CHECK(wire::first_error_sqlstate(answer) == "54000");
+    auto ready = client.read_until_ready_or_error(30s);
+    REQUIRE(!ready.empty());
+    CHECK(ready.back().type == 'Z');
+    REQUIRE(client.send(wire::query("SELECT 'usable'")));
+    auto usable = client.read_until_ready_or_error(30s);
+    CHECK(wire::first_error_sqlstate(usable) == std::nullopt);
+    REQUIRE(!usable.empty());
+    CHECK(usable.back().type == 'Z');
+    other.join();
+    CHECK(other_answer == "other");
+}
+
 TEST_CASE("without statement translation a large named Parse is streamed too") {
     // max_prepared_statements = 0: names go to the backend as sent (one backend here).
     Pgtether pgt(budget_pool(1, {{"max_prepared_statements", "0"}}));
