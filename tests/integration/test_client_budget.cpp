@@ -158,8 +158,8 @@ TEST_CASE(
     CHECK(r.value() == "3");
 }
 
-TEST_CASE("the rest of a refused named Parse is dropped as it arrives, also after a hand-off") {
-    // One backend: while the refused Parse's rest is still coming, another client may get it.
+TEST_CASE("the rest of a refused named Parse is dropped as it arrives, the batch ends usable") {
+    // One backend, wanted by another client while the refused Parse's rest is still coming.
     Pgtether pgt(budget_pool(1));
     RawConn client(pgt.host(), pgt.port(), 30s);
     auto greeting = client.startup(TestEnv::get().superuser, TestEnv::get().database);
@@ -174,7 +174,7 @@ TEST_CASE("the rest of a refused named Parse is dropped as it arrives, also afte
     now.append(kSentNow, 'y');
     REQUIRE(client.send(now));
 
-    // Another client is served meanwhile or once the refused client's batch ends.
+    // Another client wants the backend meanwhile; it is served too.
     std::string other_answer;
     std::thread other([&] {
         Conn conn = Conn::must(pgt.conninfo());
