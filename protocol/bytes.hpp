@@ -148,9 +148,11 @@ public:
         return *this;
     }
     MessageWriter& bytes(ByteSpan s) { return bytes(as_chars(s)); }
-    void end() {
+    // `streamed_after`: bytes of the message that follow outside `out` (the rest of a body that
+    // is forwarded straight from the receive buffer); the length field counts them too.
+    void end(std::size_t streamed_after = 0) {
         store_u32(reinterpret_cast<std::uint8_t*>(out_.data() + start_),
-                  static_cast<std::uint32_t>(out_.size() - start_));
+                  static_cast<std::uint32_t>(out_.size() - start_ + streamed_after));
     }
 
 private:

@@ -482,7 +482,9 @@ void Client::on_server_released() {
     server_ = nullptr;
     if (state_ != State::Active) return;
     set_state(State::Idle);
-    reader_.reset();
+    // The rest of a message being skipped (take_oversized) is still the client's to drop, should
+    // its server be released before it is all in.
+    if (reader_.forwarding()) reader_.reset();
     input_paused_ = false;
     stream_.start_reading();
     stream_.redeliver_pending_input();

@@ -216,8 +216,23 @@ private:
     // Extended-protocol routing with prepared-statement translation (client_requests.cpp). Each
     // route_* returns true when it forwarded (rewritten), injected or answered the message itself.
     bool route_parse(const protocol::ParseMessage& parse, Outbound& out);
-    bool route_bind(protocol::ByteSpan body, Outbound& out);
+    // `body_missing`: bytes of a streamed Bind's body still to come (its parameters are not
+    // read, and a rewritten head announces them).
+    bool route_bind(protocol::ByteSpan body, Outbound& out, std::size_t body_missing = 0);
     bool route_describe_or_close(protocol::ByteSpan body, char type, Outbound& out);
+    // A message larger than client_buffer_limit whose header has arrived (`partial.bytes`: what
+    // of it is here): streamed, discarded or refused (core/message_budget.hpp). False while it
+    // waits for the names at the start of its body.
+    bool take_oversized(const MessageReader::Next& partial, Outbound& out);
+    // Bookkeeping shared by whole and streamed messages: the first request after the server
+    // went quiet starts the query clock; a FunctionCall may call a lock function; a message
+    // (or the part of it that has arrived) forwarded unchanged.
+    void note_request_start();
+    void note_function_call();
+    void forward_as_sent(char type, protocol::ByteSpan bytes, Outbound& out);
+    // The text of a Parse streamed without being held: the trigger sees only its start and
+    // assumes the rest (core/message_budget.hpp: unscanned_effects).
+    void take_unscanned_parse(std::string_view name, std::string_view text_start);
     // Prepares `statement` on the linked backend unless it has it, evicting if over capacity.
     void ensure_prepared(const StatementPtr& statement, Outbound& out);
     // Closes (queued) of the statements the backend must evict to take `statement`.
@@ -253,6 +268,9 @@ private:
     // pgtether answered a message of the current extended batch with an error: discard the
     // client's messages up to its Sync, as PostgreSQL would.
     bool skip_until_sync_ : 1 = false;
+    // Without statement translation, the client named more statements than pgtether tracks
+    // (kMaxClientStatements): a Bind of a name it does not know assumes every effect.
+    bool untracked_statement_names_ : 1 = false;
     std::uint64_t id_;
     std::uint64_t state_since_ms_ = 0;
     std::uint64_t connected_at_ms_ = 0;
@@ -264,7 +282,9 @@ private:
     protocol::CancelKey cancel_key_;
     ParamValues params_;
     std::unique_ptr<ClientAuth> auth_;
-    MessageReader reader_;  // the requests: the rest of a CopyData streamed to the server
+    // The requests: the rest of a CopyData or of a message over client_buffer_limit streamed to
+    // the server, or of one pgtether refused or skipped (take_oversized).
+    MessageReader reader_;
     std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet

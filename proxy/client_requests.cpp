@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <list>
 
+#include "core/message_budget.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
@@ -74,6 +75,15 @@ std::string simple_message(char type) {
     return out;
 }
 
+// A named statement whose text pgtether does not keep (too large, or beyond the client's
+// max_prepared_statement_bytes without translation): only the name and assumed effects.
+StatementPtr withheld_statement(std::uint32_t effects) {
+    auto statement = std::make_shared<PreparedStatement>();
+    statement->effects = effects;
+    statement->text_withheld = true;
+    return statement;
+}
+
 }  // namespace
 
 // Bytes on their way to the server: ranges of the receive buffer plus messages pgtether wrote
@@ -111,6 +121,11 @@ std::size_t Client::handle_requests(ByteSpan data) {
     if (admin_) {
         last_activity_ms_ = worker_.now_ms();
         return admin_->on_data(data);
+    }
+    if (reader_.in_message() && !reader_.forwarding()) {
+        // The rest of a message pgtether refused or skipped (take_oversized): dropped as it
+        // arrives, never held, whether or not a server is linked meanwhile.
+        return reader_.next(data, 0).bytes.size();
     }
     // Like PostgreSQL (SocketBackend), judge the type byte before waiting for the rest of a
     // message: garbage whose "length" is large is refused at once, not waited for (and never
@@ -162,14 +177,13 @@ std::size_t Client::handle_requests(ByteSpan data) {
     // The last part of a message passed on in pieces went out in this call.
     bool finished_partial = false;
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
-    const bool translate = server_->translates_statements();
     // Where a Query ended that exact lock accounting could not decide and that a probe may
     // follow at once (0: none).
     std::size_t probe_may_follow_at = 0;
     while (consumed < data.size() && state_ == State::Active) {
         const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
         if (next.step == MessageReader::Step::Forward) {
-            // The rest of a streamed CopyData.
+            // The rest of a streamed CopyData, or of a message over client_buffer_limit.
             out.add(next.bytes.data(), next.bytes.size());
             consumed += next.bytes.size();
             if (!reader_.in_message()) {
@@ -201,6 +215,12 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 out.add(next.bytes.data(), next.bytes.size());
                 reader_.forward_rest(next);
                 consumed = data.size();
+            } else if (next.step == MessageReader::Step::Partial &&
+                       next.total >
+                           static_cast<std::size_t>(worker_.config().client_buffer_limit)) {
+                // Too large to hold whole (client_buffer_limit): streamed, discarded or refused.
+                if (take_oversized(next, out)) consumed = data.size();
+                if (state_ == State::Closing) return data.size();
             }
             break;
         }
@@ -226,10 +246,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
             if (type != fe::kSync) continue;
             skip_until_sync_ = false;
         }
-        if (tracker.quiet()) {
-            query_started_ms_ = worker_.now_ms();
-            server_->note_request_start(worker_.now_us());
-        }
+        note_request_start();
         bool routed = false;
         switch (type) {
             case fe::kQuery: {
@@ -267,23 +284,13 @@ std::size_t Client::handle_requests(ByteSpan data) {
             case fe::kBind: routed = route_bind(body, out); break;
             case fe::kDescribe:
             case fe::kClose: routed = route_describe_or_close(body, type, out); break;
-            case fe::kFunctionCall:
-                // A fast-path call names its function by OID: it could be a lock function.
-                server_->mark_effects(protocol::kEffectAdvisoryLock);
-                account_uncertain();
-                server_->lock_accounting().note_group_end();
-                break;
+            case fe::kFunctionCall: note_function_call(); break;
             case fe::kExecute: account_execute(body); break;
             case fe::kSync: server_->lock_accounting().note_group_end(); break;
             default:
                 break;
         }
-        if (routed) continue;
-        tracker.on_frontend(type);
-        out.add(message.data(), message.size());
-        if (translate && is_request(type)) {
-            server_->requests().push({type, QueuedRequest::Kind::Forwarded, {}, {}, {}, {}});
-        }
+        if (!routed) forward_as_sent(type, message, out);
     }
     last_activity_ms_ = worker_.now_ms();
     if (state_ == State::Active) {
@@ -299,6 +306,107 @@ std::size_t Client::handle_requests(ByteSpan data) {
         if (finished_partial && server_) server_->on_partial_message_sent();
     }
     return consumed;
+}
+
+bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
+    const ByteSpan rest = partial.bytes;
+    const ByteSpan body = rest.subspan(protocol::kTypedHeaderSize);
+    const std::size_t missing = partial.total - rest.size();
+    // The names at the start of a Parse (statement) or Bind (portal, statement).
+    protocol::ByteReader names(body);
+    const std::string_view first_name = names.cstring();
+    const bool first_complete = names.ok();
+    names.cstring();
+    OversizedMessage message;
+    message.type = partial.type;
+    message.skipping_to_sync = skip_until_sync_;
+    message.head_complete = partial.type == fe::kBind ? names.ok() : first_complete;
+    message.budget_reached =
+        rest.size() >= static_cast<std::size_t>(worker_.config().client_buffer_limit);
+    message.names_statement = partial.type == fe::kParse && !first_name.empty();
+    message.translates_statements = server_->translates_statements();
+    switch (decide_oversized_message(message)) {
+        case OversizedAction::WaitForHead: return false;
+        case OversizedAction::Discard: reader_.skip_rest(partial); return true;
+        case OversizedAction::RefuseConnection:
+            // PostgreSQL's answer to a message longer than it accepts (postgres.c, SocketBackend).
+            out.flush();
+            fail(protocol::sqlstate::kProtocolViolation, "invalid message length");
+            return true;
+        case OversizedAction::RefuseStatement:
+            answer(QueuedRequest::Kind::Answered, fe::kParse,
+                   error_message("54000", "prepared statement too large: " +
+                                              std::to_string(partial.total) +
+                                              " bytes, pgtether holds at most " +
+                                              std::to_string(worker_.config().client_buffer_limit) +
+                                              " (client_buffer_limit)"));
+            skip_until_sync_ = true;
+            reader_.skip_rest(partial);
+            return true;
+        case OversizedAction::Stream: break;
+    }
+    note_request_start();
+    bool routed = false;
+    switch (partial.type) {
+        case fe::kQuery: {
+            // Only the start of the text is here: the trigger scans it (a LOAD or a custom
+            // setting's name at the start is seen) and assumes everything else.
+            const std::string_view text_start = protocol::as_chars(body);
+            note_effects(text_start, unscanned_effects() | pool_->lock_trigger().scan(text_start));
+            // A simple Query destroys the backend's unnamed statement (protocol §55.2.3).
+            server_->note_unnamed_statement(nullptr);
+            account_uncertain();
+            server_->lock_accounting().note_group_end();
+            remember_query(text_start);
+            break;
+        }
+        case fe::kParse:
+            take_unscanned_parse(first_name,
+                                 protocol::as_chars(body.subspan(first_name.size() + 1)));
+            break;
+        case fe::kBind: routed = route_bind(body, out, missing); break;
+        case fe::kFunctionCall: note_function_call(); break;
+        default: break;  // CopyData, CopyFail: only forwarded
+    }
+    // What has arrived goes now (with the announced length), the rest as it comes; until its
+    // last byte is out the backend is this client's (PipelineTracker::set_frontend_partial).
+    if (!routed) forward_as_sent(partial.type, rest, out);
+    server_->tracker().set_frontend_partial(true);
+    reader_.forward_rest(partial);
+    return true;
+}
+
+void Client::note_request_start() {
+    if (!server_->tracker().quiet()) return;
+    query_started_ms_ = worker_.now_ms();
+    server_->note_request_start(worker_.now_us());
+}
+
+void Client::note_function_call() {
+    // A fast-path call names its function by OID: it could be a lock function.
+    server_->mark_effects(protocol::kEffectAdvisoryLock);
+    account_uncertain();
+    server_->lock_accounting().note_group_end();
+}
+
+void Client::forward_as_sent(char type, ByteSpan bytes, Outbound& out) {
+    server_->tracker().on_frontend(type);
+    out.add(bytes.data(), bytes.size());
+    if (server_->translates_statements() && is_request(type)) {
+        server_->requests().push({type, QueuedRequest::Kind::Forwarded, {}, {}, {}, {}});
+    }
+}
+
+void Client::take_unscanned_parse(std::string_view name, std::string_view text_start) {
+    const std::uint32_t effects = unscanned_effects() | pool_->lock_trigger().scan(text_start);
+    note_effects(text_start, effects);
+    remember_query(text_start);
+    // Later Binds of it count with the same assumed effects (route_bind).
+    if (name.empty()) {
+        server_->note_unnamed_statement(withheld_statement(effects));
+    } else {
+        statements_.add(name, withheld_statement(effects));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,12 +425,25 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
                           : nullptr);
         return false;
     }
+    const auto byte_limit =
+        static_cast<std::size_t>(worker_.config().max_prepared_statement_bytes);
+    const std::size_t bytes = parse.query.size() + parse.parameter_types.size();
+    const bool over_limit = statements_.size() >= kMaxClientStatements ||
+                            statements_.bytes() + bytes > byte_limit;
     if (!server_->translates_statements()) {
         // No translation: the name goes to the backend as is; remember it only so that a later
-        // Bind of it still fires the tether's trigger.
+        // Bind of it still fires the tether's trigger. Beyond the client's bound the text is not
+        // kept: its effects are, with every effect the probe checks added (the trigger could
+        // not scan it again after a discovery); beyond the count not even the name.
+        if (statements_.size() >= kMaxClientStatements && !statements_.find(parse.statement)) {
+            untracked_statement_names_ = true;
+            return false;
+        }
         statements_.add(parse.statement,
-                        worker_.statements().intern(parse.query, parse.parameter_types, relevant,
-                                                    pool_->lock_trigger().scanner));
+                        over_limit ? withheld_statement(relevant | unscanned_effects())
+                                   : worker_.statements().intern(parse.query,
+                                                                 parse.parameter_types, relevant,
+                                                                 pool_->lock_trigger().scanner));
         return false;
     }
     auto& queue = server_->requests();
@@ -333,11 +454,16 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
         skip_until_sync_ = true;
         return true;
     }
-    if (statements_.size() >= kMaxClientStatements) {
+    if (over_limit) {
         answer(QueuedRequest::Kind::Answered, fe::kParse,
-               error_message("53400", "too many prepared statements (pgtether allows " +
-                                          std::to_string(kMaxClientStatements) +
-                                          " per connection)"));
+               error_message("53400",
+                             statements_.size() >= kMaxClientStatements
+                                 ? "too many prepared statements (pgtether allows " +
+                                       std::to_string(kMaxClientStatements) + " per connection)"
+                                 : "prepared statements too large (pgtether keeps at most " +
+                                       std::to_string(byte_limit) +
+                                       " bytes of statement text per connection, "
+                                       "max_prepared_statement_bytes)"));
         skip_until_sync_ = true;
         return true;
     }
@@ -359,9 +485,11 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
 }
 
 void Client::make_room_for(const StatementPtr& statement, Outbound& out) {
-    auto capacity = static_cast<std::size_t>(worker_.config().max_prepared_statements);
+    const auto& config = worker_.config();
+    auto capacity = static_cast<std::size_t>(config.max_prepared_statements);
     auto& on_server = server_->statements();
-    for (auto& old : on_server.add(statement, capacity, server_->requests().pinned_statements())) {
+    for (auto& old : on_server.add(statement, capacity, server_->requests().pinned_statements(),
+                                   static_cast<std::size_t>(config.max_prepared_statement_bytes))) {
         close_on_server(old, QueuedRequest::kUndoServerRemove, out);
     }
     for (auto& old : on_server.trim_stale(capacity)) {
@@ -410,9 +538,11 @@ void Client::note_bound_effects(const protocol::BindNames& names, const Statemen
     // ones found at Parse, unless another trigger scanned it (another database shares the text,
     // or discovery has changed the names since).
     const LockTrigger& trigger = pool_->lock_trigger();
-    const std::uint32_t effects = statement->scanned_with == trigger.scanner && !trigger.probe_all
-                                      ? statement->effects
-                                      : trigger.scan(statement->query);
+    const std::uint32_t effects =
+        statement->text_withheld ||
+                (statement->scanned_with == trigger.scanner && !trigger.probe_all)
+            ? statement->effects
+            : trigger.scan(statement->query);
     // Another client's unnamed statement may name custom settings this client never did.
     note_effects(statement->query, effects);
     if (effects & kLockRelevant) {
@@ -422,7 +552,7 @@ void Client::note_bound_effects(const protocol::BindNames& names, const Statemen
     }
 }
 
-bool Client::route_bind(ByteSpan body, Outbound& out) {
+bool Client::route_bind(ByteSpan body, Outbound& out, std::size_t body_missing) {
     auto names = protocol::parse_bind_names(body);
     if (!names) return false;
     if (names->statement.empty() && server_->unnamed_statement_unknown()) {
@@ -439,13 +569,21 @@ bool Client::route_bind(ByteSpan body, Outbound& out) {
     StatementPtr statement = names->statement.empty() ? server_->unnamed_statement()
                                                       : statements_.find(names->statement);
     if (statement) {
-        note_bound_effects(*names, statement, body);
+        // The parameters of a streamed Bind are not here to read: the accounting is uncertain.
+        note_bound_effects(*names, statement, body_missing ? ByteSpan{} : body);
+    } else if (!names->statement.empty() && untracked_statement_names_) {
+        // One of the names pgtether stopped tracking without translation: it could do anything.
+        server_->mark_effects(unscanned_effects());
+        account_uncertain();
+        server_->lock_accounting().forget_portal(names->portal);
     } else if (server_->lock_accounting().has_portals()) {
         server_->lock_accounting().forget_portal(names->portal);
     }
     // Unknown names go as they are: the backend reports them with the client's name.
     if (names->statement.empty() || !statement) return false;
-    if (!server_->translates_statements()) return false;
+    // A statement whose text pgtether did not keep cannot be prepared elsewhere: its name goes
+    // to the backend as sent.
+    if (!server_->translates_statements() || statement->text_withheld) return false;
     ensure_prepared(statement, out);
     // Same Bind, with the backend's name for the statement; the parameters are copied as sent.
     std::size_t names_length = names->portal.size() + 1 + names->statement.size() + 1;
@@ -455,7 +593,7 @@ bool Client::route_bind(ByteSpan body, Outbound& out) {
         .cstring(names->portal)
         .cstring(statement->server_name)
         .bytes(body.subspan(names_length))
-        .end();
+        .end(body_missing);
     out.add_owned(std::move(rewritten));
     server_->tracker().on_frontend(fe::kBind);
     server_->requests().push(
@@ -484,7 +622,7 @@ bool Client::route_describe_or_close(ByteSpan body, char type, Outbound& out) {
         return true;
     }
     StatementPtr statement = statements_.find(target->name);
-    if (!statement) return false;
+    if (!statement || statement->text_withheld) return false;
     ensure_prepared(statement, out);
     std::string rewritten;
     protocol::MessageWriter(rewritten)

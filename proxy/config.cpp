@@ -457,6 +457,11 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("tether_probe_delay", Kind::Seconds, kHonoured, "1", &C::tether_probe_delay),
         key<C>("tether_reserve_size", Kind::Int, kHonoured, "-1", &C::tether_reserve_size)
             .range(-1, kIntMax),
+        key<C>("client_buffer_limit", Kind::Int, kHonoured, "1048576", &C::client_buffer_limit)
+            .range(16384, kIntMax),
+        key<C>("max_prepared_statement_bytes", Kind::Int, kHonoured, "8388608",
+               &C::max_prepared_statement_bytes)
+            .range(1024, kIntMax),
         key<C>("session_state_temp_tables", Kind::Choice, kHonoured, "tether",
                &C::session_state_temp_tables)
             .among(kTetherChoices),

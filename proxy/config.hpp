@@ -206,6 +206,12 @@ struct Config {
     // Servers a pool may open on top of pool_size for tethered clients; -1 = as many as the
     // pool's size (proxy/pool_capacity.hpp).
     int tether_reserve_size = -1;
+    // What one client can make pgtether hold (issue 15, docs/configuration.md): the largest
+    // message assembled whole from its input (larger ones are streamed or refused,
+    // core/message_budget.hpp), and the bytes of statement text one client may keep prepared
+    // and one server connection may hold prepared.
+    int client_buffer_limit = 1048576;
+    int max_prepared_statement_bytes = 8388608;
     // Other session state (docs/session-state.md).
     StateHandling session_state_temp_tables = StateHandling::Keep;
     StateHandling session_state_listen = StateHandling::Keep;

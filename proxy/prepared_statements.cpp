@@ -39,27 +39,30 @@ StatementPtr StatementRegistry::intern(std::string_view query,
 
 StatementPtr ClientStatements::find(std::string_view name) const {
     if (!by_name_) return nullptr;
-    auto it = by_name_->find(name);
-    return it == by_name_->end() ? nullptr : it->second;
+    auto it = by_name_->map.find(name);
+    return it == by_name_->map.end() ? nullptr : it->second;
 }
 
 void ClientStatements::add(std::string_view name, StatementPtr statement) {
-    if (!by_name_) by_name_ = std::make_unique<Map>();
-    auto it = by_name_->find(name);
-    if (it != by_name_->end()) {
+    if (!by_name_) by_name_ = std::make_unique<Names>();
+    by_name_->bytes += statement_bytes(*statement);
+    auto it = by_name_->map.find(name);
+    if (it != by_name_->map.end()) {
+        by_name_->bytes -= statement_bytes(*it->second);
         it->second = std::move(statement);
     } else {
-        by_name_->emplace(std::string(name), std::move(statement));
+        by_name_->map.emplace(std::string(name), std::move(statement));
     }
 }
 
 StatementPtr ClientStatements::remove(std::string_view name) {
     if (!by_name_) return nullptr;
-    auto it = by_name_->find(name);
-    if (it == by_name_->end()) return nullptr;
+    auto it = by_name_->map.find(name);
+    if (it == by_name_->map.end()) return nullptr;
     StatementPtr removed = std::move(it->second);
-    by_name_->erase(it);
-    if (by_name_->empty()) by_name_.reset();
+    by_name_->bytes -= statement_bytes(*removed);
+    by_name_->map.erase(it);
+    if (by_name_->map.empty()) by_name_.reset();
     return removed;
 }
 
@@ -69,18 +72,20 @@ void ServerStatements::touch(const PreparedStatement& statement) {
 }
 
 std::vector<StatementPtr> ServerStatements::add(StatementPtr statement, std::size_t capacity,
-                                                const std::vector<std::uint64_t>& pinned) {
+                                                const std::vector<std::uint64_t>& pinned,
+                                                std::size_t byte_capacity) {
     std::vector<StatementPtr> evicted;
     if (contains(*statement)) {
         touch(*statement);
         return evicted;
     }
     auto id = statement->id;
+    bytes_ += statement_bytes(*statement);
     lru_.push_front(std::move(statement));
     index_[id] = lru_.begin();
     // Evict from the cold end, skipping statements that queued messages still need.
     auto it = lru_.end();
-    while (index_.size() > capacity && it != lru_.begin()) {
+    while ((index_.size() > capacity || bytes_ > byte_capacity) && it != lru_.begin()) {
         --it;
         const auto& candidate = *it;
         if (candidate->id == id ||
@@ -88,6 +93,7 @@ std::vector<StatementPtr> ServerStatements::add(StatementPtr statement, std::siz
             continue;
         }
         evicted.push_back(candidate);
+        bytes_ -= statement_bytes(*candidate);
         index_.erase(candidate->id);
         it = lru_.erase(it);
     }
@@ -97,6 +103,7 @@ std::vector<StatementPtr> ServerStatements::add(StatementPtr statement, std::siz
 void ServerStatements::remove(const PreparedStatement& statement) {
     auto it = index_.find(statement.id);
     if (it == index_.end()) return;
+    bytes_ -= statement_bytes(**it->second);
     lru_.erase(it->second);
     index_.erase(it);
 }
@@ -105,6 +112,7 @@ void ServerStatements::clear() {
     lru_.clear();
     index_.clear();
     stale_.clear();
+    bytes_ = 0;
 }
 
 void ServerStatements::mark_stale(StatementPtr statement) {
@@ -119,6 +127,7 @@ void ServerStatements::mark_all_stale() {
     for (auto& statement : lru_) stale_.push_back(std::move(statement));
     lru_.clear();
     index_.clear();
+    bytes_ = 0;
 }
 
 bool ServerStatements::take_stale(const PreparedStatement& statement) {

@@ -11,6 +11,7 @@
 //                       max_prepared_statements with least-recently-used eviction.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -40,8 +41,17 @@ struct PreparedStatement {
     // Bind through another one (another database, or the same after a discovery changed its
     // names) scans the text again.
     std::shared_ptr<const protocol::SqlScanner> scanned_with;
+    // The text was larger than client_buffer_limit and was streamed to the backend unscanned
+    // and not kept (core/message_budget.hpp): `query` is empty, `effects` are assumed, and the
+    // statement cannot be prepared on another backend.
+    bool text_withheld = false;
 };
 using StatementPtr = std::shared_ptr<const PreparedStatement>;
+
+// The memory a statement's text holds (max_prepared_statement_bytes counts this).
+[[nodiscard]] inline std::size_t statement_bytes(const PreparedStatement& statement) {
+    return statement.query.size() + statement.parameter_types.size();
+}
 
 class StatementRegistry {
 public:
@@ -65,7 +75,9 @@ public:
     // Returns what the name stood for (for undoing a removal), or nullptr.
     StatementPtr remove(std::string_view name);
     void clear() { by_name_.reset(); }
-    [[nodiscard]] std::size_t size() const { return by_name_ ? by_name_->size() : 0; }
+    [[nodiscard]] std::size_t size() const { return by_name_ ? by_name_->map.size() : 0; }
+    // The text bytes of the statements the names stand for (a text named twice counts twice).
+    [[nodiscard]] std::size_t bytes() const { return by_name_ ? by_name_->bytes : 0; }
 
 private:
     // Looked up by string_view without building a std::string (C++20 heterogeneous lookup).
@@ -76,9 +88,13 @@ private:
         }
     };
     using Map = std::unordered_map<std::string, StatementPtr, NameHash, std::equal_to<>>;
+    struct Names {
+        Map map;
+        std::size_t bytes = 0;
+    };
     // Allocated on first use: most clients never name a statement, and an empty unordered_map
     // would cost every client 56 bytes (idle memory per client, docs/benchmarks.md).
-    std::unique_ptr<Map> by_name_;
+    std::unique_ptr<Names> by_name_;
 };
 
 class ServerStatements {
@@ -88,14 +104,18 @@ public:
     }
     // Marks a statement as just used (least recently used goes first).
     void touch(const PreparedStatement& statement);
-    // Records a statement as prepared; returns the ones evicted to stay within `capacity`, which
-    // the caller closes on the backend. `pinned` statements (needed by messages not yet answered)
-    // are never evicted, so the set may exceed the capacity for a moment.
+    // Records a statement as prepared; returns the ones evicted to stay within `capacity`
+    // statements and `byte_capacity` bytes of text, which the caller closes on the backend.
+    // `pinned` statements (needed by messages not yet answered) are never evicted, so the set
+    // may exceed the capacity for a moment.
     std::vector<StatementPtr> add(StatementPtr statement, std::size_t capacity,
-                                  const std::vector<std::uint64_t>& pinned);
+                                  const std::vector<std::uint64_t>& pinned,
+                                  std::size_t byte_capacity = SIZE_MAX);
     void remove(const PreparedStatement& statement);
     void clear();
     [[nodiscard]] std::size_t size() const { return index_.size(); }
+    // Text bytes of the statements in the set (stale ones not counted).
+    [[nodiscard]] std::size_t bytes() const { return bytes_; }
 
     // A statement the backend still has under its name, but whose plan must not be used any
     // more: it was planned while the session had temporary objects that are gone now, or it
@@ -112,6 +132,7 @@ private:
     std::list<StatementPtr> lru_;  // front = most recently used
     std::unordered_map<std::uint64_t, std::list<StatementPtr>::iterator> index_;
     std::vector<StatementPtr> stale_;  // on the backend, not in lru_; almost always empty
+    std::size_t bytes_ = 0;            // statement_bytes() of lru_
 };
 
 }  // namespace pgtether

@@ -5,13 +5,13 @@
 #include <poll.h>
 #include <signal.h>
 
-#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/integration/support/admin.hpp"
+#include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/raw_socket.hpp"
@@ -753,20 +753,6 @@ TEST_CASE("SIGUSR1 pauses and SIGUSR2 resumes, as in PgBouncer") {
     CHECK(cell(*find_row(must_show(admin, "STATE"), "key", "paused"), "value") == "no");
 }
 
-namespace {
-
-// Resident memory of a process in kB (VmRSS in /proc/<pid>/status).
-long rss_kb(pid_t pid) {
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(status, line)) {
-        if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-    }
-    return -1;
-}
-
-}  // namespace
-
 TEST_CASE("a console client that pipelines commands and never reads makes pgtether hold little") {
     auto config = console_config();
     Pgtether pgt(config);
@@ -775,7 +761,7 @@ TEST_CASE("a console client that pipelines commands and never reads makes pgteth
         REQUIRE(warm.ok());
         (void)must_show(warm, "CONFIG");
     }
-    const long before = rss_kb(pgt.pid());
+    const long before = process_memory_kb(pgt.pid());
     REQUIRE(before > 0);
 
     RawConn flood(pgt.host(), pgt.port());
@@ -798,7 +784,7 @@ TEST_CASE("a console client that pipelines commands and never reads makes pgteth
     Conn other = console(pgt);
     REQUIRE(other.ok());
     CHECK(scalar(other, "SHOW VERSION").find("pgtether") == 0);
-    const long after = rss_kb(pgt.pid());
+    const long after = process_memory_kb(pgt.pid());
     MESSAGE("pgtether RSS before " << before << " kB, after " << after << " kB");
     // Generous: what matters is that it is not ~100 MB. Under AddressSanitizer RSS says nothing
     // about what pgtether holds (freed memory stays in ASan's quarantine), so only report it.

@@ -572,6 +572,8 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "tethered_idle_timeout",
                                             "tether_probe_delay",
                                             "tether_reserve_size",
+                                            "client_buffer_limit",
+                                            "max_prepared_statement_bytes",
                                             "session_state_temp_tables",
                                             "session_state_listen",
                                             "session_state_cursors",
@@ -672,6 +674,8 @@ TEST_CASE("every [pgbouncer] key at its neutral value changes nothing") {
     CHECK(cfg->advisory_lock_functions == d.advisory_lock_functions);
     CHECK(cfg->tethered_idle_timeout == d.tethered_idle_timeout);
     CHECK(cfg->tether_reserve_size == d.tether_reserve_size);
+    CHECK(cfg->client_buffer_limit == d.client_buffer_limit);
+    CHECK(cfg->max_prepared_statement_bytes == d.max_prepared_statement_bytes);
 }
 
 TEST_CASE("an empty [pgbouncer] section gives PgBouncer 1.18's defaults") {

@@ -107,6 +107,60 @@ TEST_CASE("client statements map names to statements") {
     CHECK(client.remove("a") == nullptr);
 }
 
+TEST_CASE("client statements count the bytes of the texts their names stand for") {
+    StatementRegistry registry;
+    ClientStatements client;
+    auto small = registry.intern("SELECT 1", as_bytes(kNoTypes), 0);             // 8 + 2 bytes
+    auto large = registry.intern(std::string(100, 'x'), as_bytes(kNoTypes), 0);  // 102 bytes
+    CHECK(client.bytes() == 0);
+    client.add("a", small);
+    client.add("b", large);
+    client.add("c", large);  // the same text under another name counts again
+    CHECK(client.bytes() == 10 + 102 + 102);
+    client.add("a", large);  // a name re-pointed: its old text no longer counts
+    CHECK(client.bytes() == 3 * 102);
+    client.remove("b");
+    CHECK(client.bytes() == 2 * 102);
+    client.remove("missing");
+    CHECK(client.bytes() == 2 * 102);
+    client.clear();
+    CHECK(client.bytes() == 0);
+}
+
+TEST_CASE("server statements are bounded in bytes too: least recently used texts go first") {
+    StatementRegistry registry;
+    ServerStatements server;
+    auto text = [&](char c) {  // 100 + 2 bytes each
+        return registry.intern(std::string(100, c), as_bytes(kNoTypes), 0);
+    };
+    auto a = text('a'), b = text('b'), c = text('c'), d = text('d');
+    constexpr std::size_t kCount = 100;
+    CHECK(server.add(a, kCount, {}, 250).empty());
+    CHECK(server.add(b, kCount, {}, 250).empty());
+    CHECK(server.bytes() == 204);
+    server.touch(*a);
+    // c does not fit with both: b (least recently used) is evicted.
+    auto evicted = server.add(c, kCount, {}, 250);
+    REQUIRE(evicted.size() == 1);
+    CHECK(evicted[0] == b);
+    CHECK(server.bytes() == 204);
+    // A pinned statement is kept even over the bound, for a moment.
+    evicted = server.add(d, kCount, {a->id, c->id}, 250);
+    CHECK(evicted.empty());
+    CHECK(server.bytes() == 306);
+    // A statement larger than the bound alone still goes on (it is needed now).
+    auto huge = registry.intern(std::string(1000, 'h'), as_bytes(kNoTypes), 0);
+    evicted = server.add(huge, kCount, {}, 250);
+    CHECK(evicted.size() == 3);
+    CHECK(server.size() == 1);
+    CHECK(server.bytes() == 1002);
+    server.remove(*huge);
+    CHECK(server.bytes() == 0);
+    server.add(a, kCount, {}, 250);
+    server.mark_all_stale();
+    CHECK(server.bytes() == 0);
+}
+
 TEST_CASE("request queue: replies to injected requests are swallowed, errors are not") {
     RequestQueue q;
     q.push({'P', QueuedRequest::Kind::Injected, QueuedRequest::kUndoServerAdd, {}, {}, {}});

@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -192,6 +193,18 @@ std::string private_role(const std::string& name) {
     r = conn.exec("GRANT SELECT ON pg_catalog.pg_locks TO \"" + name + "\"");
     if (!r.ok()) throw std::runtime_error("granting pg_locks to " + name + ": " + r.describe());
     return name;
+}
+
+long process_memory_kb(int pid, std::string_view field) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
+            line[field.size()] == ':') {
+            return std::stol(line.substr(field.size() + 1));
+        }
+    }
+    return -1;
 }
 
 }  // namespace pgtether::itest

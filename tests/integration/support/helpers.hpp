@@ -58,6 +58,10 @@ int advisory_locks_held(long long key);
 // Backend pids of `user` (client backends), sorted.
 std::vector<int> backend_pids_of(const std::string& user);
 
+// A memory figure of a process in kB from /proc/<pid>/status: "VmRSS" (resident now) or
+// "VmHWM" (the peak so far); -1 if it cannot be read.
+long process_memory_kb(int pid, std::string_view field = "VmRSS");
+
 // Lower-case hex MD5 of `data` (as PostgreSQL's md5()).
 class Md5 {
   public:
