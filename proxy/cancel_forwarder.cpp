@@ -37,7 +37,7 @@ void CancelForwarder::start() {
         bool unix_socket = false;
         std::string error =
             start_side_connect(stream_, worker_.loop(), peer_host_, peer_port_, worker_.config(),
-                               this, on_resolved, unix_socket, resolving_);
+                               *this, unix_socket, resolving_);
         if (!error.empty()) fail(error);
         return;
     }
@@ -52,25 +52,17 @@ void CancelForwarder::start() {
     if (rc != 0) fail(std::string("cannot connect: ") + uv_strerror(rc));
 }
 
-void CancelForwarder::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
-    auto* self = static_cast<CancelForwarder*>(req->data);
-    delete req;
-    self->resolving_ = false;
-    if (self->finished_) {
-        uv_freeaddrinfo(res);
-        self->maybe_delete();
+void CancelForwarder::on_resolved(int status, const sockaddr* address) {
+    resolving_ = false;
+    if (finished_) {
+        maybe_delete();
         return;
     }
-    if (status != 0 || res == nullptr) {
-        uv_freeaddrinfo(res);
-        self->fail("cannot resolve " + self->peer_host_ + ": " +
-                   uv_strerror(status != 0 ? status : UV_EAI_NONAME));
+    if (address == nullptr) {
+        fail("cannot resolve " + peer_host_ + ": " + uv_strerror(status));
         return;
     }
-    if (auto error = connect_side_tcp(self->stream_, res->ai_addr); !error.empty()) {
-        self->fail(error);
-    }
-    uv_freeaddrinfo(res);
+    if (auto error = connect_side_tcp(stream_, address); !error.empty()) fail(error);
 }
 
 void CancelForwarder::on_stream_connected(int status) {

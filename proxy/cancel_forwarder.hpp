@@ -10,6 +10,7 @@
 
 #include "protocol/startup.hpp"
 #include "proxy/intrusive_list.hpp"
+#include "proxy/server_address.hpp"
 #include "proxy/stream.hpp"
 
 namespace pgtether {
@@ -18,7 +19,7 @@ class Server;
 class Worker;
 struct PeerConfig;
 
-class CancelForwarder final : public Stream::Handler {
+class CancelForwarder final : public Stream::Handler, public ResolveClient {
 public:
     CancelForwarder(Worker& worker, Server& target);
     // Forwards `key` (its TTL already decremented) to `peer`.
@@ -37,7 +38,7 @@ private:
     void on_stream_drained() override {}
     void on_stream_connected(int status) override;
     void on_stream_closed() override;
-    static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
+    void on_resolved(int status, const sockaddr* address) override;
     void finish();
     void fail(const std::string& why);
     void maybe_delete();

@@ -113,32 +113,24 @@ void Server::connect() {
         start_connect_to(reinterpret_cast<const sockaddr*>(&literal));
         return;
     }
-    auto* req = new uv_getaddrinfo_t;
-    req->data = this;
-    if (int rc = start_resolving(worker_.loop(), req, on_resolved, host_, db.port); rc != 0) {
-        delete req;
+    if (int rc = start_resolve(worker_.loop(), *this, host_, db.port); rc != 0) {
         on_stream_connected(rc);
         return;
     }
     ++pending_resolves_;
 }
 
-void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
-    auto* self = static_cast<Server*>(req->data);
-    delete req;
-    --self->pending_resolves_;
-    if (self->state_ == State::Closing) {
-        uv_freeaddrinfo(res);
-        self->maybe_finish_close();
+void Server::on_resolved(int status, const sockaddr* address) {
+    --pending_resolves_;
+    if (state_ == State::Closing) {
+        maybe_finish_close();
         return;
     }
-    if (status != 0 || res == nullptr) {
-        uv_freeaddrinfo(res);
-        self->on_stream_connected(status != 0 ? status : UV_EAI_NONAME);
+    if (address == nullptr) {
+        on_stream_connected(status);
         return;
     }
-    self->start_connect_to(res->ai_addr);
-    uv_freeaddrinfo(res);
+    start_connect_to(address);
 }
 
 std::string Server::describe() const {

@@ -26,6 +26,7 @@
 #include "proxy/prepared_statements.hpp"
 #include "proxy/query_result.hpp"
 #include "proxy/request_queue.hpp"
+#include "proxy/server_address.hpp"
 #include "proxy/session_params.hpp"
 #include "proxy/stream.hpp"
 #include "proxy/tether.hpp"
@@ -53,7 +54,7 @@ enum class InternalPurpose {
 };
 const char* to_string(InternalPurpose purpose);
 
-class Server final : public Stream::Handler {
+class Server final : public Stream::Handler, public ResolveClient {
 public:
     // The states, the pool list each lives on and what may follow: core/server_state.hpp.
     using State = ServerState;
@@ -244,7 +245,7 @@ private:
     void run_cleanup(InternalPurpose purpose, const CleanupPlan& plan);
     void release_to_pool();
     void maybe_finish_close();
-    static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
+    void on_resolved(int status, const sockaddr* address) override;
     std::size_t handle_login_data(protocol::ByteSpan data);
     std::size_t handle_linked_data(protocol::ByteSpan data);
     std::size_t handle_internal_data(protocol::ByteSpan data);

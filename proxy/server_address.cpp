@@ -26,17 +26,37 @@ bool parse_ip_literal(const std::string& host, int port, sockaddr_storage& out) 
            uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&out)) == 0;
 }
 
-int start_resolving(uv_loop_t* loop, uv_getaddrinfo_t* req, uv_getaddrinfo_cb done,
-                    const std::string& host, int port) {
+namespace {
+
+void on_getaddrinfo(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+    auto* owner = static_cast<ResolveClient*>(req->data);
+    delete req;
+    if (status != 0 || res == nullptr) {
+        uv_freeaddrinfo(res);
+        owner->on_resolved(status != 0 ? status : UV_EAI_NONAME, nullptr);
+        return;
+    }
+    owner->on_resolved(0, res->ai_addr);
+    uv_freeaddrinfo(res);
+}
+
+}  // namespace
+
+int start_resolve(uv_loop_t* loop, ResolveClient& owner, const std::string& host, int port) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    return uv_getaddrinfo(loop, req, done, host.c_str(), std::to_string(port).c_str(), &hints);
+    auto* req = new uv_getaddrinfo_t;
+    req->data = &owner;
+    int rc = uv_getaddrinfo(loop, req, on_getaddrinfo, host.c_str(), std::to_string(port).c_str(),
+                            &hints);
+    if (rc != 0) delete req;
+    return rc;
 }
 
 std::string start_side_connect(Stream& stream, uv_loop_t* loop, const std::string& host, int port,
-                               const Config& config, void* owner, uv_getaddrinfo_cb resolved,
-                               bool& unix_socket, bool& resolving) {
+                               const Config& config, ResolveClient& owner, bool& unix_socket,
+                               bool& resolving) {
     resolving = false;
     std::string unix_path = server_unix_socket_path(host, port, config);
     if (!unix_path.empty()) {
@@ -51,10 +71,7 @@ std::string start_side_connect(Stream& stream, uv_loop_t* loop, const std::strin
     if (parse_ip_literal(host, port, literal)) {
         return connect_side_tcp(stream, reinterpret_cast<const sockaddr*>(&literal));
     }
-    auto* req = new uv_getaddrinfo_t;
-    req->data = owner;
-    if (int rc = start_resolving(loop, req, resolved, host, port); rc != 0) {
-        delete req;
+    if (int rc = start_resolve(loop, owner, host, port); rc != 0) {
         return "cannot resolve " + host + ": " + uv_strerror(rc);
     }
     resolving = true;

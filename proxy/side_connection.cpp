@@ -49,31 +49,23 @@ void SideConnection::connect() {
     host_ = host_for_turn(db, 0);
     bool resolving = false;
     std::string error =
-        start_side_connect(stream_, worker_.loop(), host_, db.port, worker_.config(), this,
-                           on_resolved, unix_socket_, resolving);
+        start_side_connect(stream_, worker_.loop(), host_, db.port, worker_.config(), *this,
+                           unix_socket_, resolving);
     if (resolving) ++pending_resolves_;
     if (!error.empty()) fail(error);
 }
 
-void SideConnection::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
-    auto* self = static_cast<SideConnection*>(req->data);
-    delete req;
-    --self->pending_resolves_;
-    if (self->phase_ == Phase::Done) {
-        uv_freeaddrinfo(res);
-        self->maybe_delete();
+void SideConnection::on_resolved(int status, const sockaddr* address) {
+    --pending_resolves_;
+    if (phase_ == Phase::Done) {
+        maybe_delete();
         return;
     }
-    if (status != 0 || res == nullptr) {
-        uv_freeaddrinfo(res);
-        self->fail("cannot resolve " + self->host_ + ": " +
-                   uv_strerror(status != 0 ? status : UV_EAI_NONAME));
+    if (address == nullptr) {
+        fail("cannot resolve " + host_ + ": " + uv_strerror(status));
         return;
     }
-    if (auto error = connect_side_tcp(self->stream_, res->ai_addr); !error.empty()) {
-        self->fail(error);
-    }
-    uv_freeaddrinfo(res);
+    if (auto error = connect_side_tcp(stream_, address); !error.empty()) fail(error);
 }
 
 void SideConnection::on_stream_connected(int status) {

@@ -20,6 +20,7 @@
 
 #include "proxy/config.hpp"
 #include "proxy/query_result.hpp"
+#include "proxy/server_address.hpp"
 #include "proxy/server_login.hpp"
 #include "proxy/stream.hpp"
 
@@ -30,7 +31,7 @@ namespace pgtether {
 class TlsContext;
 class Worker;
 
-class SideConnection : public Stream::Handler {
+class SideConnection : public Stream::Handler, public ResolveClient {
   public:
     struct Setup {
         DatabaseConfig database;        // the [databases] entry to connect to (its first host)
@@ -91,7 +92,7 @@ class SideConnection : public Stream::Handler {
   private:
     void enter(Phase phase);
     void connect();
-    static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
+    void on_resolved(int status, const sockaddr* address) override;
     void send_startup();
     // Whether to read on after `type` (false: the phase changed, or the connection failed).
     bool handle_login(char type, protocol::ByteSpan body);
