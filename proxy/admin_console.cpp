@@ -13,7 +13,7 @@
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin_show.hpp"
 #include "proxy/client.hpp"
-#include "proxy/config_keys.hpp"
+#include "core/config_keys.hpp"
 #include "proxy/message_reader.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/reload.hpp"

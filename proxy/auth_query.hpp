@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include "proxy/auth_file.hpp"
-#include "proxy/config.hpp"
+#include "core/auth_file.hpp"
+#include "core/config.hpp"
 #include "proxy/server_login.hpp"
 #include "proxy/side_connection.hpp"
 

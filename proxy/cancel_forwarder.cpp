@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 #include "proxy/server.hpp"
 #include "proxy/server_address.hpp"
 #include "proxy/worker.hpp"

@@ -15,8 +15,8 @@
 
 #include "protocol/bytes.hpp"
 #include "protocol/scram.hpp"
-#include "proxy/auth_file.hpp"
-#include "proxy/config.hpp"
+#include "core/auth_file.hpp"
+#include "core/config.hpp"
 
 namespace pgtether {
 

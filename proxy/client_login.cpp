@@ -16,7 +16,7 @@
 #include "proxy/auth_lookups.hpp"
 #include "proxy/client.hpp"
 #include "proxy/client_auth.hpp"
-#include "proxy/hba.hpp"
+#include "core/hba.hpp"
 #include "proxy/security.hpp"
 #include "proxy/tls.hpp"
 #include "proxy/worker.hpp"

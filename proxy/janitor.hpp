@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 
 namespace pgtether::janitor {
 

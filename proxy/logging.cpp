@@ -10,7 +10,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 
 namespace pgtether {
 

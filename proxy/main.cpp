@@ -12,10 +12,10 @@
 #include <spdlog/spdlog.h>
 #include <uv.h>
 
-#include "proxy/auth_file.hpp"
+#include "core/auth_file.hpp"
 #include "proxy/cancel_registry.hpp"
 #include "proxy/command_line.hpp"
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 #include "proxy/daemon.hpp"
 #include "proxy/logging.hpp"
 #include "proxy/pool_control.hpp"

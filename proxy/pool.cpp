@@ -257,7 +257,7 @@ void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& e
     --connecting_;
     login_backoff_.on_failure(kind, worker_.now_ms(), to_ms(worker_.config().server_login_retry));
     last_login_error_ = error;
-    // A server that is restarting is waited for (proxy/login_retry.hpp): its clients are served
+    // A server that is restarting is waited for (core/login_retry.hpp): its clients are served
     // once it is back, unless it stays away longer than server_login_retry.
     if (!login_fails_clients()) return;
     while (Client* client = welcome_waiting_.pop_front()) client->on_login_failed(error);

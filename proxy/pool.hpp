@@ -10,7 +10,7 @@
 //   - server_count() never exceeds pool_size + reserve_pool_size + tether_reserve_size, nor the
 //     database and user limits. Servers beyond pool_size (+ the reserve pool) are opened only
 //     for tethered clients, one per tethered server up to tether_reserve_size, and closed when
-//     idle for a second after those tethers ended (proxy/pool_capacity.hpp).
+//     idle for a second after those tethers ended (core/pool_capacity.hpp).
 #pragma once
 
 #include <cstdint>
@@ -21,14 +21,14 @@
 
 #include "protocol/backend_messages.hpp"
 #include "proxy/client.hpp"
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 #include "proxy/intrusive_list.hpp"
 #include "proxy/lock_catalog.hpp"
-#include "proxy/login_retry.hpp"
-#include "proxy/pool_capacity.hpp"
+#include "core/login_retry.hpp"
+#include "core/pool_capacity.hpp"
 #include "proxy/server.hpp"
 #include "proxy/server_login.hpp"
-#include "proxy/session_params.hpp"
+#include "core/session_params.hpp"
 #include "proxy/stats.hpp"
 
 namespace pgtether {
@@ -137,7 +137,7 @@ private:
     [[nodiscard]] std::size_t uncovered_waiting() const;
     void schedule_hand_offs();
     // Shutting down, paused, or waiting for the next login attempt after failed ones
-    // (proxy/login_retry.hpp): no server is launched at all.
+    // (core/login_retry.hpp): no server is launched at all.
     [[nodiscard]] bool launch_suspended() const;
     // Which limit, if any, keeps the pool from launching another server (pool_capacity.hpp).
     [[nodiscard]] LaunchVerdict launch_verdict(bool use_reserve) const;

@@ -5,9 +5,9 @@
 
 #include <memory>
 
-#include "proxy/config.hpp"
-#include "proxy/hba.hpp"
-#include "proxy/require_auth.hpp"
+#include "core/config.hpp"
+#include "core/hba.hpp"
+#include "core/require_auth.hpp"
 #include "proxy/tls.hpp"
 
 namespace pgtether {

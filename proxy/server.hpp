@@ -21,13 +21,13 @@
 #include "core/lock_accounting.hpp"
 #include "core/server_state.hpp"
 #include "proxy/intrusive_list.hpp"
-#include "proxy/login_retry.hpp"
+#include "core/login_retry.hpp"
 #include "proxy/message_reader.hpp"
 #include "proxy/prepared_statements.hpp"
 #include "proxy/query_result.hpp"
 #include "proxy/request_queue.hpp"
 #include "proxy/server_address.hpp"
-#include "proxy/session_params.hpp"
+#include "core/session_params.hpp"
 #include "proxy/stream.hpp"
 #include "proxy/tether.hpp"
 
@@ -236,7 +236,7 @@ private:
     void send_startup();
     std::size_t handle_tls_answer(protocol::ByteSpan data);
     void start_connect_to(const sockaddr* address);
-    // `kind`: whether the pool retries soon (proxy/login_retry.hpp).
+    // `kind`: whether the pool retries soon (core/login_retry.hpp).
     void login_failed(const protocol::ErrorFields& error,
                       LoginFailureKind kind = LoginFailureKind::Refused);
     void sync_parameters();

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 #include "proxy/stream.hpp"
 
 namespace pgtether {

@@ -2,7 +2,7 @@
 // credentials the configuration gives for the server user: a plain password (any method), an md5
 // secret (md5 only), or SCRAM keys learnt from a client's SCRAM exchange (SCRAM pass-through).
 //
-// What a server may ask for is limited by server_require_auth (proxy/require_auth.hpp), and a
+// What a server may ask for is limited by server_require_auth (core/require_auth.hpp), and a
 // SCRAM exchange, once begun, must end with a valid server signature (SASLFinal) before
 // AuthenticationOk counts: otherwise a server (or whoever answers in its place) that does not
 // know the secret could skip the proof and still be trusted.
@@ -17,7 +17,7 @@
 #include "protocol/bytes.hpp"
 #include "protocol/startup.hpp"
 #include "protocol/scram.hpp"
-#include "proxy/require_auth.hpp"
+#include "core/require_auth.hpp"
 
 namespace pgtether {
 

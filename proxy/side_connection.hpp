@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 #include "proxy/query_result.hpp"
 #include "proxy/server_address.hpp"
 #include "proxy/server_login.hpp"

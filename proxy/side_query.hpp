@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 #include "proxy/server_login.hpp"
 #include "proxy/side_connection.hpp"
 #include "proxy/tether.hpp"  // Row

@@ -26,7 +26,7 @@ struct PoolStats {
     std::uint64_t scrub_failures = 0;   // backends closed because cleaning failed
     std::uint64_t leaks_found = 0;      // idle pooled backends found holding advisory locks
     // Times clients had to wait because more clients were tethered than tether_reserve_size
-    // covers (once per occurrence, proxy/pool_capacity.hpp).
+    // covers (once per occurrence, core/pool_capacity.hpp).
     std::uint64_t tether_reserve_exhausted = 0;
 
     PoolStats& operator+=(const PoolStats& other);

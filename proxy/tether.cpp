@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "proxy/session_params.hpp"
+#include "core/session_params.hpp"
 
 namespace pgtether {
 

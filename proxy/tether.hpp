@@ -15,8 +15,8 @@
 #include "core/lock_ledger.hpp"
 #include "core/tether_policy.hpp"
 #include "protocol/sql_scanner.hpp"
-#include "proxy/config.hpp"
-#include "proxy/session_settings.hpp"
+#include "core/config.hpp"
+#include "core/session_settings.hpp"
 
 namespace pgtether {
 

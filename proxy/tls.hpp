@@ -20,7 +20,7 @@
 #include <openssl/types.h>
 
 #include "protocol/bytes.hpp"
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 
 namespace pgtether {
 

@@ -16,8 +16,8 @@
 #include <uv.h>
 
 #include "protocol/startup.hpp"
-#include "proxy/auth_file.hpp"
-#include "proxy/config.hpp"
+#include "core/auth_file.hpp"
+#include "core/config.hpp"
 #include "proxy/prepared_statements.hpp"
 #include "proxy/stats.hpp"
 #include "proxy/stats_history.hpp"

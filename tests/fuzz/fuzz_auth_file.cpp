@@ -1,4 +1,4 @@
-// Fuzzes the auth_file reader (proxy/auth_file.hpp), PgBouncer's userlist.txt: `"user" "secret"`
+// Fuzzes the auth_file reader (core/auth_file.hpp), PgBouncer's userlist.txt: `"user" "secret"`
 // per line. A ConfigError is the expected answer to a bad file; anything else is a bug. Checked
 // for a file that reads:
 //  * every entry is filed under its own user name, which is not empty, with the secret kind
@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "proxy/auth_file.hpp"
-#include "proxy/config.hpp"
+#include "core/auth_file.hpp"
+#include "core/config.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 using namespace pgtether;

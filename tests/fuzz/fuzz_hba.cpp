@@ -1,4 +1,4 @@
-// Fuzzes the auth_hba_file reader and matcher (proxy/hba.hpp).
+// Fuzzes the auth_hba_file reader and matcher (core/hba.hpp).
 //
 // Input: the HBA file, then NUL-separated texts of @files: `@1` names the first one, `@2` the
 // second, ... (any other @file cannot be read). A ConfigError is the expected answer to a bad
@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "proxy/config.hpp"
-#include "proxy/hba.hpp"
+#include "core/config.hpp"
+#include "core/hba.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 using namespace pgtether;

@@ -1,4 +1,4 @@
-// Fuzzes the ini reader (proxy/ini_file.hpp), PgBouncer's dialect with %include.
+// Fuzzes the ini reader (core/ini_file.hpp), PgBouncer's dialect with %include.
 //
 // Input: the main file, then NUL-separated texts of included files: `%include /fuzz/1` reads the
 // first one, `/fuzz/2` the second, ... (any other name cannot be read). A ConfigError is the
@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "proxy/config.hpp"
-#include "proxy/ini_file.hpp"
+#include "core/config.hpp"
+#include "core/ini_file.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 using namespace pgtether;

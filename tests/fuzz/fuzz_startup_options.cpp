@@ -1,5 +1,5 @@
 // Fuzzes the reader of the `options` start-up parameter (parse_startup_options,
-// proxy/session_settings.hpp): `-c name=value` and `--name=value` words separated by white space,
+// core/session_settings.hpp): `-c name=value` and `--name=value` words separated by white space,
 // a backslash taking the next character literally (PostgreSQL's pg_split_opts).
 //
 // Checked: every setting has a non-empty name without '=' or '-' (PostgreSQL reads '-' as '_'),
@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "proxy/session_settings.hpp"
+#include "core/session_settings.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 using pgtether::fuzz::as_text;

@@ -1,6 +1,6 @@
 // Fuzzes the start-up packet reader (protocol/startup.hpp, protocol §55.7 StartupMessage,
 // SSLRequest, GSSENCRequest, CancelRequest) and what pgtether reads from a StartupMessage next:
-// the `options` parameter (parse_startup_options, proxy/session_settings.hpp).
+// the `options` parameter (parse_startup_options, core/session_settings.hpp).
 //
 // The input is the packet after its length word; the target prepends the length, as
 // frame_startup_packet would have checked it. Checked:
@@ -18,7 +18,7 @@
 
 #include "protocol/bytes.hpp"
 #include "protocol/startup.hpp"
-#include "proxy/session_settings.hpp"
+#include "core/session_settings.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 using namespace pgtether::protocol;

@@ -83,7 +83,7 @@ TEST_CASE("PostgreSQL stopped and restarted under pgtether") {
 TEST_CASE("a quick restart: queued clients are served as soon as PostgreSQL is back") {
     // PgBouncer waits server_login_retry (15 s by default) after a failed login, whatever the
     // cause. A server that refused the connection because it was restarting is retried within
-    // a second instead (proxy/login_retry.hpp), and the clients that queued meanwhile are served,
+    // a second instead (core/login_retry.hpp), and the clients that queued meanwhile are served,
     // not failed: server_login_retry and query_wait_timeout are far above the outage here.
     PrivatePostgres pg;
     PoolerConfig config;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "proxy/auth_file.hpp"
-#include "proxy/config.hpp"
+#include "core/auth_file.hpp"
+#include "core/config.hpp"
 
 using namespace pgtether;
 

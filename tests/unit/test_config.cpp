@@ -16,10 +16,10 @@
 #include <sstream>
 #include <string>
 
-#include "proxy/config.hpp"
-#include "proxy/config_keys.hpp"
-#include "proxy/config_values.hpp"
-#include "proxy/ini_file.hpp"
+#include "core/config.hpp"
+#include "core/config_keys.hpp"
+#include "core/config_values.hpp"
+#include "core/ini_file.hpp"
 
 using namespace pgtether;
 using namespace std::chrono_literals;

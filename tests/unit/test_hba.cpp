@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "proxy/config.hpp"
-#include "proxy/hba.hpp"
+#include "core/config.hpp"
+#include "core/hba.hpp"
 
 using namespace pgtether;
 

@@ -2,7 +2,7 @@
 // waiting clients get the error.
 #include <doctest/doctest.h>
 
-#include "proxy/login_retry.hpp"
+#include "core/login_retry.hpp"
 
 using namespace pgtether;
 

@@ -1,4 +1,4 @@
-// A pool's capacity (proxy/pool_capacity.hpp): how pool_size, reserve_pool_size, the tether
+// A pool's capacity (core/pool_capacity.hpp): how pool_size, reserve_pool_size, the tether
 // allowance and the database and user caps decide whether a pool may open another server, and
 // when a server is one too many.
 #include <doctest/doctest.h>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "proxy/pool_capacity.hpp"
+#include "core/pool_capacity.hpp"
 
 using namespace pgtether;
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 #include "proxy/security.hpp"
 
 using namespace pgtether;

@@ -9,7 +9,7 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/scram.hpp"
-#include "proxy/require_auth.hpp"
+#include "core/require_auth.hpp"
 #include "proxy/server_login.hpp"
 
 using namespace pgtether;

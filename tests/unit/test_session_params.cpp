@@ -1,7 +1,7 @@
 // Tracked client parameters and the SET statements that align a backend with a client.
 #include <doctest/doctest.h>
 
-#include "proxy/session_params.hpp"
+#include "core/session_params.hpp"
 
 using namespace pgtether;
 

@@ -1,7 +1,7 @@
 // Session settings: the options start-up parameter, the sync SQL, custom setting names.
 #include <doctest/doctest.h>
 
-#include "proxy/session_settings.hpp"
+#include "core/session_settings.hpp"
 
 using namespace pgtether;
 

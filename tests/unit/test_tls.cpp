@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 #include "proxy/tls.hpp"
 
 using namespace pgtether;

@@ -1,4 +1,4 @@
-#include "proxy/ini_file.hpp"
+#include "core/ini_file.hpp"
 
 #include <cstring>
 #include <filesystem>
@@ -6,8 +6,8 @@
 #include <string_view>
 #include <utility>
 
-#include "proxy/config.hpp"
-#include "proxy/file_text.hpp"
+#include "core/config.hpp"
+#include "core/file_text.hpp"
 
 namespace pgtether {
 

@@ -10,14 +10,14 @@
 // PgBouncer (only ';' starts its comments); it is what people write for a comment, so pgtether
 // reads it as one rather than losing the users below it. Text between the two fields other than
 // blanks is refused (PgBouncer would skip to the next quote, even on a later line).
-#include "proxy/auth_file.hpp"
+#include "core/auth_file.hpp"
 
 #include <cstring>
 #include <optional>
 #include <string_view>
 
-#include "proxy/config.hpp"
-#include "proxy/file_text.hpp"
+#include "core/config.hpp"
+#include "core/file_text.hpp"
 
 namespace pgtether {
 

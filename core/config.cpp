@@ -4,7 +4,7 @@
 // parsers, libusual's cfparser.c); docs/configuration.md is the user-facing reference and lists
 // every place where pgtether is deliberately stricter. The tables below are the single place that
 // says which keys exist and which ones pgtether honours.
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -21,10 +21,10 @@
 #include <variant>
 
 #include "core/peering.hpp"
-#include "proxy/config_keys.hpp"
-#include "proxy/config_values.hpp"
-#include "proxy/ini_file.hpp"
-#include "proxy/require_auth.hpp"
+#include "core/config_keys.hpp"
+#include "core/config_values.hpp"
+#include "core/ini_file.hpp"
+#include "core/require_auth.hpp"
 
 namespace pgtether {
 
@@ -223,7 +223,7 @@ enum class Kind {
     FunctionList,    // List of SQL function names, lower-cased
     Mode,            // octal file mode
     Choice,          // one of `choices`, case-insensitive
-    RequireAuth,     // libpq's require_auth list (proxy/require_auth.hpp), kept as written
+    RequireAuth,     // libpq's require_auth list (core/require_auth.hpp), kept as written
 };
 
 // Parsed values. Bool and Mode are stored as integers so that comparison with a key's neutral

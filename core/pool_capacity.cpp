@@ -1,4 +1,4 @@
-#include "proxy/pool_capacity.hpp"
+#include "core/pool_capacity.hpp"
 
 #include <algorithm>
 

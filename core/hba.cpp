@@ -1,4 +1,4 @@
-#include "proxy/hba.hpp"
+#include "core/hba.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -6,8 +6,8 @@
 
 #include <cstring>
 
-#include "proxy/config.hpp"
-#include "proxy/file_text.hpp"
+#include "core/config.hpp"
+#include "core/file_text.hpp"
 
 namespace pgtether {
 

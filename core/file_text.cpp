@@ -1,4 +1,4 @@
-#include "proxy/file_text.hpp"
+#include "core/file_text.hpp"
 
 #include <cerrno>
 #include <cstdio>

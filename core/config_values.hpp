@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 
 namespace pgtether {
 

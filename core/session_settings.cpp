@@ -1,9 +1,9 @@
-#include "proxy/session_settings.hpp"
+#include "core/session_settings.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-#include "proxy/session_params.hpp"
+#include "core/session_params.hpp"
 
 namespace pgtether {
 

@@ -1,4 +1,4 @@
-#include "proxy/session_params.hpp"
+#include "core/session_params.hpp"
 
 #include <strings.h>
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "proxy/config_values.hpp"
+#include "core/config_values.hpp"
 
 namespace pgtether {
 

@@ -204,7 +204,7 @@ struct Config {
     // backend is probed (docs/advisory-locks.md); 0 = probe at every such transaction's end.
     Duration tether_probe_delay{std::chrono::seconds(1)};
     // Servers a pool may open on top of pool_size for tethered clients; -1 = as many as the
-    // pool's size (proxy/pool_capacity.hpp).
+    // pool's size (core/pool_capacity.hpp).
     int tether_reserve_size = -1;
     // What one client can make pgtether hold (issue 15, docs/configuration.md): the largest
     // message assembled whole from its input (larger ones are streamed or refused,

@@ -1,4 +1,4 @@
-#include "proxy/require_auth.hpp"
+#include "core/require_auth.hpp"
 
 #include <array>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "proxy/login_retry.hpp"
+#include "core/login_retry.hpp"
 
 #include <algorithm>
 #include <initializer_list>

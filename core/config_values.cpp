@@ -1,4 +1,4 @@
-#include "proxy/config_values.hpp"
+#include "core/config_values.hpp"
 
 #include <charconv>
 #include <cmath>

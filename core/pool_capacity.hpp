@@ -12,7 +12,7 @@
 
 #include <optional>
 
-#include "proxy/config.hpp"
+#include "core/config.hpp"
 
 namespace pgtether {
 
