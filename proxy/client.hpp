@@ -17,6 +17,7 @@
 #include "proxy/prepared_statements.hpp"
 #include "proxy/request_queue.hpp"
 #include "proxy/server.hpp"
+#include "proxy/statement_translator.hpp"
 #include "core/session_params.hpp"
 #include "core/session_settings.hpp"
 #include "proxy/tether.hpp"
@@ -213,8 +214,9 @@ private:
     // Appends the transaction-end probe right behind the Query that needs it.
     void pipeline_probe(Outbound& out);
 
-    // Extended-protocol routing with prepared-statement translation (client_requests.cpp). Each
-    // route_* returns true when it forwarded (rewritten), injected or answered the message itself.
+    // Extended-protocol routing (client_requests.cpp): the tether's part here, prepared-statement
+    // translation by a StatementTranslator (proxy/statement_translator.hpp). Each route_*
+    // returns true when it forwarded (rewritten), injected or answered the message itself.
     bool route_parse(const protocol::ParseMessage& parse, Outbound& out);
     // `body_missing`: bytes of a streamed Bind's body still to come (its parameters are not
     // read, and a rewritten head announces them).
@@ -232,18 +234,9 @@ private:
     void forward_as_sent(char type, protocol::ByteSpan bytes, Outbound& out);
     // The text of a Parse streamed without being held: the trigger sees only its start and
     // assumes the rest (core/message_budget.hpp: unscanned_effects).
-    void take_unscanned_parse(std::string_view name, std::string_view text_start);
-    // Prepares `statement` on the linked backend unless it has it, evicting if over capacity.
-    void ensure_prepared(const StatementPtr& statement, Outbound& out);
-    // Closes (queued) of the statements the backend must evict to take `statement`.
-    void make_room_for(const StatementPtr& statement, Outbound& out);
-    // Queues an injected Close of `statement` on the linked backend (`undo`: QueuedRequest).
-    void close_on_server(const StatementPtr& statement, std::uint8_t undo, Outbound& out);
-    // Parse of `statement` under its backend name, after make_room_for; the caller queues the
-    // request its ParseComplete answers.
-    void write_server_parse(const StatementPtr& statement, Outbound& out);
-    // Queues a reply pgtether gives itself, in its place in the reply stream.
-    void answer(QueuedRequest::Kind kind, char type, std::string reply);
+    void take_unscanned_parse(std::string_view name, std::string_view text_start, Outbound& out);
+    // The translator of this client's statements on the linked backend, writing into `out`.
+    [[nodiscard]] StatementTranslator translator(Outbound& out);
     // A lone `DEALLOCATE name` of one of the client's protocol-level statements, while idle.
     bool answer_deallocate(protocol::ByteSpan message);
 

@@ -29,10 +29,6 @@ namespace {
 constexpr std::size_t kLastQueryLength = 200;
 // Custom setting names remembered per client for the probe (pg_settings does not list them).
 constexpr std::size_t kMaxCustomSettings = 64;
-// A client may hold this many named statements; more is refused (53400) so that one client
-// cannot grow pgtether's memory without bound.
-constexpr std::size_t kMaxClientStatements = 10000;
-
 // Effects that may change the session's advisory locks: a lock function (or configured wrapper)
 // named, or DISCARD.
 constexpr std::uint32_t kLockRelevant = protocol::kEffectAdvisoryLock | protocol::kEffectDiscard;
@@ -69,12 +65,6 @@ std::string error_message(const char* sqlstate, std::string message) {
     return out;
 }
 
-std::string simple_message(char type) {
-    std::string out;
-    protocol::MessageWriter(out).begin(type).end();
-    return out;
-}
-
 // A named statement whose text pgtether does not keep (too large, or beyond the client's
 // max_prepared_statement_bytes without translation): only the name and assumed effects.
 StatementPtr withheld_statement(std::uint32_t effects) {
@@ -88,7 +78,9 @@ StatementPtr withheld_statement(std::uint32_t effects) {
 
 // Bytes on their way to the server: ranges of the receive buffer plus messages pgtether wrote
 // (rewritten or injected), which live in `owned` until the batch is flushed.
-struct Client::Outbound {
+struct Client::Outbound final : StatementTranslator::Output {
+    explicit Outbound(Client& owner) : client(owner) {}
+
     Client& client;
     ForwardBatch batch;
     // A list, not a deque: libstdc++'s deque allocates in its constructor, and this object
@@ -110,7 +102,7 @@ struct Client::Outbound {
             batch.add(p, n);
         }
     }
-    void add_owned(std::string bytes) {
+    void add_owned(std::string bytes) override {
         if (batch.count() == ForwardBatch::kMaxRanges) flush();
         owned.push_back(std::move(bytes));
         batch.add(protocol::as_bytes(owned.back()));
@@ -171,7 +163,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
         hold_input(data.size());  // parameter sync, check or probe first
         return 0;
     }
-    Outbound out{*this, {}, {}};
+    Outbound out{*this};
     std::size_t consumed = 0;
     auto& tracker = server_->tracker();
     // The last part of a message passed on in pieces went out in this call.
@@ -334,12 +326,13 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
             fail(protocol::sqlstate::kProtocolViolation, "invalid message length");
             return true;
         case OversizedAction::RefuseStatement:
-            answer(QueuedRequest::Kind::Answered, fe::kParse,
-                   error_message("54000", "prepared statement too large: " +
-                                              std::to_string(partial.total) +
-                                              " bytes, pgtether holds at most " +
-                                              std::to_string(worker_.config().client_buffer_limit) +
-                                              " (client_buffer_limit)"));
+            translator(out).answer(
+                QueuedRequest::Kind::Answered, fe::kParse,
+                error_message("54000",
+                              "prepared statement too large: " + std::to_string(partial.total) +
+                                  " bytes, pgtether holds at most " +
+                                  std::to_string(worker_.config().client_buffer_limit) +
+                                  " (client_buffer_limit)"));
             skip_until_sync_ = true;
             reader_.skip_rest(partial);
             return true;
@@ -362,7 +355,7 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
         }
         case fe::kParse:
             take_unscanned_parse(first_name,
-                                 protocol::as_chars(body.subspan(first_name.size() + 1)));
+                                 protocol::as_chars(body.subspan(first_name.size() + 1)), out);
             break;
         case fe::kBind: routed = route_bind(body, out, missing); break;
         case fe::kFunctionCall: note_function_call(); break;
@@ -397,7 +390,8 @@ void Client::forward_as_sent(char type, ByteSpan bytes, Outbound& out) {
     }
 }
 
-void Client::take_unscanned_parse(std::string_view name, std::string_view text_start) {
+void Client::take_unscanned_parse(std::string_view name, std::string_view text_start,
+                                  Outbound& out) {
     const std::uint32_t effects = unscanned_effects() | pool_->lock_trigger().scan(text_start);
     note_effects(text_start, effects);
     remember_query(text_start);
@@ -405,7 +399,7 @@ void Client::take_unscanned_parse(std::string_view name, std::string_view text_s
     if (name.empty()) {
         server_->note_unnamed_statement(withheld_statement(effects));
     } else {
-        statements_.add(name, withheld_statement(effects));
+        translator(out).remember(name, withheld_statement(effects));
     }
 }
 
@@ -416,120 +410,44 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
     std::uint32_t relevant = pool_->lock_trigger().scan(parse.query);
     note_effects(parse.query, relevant);
     remember_query(parse.query);
+    auto intern = [&] {
+        return worker_.statements().intern(parse.query, parse.parameter_types, relevant,
+                                           pool_->lock_trigger().scanner);
+    };
     if (parse.statement.empty()) {
         // The unnamed statement is the backend's own: a later Bind of it (perhaps in another
         // transaction, perhaps by another client) has these effects again.
-        server_->note_unnamed_statement(
-            relevant != 0 ? worker_.statements().intern(parse.query, parse.parameter_types,
-                                                        relevant, pool_->lock_trigger().scanner)
-                          : nullptr);
+        server_->note_unnamed_statement(relevant != 0 ? intern() : nullptr);
         return false;
     }
-    const auto byte_limit =
-        static_cast<std::size_t>(worker_.config().max_prepared_statement_bytes);
-    const std::size_t bytes = parse.query.size() + parse.parameter_types.size();
-    const bool over_limit = statements_.size() >= kMaxClientStatements ||
-                            statements_.bytes() + bytes > byte_limit;
-    if (!server_->translates_statements()) {
-        // No translation: the name goes to the backend as is; remember it only so that a later
-        // Bind of it still fires the tether's trigger. Beyond the client's bound the text is not
-        // kept: its effects are, with every effect the probe checks added (the trigger could
-        // not scan it again after a discovery); beyond the count not even the name.
-        if (statements_.size() >= kMaxClientStatements && !statements_.find(parse.statement)) {
+    StatementTranslator statements = translator(out);
+    const ParseAction action = statements.decide_parse(parse);
+    switch (action) {
+        // No translation: the name goes to the backend as is; it is remembered only so that a
+        // later Bind of it still fires the tether's trigger. Beyond the client's bound the text
+        // is not kept: its effects are, with every effect the probe checks added (the trigger
+        // could not scan it again after a discovery); beyond the count not even the name.
+        case ParseAction::ForwardUntracked:
             untracked_statement_names_ = true;
             return false;
-        }
-        statements_.add(parse.statement,
-                        over_limit ? withheld_statement(relevant | unscanned_effects())
-                                   : worker_.statements().intern(parse.query,
-                                                                 parse.parameter_types, relevant,
-                                                                 pool_->lock_trigger().scanner));
-        return false;
+        case ParseAction::ForwardRememberEffects:
+            statements.remember(parse.statement,
+                                withheld_statement(relevant | unscanned_effects()));
+            return false;
+        case ParseAction::ForwardRemember:
+            statements.remember(parse.statement, intern());
+            return false;
+        case ParseAction::RefuseDuplicate:
+        case ParseAction::RefuseTooMany:
+        case ParseAction::RefuseTooLarge:
+            statements.refuse_parse(action, parse.statement);
+            skip_until_sync_ = true;
+            return true;
+        case ParseAction::Translate:
+            statements.translate_parse(parse.statement, intern());
+            return true;
     }
-    auto& queue = server_->requests();
-    if (statements_.find(parse.statement)) {
-        answer(QueuedRequest::Kind::Answered, fe::kParse,
-               error_message("42P05", "prepared statement \"" + std::string(parse.statement) +
-                                          "\" already exists"));
-        skip_until_sync_ = true;
-        return true;
-    }
-    if (over_limit) {
-        answer(QueuedRequest::Kind::Answered, fe::kParse,
-               error_message("53400",
-                             statements_.size() >= kMaxClientStatements
-                                 ? "too many prepared statements (pgtether allows " +
-                                       std::to_string(kMaxClientStatements) + " per connection)"
-                                 : "prepared statements too large (pgtether keeps at most " +
-                                       std::to_string(byte_limit) +
-                                       " bytes of statement text per connection, "
-                                       "max_prepared_statement_bytes)"));
-        skip_until_sync_ = true;
-        return true;
-    }
-    StatementPtr statement =
-        worker_.statements().intern(parse.query, parse.parameter_types, relevant,
-                                              pool_->lock_trigger().scanner);
-    statements_.add(parse.statement, statement);
-    std::string name(parse.statement);
-    // Prepared afresh even where the backend has it already (for another client): a Parse plans
-    // the query in the client's own session, as on a direct connection. The copy on the backend
-    // was planned in another client's session, perhaps against its temporary table of the same
-    // name ("cached plan must not change result type" where PostgreSQL would succeed).
-    if (server_->statements().contains(*statement)) server_->statements().mark_stale(statement);
-    write_server_parse(statement, out);
-    queue.push({fe::kParse, QueuedRequest::Kind::Forwarded,
-                QueuedRequest::kUndoClientAdd | QueuedRequest::kUndoServerAdd, {},
-                std::move(name), statement});
-    return true;
-}
-
-void Client::make_room_for(const StatementPtr& statement, Outbound& out) {
-    const auto& config = worker_.config();
-    auto capacity = static_cast<std::size_t>(config.max_prepared_statements);
-    auto& on_server = server_->statements();
-    for (auto& old : on_server.add(statement, capacity, server_->requests().pinned_statements(),
-                                   static_cast<std::size_t>(config.max_prepared_statement_bytes))) {
-        close_on_server(old, QueuedRequest::kUndoServerRemove, out);
-    }
-    for (auto& old : on_server.trim_stale(capacity)) {
-        close_on_server(old, QueuedRequest::kUndoServerStale, out);
-    }
-}
-
-void Client::close_on_server(const StatementPtr& statement, std::uint8_t undo, Outbound& out) {
-    std::string close;
-    protocol::MessageWriter(close).begin(fe::kClose).u8('S').cstring(statement->server_name).end();
-    out.add_owned(std::move(close));
-    server_->tracker().on_frontend(fe::kClose);
-    server_->requests().push({fe::kClose, QueuedRequest::Kind::Injected, undo, {}, {}, statement});
-}
-
-void Client::write_server_parse(const StatementPtr& statement, Outbound& out) {
-    make_room_for(statement, out);
-    // A stale copy under the same name goes first (ServerStatements::mark_stale).
-    if (server_->statements().take_stale(*statement)) {
-        close_on_server(statement, QueuedRequest::kUndoServerStale, out);
-    }
-    std::string parse;
-    protocol::MessageWriter(parse)
-        .begin(fe::kParse)
-        .cstring(statement->server_name)
-        .cstring(statement->query)
-        .bytes(statement->parameter_types)
-        .end();
-    out.add_owned(std::move(parse));
-    server_->tracker().on_frontend(fe::kParse);
-}
-
-void Client::ensure_prepared(const StatementPtr& statement, Outbound& out) {
-    if (server_->statements().contains(*statement)) {
-        server_->statements().touch(*statement);
-        return;
-    }
-    write_server_parse(statement, out);
-    server_->requests().push({fe::kParse, QueuedRequest::Kind::Injected,
-                              QueuedRequest::kUndoServerAdd, {}, {}, statement});
+    return false;
 }
 
 void Client::note_bound_effects(const protocol::BindNames& names, const StatementPtr& statement,
@@ -566,8 +484,9 @@ bool Client::route_bind(ByteSpan body, Outbound& out, std::size_t body_missing) 
         return false;
     }
     // Whatever the backend has under the name runs again, with its effects.
-    StatementPtr statement = names->statement.empty() ? server_->unnamed_statement()
-                                                      : statements_.find(names->statement);
+    StatementTranslator statements = translator(out);
+    StatementPtr statement =
+        names->statement.empty() ? server_->unnamed_statement() : statements.find(names->statement);
     if (statement) {
         // The parameters of a streamed Bind are not here to read: the accounting is uncertain.
         note_bound_effects(*names, statement, body_missing ? ByteSpan{} : body);
@@ -580,66 +499,15 @@ bool Client::route_bind(ByteSpan body, Outbound& out, std::size_t body_missing) 
         server_->lock_accounting().forget_portal(names->portal);
     }
     // Unknown names go as they are: the backend reports them with the client's name.
-    if (names->statement.empty() || !statement) return false;
-    // A statement whose text pgtether did not keep cannot be prepared elsewhere: its name goes
-    // to the backend as sent.
-    if (!server_->translates_statements() || statement->text_withheld) return false;
-    ensure_prepared(statement, out);
-    // Same Bind, with the backend's name for the statement; the parameters are copied as sent.
-    std::size_t names_length = names->portal.size() + 1 + names->statement.size() + 1;
-    std::string rewritten;
-    protocol::MessageWriter(rewritten)
-        .begin(fe::kBind)
-        .cstring(names->portal)
-        .cstring(statement->server_name)
-        .bytes(body.subspan(names_length))
-        .end(body_missing);
-    out.add_owned(std::move(rewritten));
-    server_->tracker().on_frontend(fe::kBind);
-    server_->requests().push(
-        {fe::kBind, QueuedRequest::Kind::Forwarded, QueuedRequest::kUndoNone, {}, {}, statement});
-    return true;
+    return statements.bind(*names, statement, body, body_missing);
 }
 
 bool Client::route_describe_or_close(ByteSpan body, char type, Outbound& out) {
-    auto target = protocol::parse_describe_or_close(body);
-    if (!target || target->kind != 'S' || target->name.empty()) return false;
-    if (!server_->translates_statements()) {
-        if (type == fe::kClose) statements_.remove(target->name);
-        return false;
-    }
-    if (type == fe::kClose) {
-        // The backend keeps the statement for others (or until evicted); the client's name goes.
-        // PostgreSQL answers CloseComplete even for a name that does not exist.
-        std::string name(target->name);
-        StatementPtr removed = statements_.remove(name);
-        server_->requests().push({fe::kClose, QueuedRequest::Kind::Answered,
-                                  removed ? QueuedRequest::kUndoClientRemove
-                                          : QueuedRequest::kUndoNone,
-                                  simple_message(protocol::be::kCloseComplete), std::move(name),
-                                  removed});
-        server_->settle_requests();
-        return true;
-    }
-    StatementPtr statement = statements_.find(target->name);
-    if (!statement || statement->text_withheld) return false;
-    ensure_prepared(statement, out);
-    std::string rewritten;
-    protocol::MessageWriter(rewritten)
-        .begin(fe::kDescribe)
-        .u8('S')
-        .cstring(statement->server_name)
-        .end();
-    out.add_owned(std::move(rewritten));
-    server_->tracker().on_frontend(fe::kDescribe);
-    server_->requests().push({fe::kDescribe, QueuedRequest::Kind::Forwarded,
-                              QueuedRequest::kUndoNone, {}, {}, statement});
-    return true;
+    return translator(out).describe_or_close(body, type);
 }
 
-void Client::answer(QueuedRequest::Kind kind, char type, std::string reply) {
-    server_->requests().push({type, kind, QueuedRequest::kUndoNone, std::move(reply), {}, {}});
-    server_->settle_requests();
+StatementTranslator Client::translator(Outbound& out) {
+    return {statements_, *server_, worker_.config(), out};
 }
 
 bool Client::answer_deallocate(ByteSpan message) {
@@ -652,7 +520,7 @@ bool Client::answer_deallocate(ByteSpan message) {
     auto sql = protocol::parse_query(message.subspan(protocol::kTypedHeaderSize));
     if (!sql) return false;
     auto name = protocol::parse_lone_deallocate(*sql);
-    if (!name || !statements_.remove(*name)) return false;
+    if (!name || !StatementTranslator::deallocate(statements_, *name)) return false;
     std::string reply;
     protocol::append_command_complete(reply, "DEALLOCATE");
     protocol::append_ready_for_query(reply, protocol::kTxIdle);

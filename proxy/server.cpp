@@ -21,6 +21,7 @@
 #include "proxy/server_address.hpp"
 #include "proxy/server_login.hpp"
 #include "proxy/server_tls.hpp"
+#include "proxy/statement_translator.hpp"
 #include "proxy/worker.hpp"
 
 namespace pgtether {
@@ -560,8 +561,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 if (translate_statements_ && deallocates_all(body)) {
                     // DISCARD ALL / DEALLOCATE ALL: the backend and the client forgot every
                     // prepared statement.
-                    statements_.clear();
-                    client_->statements().clear();
+                    StatementTranslator::forget_all(&client_->statements(), statements_);
                 }
                 break;
             case be::kAuthentication:
@@ -912,7 +912,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
             settle_requests([](std::string&&) {});
         }
         if (type == be::kCommandComplete && deallocates_all(body)) {
-            statements_.clear();
+            StatementTranslator::forget_all(nullptr, statements_);
             prepared_probes_.clear();
             applied_settings_.clear();
         }

@@ -1,0 +1,96 @@
+// Prepared-statement translation's decisions, as values (docs/prepared-statements.md): given a
+// client's Parse, Bind, Describe or Close of a named statement and what the two statement maps
+// say about it (the client's names, the backend's prepared set), what goes to the backend and
+// what pgtether answers itself. proxy/statement_translator.hpp carries the decisions out: it
+// writes the messages, queues the requests (proxy/request_queue.hpp) and updates both maps.
+//
+// Only named statements are translated: the unnamed statement is the backend's own, and a Parse
+// or Bind of it always goes as sent.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace pgtether {
+
+// A client may hold this many named statements; more is refused (53400) so that one client
+// cannot grow pgtether's memory without bound.
+inline constexpr std::size_t kMaxClientStatements = 10000;
+
+// What the maps say about a named Parse.
+struct ParseFacts {
+    bool translates = false;  // max_prepared_statements > 0 (else names go to the backend as sent)
+    bool name_known = false;  // the client has a statement of this name already
+    bool count_full = false;  // the client has kMaxClientStatements names
+    bool bytes_full = false;  // its kept text plus this one exceed max_prepared_statement_bytes
+};
+
+enum class ParseAction {
+    // Without translation: the Parse goes as sent; the name is remembered with its text so that
+    // a later Bind of it fires the tether's trigger again.
+    ForwardRemember,
+    // Without translation, beyond the client's bound: the Parse goes as sent; the name is
+    // remembered with its effects only (every effect the probe checks added).
+    ForwardRememberEffects,
+    // Without translation, beyond the count and a new name: the Parse goes as sent and the name
+    // is not remembered at all (a later Bind of an unknown name then assumes every effect).
+    ForwardUntracked,
+    // With translation: ERROR 42P05 "prepared statement ... already exists", then the batch is
+    // discarded up to Sync, as PostgreSQL does.
+    RefuseDuplicate,
+    // With translation, beyond the client's count or bytes: ERROR 53400, then discard to Sync.
+    RefuseTooMany,
+    RefuseTooLarge,
+    // With translation: the name is the client's; the statement is prepared afresh on the
+    // backend under its backend name (an existing copy there is closed first: it was planned in
+    // another client's session).
+    Translate,
+};
+
+[[nodiscard]] ParseAction decide_parse(const ParseFacts& facts);
+
+// What the maps say about a Bind or Describe of a named statement.
+struct UseFacts {
+    bool translates = false;
+    bool name_known = false;     // the client prepared the name (and has not closed it)
+    bool text_withheld = false;  // pgtether did not keep its text (streamed over the budget)
+    bool on_backend = false;     // the linked backend has the statement prepared (not stale)
+};
+
+enum class UseAction {
+    // Goes as sent: no translation, an unknown name (the backend reports it with the client's
+    // name, 26000), or a statement whose text pgtether could not keep.
+    ForwardAsSent,
+    // Rewritten to the backend name; the backend has the statement (it becomes the most recently
+    // used there).
+    Rewrite,
+    // Rewritten to the backend name behind an injected Parse of it (and the Closes that make
+    // room: least recently used first, never a statement a queued message still needs).
+    PrepareAndRewrite,
+};
+
+[[nodiscard]] UseAction decide_use(const UseFacts& facts);
+
+enum class CloseAction {
+    // Without translation: forwarded; the name is forgotten (the trigger's memory of it).
+    ForwardForget,
+    // With translation: the client's name goes, the backend keeps the statement for others (or
+    // until evicted); pgtether answers CloseComplete in the backend's place. PostgreSQL answers
+    // CloseComplete for a name that does not exist too.
+    AnswerCloseComplete,
+};
+
+// A Close of a named statement, with or without translation.
+[[nodiscard]] CloseAction decide_close(bool translates);
+
+// The error text of a refused Parse (RefuseDuplicate, RefuseTooMany, RefuseTooLarge) and its
+// SQLSTATE.
+struct Refusal {
+    const char* sqlstate;
+    std::string message;
+};
+[[nodiscard]] Refusal parse_refusal(ParseAction action, std::string_view name,
+                                    std::size_t byte_limit);
+
+}  // namespace pgtether

@@ -1,0 +1,97 @@
+// Prepared-statement translation's decisions (core/statement_translation.hpp), table by table.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/statement_translation.hpp"
+
+using namespace pgtether;
+using P = ParseAction;
+using U = UseAction;
+
+TEST_CASE("a named Parse: forwarded and remembered, refused, or translated") {
+    struct Case {
+        const char* name;
+        ParseFacts facts;  // translates, name_known, count_full, bytes_full
+        ParseAction want;
+    };
+    const Case cases[] = {
+        // Without translation the Parse always goes as sent; only what is remembered differs.
+        {"no translation: remembered", {false, false, false, false}, P::ForwardRemember},
+        {"no translation, known name: remembered again",
+         {false, true, false, false},
+         P::ForwardRemember},
+        {"no translation, bytes full: effects only",
+         {false, false, false, true},
+         P::ForwardRememberEffects},
+        {"no translation, count full, known name: effects only",
+         {false, true, true, false},
+         P::ForwardRememberEffects},
+        {"no translation, count full, new name: not remembered",
+         {false, false, true, false},
+         P::ForwardUntracked},
+        {"no translation, count and bytes full, new name: not remembered",
+         {false, false, true, true},
+         P::ForwardUntracked},
+        // With translation the client's names are pgtether's to keep.
+        {"translated", {true, false, false, false}, P::Translate},
+        {"translated, known name: 42P05", {true, true, false, false}, P::RefuseDuplicate},
+        {"translated, known name beats the limits", {true, true, true, true}, P::RefuseDuplicate},
+        {"translated, count full: 53400", {true, false, true, false}, P::RefuseTooMany},
+        {"translated, count and bytes full: the count is named",
+         {true, false, true, true},
+         P::RefuseTooMany},
+        {"translated, bytes full: 53400", {true, false, false, true}, P::RefuseTooLarge},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        CHECK(decide_parse(c.facts) == c.want);
+    }
+}
+
+TEST_CASE("a Bind or Describe of a named statement: as sent, rewritten, or prepared first") {
+    struct Case {
+        const char* name;
+        UseFacts facts;  // translates, name_known, text_withheld, on_backend
+        UseAction want;
+    };
+    const Case cases[] = {
+        {"no translation", {false, true, false, false}, U::ForwardAsSent},
+        {"no translation, even if the backend has it",
+         {false, true, false, true},
+         U::ForwardAsSent},
+        {"unknown name: the backend answers 26000 with the client's name",
+         {true, false, false, false},
+         U::ForwardAsSent},
+        {"text not kept: cannot be prepared elsewhere",
+         {true, true, true, false},
+         U::ForwardAsSent},
+        {"text not kept, on this backend: still as sent",
+         {true, true, true, true},
+         U::ForwardAsSent},
+        {"the backend has it", {true, true, false, true}, U::Rewrite},
+        {"the backend lacks it", {true, true, false, false}, U::PrepareAndRewrite},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        CHECK(decide_use(c.facts) == c.want);
+    }
+}
+
+TEST_CASE("a Close of a named statement") {
+    CHECK(decide_close(false) == CloseAction::ForwardForget);
+    CHECK(decide_close(true) == CloseAction::AnswerCloseComplete);
+}
+
+TEST_CASE("a refused Parse names PostgreSQL's SQLSTATE and the limit") {
+    const Refusal duplicate = parse_refusal(P::RefuseDuplicate, "s1", 1000);
+    CHECK(std::string(duplicate.sqlstate) == "42P05");
+    CHECK(duplicate.message == "prepared statement \"s1\" already exists");
+    const Refusal many = parse_refusal(P::RefuseTooMany, "s1", 1000);
+    CHECK(std::string(many.sqlstate) == "53400");
+    CHECK(many.message.find(std::to_string(kMaxClientStatements)) != std::string::npos);
+    const Refusal large = parse_refusal(P::RefuseTooLarge, "s1", 1234);
+    CHECK(std::string(large.sqlstate) == "53400");
+    CHECK(large.message.find("1234 bytes") != std::string::npos);
+    CHECK(large.message.find("max_prepared_statement_bytes") != std::string::npos);
+}
