@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The layer rules of docs/architecture.md ("Layer rules"), checked on every #include "..." of
+# protocol/, core/ and proxy/ (ctest: layer_rules). Fails listing each include a layer may not
+# make.
+#
+#   tests/layer_rules.sh [REPO_ROOT]
+#
+# Layers, lowest first: protocol, core, then the daemon's folders proxy/net, proxy/server,
+# proxy/client, proxy/pool, proxy/admin, proxy/daemon.
+#   - protocol/ includes protocol/ only; core/ protocol/ and core/. Neither includes <uv.h>,
+#     spdlog or <openssl/ssl.h> (pure: no loop, no logging, no sockets).
+#   - A proxy header includes headers of its own folder or a lower one only: what a type needs
+#     to be declared never reaches up.
+#   - A proxy source (.cpp) may also include, beyond that:
+#       net:                 proxy/daemon/worker.hpp (its loop, scratch buffers, configuration);
+#       server, client, pool: each other's headers (Client, Server and Pool cooperate through
+#                            narrow calls), proxy/admin/admin_console.hpp (a console client's
+#                            session) and proxy/daemon/worker.hpp;
+#       admin, daemon:       anything of ours.
+#   - Once the folders exist, no source or header lies directly in proxy/.
+set -euo pipefail
+
+root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+cd "$root"
+
+rank() {
+    case "$1" in
+        protocol) echo 0 ;; core) echo 1 ;; net) echo 2 ;; server) echo 3 ;; client) echo 4 ;;
+        pool) echo 5 ;; admin) echo 6 ;; daemon) echo 7 ;; proxy) echo 8 ;; *) echo 99 ;;
+    esac
+}
+
+# The layer of a path: protocol, core, a proxy folder, or "proxy" for a file directly in proxy/.
+layer_of() {
+    case "$1" in
+        protocol/*) echo protocol ;;
+        core/*) echo core ;;
+        proxy/*/*) local rest="${1#proxy/}"; echo "${rest%%/*}" ;;
+        proxy/*) echo proxy ;;
+        *) echo other ;;
+    esac
+}
+
+split=false
+[[ -d proxy/net ]] && split=true
+
+violations=0
+report() {
+    echo "$1" >&2
+    violations=$((violations + 1))
+}
+
+while IFS= read -r file; do
+    layer=$(layer_of "$file")
+    own=$(rank "$layer")
+    kind=${file##*.}
+    if [[ $layer == proxy ]] && $split; then
+        report "$file: lies directly in proxy/; it belongs in one of its folders"
+    fi
+    if [[ $layer == protocol || $layer == core ]]; then
+        if grep -nE '^#include[[:space:]]*<(uv\.h|spdlog/|openssl/ssl\.h)' "$file" >/dev/null; then
+            while IFS= read -r hit; do
+                report "$file:${hit%%:*}: $layer/ is pure: ${hit#*:}"
+            done < <(grep -nE '^#include[[:space:]]*<(uv\.h|spdlog/|openssl/ssl\.h)' "$file")
+        fi
+    fi
+    while IFS=: read -r line target; do
+        [[ -n $target ]] || continue
+        tlayer=$(layer_of "$target")
+        [[ $tlayer == other ]] && continue  # not ours (a generated header, a test helper)
+        trank=$(rank "$tlayer")
+        ok=false
+        if [[ $layer == proxy ]]; then
+            ok=true  # before the folder split: proxy/ is one layer above core/
+        elif ((trank <= own)); then
+            ok=true
+        elif [[ $kind == cpp ]]; then
+            case "$layer" in
+                net) [[ $target == proxy/daemon/worker.hpp ]] && ok=true ;;
+                server | client | pool)
+                    case "$tlayer" in server | client | pool) ok=true ;; esac
+                    case "$target" in
+                        proxy/admin/admin_console.hpp | proxy/daemon/worker.hpp) ok=true ;;
+                    esac
+                    ;;
+                admin | daemon) ok=true ;;
+            esac
+        fi
+        if [[ $layer == protocol && $tlayer != protocol ]]; then ok=false; fi
+        if [[ $layer == core && $tlayer != protocol && $tlayer != core ]]; then ok=false; fi
+        $ok || report "$file:$line: includes $target ($tlayer), which $layer/ may not"
+    done < <(sed -nE 's/^#include[[:space:]]*"([^"]+)".*/\1/p;t;s/.*//p' "$file" |
+             awk '{ if ($0 != "") print NR ":" $0 }')
+done < <(find protocol core proxy -type f \( -name '*.hpp' -o -name '*.cpp' \) | sort)
+
+if ((violations > 0)); then
+    echo "layer_rules: $violations include(s) break the layer rules (docs/architecture.md)" >&2
+    exit 1
+fi
+echo "layer_rules: every include of protocol/, core/ and proxy/ keeps the layer rules"
