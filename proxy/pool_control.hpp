@@ -39,7 +39,8 @@ class PoolControl {
 
     // ---- state queried by pools and clients ----
     [[nodiscard]] bool paused(const std::string& database) const {
-        return paused_all_ || paused_.count(database) != 0;
+        // Asked for every transaction: no lookup while nothing is paused.
+        return paused_all_ || (!paused_.empty() && paused_.count(database) != 0);
     }
     [[nodiscard]] bool paused_all() const { return paused_all_; }
     [[nodiscard]] bool database_paused(const std::string& database) const {

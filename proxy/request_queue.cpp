@@ -39,37 +39,53 @@ bool is_extended(char request) {
 }  // namespace
 
 void RequestQueue::push(QueuedRequest request) {
+    if (head_ >= kCompactAt && head_ * 2 >= queue_.size()) {
+        // A pipeline that never drains: drop the finished entries at the front now and then.
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
+        head_ = 0;
+    }
     queue_.push_back(std::move(request));
     answer_due();
 }
 
+void RequestQueue::pop_front() {
+    if (++head_ == queue_.size()) {
+        queue_.clear();  // keeps the capacity: the next transaction allocates nothing
+        head_ = 0;
+    } else {
+        queue_[head_ - 1] = {};  // let go of its statement and strings now
+    }
+}
+
 void RequestQueue::answer_due() {
-    while (!queue_.empty() && queue_.front().kind == QueuedRequest::Kind::Answered) {
-        finished_.push_back({std::move(queue_.front()), Outcome::Answer});
-        queue_.pop_front();
+    while (!empty() && front().kind == QueuedRequest::Kind::Answered) {
+        finished_.push_back({std::move(front()), Outcome::Answer});
+        pop_front();
     }
 }
 
 RequestQueue::Verdict RequestQueue::on_backend_message(char type) {
     // Asynchronous messages may arrive at any time and belong to no request.
     if (type == be::kNoticeResponse || type == be::kNotificationResponse ||
-        type == be::kParameterStatus || queue_.empty()) {
+        type == be::kParameterStatus || empty()) {
         return Verdict::Forward;
     }
-    QueuedRequest& head = queue_.front();
+    QueuedRequest& head = front();
     bool error = type == be::kErrorResponse;
     Verdict verdict = head.kind == QueuedRequest::Kind::Injected && !error ? Verdict::Swallow
                                                                            : Verdict::Forward;
     if (!completes(head.type, type)) return verdict;
 
     bool failed = error && is_extended(head.type);
-    finished_.push_back({std::move(head), failed ? Outcome::Failed : Outcome::Done});
-    queue_.pop_front();
+    // A request done as expected needs nothing more (finished() lists only what does): most
+    // requests end this way, one per message a client sends while translation is on.
+    if (failed) finished_.push_back({std::move(head), Outcome::Failed});
+    pop_front();
     if (failed) {
         // The backend now discards everything up to the next Sync without a word.
-        while (!queue_.empty() && queue_.front().type != 'S') {
-            finished_.push_back({std::move(queue_.front()), Outcome::Skipped});
-            queue_.pop_front();
+        while (!empty() && front().type != 'S') {
+            finished_.push_back({std::move(front()), Outcome::Skipped});
+            pop_front();
         }
     }
     answer_due();
@@ -78,8 +94,8 @@ RequestQueue::Verdict RequestQueue::on_backend_message(char type) {
 
 std::vector<std::uint64_t> RequestQueue::pinned_statements() const {
     std::vector<std::uint64_t> ids;
-    for (const auto& request : queue_) {
-        if (request.statement) ids.push_back(request.statement->id);
+    for (std::size_t i = head_; i < queue_.size(); ++i) {
+        if (queue_[i].statement) ids.push_back(queue_[i].statement->id);
     }
     return ids;
 }

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -54,7 +53,7 @@ void undo_request(const QueuedRequest& request, ClientStatements* client,
 class RequestQueue {
 public:
     enum class Verdict { Forward, Swallow };
-    enum class Outcome { Done, Failed, Skipped, Answer };
+    enum class Outcome { Failed, Skipped, Answer };
     struct Finished {
         QueuedRequest request;
         Outcome outcome;
@@ -62,25 +61,33 @@ public:
 
     // Queues a request. An Answered one at the head is finished at once (Outcome::Answer).
     void push(QueuedRequest request);
-    // Feeds one backend message type; says whether it goes to the client. Requests it finished,
+    // Feeds one backend message type; says whether it goes to the client. Requests that failed,
     // those the backend skipped after an error, and Answered ones that became due are appended to
-    // finished(), in order.
+    // finished(), in order; a request that simply completed is dropped (nothing to do for it).
     Verdict on_backend_message(char type);
     [[nodiscard]] std::vector<Finished>& finished() { return finished_; }
 
-    [[nodiscard]] bool empty() const { return queue_.empty(); }
-    [[nodiscard]] std::size_t size() const { return queue_.size(); }
+    [[nodiscard]] bool empty() const { return head_ == queue_.size(); }
+    [[nodiscard]] std::size_t size() const { return queue_.size() - head_; }
     // Ids of statements queued requests still need (they must not be evicted meanwhile).
     [[nodiscard]] std::vector<std::uint64_t> pinned_statements() const;
     void clear() {
         queue_.clear();
+        head_ = 0;
         finished_.clear();
     }
 
 private:
-    void answer_due();
+    static constexpr std::size_t kCompactAt = 32;
 
-    std::deque<QueuedRequest> queue_;
+    void answer_due();
+    [[nodiscard]] QueuedRequest& front() { return queue_[head_]; }
+    void pop_front();
+
+    // Pending requests are queue_[head_..]: a vector whose capacity survives from transaction to
+    // transaction (a deque of these allocates and frees a block every few requests).
+    std::vector<QueuedRequest> queue_;
+    std::size_t head_ = 0;
     std::vector<Finished> finished_;
 };
 

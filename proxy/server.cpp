@@ -292,8 +292,13 @@ void Server::link(Client& client) {
     tracker_.reset();
     requests_.clear();
     translate_statements_ = worker_.config().max_prepared_statements > 0;
-    last_client_description_.clear();
-    client.describe_to(last_client_description_);
+    if (client.id() != last_client_id_) {
+        // The same client again (one client, or a busy one meeting the backend it just
+        // released) keeps its description: nothing it contains changes after login.
+        last_client_id_ = client.id();
+        last_client_description_.clear();
+        client.describe_to(last_client_description_);
+    }
     const auto& config = worker_.config();
     bool long_idle = worker_.now_ms() - idle_since_ms_ >=
                      static_cast<std::uint64_t>(config.server_check_delay.count() / 1000);
@@ -370,8 +375,6 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
     auto& finished = requests_.finished();
     for (auto& done : finished) {
         switch (done.outcome) {
-            case RequestQueue::Outcome::Done:
-                break;
             case RequestQueue::Outcome::Answer:
                 if (client_ && state_info(state_).linked) emit(std::move(done.request.reply));
                 break;

@@ -322,6 +322,7 @@ private:
     std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
     // Who used this backend last and what they ran last, for leak reports.
     std::string last_client_description_;
+    std::uint64_t last_client_id_ = ~std::uint64_t{0};  // whose description that is
     std::string last_statement_;
 };
 
