@@ -93,6 +93,17 @@ std::string quote_literal(std::string_view value) {
     return out;
 }
 
+bool parameters_in_sync(const ParamValues& wanted, const ParamValues& defaults,
+                        const ParamValues& backend) {
+    for (std::size_t i = 0; i < kTrackedParamCount; ++i) {
+        auto p = static_cast<TrackedParam>(i);
+        // The same choice as build_parameter_sync_query: the client's value, else the default.
+        const ParamValues& source = wanted.has(p) ? wanted : defaults;
+        if (source.has(p) && !source.same_set_value(p, backend)) return false;
+    }
+    return true;
+}
+
 std::string build_parameter_sync_query(const ParamValues& wanted, const ParamValues& defaults,
                                        const ParamValues& backend) {
     std::string sql;

@@ -487,11 +487,14 @@ class Lexer {
         const std::size_t n = sql_.size();
         const std::size_t start = pos_;
         // Names are matched while the word is read: the automaton's load chain overlaps with the
-        // boundary test instead of reading the word a second time.
-        MatchCursor cursor(matcher_);
+        // boundary test instead of reading the word a second time. Only whether any state was a
+        // hit is kept per byte; the masks are collected in the rare word that has one.
+        SubstringMatcher::State state = SubstringMatcher::kStart;
+        SubstringMatcher::State seen = 0;
         std::size_t i = start;
         do {
-            cursor.feed(at(i++));
+            state = matcher_.step(state, at(i++));
+            seen |= state;
         } while (i < n && is_ident_cont(at(i)));
         if (i - start == 1 && i < n) {
             const std::uint8_t lead = at(start) | 0x20;
@@ -510,8 +513,9 @@ class Lexer {
                 return;
             }
         }
-        hits_ |= cursor.hits();
-        statement_.token(classify(sql_.substr(start, i - start)));
+        const std::string_view text = sql_.substr(start, i - start);
+        if (SubstringMatcher::hit(seen)) hits_ |= matcher_.find_all(text);
+        statement_.token(classify(text));
         pos_ = i;
     }
 

@@ -310,8 +310,11 @@ void Server::link(Client& client) {
 }
 
 void Server::sync_parameters() {
+    // Usually nothing differs: find that out without building the query.
     std::string sql =
-        build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
+        parameters_in_sync(client_->params(), pool_.default_params(), params_)
+            ? std::string()
+            : build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
     // Nothing to compare in the usual case: skip merging the client's settings (every transaction
     // links a server).
     std::optional<SettingsMap> settings_after;

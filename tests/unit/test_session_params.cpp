@@ -1,6 +1,9 @@
 // Tracked client parameters and the SET statements that align a backend with a client.
 #include <doctest/doctest.h>
 
+#include <optional>
+#include <string_view>
+
 #include "core/session_params.hpp"
 
 using namespace pgtether;
@@ -95,6 +98,33 @@ TEST_CASE("parameter sync sends only what differs") {
     CHECK(build_parameter_sync_query(client, defaults, backend) ==
           "SET DateStyle = E'ISO, MDY';SET TimeZone = E'Europe/Berlin';"
           "SET application_name = E'o''brien';");
+}
+
+TEST_CASE("parameters_in_sync says exactly when the sync query would be empty") {
+    // Every combination of unset, empty and two values for two parameters, in the client, the
+    // defaults and the backend (4^6 cases), the second parameter's value before the first's
+    // in the string so that offsets differ between the three.
+    const std::optional<std::string_view> choices[] = {std::nullopt, "", "a", "bb"};
+    auto fill = [&](ParamValues& values, int first, int second) {
+        if (choices[second]) values.set(TrackedParam::ApplicationName, *choices[second]);
+        if (choices[first]) values.set(TrackedParam::TimeZone, *choices[first]);
+    };
+    int in_sync = 0;
+    for (int code = 0; code < 4096; ++code) {
+        ParamValues client;
+        ParamValues defaults;
+        ParamValues backend;
+        fill(client, code & 3, (code >> 2) & 3);
+        fill(defaults, (code >> 4) & 3, (code >> 6) & 3);
+        fill(backend, (code >> 8) & 3, (code >> 10) & 3);
+        backend.set(TrackedParam::DateStyle, "ISO, MDY");  // only the backend has it: no SET
+        const bool empty = build_parameter_sync_query(client, defaults, backend).empty();
+        CAPTURE(code);
+        CHECK(parameters_in_sync(client, defaults, backend) == empty);
+        in_sync += empty ? 1 : 0;
+    }
+    CHECK(in_sync > 0);
+    CHECK(in_sync < 4096);
 }
 
 TEST_CASE("ParamValues keeps each value apart, set or not") {
