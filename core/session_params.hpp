@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,7 +66,9 @@ public:
         const std::uint32_t other_start = other.begin(i);
         const std::uint32_t size = ends_[i] - start;
         return size == other.ends_[i] - other_start &&
-               values_.compare(start, size, other.values_, other_start, size) == 0;
+               (size == 0 ||
+                std::memcmp(values_.data() + start, other.values_.data() + other_start, size) ==
+                    0);
     }
     [[nodiscard]] bool has(TrackedParam p) const {
         return (set_ & (1u << static_cast<std::size_t>(p))) != 0;
