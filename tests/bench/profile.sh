@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Where a pooler's time goes per transaction, with instruments that do not need a quiet machine
+# (not a timed test; run it by hand). docs/benchmarks.md ("Per transaction", issue 13) has results.
+#
+# For each pooler, on one throwaway PostgreSQL and with the same generated ini (transaction
+# pooling, 20 backends, trust authentication):
+#  * instructions per transaction: the pooler runs under valgrind's callgrind twice, once for
+#    `pgbench -t N1` and once for `-t N2` (N = transactions over all clients); the difference of
+#    the two totals divided by N2 - N1 cancels start-up, logins and shutdown. Instruction counts
+#    repeat to within a few per transaction whatever else the machine does.
+#  * system calls per transaction: `perf stat` on syscall tracepoints of the running pooler during
+#    `pgbench -T SECONDS` (no ptrace, so the pooler runs at full speed).
+# With --keep the callgrind files stay in the state directory, for callgrind_annotate.
+set -euo pipefail
+
+# shellcheck source=scripts/lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/common.sh"
+# shellcheck source=tests/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+usage() {
+    cat <<'USAGE'
+usage: tests/bench/profile.sh [options]
+  --clients N             pgbench clients (default 1)
+  --protocol MODE         pgbench -M: simple, extended or prepared (default simple)
+  --transactions "N1 N2"  transactions of the two callgrind runs (default "1000 4000")
+  --seconds S             length of the system-call run (default 5; 0 skips it)
+  --no-callgrind          only count system calls
+  --targets "LIST"        pgbouncer and/or pgtether (default "pgbouncer pgtether")
+  --pgtether PATH         pgtether binary (default build/proxy/pgtether)
+  --pgbouncer PATH        pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
+  --keep                  keep the state directory (callgrind files, logs)
+USAGE
+    exit "${1:-2}"
+}
+
+clients=1
+protocol=simple
+transactions="1000 4000"
+seconds=5
+callgrind=1
+targets="pgbouncer pgtether"
+keep=0
+pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
+pgbouncer_bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
+while (($#)); do
+    case "$1" in
+    --clients) clients="$2"; shift 2 ;;
+    --protocol) protocol="$2"; shift 2 ;;
+    --transactions) transactions="$2"; shift 2 ;;
+    --seconds) seconds="$2"; shift 2 ;;
+    --no-callgrind) callgrind=0; shift ;;
+    --targets) targets="$2"; shift 2 ;;
+    --pgtether) pgtether_bin="$2"; shift 2 ;;
+    --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h | --help) usage 0 ;;
+    *) usage ;;
+    esac
+done
+read -r n1 n2 <<<"$transactions"
+[[ $clients =~ ^[1-9][0-9]*$ && $seconds =~ ^[0-9]+$ && $n1 =~ ^[1-9][0-9]*$ ]] || usage
+[[ $n2 =~ ^[1-9][0-9]*$ ]] && ((n2 > n1)) || usage
+if ((callgrind)) && ! command -v valgrind >/dev/null; then pgt_die "valgrind is not installed"; fi
+if ((seconds > 0)) && ! command -v perf >/dev/null; then pgt_die "perf is not installed"; fi
+
+db=bench
+bench_make_state pgtether-profile
+pgt_log "starting a throwaway PostgreSQL, pgbench -i -s 10"
+"$PGT_ROOT/scripts/lib/pg.sh" start "$state/postgresql" --db "$db" --pgbench-scale 10 \
+    --max-connections $((clients + 50 > 300 ? clients + 50 : 300)) >/dev/null
+# shellcheck source=/dev/null
+source "$state/postgresql/pg.env"
+pooler_port="$(pgt_free_port)"
+bench_write_ini "$state/pooler.ini" profile.sh trust $((clients + 100))
+printf '"postgres" ""\n' >"$state/userlist.txt"
+pgt_chown_daemon_user "$state"
+
+pgbench() {
+    "$PGT_PG_BIN/pgbench" -h 127.0.0.1 -p "$pooler_port" -U postgres -n -S -M "$protocol" \
+        -c "$clients" -j $((clients > 1 ? 2 : 1)) "$@" "$db"
+}
+
+# Starts pooler $1 (its binary under an optional prefix, e.g. valgrind); sets pooler_pid.
+start_pooler() {
+    local name="$1" bin
+    shift
+    bin="$pgbouncer_bin"
+    [[ $name == pgtether ]] && bin="$pgtether_bin"
+    pgt_spawn_daemon "$state/$name.log" "$@" "$bin" "$state/pooler.ini"
+    pooler_pid="$PGT_SPAWNED_PID"
+    pgt_wait_for_port 127.0.0.1 "$pooler_port" 60 "$pooler_pid" ||
+        pgt_die "$name did not start (see $state/$name.log)"
+}
+
+stop_pooler() {
+    pgt_stop_pid "$pooler_pid" 60
+    wait "$pooler_pid" 2>/dev/null || true
+    pooler_pid=""
+}
+
+# Instructions of one callgrind run of $2 transactions through pooler $1.
+callgrind_total() {
+    local name="$1" total="$2" out="$state/callgrind.$1.$2"
+    start_pooler "$name" valgrind --tool=callgrind "--callgrind-out-file=$out"
+    pgbench -t $((total / clients)) >"$state/pgbench.$name.$total.txt" 2>&1 ||
+        pgt_die "pgbench failed (see $state/pgbench.$name.$total.txt)"
+    stop_pooler
+    awk '/^totals:/ { print $2 }' "$out"
+}
+
+syscalls=(read write readv writev recvfrom sendto recvmsg sendmsg epoll_wait epoll_ctl)
+for target in $targets; do
+    [[ $target == pgbouncer || $target == pgtether ]] || usage
+    if ((callgrind)); then
+        first="$(callgrind_total "$target" "$n1")"
+        second="$(callgrind_total "$target" "$n2")"
+        printf '%-10s %s clients, -M %s: %d instructions per transaction\n' "$target" "$clients" \
+            "$protocol" $(((second - first) / (n2 - n1)))
+    fi
+    if ((seconds > 0)); then
+        start_pooler "$target"
+        pgbench -T 1 >/dev/null 2>&1 || true  # the pool's backends log in first
+        events="$(printf 'syscalls:sys_enter_%s,' "${syscalls[@]}")"
+        perf stat -x, -e "${events%,}" -p "$pooler_pid" -o "$state/perf.$target.txt" &
+        perf_pid=$!
+        pgbench -T "$seconds" >"$state/pgbench.$target.T.txt" 2>&1 ||
+            pgt_die "pgbench failed (see $state/pgbench.$target.T.txt)"
+        kill -INT "$perf_pid"
+        wait "$perf_pid" || true
+        stop_pooler
+        done_tx="$(awk '/actually processed/ { split($6, a, "/"); print a[1] }' \
+            "$state/pgbench.$target.T.txt")"
+        printf '%-10s %s clients, -M %s: system calls per transaction:' "$target" "$clients" \
+            "$protocol"
+        awk -F, -v tx="$done_tx" '/syscalls:sys_enter_/ && $1 + 0 > 0 {
+            name = $3; sub("syscalls:sys_enter_", "", name); printf " %s %.3f", name, $1 / tx }' \
+            "$state/perf.$target.txt"
+        printf ' (%s transactions)\n' "$done_tx"
+    fi
+done
