@@ -60,7 +60,7 @@ while (($#)); do
 done
 read -r n1 n2 <<<"$transactions"
 [[ $clients =~ ^[1-9][0-9]*$ && $seconds =~ ^[0-9]+$ && $n1 =~ ^[1-9][0-9]*$ ]] || usage
-[[ $n2 =~ ^[1-9][0-9]*$ ]] && ((n2 > n1)) || usage
+if [[ ! $n2 =~ ^[1-9][0-9]*$ ]] || ((n2 <= n1)); then usage; fi
 if ((callgrind)) && ! command -v valgrind >/dev/null; then pgt_die "valgrind is not installed"; fi
 if ((seconds > 0)) && ! command -v perf >/dev/null; then pgt_die "perf is not installed"; fi
 
