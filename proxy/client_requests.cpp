@@ -386,7 +386,7 @@ void Client::forward_as_sent(char type, ByteSpan bytes, Outbound& out) {
     server_->tracker().on_frontend(type);
     out.add(bytes.data(), bytes.size());
     if (server_->translates_statements() && is_request(type)) {
-        server_->requests().push({type, QueuedRequest::Kind::Forwarded, {}, {}, {}, {}});
+        server_->requests().push_forwarded(type);
     }
 }
 

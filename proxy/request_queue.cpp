@@ -38,14 +38,25 @@ bool is_extended(char request) {
 
 }  // namespace
 
-void RequestQueue::push(QueuedRequest request) {
+void RequestQueue::compact() {
     if (head_ >= kCompactAt && head_ * 2 >= queue_.size()) {
         // A pipeline that never drains: drop the finished entries at the front now and then.
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
         head_ = 0;
     }
+}
+
+void RequestQueue::push(QueuedRequest request) {
+    compact();
     queue_.push_back(std::move(request));
-    answer_due();
+    // The head is never an Answered request between calls (answer_due runs after every change
+    // of the head), so only a request that became the head can be due.
+    if (size() == 1) answer_due();
+}
+
+void RequestQueue::push_forwarded(char type) {
+    compact();
+    queue_.emplace_back().type = type;  // Kind::Forwarded, nothing to undo
 }
 
 void RequestQueue::pop_front() {
@@ -53,7 +64,7 @@ void RequestQueue::pop_front() {
         queue_.clear();  // keeps the capacity: the next transaction allocates nothing
         head_ = 0;
     } else {
-        queue_[head_ - 1] = {};  // let go of its statement and strings now
+        queue_[head_ - 1].statement.reset();  // let go of its statement now
     }
 }
 

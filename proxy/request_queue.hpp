@@ -61,6 +61,9 @@ public:
 
     // Queues a request. An Answered one at the head is finished at once (Outcome::Answer).
     void push(QueuedRequest request);
+    // The same for a client message forwarded as it is (Kind::Forwarded, no undo): the common
+    // case, one per message while translation is on, without building a QueuedRequest.
+    void push_forwarded(char type);
     // Feeds one backend message type; says whether it goes to the client. Requests that failed,
     // those the backend skipped after an error, and Answered ones that became due are appended to
     // finished(), in order; a request that simply completed is dropped (nothing to do for it).
@@ -81,6 +84,7 @@ private:
     static constexpr std::size_t kCompactAt = 32;
 
     void answer_due();
+    void compact();
     [[nodiscard]] QueuedRequest& front() { return queue_[head_]; }
     void pop_front();
 

@@ -245,7 +245,13 @@ TEST_CASE("request queue: simple queries and Describe") {
 TEST_CASE("request queue: a long pipeline keeps its order while finished entries are dropped") {
     RequestQueue q;
     // More requests than the queue keeps finished entries for, answered while more arrive.
-    for (int i = 0; i < 100; ++i) q.push({'Q', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+    for (int i = 0; i < 100; ++i) {
+        if (i % 2 == 0) {
+            q.push({'Q', QueuedRequest::Kind::Forwarded, 0, {}, {}, {}});
+        } else {
+            q.push_forwarded('Q');
+        }
+    }
     for (int i = 0; i < 60; ++i) q.on_backend_message('Z');
     CHECK(q.size() == 40);
     q.push({'P', QueuedRequest::Kind::Answered, 0, "answer", {}, {}});
