@@ -73,6 +73,14 @@ pgt_log "starting a throwaway PostgreSQL, pgbench -i -s 10"
 source "$state/postgresql/pg.env"
 pooler_port="$(pgt_free_port)"
 bench_write_ini "$state/pooler.ini" profile.sh trust $((clients + 100))
+# Nothing periodic may fall into one callgrind run and not the other: no stats lines (both
+# poolers), no periodic lock discovery (pgtether only; the one at the pool's first login is in
+# both runs alike).
+echo "stats_period = 86400" >>"$state/pooler.ini"
+{
+    cat "$state/pooler.ini"
+    echo "advisory_lock_discovery_interval = 86400"
+} >"$state/pgtether.ini"
 printf '"postgres" ""\n' >"$state/userlist.txt"
 pgt_chown_daemon_user "$state"
 
@@ -83,11 +91,14 @@ pgbench() {
 
 # Starts pooler $1 (its binary under an optional prefix, e.g. valgrind); sets pooler_pid.
 start_pooler() {
-    local name="$1" bin
+    local name="$1"
     shift
-    bin="$pgbouncer_bin"
-    [[ $name == pgtether ]] && bin="$pgtether_bin"
-    pgt_spawn_daemon "$state/$name.log" "$@" "$bin" "$state/pooler.ini"
+    local bin="$pgbouncer_bin" ini="$state/pooler.ini"
+    if [[ $name == pgtether ]]; then
+        bin="$pgtether_bin"
+        ini="$state/pgtether.ini"
+    fi
+    pgt_spawn_daemon "$state/$name.log" "$@" "$bin" "$ini"
     pooler_pid="$PGT_SPAWNED_PID"
     pgt_wait_for_port 127.0.0.1 "$pooler_port" 60 "$pooler_pid" ||
         pgt_die "$name did not start (see $state/$name.log)"
