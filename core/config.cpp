@@ -16,6 +16,7 @@
 #include <map>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -224,6 +225,7 @@ enum class Kind {
     Mode,            // octal file mode
     Choice,          // one of `choices`, case-insensitive
     RequireAuth,     // libpq's require_auth list (core/require_auth.hpp), kept as written
+    Workers,         // an Int within [min, max], or "auto": one per CPU (workers)
 };
 
 // Parsed values. Bool and Mode are stored as integers so that comparison with a key's neutral
@@ -453,6 +455,9 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("advisory_lock_discovery_interval", Kind::IntSeconds, kHonoured, "60",
                &C::advisory_lock_discovery_interval)
             .range(1, kIntMax),
+        key<C>("workers", Kind::Workers, kHonoured, "1", &C::workers)
+            .range(1, kMaxWorkers)
+            .fixed(),
         key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
         key<C>("tether_probe_delay", Kind::Seconds, kHonoured, "1", &C::tether_probe_delay),
         key<C>("tether_reserve_size", Kind::Int, kHonoured, "-1", &C::tether_reserve_size)
@@ -592,6 +597,8 @@ Parsed<Value> parse_value(const KeySpec<Owner>& spec, std::string_view text) {
             return from(parse_integer(text, spec.min, spec.max));
         case Kind::Decimal:
             return from(parse_decimal(text, spec.min, spec.max));
+        case Kind::Workers:
+            return from(parse_worker_count(text, std::thread::hardware_concurrency(), spec.max));
         case Kind::Bool: {
             auto b = parse_boolean(text);
             if (!b) return Parsed<Value>::fail(b.error);

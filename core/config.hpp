@@ -15,6 +15,9 @@
 
 namespace pgtether {
 
+// The most workers (`workers`) one process runs.
+inline constexpr int kMaxWorkers = 64;
+
 using Duration = std::chrono::microseconds;
 
 enum class PoolMode { Session, Transaction, Statement };
@@ -165,6 +168,8 @@ struct Config {
     int sbuf_loopcnt = 5;
     bool so_reuseport = false;  // SO_REUSEPORT on the TCP listeners (docs/deployment.md)
     int peer_id = 0;            // this process's id among its [peers]; 0 = no peering
+    // Event loops on threads of their own (docs/architecture.md, "Workers"); fixed at start-up.
+    int workers = 1;
     bool tcp_defer_accept = true;
     int tcp_socket_buffer = 0;
     bool tcp_keepalive = true;

@@ -1,5 +1,7 @@
 #include "core/config_values.hpp"
 
+#include <algorithm>
+
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -74,6 +76,17 @@ Parsed<std::int64_t> parse_integer(std::string_view text, std::int64_t min, std:
         return parse_digits(text, pos + 1, 8, negative, min, max);
     }
     return parse_digits(text, pos, 10, negative, min, max);
+}
+
+Parsed<std::int64_t> parse_worker_count(std::string_view text, unsigned cpus, std::int64_t max) {
+    if (text.size() == 4 && lower(text[0]) == 'a' && lower(text[1]) == 'u' &&
+        lower(text[2]) == 't' && lower(text[3]) == 'o') {
+        // hardware_concurrency() may say 0 when it cannot tell.
+        return Parsed<std::int64_t>::ok(std::clamp<std::int64_t>(cpus, 1, max));
+    }
+    auto n = parse_integer(text, 1, max);
+    if (!n) return Parsed<std::int64_t>::fail(n.error + " (or auto: one per CPU)");
+    return n;
 }
 
 Parsed<std::int64_t> parse_decimal(std::string_view text, std::int64_t min, std::int64_t max) {

@@ -33,6 +33,10 @@ struct Parsed {
 // fit in [min, max] is an error instead of being truncated to an int.
 Parsed<std::int64_t> parse_integer(std::string_view text, std::int64_t min, std::int64_t max);
 
+// `workers`: "auto" (any case) is `cpus` (at least 1, at most `max`), anything else an integer
+// in [1, max] as parse_integer reads it.
+Parsed<std::int64_t> parse_worker_count(std::string_view text, unsigned cpus, std::int64_t max);
+
 // A decimal integer only, for connection-string values PgBouncer reads with atoi(). Unlike atoi,
 // trailing junk ("10x") and an empty value are errors instead of being read as 10 and 0.
 Parsed<std::int64_t> parse_decimal(std::string_view text, std::int64_t min, std::int64_t max);

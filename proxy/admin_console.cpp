@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -18,6 +19,7 @@
 #include "proxy/pool_control.hpp"
 #include "proxy/reload.hpp"
 #include "proxy/worker.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace pgtether {
 
@@ -25,6 +27,20 @@ namespace fe = protocol::fe;
 namespace sqlstate = protocol::sqlstate;
 
 namespace {
+
+// The client KILL_CLIENT `id` names on `worker`, if it is there and past its login.
+Client* find_killable_client(Worker& worker, std::uint64_t id) {
+    Client* target = nullptr;
+    worker.for_each_client([&](Client& client) {
+        if (client.id() == id && client.state() != Client::State::Closing &&
+            client.state() != Client::State::Startup &&
+            client.state() != Client::State::AuthLookup &&
+            client.state() != Client::State::Auth) {
+            target = &client;
+        }
+    });
+    return target;
+}
 
 // A console command is one short line; anything this large is not one.
 constexpr std::uint32_t kMaxAdminMessage = 64 * 1024;
@@ -311,7 +327,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         }
         spdlog::info("{}: {} command issued", client_.describe(), form);
         complete("SHUTDOWN");
-        worker_.begin_shutdown(mode);
+        on_every_worker([mode](Worker& worker) { worker.begin_shutdown(mode); });
     } else if (verb == "suspend") {
         send_error(sqlstate::kFeatureNotSupported,
                    "SUSPEND is not supported by pgtether: it has no online restart to suspend "
@@ -325,7 +341,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         }
         spdlog::info("{}: PAUSE {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
-        control.pause(database);
+        on_every_worker([database](Worker& worker) { worker.pool_control().pause(database); });
         start_wait(Wait::Pause, database);
     } else if (verb == "resume") {
         auto database = database_argument(command, "resume", ok);
@@ -340,6 +356,8 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
                                 : std::string("pooler is not paused"));
             return;
         }
+        worker_.group().post_to_others(
+            worker_, [database](Worker& worker) { (void)worker.pool_control().resume(database); });
         spdlog::info("{}: RESUME {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
         complete("RESUME");
@@ -348,14 +366,14 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         if (!ok) return;
         spdlog::info("{}: RECONNECT {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
-        control.reconnect(database);
+        on_every_worker([database](Worker& worker) { worker.pool_control().reconnect(database); });
         complete("RECONNECT");
     } else if (verb == "kill") {
         auto database = database_argument(command, "kill", ok);
         if (!ok) return;
         spdlog::info("{}: KILL {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
-        control.kill(database);
+        on_every_worker([database](Worker& worker) { worker.pool_control().kill(database); });
         complete("KILL");
     } else if (verb == "kill_client") {
         std::uint64_t id = 0;
@@ -365,25 +383,36 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
                        "invalid client id \"" + arg + "\" (SHOW CLIENTS lists them in column id)");
             return;
         }
-        Client* target = nullptr;
-        worker_.for_each_client([&](Client& client) {
-            if (client.id() == id && client.state() != Client::State::Closing &&
-                client.state() != Client::State::Startup &&
-                client.state() != Client::State::AuthLookup &&
-                client.state() != Client::State::Auth) {
-                target = &client;
+        // Ids are unique in the process; the client may be any worker's (only its own loop may
+        // close it).
+        std::vector<std::string> found(worker_.group().size());
+        worker_.group().gather(worker_, [&](Worker& worker) {
+            if (Client* target = find_killable_client(worker, id)) {
+                found.at(worker.index()) = target->describe();
             }
         });
-        if (!target) {
+        auto owner = std::find_if(found.begin(), found.end(),
+                                  [](const std::string& d) { return !d.empty(); });
+        if (owner == found.end()) {
             send_error(sqlstate::kUndefinedObject, "client not found");
             return;
         }
-        spdlog::info("{}: KILL_CLIENT {} command issued ({})", client_.describe(), id,
-                     target->describe());
+        spdlog::info("{}: KILL_CLIENT {} command issued ({})", client_.describe(), id, *owner);
         // Answer first: the target may be this very connection.
         complete("KILL_CLIENT");
-        target->fail(sqlstate::kAdminShutdown,
-                     "terminating connection: disconnected by an administrator (KILL_CLIENT)");
+        auto kill = [id](Worker& worker) {
+            if (Client* target = find_killable_client(worker, id)) {
+                target->fail(sqlstate::kAdminShutdown,
+                             "terminating connection: disconnected by an administrator "
+                             "(KILL_CLIENT)");
+            }
+        };
+        Worker& target_worker = worker_.group().at(static_cast<std::size_t>(owner - found.begin()));
+        if (&target_worker == &worker_) {
+            kill(worker_);
+        } else {
+            (void)target_worker.post([kill, &target_worker]() { kill(target_worker); });
+        }
     } else if (verb == "disable" || verb == "enable") {
         if (arg.empty()) {
             send_error(sqlstate::kSyntaxError, "a database is required");
@@ -393,11 +422,12 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         if (!ok) return;
         spdlog::info("{}: {} {} command issued", client_.describe(),
                      verb == "disable" ? "DISABLE" : "ENABLE", *database);
+        const std::string name = *database;
         if (verb == "disable") {
-            control.disable(*database);
+            on_every_worker([name](Worker& worker) { worker.pool_control().disable(name); });
             complete("DISABLE");
         } else {
-            control.enable(*database);
+            on_every_worker([name](Worker& worker) { worker.pool_control().enable(name); });
             complete("ENABLE");
         }
     } else if (verb == "wait_close") {
@@ -405,6 +435,13 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         if (!ok) return;
         start_wait(Wait::WaitClose, database);
     }
+}
+
+void AdminSession::on_every_worker(const std::function<void(Worker&)>& fn) {
+    // The others from their mailboxes, right after; this worker at once, so that what the
+    // console reports next (PAUSE's wait, SHOW) already sees it here.
+    worker_.group().post_to_others(worker_, fn);
+    fn(worker_);
 }
 
 std::optional<std::string> AdminSession::database_argument(const protocol::AdminCommand& command,
@@ -528,21 +565,32 @@ void AdminSession::poll() {
             return;
         }
         // Tell the operator what PAUSE waits for, the tethered clients above all: they hold
-        // their servers until their locks are released.
-        auto tethered = control.tethered_clients(wait_database_);
+        // their servers until their locks are released. Every worker lists its own.
+        std::vector<std::vector<std::string>> lines(worker_.group().size());
+        const auto database = wait_database_;
+        worker_.group().gather(worker_, [&](Worker& worker) {
+            for (Client* client : worker.pool_control().tethered_clients(database)) {
+                lines.at(worker.index()).push_back(
+                    client->describe() + " (client_id " + std::to_string(client->id()) +
+                    ") holds advisory locks " +
+                    (client->held_locks().empty() ? std::string("(unknown)")
+                                                  : describe_locks(client->held_locks())) +
+                    " on backend " + std::to_string(client->server()->backend_pid()));
+            }
+        });
+        std::size_t tethered = 0;
         std::string report =
             "PAUSE waits for " + std::to_string(open) + " server connection(s) to be released";
         std::string detail;
-        if (!tethered.empty()) {
-            report += "; " + std::to_string(tethered.size()) + " of them held by tethered clients";
-            for (Client* client : tethered) {
+        for (const auto& worker_lines : lines) {
+            for (const auto& line : worker_lines) {
+                ++tethered;
                 if (!detail.empty()) detail += "\n";
-                detail += client->describe() + " (client_id " + std::to_string(client->id()) +
-                          ") holds advisory locks " +
-                          (client->held_locks().empty() ? std::string("(unknown)")
-                                                        : describe_locks(client->held_locks())) +
-                          " on backend " + std::to_string(client->server()->backend_pid());
+                detail += line;
             }
+        }
+        if (tethered > 0) {
+            report += "; " + std::to_string(tethered) + " of them held by tethered clients";
         }
         if (report + detail != last_wait_report_) {
             last_wait_report_ = report + detail;
@@ -551,7 +599,14 @@ void AdminSession::poll() {
             send_notice(report, detail);
         }
     } else if (wait_ == Wait::WaitClose) {
-        if (control.servers_to_close(wait_database_) == 0) finish_wait("WAIT_CLOSE");
+        int to_close = 0;
+        std::vector<int> counts(worker_.group().size());
+        const auto database = wait_database_;
+        worker_.group().gather(worker_, [&](Worker& worker) {
+            counts.at(worker.index()) = worker.pool_control().servers_to_close(database);
+        });
+        for (int count : counts) to_close += count;
+        if (to_close == 0) finish_wait("WAIT_CLOSE");
     }
 }
 
@@ -569,7 +624,11 @@ void AdminSession::on_output_drained() {
 void AdminSession::on_cancel_request() {
     if (wait_ == Wait::None) return;
     // PgBouncer: ^C on a waiting PAUSE resumes (admin_handle_cancel).
-    if (wait_ == Wait::Pause) (void)worker_.pool_control().resume(wait_database_);
+    if (wait_ == Wait::Pause) {
+        on_every_worker([database = wait_database_](Worker& worker) {
+            (void)worker.pool_control().resume(database);
+        });
+    }
     wait_ = Wait::None;
     worker_.pool_control().remove_waiter(*this);
     send_error(sqlstate::kQueryCanceled, "canceling statement due to user request");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,8 @@ class AdminSession {
     std::optional<std::string> database_argument(const protocol::AdminCommand& command,
                                                  const char* verb, bool& ok);
     void start_wait(Wait wait, std::optional<std::string> database);
+    // Applies a command to every worker (the admin console's process control is the process's).
+    void on_every_worker(const std::function<void(Worker&)>& fn);
     void finish_wait(const char* tag);
 
     void send_error(const char* sqlstate, const std::string& message);

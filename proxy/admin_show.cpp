@@ -23,6 +23,7 @@
 #include "proxy/tls.hpp"
 #include "proxy/version.hpp"
 #include "proxy/worker.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace pgtether {
 
@@ -55,19 +56,19 @@ const Value kNull = std::nullopt;
 
 class ResultSet {
   public:
-    ResultSet(std::string& out, std::vector<protocol::ColumnDescription> columns)
+    ResultSet(ShowTable& out, std::vector<protocol::ColumnDescription> columns)
         : out_(out), width_(columns.size()) {
-        protocol::append_row_description(out_, columns);
+        out_.columns = std::move(columns);
     }
     void row(const Row& values) {
         // A row always has as many values as the header has columns.
         Row padded = values;
         padded.resize(width_);
-        protocol::append_data_row(out_, padded);
+        out_.rows.push_back(std::move(padded));
     }
 
   private:
-    std::string& out_;
+    ShowTable& out_;
     std::size_t width_;
 };
 
@@ -266,7 +267,7 @@ Row server_socket_row(const Clock& clock, Server& server, const char* state) {
             text(std::string(app.value_or("")))};
 }
 
-void show_clients(Worker& worker, std::string& out) {
+void show_clients(Worker& worker, ShowTable& out) {
     auto columns = socket_columns();
     // pgtether: the id KILL_CLIENT takes, and the tether.
     columns.push_back({"id", kInt8});
@@ -290,7 +291,7 @@ void show_clients(Worker& worker, std::string& out) {
     });
 }
 
-void show_servers(Worker& worker, std::string& out) {
+void show_servers(Worker& worker, ShowTable& out) {
     auto columns = socket_columns();
     // pgtether: the server's id, whether its client is tethered, which client, and which of
     // pgtether's own queries runs on it.
@@ -319,7 +320,7 @@ void show_servers(Worker& worker, std::string& out) {
 // cl_/sv_ prefixes; clients still logging in show as cl_login. Of PgBouncer's buffer columns,
 // pkt_avail (input received, not yet forwarded) and send_avail (output queued) are measured;
 // the others describe PgBouncer's iobuf and are 0.
-void show_sockets(Worker& worker, std::string& out, bool active_only) {
+void show_sockets(Worker& worker, ShowTable& out, bool active_only) {
     auto columns = socket_columns();
     for (const char* name :
          {"recv_pos", "pkt_pos", "pkt_remain", "send_pos", "send_remain", "pkt_avail",
@@ -355,7 +356,7 @@ void show_sockets(Worker& worker, std::string& out, bool active_only) {
 // SHOW FDS: PgBouncer's online-restart hand-over list, with its columns. pgtether does not
 // take over sockets (-R), so this only describes them: no descriptors are sent along, and the
 // password and SCRAM key columns, which PgBouncer fills for the process taking over, stay NULL.
-void show_fds(Worker& worker, std::string& out) {
+void show_fds(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"fd", kInt4},
                        {"task", kText},
                        {"user", kText},
@@ -423,7 +424,7 @@ void show_fds(Worker& worker, std::string& out) {
     });
 }
 
-void show_pools(Worker& worker, std::string& out) {
+void show_pools(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"database", kText},
                        {"user", kText},
                        {"cl_active", kInt4},
@@ -492,7 +493,7 @@ std::map<std::string, DatabaseStats> stats_by_database(Worker& worker) {
     return out;
 }
 
-void show_stats(Worker& worker, std::string& out) {
+void show_stats(Worker& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
     for (const char* name :
          {"total_xact_count", "total_query_count", "total_received", "total_sent",
@@ -533,7 +534,7 @@ void show_stats(Worker& worker, std::string& out) {
     }
 }
 
-void show_stats_totals(Worker& worker, std::string& out) {
+void show_stats_totals(Worker& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
     for (const char* name : {"xact_count", "query_count", "bytes_received", "bytes_sent",
                              "xact_time", "query_time", "wait_time",
@@ -555,7 +556,7 @@ void show_stats_totals(Worker& worker, std::string& out) {
     }
 }
 
-void show_stats_averages(Worker& worker, std::string& out) {
+void show_stats_averages(Worker& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
     for (const char* name : {"xact_count", "query_count", "bytes_received", "bytes_sent",
                              "xact_time", "query_time", "wait_time"}) {
@@ -571,7 +572,7 @@ void show_stats_averages(Worker& worker, std::string& out) {
     }
 }
 
-void show_totals(Worker& worker, std::string& out) {
+void show_totals(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"name", kText}, {"value", kNumeric}});
     PoolStats t;
     for (const auto& [key, pool] : worker.pools())
@@ -592,7 +593,7 @@ void show_totals(Worker& worker, std::string& out) {
         rs.row({text(name), unsigned_number(value)});
 }
 
-void show_databases(Worker& worker, std::string& out) {
+void show_databases(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"name", kText},
                        {"host", kText},
                        {"port", kInt4},
@@ -645,7 +646,7 @@ void show_databases(Worker& worker, std::string& out) {
     if (!admin_done) admin_row();
 }
 
-void show_users(Worker& worker, std::string& out) {
+void show_users(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"name", kText}, {"pool_mode", kText}});
     const auto& config = worker.config();
     std::set<std::string> names = {kAdminDatabaseName};
@@ -662,7 +663,7 @@ void show_users(Worker& worker, std::string& out) {
     }
 }
 
-void show_config(Worker& worker, std::string& out) {
+void show_config(Worker& worker, ShowTable& out) {
     ResultSet rs(out,
                  {{"key", kText}, {"value", kText}, {"default", kText}, {"changeable", kText}});
     for (const auto& s : describe_settings(worker.config())) {
@@ -670,7 +671,7 @@ void show_config(Worker& worker, std::string& out) {
     }
 }
 
-void show_lists(Worker& worker, std::string& out) {
+void show_lists(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"list", kText}, {"items", kInt4}});
     const auto& config = worker.config();
     std::set<std::string> users = {kAdminDatabaseName};
@@ -717,7 +718,7 @@ void show_lists(Worker& worker, std::string& out) {
         rs.row({text(name), number(n)});
 }
 
-void show_mem(Worker& worker, std::string& out) {
+void show_mem(Worker& worker, ShowTable& out) {
     ResultSet rs(
         out,
         {{"name", kText}, {"size", kInt4}, {"used", kInt4}, {"free", kInt4}, {"memtotal", kInt4}});
@@ -733,13 +734,13 @@ void show_mem(Worker& worker, std::string& out) {
     row("iobuf_cache", worker.scratch().size(), 1);
 }
 
-void show_version(std::string& out) {
+void show_version(ShowTable& out) {
     ResultSet rs(out, {{"version", kText}});
     // Tools look for "PgBouncer x.y.z" to learn the console dialect; this is 1.18's.
     rs.row({text(version_line())});
 }
 
-void show_state(Worker& worker, std::string& out) {
+void show_state(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"key", kText}, {"value", kText}});
     bool paused = worker.pool_control().paused_all();
     rs.row({text("active"), text(paused ? "no" : "yes")});
@@ -747,7 +748,7 @@ void show_state(Worker& worker, std::string& out) {
     rs.row({text("suspended"), text("no")});
 }
 
-void show_locks(Worker& worker, std::string& out) {
+void show_locks(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"client_id", kInt8},
                        {"database", kText},
                        {"user", kText},
@@ -783,7 +784,7 @@ void show_locks(Worker& worker, std::string& out) {
 
 // Every name the tether's trigger matches, per database, and how it got there; then the functions
 // discovery could not read.
-void show_lock_functions(Worker& worker, std::string& out) {
+void show_lock_functions(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"database", kText},
                        {"schema", kText},
                        {"name", kText},
@@ -813,7 +814,7 @@ void show_lock_functions(Worker& worker, std::string& out) {
     }
 }
 
-void show_dns(std::string& out, bool hosts) {
+void show_dns(ShowTable& out, bool hosts) {
     // pgtether resolves host names at connect time and keeps no DNS cache: always empty.
     if (hosts) {
         ResultSet rs(out, {{"hostname", kText}, {"ttl", kInt8}, {"addrs", kText}});
@@ -824,7 +825,7 @@ void show_dns(std::string& out, bool hosts) {
 
 // PgBouncer 1.19's SHOW PEERS: the [peers] entries (pool_size: as configured, else
 // default_pool_size, which is what PgBouncer shows).
-void show_peers(const Worker& worker, std::string& out) {
+void show_peers(const Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"peer_id", kInt4}, {"host", kText}, {"port", kInt4}, {"pool_size", kInt4}});
     const auto& config = worker.config();
     for (const auto& [id, peer] : config.peers) {
@@ -835,7 +836,7 @@ void show_peers(const Worker& worker, std::string& out) {
 
 }  // namespace
 
-ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out) {
+ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& out) {
     if (what == "clients") {
         show_clients(worker, out);
     } else if (what == "servers") {
@@ -882,6 +883,22 @@ ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out)
         return ShowOutcome::Unknown;
     }
     return ShowOutcome::Done;
+}
+
+ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out) {
+    std::vector<ShowTable> tables(worker.group().size());
+    const ShowOutcome outcome = collect_show(worker, what, tables.at(worker.index()));
+    if (outcome != ShowOutcome::Done) return outcome;
+    if (tables.size() > 1) {
+        worker.group().gather(worker, [&](Worker& other) {
+            if (&other != &worker) (void)collect_show(other, what, tables.at(other.index()));
+        });
+        // The caller's rows first, as they were before there was more than one worker.
+        std::rotate(tables.begin(), tables.begin() + static_cast<long>(worker.index()),
+                    tables.end());
+    }
+    append_show_table(merge_show_tables(what, std::move(tables)), out);
+    return outcome;
 }
 
 std::string admin_help_text() {

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/show_merge.hpp"
+
 namespace pgtether {
 
 class Worker;
@@ -16,7 +18,11 @@ enum class ShowOutcome {
     Unsupported,  // a PgBouncer SHOW that pgtether does not implement (FDS, SOCKETS, ...)
 };
 
-// Appends the result of SHOW `what` (lower-case) to `out`, without the CommandComplete.
+// SHOW `what` (lower-case) over this worker's own clients, servers and pools.
+ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& table);
+// Appends the result of SHOW `what` (lower-case) to `out`, without the CommandComplete: with
+// several workers, each collects its own rows on its own thread and the tables are merged
+// (proxy/show_merge.hpp).
 ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out);
 
 // SHOW HELP's text (the DETAIL of its NoticeResponse), in PgBouncer's layout.

@@ -358,6 +358,7 @@ void Client::on_authenticated() {
     auth_.reset();
     cancel_key_ = worker_.cancels().add(worker_, *this, worker_.config().peer_id);
     has_cancel_key_ = true;
+    pool_->learn_welcome_from_other_workers();
     if (pool_->has_welcome()) {
         finish_login();
     } else {
@@ -444,19 +445,28 @@ void Client::handle_cancel_request(const protocol::CancelKey& received) {
         return;
     }
     const protocol::CancelKey& key = route.key;
-    auto entry = worker_.cancels().find(key);
-    if (entry && entry->worker == &worker_) {
-        Client* target = entry->client;
-        if (target->admin_) {
-            target->admin_->on_cancel_request();
-        } else if (target->server_ && target->state_ == State::Active) {
-            spdlog::debug("{}: forwarding cancel request for {}", describe(), target->describe());
-            worker_.forward_cancel(*target->server_);
+    if (auto entry = worker_.cancels().find(key)) {
+        if (entry->worker == &worker_) {
+            worker_.cancel_client(key, describe());
+        } else {
+            // The client is another worker's: only its loop may touch it (and it may be gone by
+            // then: cancel_client looks the key up again).
+            Worker* owner = entry->worker;
+            (void)owner->post([owner, key, from = describe()]() { owner->cancel_client(key, from); });
         }
     }
     // A stale or unknown key is ignored silently, as PostgreSQL does.
     set_state(State::Closing);
     stream_.close();
+}
+
+void Client::on_cancel_request(const std::string& from) {
+    if (admin_) {
+        admin_->on_cancel_request();
+    } else if (server_ && state_ == State::Active) {
+        spdlog::debug("{}: forwarding cancel request for {}", from, describe());
+        worker_.forward_cancel(*server_);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -147,6 +147,9 @@ public:
 
     // The periodic timeouts (login, idle, wait, transaction idle, tethered idle).
     void janitor(std::uint64_t now_ms);
+    // A CancelRequest with this client's key arrived (on connection `from`, described): cancel
+    // what its backend runs, or the admin console's wait.
+    void on_cancel_request(const std::string& from);
 
     ListHook pool_hook_;
     ListHook worker_hook_;

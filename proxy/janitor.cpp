@@ -15,6 +15,7 @@
 #include "proxy/auth_lookups.hpp"
 #include "proxy/client.hpp"
 #include "proxy/lock_catalog.hpp"
+#include "proxy/worker_group.hpp"
 #include "proxy/pool.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/server.hpp"
@@ -141,7 +142,7 @@ void Client::janitor(std::uint64_t now) {
                 idle.idle_ms = now - std::min(now, last_activity_ms_);
                 idle.since_last_probe_ms = now - std::min(now, tether_details().idle_probe_at_ms);
                 idle.delay_ms = to_ms(config.tether_probe_delay);
-                idle.others_waiting = pool_->waiting_count() > 0;
+                idle.others_waiting = pool_->clients_wait_for_servers();
                 if (should_probe_idle_tether(idle)) {
                     tether_details().idle_probe_at_ms = now;
                     server_->probe_idle_tether();
@@ -166,9 +167,9 @@ void Pool::janitor(std::uint64_t now) {
     // Reserve pool: a client has waited longer than reserve_pool_timeout.
     if (Client* first = waiting_.front()) {
         if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&
-            uncovered_waiting() > 0 && may_launch(true)) {
+            uncovered_waiting() > 0 && !launch_suspended() && take_slot(true) == LaunchVerdict::Launch) {
             spdlog::info("{}/{}: taking connection from reserve_pool", database_.name, user_);
-            launch_server();
+            open_server();
         }
     }
     // Clients (or a greeting) waiting while other pools of the same database or user hold
@@ -182,23 +183,37 @@ void Pool::janitor(std::uint64_t now) {
         make_room_elsewhere();
     }
     launch_if_needed();
-    if (needs_greeting && may_launch(true)) launch_server();
-    // min_pool_size: keep some servers warm once the pool is in use.
-    while (server_count_ < sizes_.min_pool_size && may_launch(false)) launch_server();
+    if (needs_greeting) (void)launch_server(true);
+    // min_pool_size: keep some servers warm once the pool is in use (the pool's servers on every
+    // worker count).
+    while (worker_.group().budget().pool_servers(database_.name, user_) < sizes_.min_pool_size &&
+           launch_server(false)) {
+    }
 
     // Servers to close, each with its reason, decided before any is closed.
     std::vector<std::pair<Server*, const char*>> to_close;
     std::vector<Server*> to_sweep;
     const bool sweep = config.advisory_lock_tracking != LockTracking::Off &&
                        config.server_check_delay.count() > 0;
-    const int tethered = idle_.empty() ? 0 : tethered_server_count();  // for idle servers only
-    auto remaining = [&] { return server_count_ - static_cast<int>(to_close.size()); };
+    // Limits count the pool's servers on every worker (the server budget); only the worker
+    // with the largest share closes those beyond them. With one worker, that is this pool alone.
+    ServerBudget::PoolShare share;
+    if (!idle_.empty()) {
+        const int tethered_here = mode_ == PoolMode::Session ? 0 : tethered_server_count();
+        share = worker_.group().budget().share(database_.name, user_, worker_.index(),
+                                               tethered_here);
+        if (worker_.group().size() == 1) share.tethered = tethered_server_count();
+    }
+    const int tethered = share.tethered;  // for idle servers only
+    const int elsewhere = share.servers - server_count_;  // other workers' servers of the pool
+    auto remaining = [&] { return server_count_ + elsewhere - static_cast<int>(to_close.size()); };
     const bool checks = !config.server_check_query.empty();
     idle_.for_each([&](Server& server) {
         // SV_USED: due for server_check_query before its next use (Server::link runs it).
         server.mark_check_due(checks && now - server.idle_since_ms() >=
                                             to_ms(config.server_check_delay));
-        const Surplus surplus = server_surplus(sizes_, remaining(), tethered);
+        const Surplus surplus =
+            share.largest ? server_surplus(sizes_, remaining(), tethered) : Surplus::None;
         if (config.server_lifetime.count() > 0 &&
             now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
             to_close.emplace_back(&server, "server lifetime over");

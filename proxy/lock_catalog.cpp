@@ -8,6 +8,7 @@
 #include "proxy/pool.hpp"
 #include "proxy/side_query.hpp"
 #include "proxy/worker.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace pgtether {
 
@@ -92,7 +93,29 @@ void LockCatalog::on_pool_connected(const Pool& pool) {
     if (it == databases_.end()) return;
     Database& db = *it->second;
     db.connected = true;
-    if (enabled() && !stopped_ && !db.running && db.runs == 0) start(db);
+    // Not when another worker's discovery of the database has been adopted already.
+    if (enabled() && !stopped_ && !db.running && db.runs == 0 && db.discovered_at_ms == 0) {
+        start(db);
+    }
+}
+
+void LockCatalog::adopt(const std::string& database, LockDiscovery found) {
+    if (!enabled() || stopped_) return;
+    (void)attach(database);
+    Database& db = *databases_.at(database);
+    const std::uint64_t now = worker_.now_ms();
+    install(db, std::move(found));
+    db.last_error.clear();
+    db.discovered_at_ms = now;
+    db.next_run_ms = now + interval_ms(worker_.config());
+    if (!db.running && !db.rerun) db.trigger.probe_all = db.overflow;
+}
+
+void LockCatalog::on_catalog_change_elsewhere(const std::string& database) {
+    if (!enabled() || stopped_) return;
+    (void)attach(database);
+    // Until the discovery that worker runs now is adopted, every transaction is lock-relevant.
+    databases_.at(database)->trigger.probe_all = true;
 }
 
 void LockCatalog::on_catalog_change(const std::string& database) {
@@ -101,6 +124,11 @@ void LockCatalog::on_catalog_change(const std::string& database) {
     if (it == databases_.end()) return;
     Database& db = *it->second;
     db.trigger.probe_all = true;
+    if (worker_.group().size() > 1) {
+        worker_.group().post_to_others(worker_, [database](Worker& other) {
+            other.lock_catalog().on_catalog_change_elsewhere(database);
+        });
+    }
     if (db.running) {
         db.rerun = true;  // the running query may have read the catalog before the change
     } else {
@@ -221,6 +249,13 @@ void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string er
     const std::uint64_t scan_started_us = Worker::now_us();
     LockDiscovery found = discover_lock_names(*snapshot, configured());
     db.last_scan_us = Worker::now_us() - scan_started_us;
+    if (worker_.group().size() > 1) {
+        // One discovery serves every worker: the others' clients of the database are tethered by
+        // the same names (and do not each query the catalog).
+        worker_.group().post_to_others(worker_, [name = db.name, found](Worker& other) {
+            other.lock_catalog().adopt(name, found);
+        });
+    }
     install(db, std::move(found));
     db.discovered_at_ms = now;
     db.next_run_ms = now + interval_ms(worker_.config());

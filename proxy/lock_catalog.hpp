@@ -80,6 +80,11 @@ class LockCatalog {
     // A transaction through pgtether created, altered or dropped a function, procedure, trigger
     // or view in `database`.
     void on_catalog_change(const std::string& database);
+    // With several workers: another worker discovered `database` (its result serves this one
+    // too), or saw a catalog change in it (every transaction is lock-relevant until the next
+    // discovery is adopted).
+    void adopt(const std::string& database, LockDiscovery found);
+    void on_catalog_change_elsewhere(const std::string& database);
     // The configuration was reloaded: new configured names, maybe discovery turned on or off;
     // every connected database is discovered again.
     void apply_config();

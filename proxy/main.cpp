@@ -1,11 +1,15 @@
 // pgtether: entry point. Loads the configuration, sets up logging, the pidfile and signals, and
-// runs the worker. Configuration errors are the only exceptions; they end here with exit code 1.
+// runs the workers (worker 0 on this thread, the others on threads of their own). Configuration
+// errors are the only exceptions; they end here with exit code 1.
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <openssl/crypto.h>
@@ -24,6 +28,7 @@
 #include "proxy/systemd_notify.hpp"
 #include "proxy/version.hpp"
 #include "proxy/worker.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace {
 
@@ -34,14 +39,25 @@ struct Signals {
     uv_signal_t hangup{};
     uv_signal_t pause{};
     uv_signal_t resume{};
-    pgtether::Worker* worker = nullptr;
+    // Sent by the last worker to stop: the signal handles close then, not before (a SIGTERM
+    // while other workers still drain must not kill the process).
+    uv_async_t all_stopped{};
+    std::atomic<std::size_t> running{0};
+    pgtether::Worker* worker = nullptr;  // worker 0: the signals are handled on its loop
     pgtether::ConfigReloader* reloader = nullptr;
     pgtether::SystemdNotifier* notifier = nullptr;
 };
 
 std::string status_line(pgtether::Worker& worker) {
-    return pgtether::notify_status_line(worker.client_count(), worker.server_count(),
+    // Worker 0's servers and pools; the clients of every worker.
+    return pgtether::notify_status_line(worker.group().clients(), worker.server_count(),
                                         worker.pools().size());
+}
+
+// Runs `fn` on every worker: on worker 0 (this loop) now, on the others from their mailboxes.
+void for_every_worker(pgtether::Worker& first, const std::function<void(pgtether::Worker&)>& fn) {
+    first.group().post_to_others(first, fn);
+    fn(first);
 }
 
 void on_status_timer(uv_timer_t* handle) {
@@ -53,7 +69,7 @@ void on_shutdown_signal(uv_signal_t* handle, int signum) {
     auto* signals = static_cast<Signals*>(handle->data);
     spdlog::info("got signal {}: shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
     signals->notifier->notify("STOPPING=1\nSTATUS=shutting down");
-    signals->worker->begin_shutdown();
+    for_every_worker(*signals->worker, [](pgtether::Worker& worker) { worker.begin_shutdown(); });
 }
 
 // PgBouncer's SIGUSR1 / SIGUSR2: PAUSE / RESUME of every database, as on the console (without a
@@ -63,10 +79,15 @@ void on_pause_signal(uv_signal_t* handle, int signum) {
     auto& control = signals->worker->pool_control();
     if (signum == SIGUSR1) {
         spdlog::info("got SIGUSR1: pausing every database");
-        if (!control.paused_all()) control.pause(std::nullopt);
+        for_every_worker(*signals->worker, [](pgtether::Worker& worker) {
+            if (!worker.pool_control().paused_all()) worker.pool_control().pause(std::nullopt);
+        });
     } else {
         spdlog::info("got SIGUSR2: resuming");
-        if (!control.resume(std::nullopt)) spdlog::info("SIGUSR2: nothing was paused");
+        if (!control.paused_all()) spdlog::info("SIGUSR2: nothing was paused");
+        for_every_worker(*signals->worker, [](pgtether::Worker& worker) {
+            (void)worker.pool_control().resume(std::nullopt);
+        });
     }
 }
 
@@ -140,15 +161,20 @@ int main(int argc, char** argv) {
     // A peer that closes while we write must not kill the process: libuv reports EPIPE instead.
     signal(SIGPIPE, SIG_IGN);
 
-    pgtether::CancelRegistry cancels;
+    pgtether::WorkerGroup group(static_cast<std::size_t>(config.workers));
     pgtether::SystemdNotifier notifier;
     reloader.set_notifier(&notifier);
     signals.notifier = &notifier;
     try {
         if (cl.daemonize) pgtether::daemonize();
         if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
-        pgtether::Worker worker(loaded.config, loaded.auth_file, cancels, loaded.security);
-        worker.set_reloader(&reloader);
+        std::vector<std::unique_ptr<pgtether::Worker>> workers;
+        for (int i = 0; i < config.workers; ++i) {
+            workers.push_back(std::make_unique<pgtether::Worker>(loaded.config, loaded.auth_file,
+                                                                 group, loaded.security));
+            workers.back()->set_reloader(&reloader);
+        }
+        pgtether::Worker& worker = *workers.front();
         signals.worker = &worker;
         signals.reloader = &reloader;
         uv_timer_init(worker.loop(), &signals.status_timer);
@@ -165,17 +191,26 @@ int main(int argc, char** argv) {
         uv_signal_start(&signals.hangup, on_reload_signal, SIGHUP);
         uv_signal_start(&signals.pause, on_pause_signal, SIGUSR1);
         uv_signal_start(&signals.resume, on_pause_signal, SIGUSR2);
-        worker.set_on_stopped([&signals]() {
-            uv_close(reinterpret_cast<uv_handle_t*>(&signals.status_timer), nullptr);
-            uv_close(reinterpret_cast<uv_handle_t*>(&signals.interrupt), nullptr);
-            uv_close(reinterpret_cast<uv_handle_t*>(&signals.terminate), nullptr);
-            uv_close(reinterpret_cast<uv_handle_t*>(&signals.hangup), nullptr);
-            uv_close(reinterpret_cast<uv_handle_t*>(&signals.pause), nullptr);
-            uv_close(reinterpret_cast<uv_handle_t*>(&signals.resume), nullptr);
+        uv_async_init(worker.loop(), &signals.all_stopped, [](uv_async_t* async) {
+            auto* s = static_cast<Signals*>(async->data);
+            uv_close(reinterpret_cast<uv_handle_t*>(&s->status_timer), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&s->interrupt), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&s->terminate), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&s->hangup), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&s->pause), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&s->resume), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&s->all_stopped), nullptr);
         });
+        signals.all_stopped.data = &signals;
+        signals.running = workers.size();
+        for (auto& each : workers) {
+            each->set_on_stopped([&signals]() {
+                if (--signals.running == 0) uv_async_send(&signals.all_stopped);
+            });
+        }
         // Listen only once the signals are handled: a SIGHUP that arrives as soon as the port
         // accepts connections must reload, not kill the process (SIGHUP's default action).
-        worker.start();
+        for (auto& each : workers) each->start();
         if (privileges.action == pgtether::PrivilegePlan::Action::Switch) {
             // The sockets are bound; what we made as root goes to the user, so that it can
             // remove the Unix socket and the pidfile at exit and reopen the logfile on reload.
@@ -187,12 +222,22 @@ int main(int argc, char** argv) {
             pgtether::switch_user(wanted_user, hand_over);
             spdlog::info("switched to user {}", wanted_user);
         }
-        spdlog::info("pgtether {} started (pid {})", PGTETHER_VERSION, getpid());
+        if (workers.size() > 1) {
+            spdlog::info("pgtether {} started (pid {}, {} workers)", PGTETHER_VERSION, getpid(),
+                         workers.size());
+        } else {
+            spdlog::info("pgtether {} started (pid {})", PGTETHER_VERSION, getpid());
+        }
         if (notifier.enabled()) {
             notifier.notify("READY=1\nSTATUS=" + status_line(worker));
             uv_timer_start(&signals.status_timer, on_status_timer, 10'000, 10'000);
         }
+        std::vector<std::thread> threads;
+        for (std::size_t i = 1; i < workers.size(); ++i) {
+            threads.emplace_back([&each = *workers[i]]() { each.run(); });
+        }
         worker.run();
+        for (auto& thread : threads) thread.join();
     } catch (const std::exception& e) {
         spdlog::critical("{}", e.what());
         pgtether::remove_pidfile(config.pidfile);

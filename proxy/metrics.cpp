@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/metrics_merge.hpp"
 #include "proxy/tether.hpp"
 
 #include "proxy/client.hpp"
@@ -13,6 +14,7 @@
 #include "proxy/pool_census.hpp"
 #include "proxy/pool_control.hpp"
 #include "proxy/worker.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace pgtether {
 
@@ -27,7 +29,10 @@ struct PoolRow {
 
 }  // namespace
 
-std::string collect_metrics(Worker& worker, MetricsFormat format) {
+namespace {
+
+// One worker's clients, servers, pools and counters.
+std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
     auto census = take_census(worker);
     std::vector<PoolRow> rows;
     for (const auto& [key, pool] : worker.pools()) {
@@ -209,6 +214,19 @@ std::string collect_metrics(Worker& worker, MetricsFormat format) {
     w.family("pgtether_admin_commands", "counter", "Commands run on the admin console");
     w.sample({}, ws.admin_queries);
     return w.finish();
+}
+
+}  // namespace
+
+std::string collect_metrics(Worker& worker, MetricsFormat format) {
+    if (worker.group().size() == 1) return collect_worker_metrics(worker, format);
+    // Every worker writes its own on its own thread; the samples are summed
+    // (core/metrics_merge.hpp).
+    std::vector<std::string> texts(worker.group().size());
+    worker.group().gather(worker, [&](Worker& each) {
+        texts.at(each.index()) = collect_worker_metrics(each, format);
+    });
+    return merge_metrics_texts(texts);
 }
 
 }  // namespace pgtether

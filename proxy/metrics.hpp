@@ -10,6 +10,7 @@ namespace pgtether {
 
 class Worker;
 
+// The process's metrics: with several workers, every worker's summed (core/metrics_merge.hpp).
 [[nodiscard]] std::string collect_metrics(Worker& worker, MetricsFormat format);
 
 }  // namespace pgtether

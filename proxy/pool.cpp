@@ -9,6 +9,7 @@
 #include "proxy/pool_control.hpp"
 #include "proxy/security.hpp"
 #include "proxy/worker.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace pgtether {
 
@@ -88,6 +89,32 @@ void Pool::learn_client_credentials(const ClientAuth& auth) {
 // ---------------------------------------------------------------------------------------------
 // Greeting
 
+void Pool::learn_welcome_from_other_workers() {
+    if (!welcome_.empty() || worker_.group().size() == 1) return;
+    // The same pool on another worker may have logged in already: its greeting is the same
+    // server's, and a client need not wait for a server of its own worker to learn it (with all
+    // of the pool's slots held by the other worker, that could take until one is released).
+    struct Greeting {
+        std::vector<std::pair<std::string, std::string>> welcome;
+        ParamValues params;
+    };
+    std::vector<Greeting> found(worker_.group().size());
+    const auto key = std::make_pair(database_.name, user_);
+    worker_.group().gather(worker_, [&](Worker& other) {
+        if (&other == &worker_) return;
+        auto it = other.pools().find(key);
+        if (it == other.pools().end() || !it->second->has_welcome()) return;
+        found.at(other.index()) = {it->second->welcome(), it->second->default_params()};
+    });
+    for (auto& greeting : found) {
+        if (greeting.welcome.empty()) continue;
+        welcome_ = std::move(greeting.welcome);
+        default_params_ = std::move(greeting.params);
+        worker_.lock_catalog().on_pool_connected(*this);
+        return;
+    }
+}
+
 void Pool::wait_for_welcome(Client& client) {
     if (last_login_error_ && server_count_ == 0 && login_fails_clients()) {
         // Logins are failing: tell the client now instead of letting it wait (PgBouncer's
@@ -98,11 +125,9 @@ void Pool::wait_for_welcome(Client& client) {
     }
     welcome_waiting_.push_back(client);
     if (connecting_ == 0 && idle_.empty()) {
-        if (may_launch(true)) {
-            launch_server();
-        } else if (server_count_ > 0) {
-            // Every server is busy: learn the greeting from the next one released.
-        }
+        // When no server can be launched and every one is busy, the greeting comes from the next
+        // one released.
+        (void)launch_server(true);
     }
 }
 
@@ -157,9 +182,7 @@ bool Pool::paused() const { return worker_.pool_control().paused(database_.name)
 void Pool::resume() {
     if (!waiting_.empty() && !idle_.empty()) schedule_hand_offs();
     launch_if_needed();
-    if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty() && may_launch(true)) {
-        launch_server();
-    }
+    if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty()) (void)launch_server(true);
 }
 
 int Pool::tethered_server_count() const {
@@ -172,18 +195,20 @@ int Pool::tethered_server_count() const {
     return tethered;
 }
 
-LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
-    auto& worker = const_cast<Worker&>(worker_);
-    ServerCounts counts;
-    counts.pool = server_count_;
+int Pool::tethered_for_budget() const {
     // In session mode every client keeps its server: a tether changes nothing there.
-    counts.tethered = mode_ == PoolMode::Session ? 0 : tethered_server_count();
-    // Only looked up when capped (a map lookup by name).
-    if (sizes_.max_db_connections > 0) {
-        counts.database = worker.database_server_count(database_.name);
-    }
-    if (sizes_.max_user_connections > 0) counts.user = worker.user_server_count(user_);
-    return pgtether::launch_verdict(sizes_, counts, use_reserve);
+    return mode_ == PoolMode::Session ? 0 : tethered_server_count();
+}
+
+LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
+    // The counts of every worker's share of this pool, database and user (the server budget).
+    return worker_.group().budget().verdict(database_.name, user_, worker_.index(),
+                                            tethered_for_budget(), sizes_, use_reserve);
+}
+
+LaunchVerdict Pool::take_slot(bool use_reserve) {
+    return worker_.group().budget().take(database_.name, user_, worker_.index(),
+                                         tethered_for_budget(), sizes_, use_reserve);
 }
 
 bool Pool::launch_suspended() const {
@@ -199,12 +224,12 @@ void Pool::launch_if_needed() {
     // One new server per waiting client not already covered by a server on its way.
     bool exhausted = false;
     while (uncovered_waiting() > 0 && !launch_suspended()) {
-        const LaunchVerdict verdict = launch_verdict(false);
+        const LaunchVerdict verdict = take_slot(false);
         if (verdict != LaunchVerdict::Launch) {
             exhausted = verdict == LaunchVerdict::TetherReserveExhausted;
             break;
         }
-        launch_server();
+        open_server();
     }
     note_tether_reserve_exhausted(exhausted);
 }
@@ -221,24 +246,52 @@ void Pool::note_tether_reserve_exhausted(bool exhausted) {
     tether_reserve_exhausted_ = exhausted;
 }
 
+void Pool::use_lent_slot() {
+    const bool greeting = !welcome_waiting_.empty() && connecting_ == 0 && idle_.empty();
+    if (!launch_suspended() && (uncovered_waiting() > 0 || greeting)) {
+        open_server();
+    } else {
+        worker_.group().budget().give_back(database_.name, user_, worker_.index());
+    }
+}
+
 void Pool::on_tether_change() {
+    // The allowance is shared with this pool's servers on other workers: they must see the
+    // tether (it lets them launch) before this worker next asks the budget for anything.
+    if (worker_.group().size() > 1) {
+        worker_.group().budget().set_tethered(database_.name, user_, worker_.index(),
+                                              tethered_for_budget());
+    }
     if (!waiting_.empty()) launch_if_needed();
 }
 
-void Pool::launch_server() {
+bool Pool::launch_server(bool use_reserve) {
+    if (launch_suspended() || take_slot(use_reserve) != LaunchVerdict::Launch) return false;
+    open_server();
+    return true;
+}
+
+void Pool::open_server() {
     auto* server = new Server(worker_, *this);
     used_.push_back(*server);  // state Connecting (core/server_state.hpp)
     state_counts_.add(ServerState::Connecting);
     ++server_count_;
     ++connecting_;
-    ++worker_.database_server_count(database_.name);
-    ++worker_.user_server_count(user_);
     worker_.stats().servers_opened++;
     server->connect();
 }
 
 void Pool::on_server_login(Server& server) {
     --connecting_;
+    if (last_login_error_ && worker_.group().size() > 1) {
+        // Logins were failing: the same pool on the other workers fails its clients fast until
+        // it learns that the server is back.
+        const auto key = std::make_pair(database_.name, user_);
+        worker_.group().post_to_others(worker_, [key](Worker& other) {
+            auto it = other.pools().find(key);
+            if (it != other.pools().end()) it->second->on_login_recovered_elsewhere();
+        });
+    }
     login_backoff_.on_success();
     last_login_error_.reset();
     if (welcome_.empty()) {
@@ -249,6 +302,18 @@ void Pool::on_server_login(Server& server) {
         worker_.lock_catalog().on_pool_connected(*this);
     }
     release(server);
+}
+
+void Pool::on_login_recovered_elsewhere() {
+    if (!last_login_error_) return;
+    login_backoff_.on_success();
+    last_login_error_.reset();
+    retry_waiting();
+}
+
+void Pool::retry_waiting() {
+    launch_if_needed();
+    if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty()) (void)launch_server(true);
 }
 
 void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& error,
@@ -276,8 +341,23 @@ void Pool::forget_server(Server& server) {
     (void)server;
     state_counts_.remove(ServerState::Closing);
     --server_count_;
-    --worker_.database_server_count(database_.name);
-    --worker_.user_server_count(user_);
+    auto& budget = worker_.group().budget();
+    if (lending_now_) {
+        // Lent (close_for): the slot goes to the requester's pool before anyone here takes it.
+        const LendRequest request = *lending_now_;
+        lending_now_.reset();
+        if (budget.hand_over(database_.name, user_, worker_.index(), request.database,
+                             request.user, request.worker, request.tethered, request.sizes)) {
+            Worker& other = worker_.group().at(request.worker);
+            if (!other.post([&other, request]() {
+                    other.use_lent_slot(request.database, request.user);
+                })) {
+                budget.give_back(request.database, request.user, request.worker);
+            }
+        }
+    } else {
+        budget.give_back(database_.name, user_, worker_.index());
+    }
     launch_if_needed();
 }
 
@@ -310,6 +390,7 @@ void Pool::release(Server& server) {
         return;
     }
     server.clear_reset_done();
+    if (lend_owed_ && pays_lend_owed_with(server)) return;
     make_idle(server);
     // Not handed to a waiting client here: this runs inside the releasing server's (or its
     // client's) callbacks, and the new client's held requests would run inside them too.
@@ -430,24 +511,82 @@ void Pool::make_room_elsewhere() {
     // Only for a pool below its own limit (pool_size, and the tether allowance its tethered
     // clients entitle it to), as PgBouncer evicts only for a pool below pool_size.
     const LaunchVerdict verdict = launch_verdict(false);
-    if (worker_.shutting_down() ||
-        (verdict != LaunchVerdict::DatabaseFull && verdict != LaunchVerdict::UserFull)) {
-        return;
-    }
-    const bool db_full = sizes_.max_db_connections > 0 &&
-                         worker_.database_server_count(database_.name) >= sizes_.max_db_connections;
-    const bool user_full = sizes_.max_user_connections > 0 &&
-                           worker_.user_server_count(user_) >= sizes_.max_user_connections;
-    for (const auto& [key, pool] : worker_.pools()) {
-        if (pool.get() == this) continue;
-        // Closing its server must free every limit that is full.
-        bool shares_limit = (!db_full || pool->database_name() == database_.name) &&
-                            (!user_full || pool->user_name() == user_);
-        if (shares_limit &&
-            pool->close_one_idle_server("evicted (to make room for another pool)")) {
-            return;
+    if (worker_.shutting_down() || verdict == LaunchVerdict::Launch) return;
+    const bool db_full = verdict == LaunchVerdict::DatabaseFull;
+    const bool user_full = verdict == LaunchVerdict::UserFull;
+    if (db_full || user_full) {
+        for (const auto& [key, pool] : worker_.pools()) {
+            if (pool.get() == this) continue;
+            // Closing its server must free every limit that is full.
+            if (pool->frees_room_for(database_.name, user_, db_full, user_full) &&
+                pool->close_one_idle_server("evicted (to make room for another pool)")) {
+                return;
+            }
         }
     }
+    // The servers that fill the limit may be other workers': ask them to lend one (close an idle
+    // one, or the next one released, which frees a slot of the budget for this worker).
+    if (worker_.group().size() > 1) ask_to_lend(db_full, user_full);
+}
+
+bool Pool::frees_room_for(const std::string& database, const std::string& user, bool db_full,
+                          bool user_full) const {
+    if (!db_full && !user_full) return database_.name == database && user_ == user;
+    return (!db_full || database_.name == database) && (!user_full || user_ == user);
+}
+
+void Pool::ask_to_lend(bool db_full, bool user_full) {
+    LendRequest request;
+    request.worker = worker_.index();
+    request.database = database_.name;
+    request.user = user_;
+    request.db_full = db_full;
+    request.user_full = user_full;
+    request.sizes = sizes_;
+    request.tethered = tethered_for_budget();
+    worker_.group().post_to_others(
+        worker_, [request](Worker& lender) { lender.lend_server(request); });
+}
+
+bool Pool::clients_wait_for_servers() const {
+    return !waiting_.empty() || (lend_owed_ && worker_.now_ms() < lend_owed_until_ms_);
+}
+
+bool Pool::lend(const LendRequest& request) {
+    if (server_count_ == 0) return false;
+    if (Server* idle = idle_.front()) {
+        close_for(*idle, request);
+        return true;
+    }
+    // Every server is in use: the next one released goes, if this worker can spare it then.
+    lend_owed_ = request;
+    lend_owed_until_ms_ = worker_.now_ms() + kLendRequestLifetimeMs;
+    return true;
+}
+
+bool Pool::pays_lend_owed_with(Server& server) {
+    if (!lend_owed_ || worker_.now_ms() >= lend_owed_until_ms_) return false;
+    const std::size_t requester = lend_owed_->worker;
+    // Clients of this worker waiting too: lend only while this worker holds more of the pool
+    // than the requester, so that two busy workers converge to even shares instead of passing
+    // one server back and forth.
+    if (!waiting_.empty()) {
+        const auto& budget = worker_.group().budget();
+        if (budget.pool_servers_on(database_.name, user_, worker_.index()) <=
+            budget.pool_servers_on(database_.name, user_, requester) + 1) {
+            return false;
+        }
+    }
+    const LendRequest request = *lend_owed_;
+    lend_owed_.reset();
+    close_for(server, request);
+    return true;
+}
+
+void Pool::close_for(Server& server, const LendRequest& request) {
+    lending_now_ = request;
+    server.close("lent to another worker");  // forget_server hands the slot over
+    lending_now_.reset();
 }
 
 void Pool::close_all_servers(const char* reason) {
@@ -459,7 +598,7 @@ void Pool::probe_login() {
     // Clients that arrive while logins fail are turned away without waiting for an attempt; one
     // attempt (at the backoff's pace) finds out whether the server is back for the next ones,
     // who then wait for it instead.
-    if (connecting_ == 0 && may_launch(false)) launch_server();
+    if (connecting_ == 0) (void)launch_server(false);
 }
 
 bool Pool::login_fails_clients() const {

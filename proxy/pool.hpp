@@ -36,6 +36,18 @@ namespace pgtether {
 class ClientAuth;
 class Worker;
 
+// What a worker whose clients wait asks of the others (Pool::lend): the pool that needs a slot,
+// the limits that are full, and what ServerBudget::hand_over needs to give it the slot.
+struct LendRequest {
+    std::size_t worker = 0;
+    std::string database;
+    std::string user;
+    bool db_full = false;    // max_db_connections: any pool of the database may lend
+    bool user_full = false;  // max_user_connections: any pool of the user may lend
+    PoolSizes sizes;
+    int tethered = 0;
+};
+
 class Pool {
 public:
     // `database` is the client-facing entry (a copy: reload replaces it); `user` is the user the
@@ -67,6 +79,8 @@ public:
     }
     // Values of the tracked parameters a fresh server starts with.
     [[nodiscard]] const ParamValues& default_params() const { return default_params_; }
+    // With several workers: takes the greeting of the same pool on another worker, if it has one.
+    void learn_welcome_from_other_workers();
     // A logged-in client waits here until the first server has told us its parameters.
     void wait_for_welcome(Client& client);
     void cancel_welcome_wait(Client& client);
@@ -88,6 +102,9 @@ public:
     [[nodiscard]] Assignment request_server(Client& client);
     void cancel_request(Client& client);
     [[nodiscard]] std::size_t waiting_count() const { return waiting_.size(); }
+    // Clients wait for a server of this pool: here, or on another worker that asked this one to
+    // lend a server (lend()).
+    [[nodiscard]] bool clients_wait_for_servers() const;
 
     // ---- servers coming back ----
     // A server is clean and unlinked: make it idle, and when clients wait, schedule a hand-off.
@@ -101,6 +118,8 @@ public:
     void on_server_login(Server& server);
     void on_server_login_failed(Server& server, const protocol::ErrorFields& error,
                                 LoginFailureKind kind);
+    // The same pool on another worker logged in after failed logins: the server is back.
+    void on_login_recovered_elsewhere();
     // A server is being destroyed (it has left the lists on its way to Closing).
     void forget_server(Server& server);
     // Server::transition(): move the server to the list of its new state, count it there.
@@ -123,6 +142,18 @@ public:
     void close_idle_servers(const char* reason);
     // Closes one idle server, if there is one (to make room for another pool); true if it did.
     bool close_one_idle_server(const char* reason);
+    // Whether closing one of this pool's servers frees room for pool (`database`, `user`) whose
+    // database (`db_full`) or user (`user_full`) limit is reached, or, neither, its own limit.
+    [[nodiscard]] bool frees_room_for(const std::string& database, const std::string& user,
+                                      bool db_full, bool user_full) const;
+    // Worker `request.worker` has clients waiting and no slot of the budget for them: close an
+    // idle server now, or else the next one released (within kLendRequestLifetimeMs, while this
+    // worker can spare it); its slot goes to the requester (ServerBudget::hand_over), which is
+    // told. False when the pool has no server at all.
+    bool lend(const LendRequest& request);
+    // Another worker handed this pool a slot of the budget (lend()): open a server with it for
+    // the clients waiting here, or give it back when none wait any more.
+    void use_lent_slot();
     [[nodiscard]] bool empty() const;
 
     [[nodiscard]] int server_count() const { return server_count_; }
@@ -132,6 +163,8 @@ public:
 
 private:
     void launch_if_needed();
+    // Launches for the clients waiting (for a server, or for the pool's greeting), as allowed.
+    void retry_waiting();
     // Waiting clients that no server covers: neither one logging in nor an idle one about to be
     // handed to them.
     [[nodiscard]] std::size_t uncovered_waiting() const;
@@ -142,6 +175,11 @@ private:
     // Which limit, if any, keeps the pool from launching another server (pool_capacity.hpp).
     [[nodiscard]] LaunchVerdict launch_verdict(bool use_reserve) const;
     [[nodiscard]] bool may_launch(bool use_reserve) const;
+    // This worker's tethered servers of the pool, as the server budget counts them.
+    [[nodiscard]] int tethered_for_budget() const;
+    // Takes a slot of the process-wide server budget (proxy/server_budget.hpp) if the limits
+    // allow one more server; the verdict says which limit did not.
+    [[nodiscard]] LaunchVerdict take_slot(bool use_reserve);
     // Clients wait although the pool is below its share for them, because more clients are
     // tethered than tether_reserve_size covers: logged and counted once per occurrence.
     void note_tether_reserve_exhausted(bool exhausted);
@@ -149,7 +187,10 @@ private:
     [[nodiscard]] bool login_fails_clients() const;
     // While clients are failed fast: a login attempt, when the backoff allows one.
     void probe_login();
-    void launch_server();
+    // Opens a server when not suspended and the budget gives a slot; false otherwise.
+    bool launch_server(bool use_reserve);
+    // Opens a server for a slot already taken.
+    void open_server();
     void hand_to_waiting_client(Server& server);
     // Which idle server a client gets, and which waiting client a released server goes to:
     // LIFO and FIFO, with a preference for matching session settings (pool.cpp).
@@ -158,8 +199,18 @@ private:
     void make_idle(Server& server);
     void fail_waiting_clients(const protocol::ErrorFields& error);
     // max_db_connections / max_user_connections are reached by other pools: close an idle
-    // server of one of them.
+    // server of one of them; or the limits are reached by servers of other workers: ask them to
+    // lend one (ask_to_lend).
     void make_room_elsewhere();
+    void ask_to_lend(bool db_full, bool user_full);
+    // A lend is owed (lend()): close `server`, just released, instead of keeping it idle, when
+    // this worker can spare it. True if it did.
+    bool pays_lend_owed_with(Server& server);
+    // Closes `server` with its slot handed to `request`'s pool.
+    void close_for(Server& server, const LendRequest& request);
+    // How long a lend request is honoured: the requester repeats it every janitor tick while
+    // its clients still wait.
+    static constexpr std::uint64_t kLendRequestLifetimeMs = 1000;
 
     Worker& worker_;
     DatabaseConfig database_;
@@ -178,6 +229,9 @@ private:
     int head_skips_ = 0;     // times the first waiting client was passed over (waiting_client_for)
     bool tether_reserve_exhausted_ = false;  // an occurrence is going on (logged, counted)
     bool hand_offs_scheduled_ = false;       // serve_waiting_clients() is due this iteration
+    std::optional<LendRequest> lend_owed_;    // a lend() to pay with the next release
+    std::uint64_t lend_owed_until_ms_ = 0;
+    std::optional<LendRequest> lending_now_;  // close_for(): forget_server hands the slot over
 
     std::vector<std::pair<std::string, std::string>> welcome_;
     ParamValues default_params_;

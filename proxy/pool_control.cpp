@@ -9,6 +9,7 @@
 #include "proxy/pool.hpp"
 #include "proxy/server.hpp"
 #include "proxy/worker.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace pgtether {
 
@@ -78,9 +79,8 @@ void PoolControl::reconnect(const std::optional<std::string>& database) {
 }
 
 int PoolControl::open_servers(const std::optional<std::string>& database) const {
-    int count = 0;
-    for_each_pool(database, [&](Pool& pool) { count += pool.server_count(); });
-    return count;
+    const auto& budget = worker_.group().budget();
+    return database ? budget.database_servers(*database) : budget.total_servers();
 }
 
 int PoolControl::servers_to_close(const std::optional<std::string>& database) const {

@@ -12,7 +12,8 @@
 //   RECONNECT [db]  servers are closed when next released instead of being reused.
 //   WAIT_CLOSE [db] done when no server of the database is still marked for closing.
 //
-// The state belongs to a worker (with one worker, to the process). Database names are the names
+// The state belongs to a worker; with several, the admin console and the signals apply each
+// command to every worker (docs/admin.md, "Several workers"), so their states are the same. Database names are the names
 // clients use ([databases] entries, or names served through the "*" fallback).
 #pragma once
 
@@ -60,7 +61,7 @@ class PoolControl {
     void enable(const std::string& database) { disabled_.erase(database); }
 
     // ---- what PAUSE and WAIT_CLOSE wait for ----
-    // Servers of the database (every database) that are still open.
+    // Servers of the database (every database) that are still open, on every worker.
     [[nodiscard]] int open_servers(const std::optional<std::string>& database) const;
     // Servers of the database still marked to close after their client releases them.
     [[nodiscard]] int servers_to_close(const std::optional<std::string>& database) const;

@@ -12,6 +12,7 @@
 #include "proxy/logging.hpp"
 #include "proxy/systemd_notify.hpp"
 #include "proxy/worker.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace pgtether {
 
@@ -150,7 +151,12 @@ std::optional<std::string> ConfigReloader::apply(Worker& worker, std::shared_ptr
             e.what());
         return std::string("cannot set up logging: ") + e.what();
     }
-    worker.apply_config(std::move(config), std::move(auth_file), std::move(security));
+    // Every worker takes the same snapshot; the others from their mailboxes, right after.
+    std::shared_ptr<const Config> snapshot = std::move(config);
+    worker.group().post_to_others(worker, [snapshot, auth_file, security](Worker& other) {
+        other.apply_config(snapshot, auth_file, security);
+    });
+    worker.apply_config(snapshot, std::move(auth_file), std::move(security));
     return std::nullopt;
 }
 

@@ -1,7 +1,8 @@
 // Loading the configuration and changing it while running: SIGHUP and the admin console's RELOAD
 // re-read the files through reload(); the console's SET changes one setting through set(). Both
-// end in apply(): fixed settings keep their running values, logging is set up again (which
-// reopens the logfile), and the worker takes the new snapshot. A broken file changes nothing.
+// end in apply(): fixed settings keep their running values (`workers` among them), logging is set
+// up again (which reopens the logfile), and every worker takes the same new snapshot. A broken
+// file changes nothing.
 #pragma once
 
 #include <memory>

@@ -3,6 +3,7 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include <stdexcept>
 
@@ -23,6 +24,7 @@
 #include "proxy/pool_control.hpp"
 #include "proxy/security.hpp"
 #include "proxy/server.hpp"
+#include "proxy/worker_group.hpp"
 
 namespace pgtether {
 
@@ -40,11 +42,11 @@ struct Worker::Registry {
 };
 
 Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
-               CancelRegistry& cancels, std::shared_ptr<const SecuritySetup> security)
+               WorkerGroup& group, std::shared_ptr<const SecuritySetup> security)
     : config_(std::move(config)),
       auth_file_(std::move(auth_file)),
       security_(security ? std::move(security) : load_security(*config_)),
-      cancels_(cancels),
+      group_(group),
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
       control_(std::make_unique<PoolControl>(*this)),
@@ -60,6 +62,9 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
     if (int rc = uv_loop_init(&loop_); rc != 0) {
         throw std::runtime_error(std::string("cannot create event loop: ") + uv_strerror(rc));
     }
+    uv_async_init(&loop_, &mailbox_async_, on_mailbox);
+    mailbox_async_.data = this;
+    index_ = group_.add(*this);
     uv_timer_init(&loop_, &janitor_timer_);
     janitor_timer_.data = this;
     uv_timer_init(&loop_, &stats_timer_);
@@ -86,6 +91,11 @@ Worker::~Worker() {
 void Worker::start() {
     const auto& config = *config_;
     const std::string port = std::to_string(config.listen_port);
+    // Every worker listens on the TCP addresses itself and the kernel spreads new connections
+    // over their sockets (SO_REUSEPORT, which they then all need). The Unix socket and the
+    // metrics endpoint are worker 0's (docs/architecture.md, "Workers").
+    const bool reuseport = config.so_reuseport || group_.size() > 1;
+    const bool first = index_ == 0;
     for (const auto& spec : config.listen_addr) {
         std::vector<std::string> hosts;
         if (spec == "*") {
@@ -107,28 +117,28 @@ void Worker::start() {
                 auto listener = std::make_unique<Listener>(*this);
                 try {
                     listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog,
-                                         config.so_reuseport);
+                                         reuseport);
                 } catch (...) {
                     listener->close();
                     listeners_.push_back(std::move(listener));
                     freeaddrinfo(result);
                     throw;
                 }
-                spdlog::info("listening on {}:{}", host, port);
+                if (first) spdlog::info("listening on {}:{}", host, port);
                 listeners_.push_back(std::move(listener));
                 if (spec != "*") break;  // the first address of a name is enough
             }
             freeaddrinfo(result);
         }
     }
-    if (!config.unix_socket_dir.empty()) {
+    if (first && !config.unix_socket_dir.empty()) {
         auto listener = std::make_unique<Listener>(*this);
         std::string path = config.unix_socket_dir + "/.s.PGSQL." + port;
         listener->listen_unix(path, config.unix_socket_mode, config.listen_backlog);
         spdlog::info("listening on unix:{}", path);
         listeners_.push_back(std::move(listener));
     }
-    if (config.metrics_listen_port != 0) {
+    if (first && config.metrics_listen_port != 0) {
         metrics_ = std::make_unique<MetricsServer>(*this);
         metrics_->listen(config.metrics_listen_addr, config.metrics_listen_port,
                          config.listen_backlog);
@@ -143,6 +153,65 @@ void Worker::restart_stats_timer() {
     stats_period_ms_ = period;
     uv_timer_stop(&stats_timer_);
     if (period > 0) uv_timer_start(&stats_timer_, on_stats_timer, period, period);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mailbox: what other workers ask of this one
+
+bool Worker::post(std::function<void()> task, bool gathering) {
+    {
+        std::lock_guard lock(mailbox_mutex_);
+        if (mailbox_closed_) return false;
+        mailbox_.push_back({std::move(task), gathering});
+    }
+    uv_async_send(&mailbox_async_);
+    return true;
+}
+
+void Worker::on_mailbox(uv_async_t* async) { static_cast<Worker*>(async->data)->serve_mailbox(); }
+
+void Worker::serve_gathers() {
+    std::vector<Task> gathering;
+    {
+        std::lock_guard lock(mailbox_mutex_);
+        auto first = std::stable_partition(mailbox_.begin(), mailbox_.end(),
+                                           [](const Task& task) { return !task.gathering; });
+        std::move(first, mailbox_.end(), std::back_inserter(gathering));
+        mailbox_.erase(first, mailbox_.end());
+    }
+    for (auto& task : gathering) task.run();
+}
+
+void Worker::serve_mailbox() {
+    // In the order posted: a SHOW gathered after a command sees the command's effect.
+    std::vector<Task> tasks;
+    {
+        std::lock_guard lock(mailbox_mutex_);
+        tasks.swap(mailbox_);
+    }
+    for (auto& task : tasks) task.run();
+}
+
+void Worker::close_mailbox() {
+    {
+        std::lock_guard lock(mailbox_mutex_);
+        mailbox_closed_ = true;
+    }
+    // Whoever posted these may be waiting for them (WorkerGroup::gather).
+    serve_mailbox();
+    uv_close(reinterpret_cast<uv_handle_t*>(&mailbox_async_), nullptr);
+}
+
+CancelRegistry& Worker::cancels() { return group_.cancels(); }
+
+std::uint64_t Worker::next_id() { return ++last_id_ * group_.size() + index_ - (group_.size() - 1); }
+
+int Worker::database_server_count(const std::string& database) const {
+    return group_.budget().database_servers(database);
+}
+
+int Worker::user_server_count(const std::string& user) const {
+    return group_.budget().user_servers(user);
 }
 
 void Worker::run() {
@@ -166,8 +235,9 @@ void Worker::accept_client(uv_stream_t* listener, bool tcp, int accepted_fd) {
         client->fail(protocol::sqlstate::kCannotConnectNow, "pgtether is shutting down");
         return;
     }
-    // The new client is already counted.
-    if (client_count() > static_cast<std::size_t>(config_->max_client_conn)) {
+    // The new client is already counted (in every worker's count: max_client_conn is a limit of
+    // the process).
+    if (group_.clients() > static_cast<std::size_t>(config_->max_client_conn)) {
         stats_.clients_refused++;
         client->fail(protocol::sqlstate::kTooManyConnections,
                      "no more connections allowed (max_client_conn)");
@@ -202,9 +272,13 @@ Pool& Worker::pool_for(const DatabaseConfig& database, const std::string& user) 
     return *it->second;
 }
 
-void Worker::register_client(Client& client) { registry_->clients.push_back(client); }
+void Worker::register_client(Client& client) {
+    registry_->clients.push_back(client);
+    ++group_.clients();
+}
 void Worker::unregister_client(Client& client) {
     registry_->clients.remove(client);
+    --group_.clients();
     maybe_finish_shutdown();
 }
 void Worker::register_server(Server& server) { registry_->servers.push_back(server); }
@@ -231,6 +305,11 @@ int Worker::cancels_in_flight_for(const Server& server) const {
     return count;
 }
 
+void Worker::cancel_client(const protocol::CancelKey& key, const std::string& from) {
+    auto entry = cancels().find(key);
+    if (entry && entry->worker == this) entry->client->on_cancel_request(from);
+}
+
 void Worker::forward_cancel(Server& server) {
     auto* forwarder = new CancelForwarder(*this, server);
     forwarder->start();
@@ -252,6 +331,33 @@ void Worker::forget_cancel_target(Server& server) {
     registry_->cancels.for_each([&](CancelForwarder& forwarder) {
         if (forwarder.target() == &server) forwarder.forget_target();
     });
+}
+
+void Worker::lend_server(const LendRequest& request) {
+    if (shutting_down()) return;
+    // An idle server first (the requester gets its slot now); else a busy one, released later.
+    Pool* busy = nullptr;
+    for (auto& [key, pool] : pools_) {
+        if (!pool->frees_room_for(request.database, request.user, request.db_full,
+                                  request.user_full)) {
+            continue;
+        }
+        if (pool->idle_count() > 0) {
+            (void)pool->lend(request);
+            return;
+        }
+        if (!busy && pool->server_count() > 0) busy = pool.get();
+    }
+    if (busy) (void)busy->lend(request);
+}
+
+void Worker::use_lent_slot(const std::string& database, const std::string& user) {
+    auto it = pools_.find(std::make_pair(database, user));
+    if (it == pools_.end()) {
+        group_.budget().give_back(database, user, index_);
+        return;
+    }
+    it->second->use_lent_slot();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -305,9 +411,11 @@ void Worker::stats_tick() {
 
 void Worker::log_stats(const StatsAverages& avg) {
     // PgBouncer 1.18's line (src/stats.c), averaged over the stats_period that just ended.
-    spdlog::info("stats: {} xacts/s, {} queries/s, in {} B/s, out {} B/s, xact {} us, query {} "
+    // With several workers each logs its own figures, named by its index.
+    const std::string who = group_.size() > 1 ? "worker " + std::to_string(index_) + ": " : "";
+    spdlog::info("{}stats: {} xacts/s, {} queries/s, in {} B/s, out {} B/s, xact {} us, query {} "
                  "us, wait {} us",
-                 avg.xact_count, avg.query_count, avg.bytes_received, avg.bytes_sent,
+                 who, avg.xact_count, avg.query_count, avg.bytes_received, avg.bytes_sent,
                  avg.xact_time_us, avg.query_time_us, avg.wait_time_us);
     if (config_->advisory_lock_tracking == LockTracking::Off) return;
     PoolStats totals;
@@ -315,10 +423,10 @@ void Worker::log_stats(const StatsAverages& avg) {
     std::size_t tethered = 0;
     registry_->clients.for_each([&](Client& client) { tethered += client.tethered() ? 1 : 0; });
     const PoolStats& before = logged_totals_;
-    spdlog::info("tether: {} tethered clients; in the last period {} tethered, {} untethered, {} "
+    spdlog::info("{}tether: {} tethered clients; in the last period {} tethered, {} untethered, {} "
                  "probes, {} scrubs ({} failed), {} leaks found, {} times tether_reserve_size "
                  "exhausted",
-                 tethered, totals.tether_events - before.tether_events,
+                 who, tethered, totals.tether_events - before.tether_events,
                  totals.untether_events - before.untether_events, totals.probes - before.probes,
                  totals.scrubs - before.scrubs, totals.scrub_failures - before.scrub_failures,
                  totals.leaks_found - before.leaks_found,
@@ -413,6 +521,7 @@ void Worker::maybe_finish_shutdown() {
     uv_close(reinterpret_cast<uv_handle_t*>(&stats_timer_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_check_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_idle_), nullptr);
+    close_mailbox();
     if (on_stopped_) on_stopped_();
 }
 

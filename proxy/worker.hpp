@@ -1,12 +1,15 @@
 // A worker: one libuv loop and everything it owns — its listeners, clients, server connections and
-// its share of every pool. Nothing here is shared with another worker except the immutable config
-// snapshot and the cancel registry, so `workers = N` can later mean N of these on N threads.
+// its share of every pool. With `workers = N`, N of these run on N threads; nothing here is shared
+// with another worker except the immutable config snapshot and what the WorkerGroup holds (the
+// cancel registry, the server budget, the client count). Another worker reaches this one only
+// through post() (docs/architecture.md, "Workers").
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <memory>
 #include <span>
@@ -35,13 +38,16 @@ class MetricsServer;
 class Pool;
 class PoolControl;
 class Server;
+class WorkerGroup;
+struct LendRequest;
 struct SecuritySetup;
 
 class Worker {
 public:
     // `security` is built from `config` when not given (load_security; may throw ConfigError).
+    // The worker joins `group`; its index is the group's size before.
     Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
-           CancelRegistry& cancels, std::shared_ptr<const SecuritySetup> security = nullptr);
+           WorkerGroup& group, std::shared_ptr<const SecuritySetup> security = nullptr);
     ~Worker();
     Worker(const Worker&) = delete;
     Worker& operator=(const Worker&) = delete;
@@ -51,6 +57,16 @@ public:
     void start();
     // Runs the loop until shutdown completes.
     void run();
+    // The workers of this process, and this one's place among them (0 runs on the main thread
+    // and owns the Unix socket and the metrics endpoint).
+    [[nodiscard]] WorkerGroup& group() { return group_; }
+    [[nodiscard]] std::size_t index() const { return index_; }
+    // Runs `task` on this worker's loop thread, soon (thread-safe; what another worker needs
+    // from this one). `gathering` tasks only read and may also run while this worker waits in
+    // WorkerGroup::gather. False once the loop has stopped (the task is not run).
+    bool post(std::function<void()> task, bool gathering = false);
+    // Runs the gathering tasks queued so far (WorkerGroup::gather, while this worker waits).
+    void serve_gathers();
     // How a shutdown waits (docs/admin.md, SHUTDOWN).
     enum class ShutdownMode {
         Graceful,        // SIGINT/SIGTERM, SHUTDOWN: running transactions get 10 s
@@ -86,11 +102,13 @@ public:
     [[nodiscard]] const std::shared_ptr<const AuthFile>& auth_file_ptr() const {
         return auth_file_;
     }
-    [[nodiscard]] CancelRegistry& cancels() { return cancels_; }
+    [[nodiscard]] CancelRegistry& cancels();
     [[nodiscard]] std::uint64_t now_ms() const { return uv_now(&loop_); }
     // A precise monotonic clock for query and transaction times (uv_now() has ms resolution).
     [[nodiscard]] static std::uint64_t now_us() { return uv_hrtime() / 1000; }
-    [[nodiscard]] std::uint64_t next_id() { return ++last_id_; }
+    // Ids of clients and servers, unique in the process: worker i of N hands out i+1, i+1+N,
+    // i+1+2N, ... (with one worker: 1, 2, 3, ...).
+    [[nodiscard]] std::uint64_t next_id();
     // Shutting down and closing clients and pools (not while SHUTDOWN WAIT_FOR_CLIENTS drains:
     // then the pools serve the connected clients as usual).
     [[nodiscard]] bool shutting_down() const {
@@ -134,16 +152,28 @@ public:
     // Cancel requests being forwarded to `server`'s backend (SHOW POOLS' sv_active_cancel).
     [[nodiscard]] int cancels_in_flight_for(const Server& server) const;
 
-    // Per-database and per-user server connection counts, for max_db_connections and
-    // max_user_connections across pools.
-    int& database_server_count(const std::string& database) { return db_servers_[database]; }
-    int& user_server_count(const std::string& user) { return user_servers_[user]; }
+    // Server connections of a database and of a server user, in the whole process (the group's
+    // ServerBudget).
+    [[nodiscard]] int database_server_count(const std::string& database) const;
+    [[nodiscard]] int user_server_count(const std::string& user) const;
+
+    // Worker `request.worker` has clients of pool (`database`, `user`) waiting and the
+    // process-wide limits are full (`db_full`: max_db_connections, `user_full`:
+    // max_user_connections, neither: the pool's own size): one of this worker's pools that holds such a slot lends it
+    // (Pool::lend). Runs from the mailbox.
+    void lend_server(const LendRequest& request);
+    // Another worker handed pool (`database`, `user`) of this worker a slot of the server
+    // budget (Pool::use_lent_slot). Runs from the mailbox.
+    void use_lent_slot(const std::string& database, const std::string& user);
 
     // A pool has idle servers and waiting clients: Pool::serve_waiting_clients runs once this
     // loop iteration's I/O callbacks are done (uv_check), before the loop blocks in poll again
     // (uv_idle keeps a hand-off scheduled from a timer from waiting for the next event).
     void schedule_hand_offs(Pool& pool);
 
+    // A CancelRequest for `key` arrived (on connection `from`): when the key is one of this
+    // worker's clients, cancel its request (Client::on_cancel_request).
+    void cancel_client(const protocol::CancelKey& key, const std::string& from);
     // Cancel a query on a backend: opens a short connection to its postmaster.
     void forward_cancel(Server& server);
     // Forward a CancelRequest for another process's key to that peer ([peers]).
@@ -176,6 +206,10 @@ public:
     [[nodiscard]] ConfigReloader* reloader() { return reloader_; }
 
 private:
+    static void on_mailbox(uv_async_t* async);
+    void serve_mailbox();
+    // The loop is stopping: no more tasks are taken, the ones queued run now.
+    void close_mailbox();
     static void on_janitor(uv_timer_t* timer);
     static void on_hand_off_check(uv_check_t* check);
     static void on_hand_off_idle(uv_idle_t* idle);
@@ -194,8 +228,17 @@ private:
     std::shared_ptr<const SecuritySetup> security_;
     std::unique_ptr<LockCatalog> lock_catalog_;
     StatementRegistry statements_;
-    CancelRegistry& cancels_;
+    WorkerGroup& group_;
+    std::size_t index_ = 0;
     uv_loop_t loop_{};
+    uv_async_t mailbox_async_{};
+    std::mutex mailbox_mutex_;
+    struct Task {
+        std::function<void()> run;
+        bool gathering = false;  // only reads: may run ahead while this worker gathers itself
+    };
+    std::vector<Task> mailbox_;    // guarded by mailbox_mutex_, in the order posted
+    bool mailbox_closed_ = false;  // guarded by mailbox_mutex_
     uv_timer_t janitor_timer_{};
     uv_timer_t stats_timer_{};
     uv_check_t hand_off_check_{};
@@ -207,8 +250,6 @@ private:
     std::string tls_gather_;
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
-    std::map<std::string, int> db_servers_;
-    std::map<std::string, int> user_servers_;
     struct Registry;  // intrusive lists of every client and server (defined in worker.cpp)
     std::unique_ptr<Registry> registry_;
     std::uint64_t last_id_ = 0;

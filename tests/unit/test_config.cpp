@@ -124,6 +124,21 @@ const std::string kMain = "[pgbouncer]\n";
 // ---------------------------------------------------------------------------------------------
 // Value parsers
 
+TEST_CASE("workers: a count from 1 to 64, or auto for one per CPU") {
+    CHECK(*parse_worker_count("1", 8, 64).value == 1);
+    CHECK(*parse_worker_count("4", 8, 64).value == 4);
+    CHECK(*parse_worker_count("auto", 8, 64).value == 8);
+    CHECK(*parse_worker_count("AUTO", 8, 64).value == 8);
+    CHECK(*parse_worker_count("auto", 0, 64).value == 1);    // the CPU count is unknown
+    CHECK(*parse_worker_count("auto", 256, 64).value == 64);  // bounded
+    CHECK_FALSE(parse_worker_count("0", 8, 64));
+    CHECK_FALSE(parse_worker_count("65", 8, 64));
+    CHECK_FALSE(parse_worker_count("autos", 8, 64));
+    CHECK(load_text("[pgbouncer]\nworkers = 3\n")->workers == 3);
+    CHECK(load_text("[pgbouncer]\n")->workers == 1);
+    CHECK(load_text("[pgbouncer]\nworkers = auto\n")->workers >= 1);
+}
+
 TEST_CASE("integers are read like strtol(base 0), as PgBouncer's cf_set_int") {
     CHECK(*parse_integer("6432", 1, 65535).value == 6432);
     CHECK(*parse_integer("+12", 0, 100).value == 12);
@@ -572,6 +587,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "tethered_idle_timeout",
                                             "tether_probe_delay",
                                             "tether_reserve_size",
+                                            "workers",
                                             "client_buffer_limit",
                                             "max_prepared_statement_bytes",
                                             "session_state_temp_tables",
@@ -820,6 +836,9 @@ TEST_CASE("bad values of each type") {
         {"listen_port = 70000", "listen_port", "out of range"},
         {"listen_port = ", "listen_port", "expected an integer"},
         {"max_client_conn = 0", "max_client_conn", "out of range"},
+        {"workers = 0", "workers", "out of range"},
+        {"workers = 65", "workers", "out of range"},
+        {"workers = many", "workers", "(or auto: one per CPU)"},
         {"log_connections = on", "log_connections", "0 (off) or 1 (on)"},
         {"server_round_robin = true", "server_round_robin", "0 (off) or 1 (on)"},
         {"pool_mode = txn", "pool_mode", "expected one of: session, transaction, statement"},

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -205,8 +206,23 @@ std::string PoolerProcess::unix_conninfo(const std::string& user, const std::str
                          dbname.empty() ? env_.database : dbname, "", extra);
 }
 
+namespace {
+
+// PGT_WORKERS=N (the ctest entries *_workers2): every pgtether runs with `workers = N` unless the
+// test sets workers itself.
+PoolerConfig with_workers_from_environment(PoolerConfig config) {
+    const char* workers = std::getenv("PGT_WORKERS");
+    if (workers && *workers && config.settings.count("workers") == 0) {
+        config.settings["workers"] = workers;
+    }
+    return config;
+}
+
+}  // namespace
+
 Pgtether::Pgtether(PoolerConfig config, std::chrono::milliseconds start_timeout, const TestEnv& env)
-    : PoolerProcess("pgtether", env.pgtether_bin, env, std::move(config), start_timeout) {}
+    : PoolerProcess("pgtether", env.pgtether_bin, env,
+                    with_workers_from_environment(std::move(config)), start_timeout) {}
 
 Pgbouncer::Pgbouncer(PoolerConfig config, std::chrono::milliseconds start_timeout,
                      const TestEnv& env)
