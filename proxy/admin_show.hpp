@@ -22,7 +22,7 @@ enum class ShowOutcome {
 ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& table);
 // Appends the result of SHOW `what` (lower-case) to `out`, without the CommandComplete: with
 // several workers, each collects its own rows on its own thread and the tables are merged
-// (proxy/show_merge.hpp).
+// (core/show_merge.hpp).
 ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out);
 
 // SHOW HELP's text (the DETAIL of its NoticeResponse), in PgBouncer's layout.
