@@ -176,6 +176,14 @@ void Pool::janitor(std::uint64_t now) {
     // max_db_connections / max_user_connections: close an idle server of such a pool to make
     // room, as PgBouncer does (evict_connection), and retry here, because a server released in
     // another pool does not notify this one. Without this such clients waited forever.
+    if (!welcome_waiting_.empty() && welcome_.empty()) {
+        // Another worker's share of the pool may have learnt the greeting meanwhile: the clients
+        // logging in need not wait for a server of their own.
+        learn_welcome_from_other_workers();
+        if (!welcome_.empty()) {
+            while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
+        }
+    }
     const bool needs_greeting = !welcome_waiting_.empty() && server_count_ == 0 &&
                                 connecting_ == 0;
     if ((uncovered_waiting() > 0 || needs_greeting) &&
