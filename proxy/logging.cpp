@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/dist_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
 
@@ -38,6 +39,22 @@ std::optional<int> syslog_facility_code(const std::string& name) {
     return std::nullopt;
 }
 
+namespace {
+
+// One logger for the life of the process, whose sinks change on reload. With `workers` > 1 other
+// threads log at any time, so the default logger is never replaced (a replaced one is freed under
+// them) and its sinks never change in place: the dist_sink swaps them under its own mutex.
+spdlog::sinks::dist_sink_mt& process_sinks() {
+    static const std::shared_ptr<spdlog::sinks::dist_sink_mt> sinks = [] {
+        auto dist = std::make_shared<spdlog::sinks::dist_sink_mt>();
+        spdlog::set_default_logger(std::make_shared<spdlog::logger>("pgtether", dist));
+        return dist;
+    }();
+    return *sinks;
+}
+
+}  // namespace
+
 void setup_logging(const LogOptions& options) {
     // PgBouncer-like lines: timestamp, pid, level, message.
     constexpr const char* kPattern = "%Y-%m-%d %H:%M:%S.%e %z [%P] %^%l%$ %v";
@@ -47,8 +64,9 @@ void setup_logging(const LogOptions& options) {
         // Opens (appends to) the file: a reload after logrotate moved it starts a new one.
         sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(options.logfile));
     }
-    auto logger = std::make_shared<spdlog::logger>("pgtether", sinks.begin(), sinks.end());
-    logger->set_pattern(kPattern);
+    for (auto& sink : sinks) sink->set_pattern(kPattern);
+    auto& dist = process_sinks();
+    auto logger = spdlog::default_logger_raw();
     // PgBouncer's levels: verbose 0 logs LOG and above, 1 adds DEBUG, 2 and more add NOISE.
     switch (options.verbose) {
         case 0: logger->set_level(spdlog::level::info); break;
@@ -56,9 +74,9 @@ void setup_logging(const LogOptions& options) {
         default: logger->set_level(spdlog::level::trace); break;
     }
     logger->flush_on(spdlog::level::info);
-    // The previous logger goes first: its syslog sink's closelog() would otherwise undo the new
+    // The previous sinks go first: a syslog sink's closelog() would otherwise undo the new
     // sink's openlog() and with it the ident.
-    spdlog::set_default_logger(logger);
+    dist.set_sinks(std::move(sinks));
     if (options.syslog) {
         // syslog adds its own timestamp, host and "ident[pid]:"; the message carries the level
         // and the text, as PgBouncer's syslog lines do.
@@ -66,7 +84,7 @@ void setup_logging(const LogOptions& options) {
             options.syslog_ident, LOG_PID,
             syslog_facility_code(options.syslog_facility).value_or(LOG_DAEMON), true);
         sink->set_pattern("%l %v");
-        logger->sinks().push_back(std::move(sink));
+        dist.add_sink(std::move(sink));
     }
 }
 
