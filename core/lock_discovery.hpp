@@ -18,7 +18,7 @@
 // bodies in other languages (PL/Python, PL/Perl, ...) are searched as text, and reported as unknown
 // when nothing is found (their code can build a name the search cannot see).
 //
-// Pure (core/): proxy/lock_catalog.hpp runs the query on a side connection and applies the result.
+// Pure (core/): proxy/pool/lock_catalog.hpp runs the query on a side connection and applies the result.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@
 
 namespace pgtether {
 
-// A result row in text format, NULL as nullopt (as proxy/tether.hpp's Row).
+// A result row in text format, NULL as nullopt (as proxy/server/tether.hpp's Row).
 using Row = std::vector<std::optional<std::string>>;
 
 struct CatalogFunction {

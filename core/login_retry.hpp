@@ -23,7 +23,7 @@ enum class LoginFailureKind {
 };
 
 // An ErrorResponse the server sent during login, by its SQLSTATE. (Failures pgtether notices
-// itself are classified where they happen, in proxy/server.cpp.)
+// itself are classified where they happen, in proxy/server/server.cpp.)
 [[nodiscard]] LoginFailureKind classify_login_failure(std::string_view sqlstate);
 
 // The wait before the next attempt after `failures` (1, 2, ...) failures in a row of this kind:

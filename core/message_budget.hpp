@@ -5,7 +5,7 @@
 // always. A larger one is never held whole: it is streamed to the server as it arrives (like
 // PgBouncer, which forwards packets larger than pkt_buf piece by piece), with the decisions that
 // need its text taken conservatively, or refused when pgtether cannot do its job without holding
-// it. Decision only, as a value; proxy/client_requests.cpp carries it out.
+// it. Decision only, as a value; proxy/client/client_requests.cpp carries it out.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // A server connection's states, mirroring PgBouncer's SV_* lists (src/objects.c), as one table:
 // which of the pool's lists a server in each state lives on, how SHOW SERVERS / SHOW POOLS count
-// it, and which states may follow. Pure: proxy/server.cpp moves a server with
-// Server::transition(), proxy/pool.cpp keeps its lists and per-state counts from it, and
-// proxy/pool_census.cpp reads those counts (docs/architecture.md, "Servers").
+// it, and which states may follow. Pure: proxy/server/server.cpp moves a server with
+// Server::transition(), proxy/pool/pool.cpp keeps its lists and per-state counts from it, and
+// proxy/pool/pool_census.cpp reads those counts (docs/architecture.md, "Servers").
 #pragma once
 
 #include <array>

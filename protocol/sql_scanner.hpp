@@ -64,7 +64,7 @@ enum SessionEffect : std::uint32_t {
     // CREATE / ALTER / DROP of a FUNCTION, PROCEDURE, ROUTINE, TRIGGER, VIEW or EXTENSION (with
     // OR REPLACE, TEMP, RECURSIVE, CONSTRAINT, ... in between): the statement may change which
     // functions take advisory locks, so the lock-function discovery should run again
-    // (proxy/lock_catalog.hpp). Not session state: it never causes a probe.
+    // (proxy/pool/lock_catalog.hpp). Not session state: it never causes a probe.
     kEffectCatalogChange = 1u << 8,
 };
 

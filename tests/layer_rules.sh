@@ -15,7 +15,8 @@
 #       net:                 proxy/daemon/worker.hpp (its loop, scratch buffers, configuration);
 #       server, client, pool: each other's headers (Client, Server and Pool cooperate through
 #                            narrow calls), proxy/admin/admin_console.hpp (a console client's
-#                            session) and proxy/daemon/worker.hpp;
+#                            session), proxy/daemon/worker.hpp and proxy/daemon/worker_group.hpp
+#                            (the process's workers: the server budget, lending, shared state);
 #       admin, daemon:       anything of ours.
 #   - Once the folders exist, no source or header lies directly in proxy/.
 set -euo pipefail
@@ -80,7 +81,8 @@ while IFS= read -r file; do
                 server | client | pool)
                     case "$tlayer" in server | client | pool) ok=true ;; esac
                     case "$target" in
-                        proxy/admin/admin_console.hpp | proxy/daemon/worker.hpp) ok=true ;;
+                        proxy/admin/admin_console.hpp | proxy/daemon/worker.hpp | \
+                            proxy/daemon/worker_group.hpp) ok=true ;;
                     esac
                     ;;
                 admin | daemon) ok=true ;;

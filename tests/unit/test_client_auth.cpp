@@ -1,4 +1,4 @@
-// ClientAuth (proxy/client_auth.hpp) without sockets: the bounds on what a stored secret can make
+// ClientAuth (proxy/client/client_auth.hpp) without sockets: the bounds on what a stored secret can make
 // pgtether compute.
 #include <doctest/doctest.h>
 
@@ -8,7 +8,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/scram.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/client_auth.hpp"
+#include "proxy/client/client_auth.hpp"
 
 using namespace pgtether;
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "proxy/byte_buffer.hpp"
-#include "proxy/intrusive_list.hpp"
+#include "proxy/net/byte_buffer.hpp"
+#include "proxy/net/intrusive_list.hpp"
 
 using namespace pgtether;
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "proxy/http_request.hpp"
-#include "proxy/metrics_text.hpp"
+#include "proxy/admin/http_request.hpp"
+#include "proxy/admin/metrics_text.hpp"
 
 using namespace pgtether;
 

@@ -4,8 +4,8 @@
 
 #include "protocol/bytes.hpp"
 #include "protocol/deallocate_statement.hpp"
-#include "proxy/prepared_statements.hpp"
-#include "proxy/request_queue.hpp"
+#include "proxy/server/prepared_statements.hpp"
+#include "proxy/server/request_queue.hpp"
 
 using namespace pgtether;
 using pgtether::protocol::as_bytes;

@@ -2,8 +2,8 @@
 // switching users or sending datagrams (tests/integration/test_systemd.cpp does that).
 #include <doctest/doctest.h>
 
-#include "proxy/privileges.hpp"
-#include "proxy/systemd_notify.hpp"
+#include "proxy/admin/privileges.hpp"
+#include "proxy/daemon/systemd_notify.hpp"
 
 using namespace pgtether;
 using Action = PrivilegePlan::Action;

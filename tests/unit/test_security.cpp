@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/config.hpp"
-#include "proxy/security.hpp"
+#include "proxy/net/security.hpp"
 
 using namespace pgtether;
 

@@ -1,4 +1,4 @@
-// The process-wide server budget (proxy/server_budget.hpp): with several workers, a pool's
+// The process-wide server budget (proxy/pool/server_budget.hpp): with several workers, a pool's
 // limits count the servers of every worker, and two workers never both take the last slot.
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "proxy/server_budget.hpp"
+#include "proxy/pool/server_budget.hpp"
 
 using namespace pgtether;
 

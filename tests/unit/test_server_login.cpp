@@ -1,4 +1,4 @@
-// ServerLogin (proxy/server_login.hpp) driven by byte-literal server messages: what pgtether
+// ServerLogin (proxy/server/server_login.hpp) driven by byte-literal server messages: what pgtether
 // answers, what it refuses under server_require_auth, and that a SCRAM exchange must end with a
 // verified server signature before AuthenticationOk counts.
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/scram.hpp"
 #include "core/require_auth.hpp"
-#include "proxy/server_login.hpp"
+#include "proxy/server/server_login.hpp"
 
 using namespace pgtether;
 

@@ -1,7 +1,7 @@
-// SHOW STATS averages (proxy/stats.hpp), PgBouncer 1.18's arithmetic.
+// SHOW STATS averages (proxy/pool/stats.hpp), PgBouncer 1.18's arithmetic.
 #include <doctest/doctest.h>
 
-#include "proxy/stats.hpp"
+#include "proxy/pool/stats.hpp"
 
 using namespace pgtether;
 

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "protocol/sql_scanner.hpp"
-#include "proxy/tether.hpp"
+#include "proxy/server/tether.hpp"
 
 using namespace pgtether;
 using namespace pgtether::protocol;

@@ -1,5 +1,5 @@
 // TLS contexts and sessions without sockets: two TlsSessions talk through memory, so the handshake,
-// certificate checks, ALPN and data transfer of proxy/tls.cpp are tested on their own. Keys and
+// certificate checks, ALPN and data transfer of proxy/net/tls.cpp are tested on their own. Keys and
 // certificates are made here with OpenSSL (a CA, a server certificate for "db.example.test", client
 // certificates from that CA and from a stranger CA).
 #include <doctest/doctest.h>
@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "core/config.hpp"
-#include "proxy/tls.hpp"
+#include "proxy/net/tls.hpp"
 
 using namespace pgtether;
 

@@ -1,0 +1,924 @@
+#include "proxy/admin/admin_show.hpp"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "protocol/backend_messages.hpp"
+#include "proxy/client/client.hpp"
+#include "proxy/pool/lock_catalog.hpp"
+#include "proxy/net/listener.hpp"
+#include "proxy/pool/pool.hpp"
+#include "proxy/pool/pool_census.hpp"
+#include "proxy/pool/pool_control.hpp"
+#include "proxy/server/server.hpp"
+#include "proxy/net/tls.hpp"
+#include "proxy/daemon/version.hpp"
+#include "proxy/daemon/worker.hpp"
+#include "proxy/daemon/worker_group.hpp"
+
+namespace pgtether {
+
+namespace {
+
+using Value = std::optional<std::string>;
+using Row = std::vector<Value>;
+
+// Type OIDs PgBouncer 1.18 uses: 's' text, 'i' int4, 'q' int8, 'n' numeric (SHOW STATS).
+constexpr std::uint32_t kText = 25;
+constexpr std::uint32_t kInt4 = 23;
+constexpr std::uint32_t kInt8 = 20;
+constexpr std::uint32_t kNumeric = 1700;
+constexpr std::uint32_t kBytea = 17;
+
+// The admin console's pseudo-pool, as PgBouncer shows it.
+constexpr int kAdminPoolSize = 2;
+constexpr const char* kAdminPoolMode = "statement";
+
+Value text(std::string s) {
+    return Value(std::move(s));
+}
+Value number(std::int64_t n) {
+    return Value(std::to_string(n));
+}
+Value unsigned_number(std::uint64_t n) {
+    return Value(std::to_string(n));
+}
+const Value kNull = std::nullopt;
+
+class ResultSet {
+  public:
+    ResultSet(ShowTable& out, std::vector<protocol::ColumnDescription> columns)
+        : out_(out), width_(columns.size()) {
+        out_.columns = std::move(columns);
+    }
+    void row(const Row& values) {
+        // A row always has as many values as the header has columns.
+        Row padded = values;
+        padded.resize(width_);
+        out_.rows.push_back(std::move(padded));
+    }
+
+  private:
+    ShowTable& out_;
+    std::size_t width_;
+};
+
+// Converting the loop's millisecond clock to wall-clock text, "2026-11-30 07:27:12 UTC" like
+// PgBouncer 1.18.
+class Clock {
+  public:
+    explicit Clock(Worker& worker)
+        : loop_now_ms_(worker.now_ms()),
+          wall_now_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count()) {}
+
+    [[nodiscard]] std::string format(std::uint64_t loop_ms) const {
+        std::int64_t wall_ms = wall_now_ms_ - static_cast<std::int64_t>(
+                                                  loop_now_ms_ - std::min(loop_ms, loop_now_ms_));
+        std::time_t seconds = static_cast<std::time_t>(wall_ms / 1000);
+        std::tm tm{};
+        localtime_r(&seconds, &tm);
+        char buf[64];
+        std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm);
+        return buf;
+    }
+    [[nodiscard]] std::uint64_t now_ms() const { return loop_now_ms_; }
+
+  private:
+    std::uint64_t loop_now_ms_;
+    std::int64_t wall_now_ms_;
+};
+
+struct Endpoint {
+    std::string addr = "unix";
+    int port = 0;
+};
+
+Endpoint endpoint_of(const sockaddr_storage& ss) {
+    Endpoint e;
+    char host[INET6_ADDRSTRLEN] = "";
+    if (ss.ss_family == AF_INET) {
+        const auto* sin = reinterpret_cast<const sockaddr_in*>(&ss);
+        uv_ip4_name(sin, host, sizeof host);
+        e.addr = host;
+        e.port = ntohs(sin->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+        uv_ip6_name(sin6, host, sizeof host);
+        e.addr = host;
+        e.port = ntohs(sin6->sin6_port);
+    }
+    return e;
+}
+
+// The two ends of a socket. A Unix socket shows as "unix" with the listen port, like PgBouncer.
+std::pair<Endpoint, Endpoint> endpoints(Stream& stream, int unix_port) {
+    Endpoint remote;
+    Endpoint local;
+    remote.port = local.port = unix_port;
+    if (stream.is_tcp() && !stream.closing()) {
+        auto* tcp = reinterpret_cast<uv_tcp_t*>(stream.handle());
+        sockaddr_storage ss{};
+        int len = sizeof ss;
+        if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+            remote = endpoint_of(ss);
+        }
+        len = sizeof ss;
+        if (uv_tcp_getsockname(tcp, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+            local = endpoint_of(ss);
+        }
+    }
+    return {remote, local};
+}
+
+// The process id of a Unix-socket peer (SO_PEERCRED), as PgBouncer's remote_pid; 0 otherwise.
+int unix_peer_pid(Stream& stream) {
+    if (stream.closing()) return 0;
+    auto credentials = stream.peer_credentials();
+    return credentials ? credentials->pid : 0;
+}
+
+// The `tls` column: version, cipher and key-exchange group of an established TLS session, as
+// PgBouncer shows them; empty without TLS.
+std::string tls_info(Stream& stream) {
+    const TlsSession* tls = stream.tls();
+    return tls ? tls->connection_info() : std::string();
+}
+
+std::string pointer_text(const void* p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", p);
+    return buf;
+}
+
+const char* pool_mode_text(PoolMode mode) {
+    return to_string(mode);
+}
+
+// "42 exclusive, 7 shared" for the bigint-keyed locks; "1/2 shared" for the two-int4 ones.
+std::pair<std::string, std::string> lock_lists(const std::vector<AdvisoryLockKey>& keys) {
+    std::string bigint;
+    std::string pairs;
+    for (const auto& key : keys) {
+        std::string& list = key.is_bigint ? bigint : pairs;
+        if (!list.empty()) list += ", ";
+        if (key.is_bigint) {
+            list += std::to_string(key.bigint_key());
+        } else {
+            list += std::to_string(static_cast<std::int32_t>(key.classid)) + "/" +
+                    std::to_string(static_cast<std::int32_t>(key.objid));
+        }
+        list += key.exclusive ? " exclusive" : " shared";
+    }
+    return {bigint, pairs};
+}
+
+std::vector<protocol::ColumnDescription> socket_columns() {
+    // PgBouncer 1.18's SHOW CLIENTS / SHOW SERVERS header.
+    return {{"type", kText},         {"user", kText},       {"database", kText},
+            {"state", kText},        {"addr", kText},       {"port", kInt4},
+            {"local_addr", kText},   {"local_port", kInt4}, {"connect_time", kText},
+            {"request_time", kText}, {"wait", kInt4},       {"wait_us", kInt4},
+            {"close_needed", kInt4}, {"ptr", kText},        {"link", kText},
+            {"remote_pid", kInt4},   {"tls", kText},        {"application_name", kText}};
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// PgBouncer's 18 socket columns of a client in `state` ("active", "cl_login", ...).
+Row client_socket_row(const Clock& clock, Client& client, const char* state, int listen_port) {
+    auto [remote, local] = endpoints(client.stream(), listen_port);
+    std::uint64_t wait_us = 0;
+    if (client.state() == Client::State::Waiting || client.state() == Client::State::WelcomeWait) {
+        wait_us = (clock.now_ms() - client.state_since_ms()) * 1000;
+    }
+    auto app = client.params().get(TrackedParam::ApplicationName);
+    std::uint64_t request_ms =
+        client.last_activity_ms() ? client.last_activity_ms() : client.connected_at_ms();
+    return {text("C"),
+            text(client.user().empty() ? "(nouser)" : client.user()),
+            text(client.is_admin()          ? kAdminDatabaseName
+                 : client.database().empty() ? "(nodb)"
+                                             : client.database()),
+            text(state),
+            text(remote.addr),
+            number(remote.port),
+            text(local.addr),
+            number(local.port),
+            text(clock.format(client.connected_at_ms())),
+            text(clock.format(request_ms)),
+            unsigned_number(wait_us / 1'000'000),
+            unsigned_number(wait_us % 1'000'000),
+            number(0),
+            text(pointer_text(&client)),
+            text(client.server() ? pointer_text(client.server()) : ""),
+            number(unix_peer_pid(client.stream())),
+            text(tls_info(client.stream())),
+            text(std::string(app.value_or("")))};
+}
+
+// The same for a server.
+Row server_socket_row(const Clock& clock, Server& server, const char* state) {
+    Endpoint remote;
+    Endpoint local;
+    remote.port = local.port = server.pool().database().port;
+    if (!server.address_is_unix()) {
+        remote = endpoint_of(server.address());
+        if (server.stream().is_tcp() && !server.stream().closing() &&
+            server.state() != Server::State::Connecting) {
+            sockaddr_storage ss{};
+            int len = sizeof ss;
+            if (uv_tcp_getsockname(reinterpret_cast<uv_tcp_t*>(server.stream().handle()),
+                                   reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+                local = endpoint_of(ss);
+            }
+        }
+    }
+    Client* client = server.client();
+    std::optional<std::string_view> app;
+    if (client) app = client->params().get(TrackedParam::ApplicationName);
+    return {text("S"),
+            text(server.pool().user_name()),
+            text(server.pool().database_name()),
+            text(state),
+            text(remote.addr),
+            number(remote.port),
+            text(local.addr),
+            number(local.port),
+            text(clock.format(server.connected_at_ms())),
+            text(clock.format(server.state_since_ms())),
+            number(0),
+            number(0),
+            number(server.retired() ? 1 : 0),
+            text(pointer_text(&server)),
+            text(client ? pointer_text(client) : ""),
+            number(server.backend_pid()),
+            text(tls_info(server.stream())),
+            text(std::string(app.value_or("")))};
+}
+
+void show_clients(Worker& worker, ShowTable& out) {
+    auto columns = socket_columns();
+    // pgtether: the id KILL_CLIENT takes, and the tether.
+    columns.push_back({"id", kInt8});
+    columns.push_back({"tethered", kInt4});
+    columns.push_back({"tethered_since", kText});
+    columns.push_back({"held_locks", kText});
+    columns.push_back({"tether_reasons", kText});
+    ResultSet rs(out, columns);
+    Clock clock(worker);
+    const int listen_port = worker.config().listen_port;
+    worker.for_each_client([&](Client& client) {
+        const char* state = client_state_name(client);
+        if (!state) return;
+        Row row = client_socket_row(clock, client, state, listen_port);
+        row.insert(row.end(),
+                   {unsigned_number(client.id()), number(client.tethered() ? 1 : 0),
+                    client.tethered() ? text(clock.format(client.tethered_since_ms())) : kNull,
+                    client.tethered() ? text(client.lock_ledger().describe()) : kNull,
+                    client.tethered() ? text(client.describe_tether()) : kNull});
+        rs.row(row);
+    });
+}
+
+void show_servers(Worker& worker, ShowTable& out) {
+    auto columns = socket_columns();
+    // pgtether: the server's id, whether its client is tethered, which client, and which of
+    // pgtether's own queries runs on it.
+    columns.push_back({"id", kInt8});
+    columns.push_back({"tethered", kInt4});
+    columns.push_back({"client_id", kInt8});
+    columns.push_back({"internal_query", kText});
+    ResultSet rs(out, columns);
+    Clock clock(worker);
+    worker.for_each_server([&](Server& server) {
+        const char* state = server_state_name(server);
+        if (!state) return;
+        Client* client = server.client();
+        auto purpose = server.internal_purpose();
+        Row row = server_socket_row(clock, server, state);
+        row.insert(row.end(), {unsigned_number(server.id()),
+                               number(client && client->tethered() ? 1 : 0),
+                               client ? unsigned_number(client->id()) : kNull,
+                               purpose ? text(to_string(*purpose)) : kNull});
+        rs.row(row);
+    });
+}
+
+// SHOW SOCKETS and SHOW ACTIVE_SOCKETS: every client and server socket (or, for ACTIVE_SOCKETS,
+// those with bytes buffered either way) with PgBouncer 1.18's columns. State names get PgBouncer's
+// cl_/sv_ prefixes; clients still logging in show as cl_login. Of PgBouncer's buffer columns,
+// pkt_avail (input received, not yet forwarded) and send_avail (output queued) are measured;
+// the others describe PgBouncer's iobuf and are 0.
+void show_sockets(Worker& worker, ShowTable& out, bool active_only) {
+    auto columns = socket_columns();
+    for (const char* name :
+         {"recv_pos", "pkt_pos", "pkt_remain", "send_pos", "send_remain", "pkt_avail",
+          "send_avail"}) {
+        columns.push_back({name, kInt4});
+    }
+    ResultSet rs(out, columns);
+    Clock clock(worker);
+    const int listen_port = worker.config().listen_port;
+    auto add = [&](Row row, Stream& stream) {
+        std::size_t pending_in = stream.closing() ? 0 : stream.pending_input_size();
+        bool pending_out = !stream.closing() && stream.write_pending();
+        if (active_only && pending_in == 0 && !pending_out) return;
+        row.insert(row.end(), {number(0), number(0), number(0), number(0), number(0),
+                               unsigned_number(pending_in), number(pending_out ? 1 : 0)});
+        rs.row(row);
+    };
+    worker.for_each_client([&](Client& client) {
+        if (client.state() == Client::State::Closing) return;
+        const char* state = client_state_name(client);
+        std::string name = state ? std::string("cl_") + state : "cl_login";
+        add(client_socket_row(clock, client, name.c_str(), listen_port), client.stream());
+    });
+    worker.for_each_server([&](Server& server) {
+        const char* state = server_state_name(server);
+        if (!state) return;
+        std::string name =
+            std::string("sv_") + (std::string_view(state) == "new" ? "login" : state);
+        add(server_socket_row(clock, server, name.c_str()), server.stream());
+    });
+}
+
+// SHOW FDS: PgBouncer's online-restart hand-over list, with its columns. pgtether does not
+// take over sockets (-R), so this only describes them: no descriptors are sent along, and the
+// password and SCRAM key columns, which PgBouncer fills for the process taking over, stay NULL.
+void show_fds(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"fd", kInt4},
+                       {"task", kText},
+                       {"user", kText},
+                       {"database", kText},
+                       {"addr", kText},
+                       {"port", kInt4},
+                       {"cancel", kInt8},
+                       {"link", kInt4},
+                       {"client_encoding", kText},
+                       {"std_strings", kText},
+                       {"datestyle", kText},
+                       {"timezone", kText},
+                       {"password", kText},
+                       {"scram_client_key", kBytea},
+                       {"scram_server_key", kBytea}});
+    auto fd_of = [](Stream& stream) -> std::int64_t {
+        uv_os_fd_t fd = -1;
+        if (stream.closing() ||
+            uv_fileno(reinterpret_cast<uv_handle_t*>(stream.handle()), &fd) != 0) {
+            return 0;
+        }
+        return fd;
+    };
+    // One client or server: PgBouncer's cancel key is the 8 bytes as one int8.
+    auto connection_row = [&](Stream& stream, const char* task, const std::string& user,
+                              const std::string& database, const Endpoint& remote,
+                              const protocol::CancelKey& key, Stream* link,
+                              const ParamValues& params) {
+        auto cancel = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(key.pid)) << 32) |
+                      static_cast<std::uint32_t>(key.secret);
+        auto param = [&](TrackedParam p) {
+            auto v = params.get(p);
+            return v ? text(std::string(*v)) : kNull;
+        };
+        rs.row({number(fd_of(stream)), text(task), text(user), text(database), text(remote.addr),
+                number(remote.port), text(std::to_string(static_cast<std::int64_t>(cancel))),
+                number(link ? fd_of(*link) : 0), param(TrackedParam::ClientEncoding),
+                param(TrackedParam::StandardConformingStrings), param(TrackedParam::DateStyle),
+                param(TrackedParam::TimeZone), kNull, kNull, kNull});
+    };
+    const int listen_port = worker.config().listen_port;
+    for (const auto& listener : worker.listeners()) {
+        if (listener->fd() < 0) continue;
+        Endpoint local;
+        local.port = listen_port;
+        if (sockaddr_storage ss{}; listener->local_address(ss)) local = endpoint_of(ss);
+        rs.row({number(listener->fd()), text("pooler"), kNull, kNull, text(local.addr),
+                number(local.port)});
+    }
+    worker.for_each_client([&](Client& client) {
+        if (client.state() == Client::State::Closing || client.is_admin()) return;
+        auto remote = endpoints(client.stream(), listen_port).first;
+        connection_row(client.stream(), "client", client.user(), client.database(), remote,
+                       client.cancel_key(), client.server() ? &client.server()->stream() : nullptr,
+                       client.params());
+    });
+    worker.for_each_server([&](Server& server) {
+        if (server.state() == Server::State::Closing) return;
+        Endpoint remote;
+        remote.port = server.pool().database().port;
+        if (!server.address_is_unix()) remote = endpoint_of(server.address());
+        connection_row(server.stream(), "server", server.pool().user_name(),
+                       server.pool().database_name(), remote, server.backend_key(),
+                       server.client() ? &server.client()->stream() : nullptr, server.params());
+    });
+}
+
+void show_pools(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"database", kText},
+                       {"user", kText},
+                       {"cl_active", kInt4},
+                       {"cl_waiting", kInt4},
+                       {"cl_active_cancel_req", kInt4},
+                       {"cl_waiting_cancel_req", kInt4},
+                       {"sv_active", kInt4},
+                       {"sv_active_cancel", kInt4},
+                       {"sv_being_canceled", kInt4},
+                       {"sv_idle", kInt4},
+                       {"sv_used", kInt4},
+                       {"sv_tested", kInt4},
+                       {"sv_login", kInt4},
+                       {"maxwait", kInt4},
+                       {"maxwait_us", kInt4},
+                       {"pool_mode", kText},
+                       // pgtether
+                       {"cl_tethered", kInt4},
+                       {"sv_tethered", kInt4},
+                       {"tether_reserve_exhausted", kInt8}});
+    auto census = take_census(worker);
+    int admin_clients = 0;
+    worker.for_each_client([&](Client& client) {
+        if (client.is_admin() && client.state() != Client::State::Closing) ++admin_clients;
+    });
+    // PgBouncer lists its console as the pool pgbouncer/pgbouncer; pools are sorted by name.
+    bool admin_done = false;
+    auto admin_row = [&]() {
+        admin_done = true;
+        rs.row({text(kAdminDatabaseName), text(kAdminDatabaseName), number(admin_clients),
+                number(0), number(0), number(0), number(0), number(0), number(0), number(0),
+                number(0), number(0), number(0), number(0), number(0), text(kAdminPoolMode),
+                number(0), number(0), number(0)});
+    };
+    for (const auto& [key, pool] : worker.pools()) {
+        if (!admin_done && key.first > kAdminDatabaseName) admin_row();
+        const auto& c = census[pool.get()];
+        rs.row({text(key.first), text(key.second), number(c.cl_linked + c.cl_idle),
+                number(c.cl_waiting), number(0), number(0), number(c.sv_active),
+                number(c.sv_active_cancel), number(c.sv_being_canceled), number(c.sv_idle),
+                number(c.sv_used), number(c.sv_tested), number(c.sv_login),
+                unsigned_number(c.maxwait_us / 1'000'000),
+                unsigned_number(c.maxwait_us % 1'000'000), text(pool_mode_text(pool->mode())),
+                number(c.cl_tethered), number(c.sv_tethered),
+                unsigned_number(pool->stats().tether_reserve_exhausted)});
+    }
+    if (!admin_done) admin_row();
+}
+
+// Per database, sorted by name, with the console's pseudo-database among them.
+struct DatabaseStats {
+    PoolStats totals;
+    StatsAverages averages;
+};
+
+std::map<std::string, DatabaseStats> stats_by_database(Worker& worker) {
+    std::map<std::string, DatabaseStats> out;
+    for (const auto& [key, pool] : worker.pools())
+        out[key.first].totals += pool->stats();
+    for (auto& [name, entry] : out) {
+        entry.averages = worker.stats_history().averages(
+            [&](const Pool& pool) { return pool.database_name() == name; });
+    }
+    auto& admin = out[kAdminDatabaseName];
+    admin.totals.xact_count = admin.totals.query_count = worker.stats().admin_queries;
+    return out;
+}
+
+void show_stats(Worker& worker, ShowTable& out) {
+    std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
+    for (const char* name :
+         {"total_xact_count", "total_query_count", "total_received", "total_sent",
+          "total_xact_time", "total_query_time", "total_wait_time", "avg_xact_count",
+          "avg_query_count", "avg_recv", "avg_sent", "avg_xact_time", "avg_query_time",
+          "avg_wait_time",
+          // pgtether: the tether's counters
+          "total_tether_count", "total_untether_count", "total_probe_count", "total_scrub_count",
+          "total_scrub_failure_count", "total_leak_count", "total_ledger_count"}) {
+        columns.push_back({name, kNumeric});
+    }
+    ResultSet rs(out, columns);
+    for (const auto& [name, s] : stats_by_database(worker)) {
+        const auto& t = s.totals;
+        const auto& a = s.averages;
+        rs.row({text(name),
+                unsigned_number(t.xact_count),
+                unsigned_number(t.query_count),
+                unsigned_number(t.bytes_received),
+                unsigned_number(t.bytes_sent),
+                unsigned_number(t.xact_time_us),
+                unsigned_number(t.query_time_us),
+                unsigned_number(t.wait_time_us),
+                unsigned_number(a.xact_count),
+                unsigned_number(a.query_count),
+                unsigned_number(a.bytes_received),
+                unsigned_number(a.bytes_sent),
+                unsigned_number(a.xact_time_us),
+                unsigned_number(a.query_time_us),
+                unsigned_number(a.wait_time_us),
+                unsigned_number(t.tether_events),
+                unsigned_number(t.untether_events),
+                unsigned_number(t.probes),
+                unsigned_number(t.scrubs),
+                unsigned_number(t.scrub_failures),
+                unsigned_number(t.leaks_found),
+                unsigned_number(t.ledger_decisions)});
+    }
+}
+
+void show_stats_totals(Worker& worker, ShowTable& out) {
+    std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
+    for (const char* name : {"xact_count", "query_count", "bytes_received", "bytes_sent",
+                             "xact_time", "query_time", "wait_time",
+                             // pgtether
+                             "tether_count", "untether_count", "probe_count", "scrub_count",
+                             "scrub_failure_count", "leak_count", "ledger_count"}) {
+        columns.push_back({name, kNumeric});
+    }
+    ResultSet rs(out, columns);
+    for (const auto& [name, s] : stats_by_database(worker)) {
+        const auto& t = s.totals;
+        rs.row({text(name), unsigned_number(t.xact_count), unsigned_number(t.query_count),
+                unsigned_number(t.bytes_received), unsigned_number(t.bytes_sent),
+                unsigned_number(t.xact_time_us), unsigned_number(t.query_time_us),
+                unsigned_number(t.wait_time_us), unsigned_number(t.tether_events),
+                unsigned_number(t.untether_events), unsigned_number(t.probes),
+                unsigned_number(t.scrubs), unsigned_number(t.scrub_failures),
+                unsigned_number(t.leaks_found), unsigned_number(t.ledger_decisions)});
+    }
+}
+
+void show_stats_averages(Worker& worker, ShowTable& out) {
+    std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
+    for (const char* name : {"xact_count", "query_count", "bytes_received", "bytes_sent",
+                             "xact_time", "query_time", "wait_time"}) {
+        columns.push_back({name, kNumeric});
+    }
+    ResultSet rs(out, columns);
+    for (const auto& [name, s] : stats_by_database(worker)) {
+        const auto& a = s.averages;
+        rs.row({text(name), unsigned_number(a.xact_count), unsigned_number(a.query_count),
+                unsigned_number(a.bytes_received), unsigned_number(a.bytes_sent),
+                unsigned_number(a.xact_time_us), unsigned_number(a.query_time_us),
+                unsigned_number(a.wait_time_us)});
+    }
+}
+
+void show_totals(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"name", kText}, {"value", kNumeric}});
+    PoolStats t;
+    for (const auto& [key, pool] : worker.pools())
+        t += pool->stats();
+    t.xact_count += worker.stats().admin_queries;
+    t.query_count += worker.stats().admin_queries;
+    auto a = worker.stats_history().averages([](const Pool&) { return true; });
+    const std::pair<const char*, std::uint64_t> rows[] = {
+        {"total_xact_count", t.xact_count},       {"total_query_count", t.query_count},
+        {"total_client_bytes", t.bytes_received}, {"total_server_bytes", t.bytes_sent},
+        {"total_xact_time", t.xact_time_us},      {"total_query_time", t.query_time_us},
+        {"total_wait_time", t.wait_time_us},      {"avg_xact_count", a.xact_count},
+        {"avg_query_count", a.query_count},       {"avg_client_bytes", a.bytes_received},
+        {"avg_server_bytes", a.bytes_sent},       {"avg_xact_time", a.xact_time_us},
+        {"avg_query_time", a.query_time_us},      {"avg_wait_time", a.wait_time_us},
+    };
+    for (const auto& [name, value] : rows)
+        rs.row({text(name), unsigned_number(value)});
+}
+
+void show_databases(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"name", kText},
+                       {"host", kText},
+                       {"port", kInt4},
+                       {"database", kText},
+                       {"force_user", kText},
+                       {"pool_size", kInt4},
+                       {"min_pool_size", kInt4},
+                       {"reserve_pool", kInt4},
+                       {"pool_mode", kText},
+                       {"max_connections", kInt4},
+                       {"current_connections", kInt4},
+                       {"paused", kInt4},
+                       {"disabled", kInt4}});
+    const auto& config = worker.config();
+    // Configured entries, and the databases clients reached through the "*" entry.
+    std::map<std::string, DatabaseConfig> databases;
+    for (const auto& db : config.databases)
+        databases.emplace(db.name, db);
+    for (const auto& [key, pool] : worker.pools()) {
+        if (databases.count(key.first) == 0) {
+            if (auto resolved = worker.resolve_database(key.first)) {
+                databases.emplace(key.first, *resolved);
+            } else {
+                databases.emplace(key.first, pool->database());  // removed by a reload
+            }
+        }
+    }
+    const auto& control = worker.pool_control();
+    bool admin_done = false;
+    auto admin_row = [&]() {
+        admin_done = true;
+        rs.row({text(kAdminDatabaseName), kNull, number(config.listen_port),
+                text(kAdminDatabaseName), text(kAdminDatabaseName), number(kAdminPoolSize),
+                number(0), number(0), text(kAdminPoolMode), number(0), number(0), number(0),
+                number(0)});
+    };
+    for (const auto& [name, db] : databases) {
+        if (!admin_done && name > kAdminDatabaseName) admin_row();
+        rs.row({text(name), db.host.empty() ? kNull : text(db.host), number(db.port),
+                text(db.dbname.empty() ? name : db.dbname), db.user.empty() ? kNull : text(db.user),
+                number(db.pool_size.value_or(config.default_pool_size)),
+                number(db.min_pool_size.value_or(config.min_pool_size)),
+                number(db.reserve_pool_size.value_or(config.reserve_pool_size)),
+                db.pool_mode ? text(pool_mode_text(*db.pool_mode)) : kNull,
+                number(db.max_db_connections.value_or(config.max_db_connections)),
+                number(worker.database_server_count(name)),
+                number(control.database_paused(name) ? 1 : 0),
+                number(control.disabled(name) ? 1 : 0)});
+    }
+    if (!admin_done) admin_row();
+}
+
+void show_users(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"name", kText}, {"pool_mode", kText}});
+    const auto& config = worker.config();
+    std::set<std::string> names = {kAdminDatabaseName};
+    for (const auto& [name, secret] : worker.auth_file())
+        names.insert(name);
+    for (const auto& [name, user] : config.users)
+        names.insert(name);
+    for (const auto& [key, pool] : worker.pools())
+        names.insert(key.second);
+    for (const auto& name : names) {
+        const UserConfig* user = config.find_user(name);
+        rs.row(
+            {text(name), user && user->pool_mode ? text(pool_mode_text(*user->pool_mode)) : kNull});
+    }
+}
+
+void show_config(Worker& worker, ShowTable& out) {
+    ResultSet rs(out,
+                 {{"key", kText}, {"value", kText}, {"default", kText}, {"changeable", kText}});
+    for (const auto& s : describe_settings(worker.config())) {
+        rs.row({text(s.key), s.value, s.default_value, text(s.changeable ? "yes" : "no")});
+    }
+}
+
+void show_lists(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"list", kText}, {"items", kInt4}});
+    const auto& config = worker.config();
+    std::set<std::string> users = {kAdminDatabaseName};
+    for (const auto& [name, secret] : worker.auth_file())
+        users.insert(name);
+    for (const auto& [name, user] : config.users)
+        users.insert(name);
+    std::set<std::string> databases = {kAdminDatabaseName};
+    for (const auto& db : config.databases)
+        databases.insert(db.name);
+    int login = 0;
+    int used = 0;
+    int tethered = 0;
+    worker.for_each_client([&](Client& client) {
+        ++used;
+        if (client.state() == Client::State::Startup ||
+            client.state() == Client::State::AuthLookup || client.state() == Client::State::Auth) {
+            ++login;
+        }
+        if (client.tethered()) ++tethered;
+    });
+    for (const auto& [key, pool] : worker.pools()) {
+        databases.insert(key.first);
+        users.insert(key.second);
+    }
+    // pgtether allocates connections one by one: nothing is kept free.
+    const std::pair<const char*, std::int64_t> rows[] = {
+        {"databases", static_cast<std::int64_t>(databases.size())},
+        {"users", static_cast<std::int64_t>(users.size())},
+        {"pools", static_cast<std::int64_t>(worker.pools().size()) + 1},
+        {"free_clients", 0},
+        {"used_clients", used},
+        {"login_clients", login},
+        {"free_servers", 0},
+        {"used_servers", static_cast<std::int64_t>(worker.server_count())},
+        {"dns_names", 0},
+        {"dns_zones", 0},
+        {"dns_queries", 0},
+        {"dns_pending", 0},
+        // pgtether
+        {"tethered_clients", tethered},
+    };
+    for (const auto& [name, n] : rows)
+        rs.row({text(name), number(n)});
+}
+
+void show_mem(Worker& worker, ShowTable& out) {
+    ResultSet rs(
+        out,
+        {{"name", kText}, {"size", kInt4}, {"used", kInt4}, {"free", kInt4}, {"memtotal", kInt4}});
+    // Object sizes and counts (pgtether has no slab caches: nothing is free).
+    auto row = [&](const char* name, std::size_t size, std::size_t used) {
+        rs.row({text(name), number(static_cast<std::int64_t>(size)),
+                number(static_cast<std::int64_t>(used)), number(0),
+                number(static_cast<std::int64_t>(size * used))});
+    };
+    row("client_cache", sizeof(Client), worker.client_count());
+    row("server_cache", sizeof(Server), worker.server_count());
+    row("pool_cache", sizeof(Pool), worker.pools().size());
+    row("iobuf_cache", worker.scratch().size(), 1);
+}
+
+void show_version(ShowTable& out) {
+    ResultSet rs(out, {{"version", kText}});
+    // Tools look for "PgBouncer x.y.z" to learn the console dialect; this is 1.18's.
+    rs.row({text(version_line())});
+}
+
+void show_state(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"key", kText}, {"value", kText}});
+    bool paused = worker.pool_control().paused_all();
+    rs.row({text("active"), text(paused ? "no" : "yes")});
+    rs.row({text("paused"), text(paused ? "yes" : "no")});
+    rs.row({text("suspended"), text("no")});
+}
+
+void show_locks(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"client_id", kInt8},
+                       {"database", kText},
+                       {"user", kText},
+                       {"addr", kText},
+                       {"port", kInt4},
+                       {"backend_pid", kInt4},
+                       {"lock_count", kInt4},
+                       {"bigint_keys", kText},
+                       {"int4_keys", kText},
+                       {"tethered_since", kText},
+                       {"tethered_seconds", kInt4},
+                       {"last_query", kText},
+                       {"tether_reasons", kText},
+                       {"ledger", kText}});
+    Clock clock(worker);
+    const int listen_port = worker.config().listen_port;
+    worker.for_each_client([&](Client& client) {
+        if (!client.tethered() || client.state() == Client::State::Closing) return;
+        auto [remote, local] = endpoints(client.stream(), listen_port);
+        auto [bigint, pairs] = lock_lists(client.held_locks());
+        Server* server = client.server();
+        rs.row({unsigned_number(client.id()), text(client.database()), text(client.user()),
+                text(remote.addr), number(remote.port),
+                server ? number(server->backend_pid()) : kNull,
+                number(static_cast<std::int64_t>(client.held_locks().size())), text(bigint),
+                text(pairs), text(clock.format(client.tethered_since_ms())),
+                unsigned_number(
+                    (clock.now_ms() - std::min(clock.now_ms(), client.tethered_since_ms())) / 1000),
+                text(client.last_query()), text(client.describe_tether()),
+                text(client.lock_ledger().describe())});
+    });
+}
+
+// Every name the tether's trigger matches, per database, and how it got there; then the functions
+// discovery could not read.
+void show_lock_functions(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"database", kText},
+                       {"schema", kText},
+                       {"name", kText},
+                       {"kind", kText},
+                       {"found", kText},
+                       {"discovered_at", kText}});
+    Clock clock(worker);
+    const LockCatalog& catalog = worker.lock_catalog();
+    for (const auto& [name, db] : catalog.databases()) {
+        for (const std::string& builtin : builtin_lock_functions()) {
+            rs.row({text(name), text("pg_catalog"), text(builtin), text("function"),
+                    text(to_string(LockNameSource::Builtin)), kNull});
+        }
+        for (const std::string& configured : catalog.configured()) {
+            const auto dot = configured.rfind('.');
+            rs.row({text(name),
+                    dot == std::string::npos ? kNull : text(configured.substr(0, dot)),
+                    text(dot == std::string::npos ? configured : configured.substr(dot + 1)),
+                    text("function"), text(to_string(LockNameSource::Configured)), kNull});
+        }
+        const Value at = db->discovered_at_ms == 0 ? kNull : text(clock.format(db->discovered_at_ms));
+        for (const LockName& n : db->names) {
+            std::string found = to_string(n.source);
+            if (!n.detail.empty()) found += " " + n.detail;
+            rs.row({text(name), text(n.schema), text(n.name), text(n.kind), text(found), at});
+        }
+    }
+}
+
+void show_dns(ShowTable& out, bool hosts) {
+    // pgtether resolves host names at connect time and keeps no DNS cache: always empty.
+    if (hosts) {
+        ResultSet rs(out, {{"hostname", kText}, {"ttl", kInt8}, {"addrs", kText}});
+    } else {
+        ResultSet rs(out, {{"zonename", kText}, {"serial", kInt8}, {"count", kInt4}});
+    }
+}
+
+// PgBouncer 1.19's SHOW PEERS: the [peers] entries (pool_size: as configured, else
+// default_pool_size, which is what PgBouncer shows).
+void show_peers(const Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"peer_id", kInt4}, {"host", kText}, {"port", kInt4}, {"pool_size", kInt4}});
+    const auto& config = worker.config();
+    for (const auto& [id, peer] : config.peers) {
+        rs.row({number(id), text(peer.host), number(peer.port),
+                number(peer.pool_size.value_or(config.default_pool_size))});
+    }
+}
+
+}  // namespace
+
+ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& out) {
+    if (what == "clients") {
+        show_clients(worker, out);
+    } else if (what == "servers") {
+        show_servers(worker, out);
+    } else if (what == "pools") {
+        show_pools(worker, out);
+    } else if (what == "stats") {
+        show_stats(worker, out);
+    } else if (what == "stats_totals") {
+        show_stats_totals(worker, out);
+    } else if (what == "stats_averages") {
+        show_stats_averages(worker, out);
+    } else if (what == "totals") {
+        show_totals(worker, out);
+    } else if (what == "databases") {
+        show_databases(worker, out);
+    } else if (what == "users") {
+        show_users(worker, out);
+    } else if (what == "config") {
+        show_config(worker, out);
+    } else if (what == "lists") {
+        show_lists(worker, out);
+    } else if (what == "mem") {
+        show_mem(worker, out);
+    } else if (what == "version") {
+        show_version(out);
+    } else if (what == "state") {
+        show_state(worker, out);
+    } else if (what == "locks") {
+        show_locks(worker, out);
+    } else if (what == "lock_functions") {
+        show_lock_functions(worker, out);
+    } else if (what == "dns_hosts" || what == "dns_zones") {
+        show_dns(out, what == "dns_hosts");
+    } else if (what == "sockets" || what == "active_sockets") {
+        show_sockets(worker, out, what == "active_sockets");
+    } else if (what == "fds") {
+        show_fds(worker, out);
+    } else if (what == "peers") {
+        show_peers(worker, out);
+    } else if (what == "peer_pools") {
+        return ShowOutcome::Unsupported;
+    } else {
+        return ShowOutcome::Unknown;
+    }
+    return ShowOutcome::Done;
+}
+
+ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out) {
+    std::vector<ShowTable> tables(worker.group().size());
+    const ShowOutcome outcome = collect_show(worker, what, tables.at(worker.index()));
+    if (outcome != ShowOutcome::Done) return outcome;
+    if (tables.size() > 1) {
+        worker.group().gather(worker, [&](Worker& other) {
+            if (&other != &worker) (void)collect_show(other, what, tables.at(other.index()));
+        });
+        // The caller's rows first, as they were before there was more than one worker.
+        std::rotate(tables.begin(), tables.begin() + static_cast<long>(worker.index()),
+                    tables.end());
+    }
+    append_show_table(merge_show_tables(what, std::move(tables)), out);
+    return outcome;
+}
+
+std::string admin_help_text() {
+    return "\n"
+           "\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION\n"
+           "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS\n"
+           "\tSHOW SOCKETS|ACTIVE_SOCKETS|FDS\n"
+           "\tSHOW PEERS|DNS_HOSTS|DNS_ZONES\n"
+           "\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n"
+           "\tSET key = arg\n"
+           "\tRELOAD\n"
+           "\tPAUSE [<db>]\n"
+           "\tRESUME [<db>]\n"
+           "\tDISABLE <db>\n"
+           "\tENABLE <db>\n"
+           "\tRECONNECT [<db>]\n"
+           "\tKILL [<db>]\n"
+           "\tKILL_CLIENT <client_id>\n"
+           "\tSHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]\n"
+           "\tWAIT_CLOSE [<db>]";
+}
+
+}  // namespace pgtether

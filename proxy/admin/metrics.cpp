@@ -1,0 +1,232 @@
+#include "proxy/admin/metrics.hpp"
+
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "core/metrics_merge.hpp"
+#include "proxy/server/tether.hpp"
+
+#include "proxy/client/client.hpp"
+#include "proxy/pool/lock_catalog.hpp"
+#include "proxy/pool/pool.hpp"
+#include "proxy/pool/pool_census.hpp"
+#include "proxy/pool/pool_control.hpp"
+#include "proxy/daemon/worker.hpp"
+#include "proxy/daemon/worker_group.hpp"
+
+namespace pgtether {
+
+namespace {
+
+struct PoolRow {
+    const Pool* pool;
+    Labels labels;
+    const PoolCensus* census;
+    PoolStats stats;
+};
+
+}  // namespace
+
+namespace {
+
+// One worker's clients, servers, pools and counters.
+std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
+    auto census = take_census(worker);
+    std::vector<PoolRow> rows;
+    for (const auto& [key, pool] : worker.pools()) {
+        rows.push_back({pool.get(),
+                        {{"database", key.first}, {"user", key.second}},
+                        &census[pool.get()],
+                        pool->stats()});
+    }
+    MetricsWriter w(format);
+
+    w.family("pgtether_info", "gauge", "pgtether's version");
+    w.sample({{"version", PGTETHER_VERSION}}, std::uint64_t{1});
+
+    std::size_t clients = 0;
+    std::size_t admin_clients = 0;
+    worker.for_each_client([&](Client& client) {
+        ++clients;
+        if (client.is_admin()) ++admin_clients;
+    });
+    w.family("pgtether_client_connections", "gauge",
+             "Client connections open, in any state, admin console included");
+    w.sample({}, static_cast<std::uint64_t>(clients));
+    w.family("pgtether_admin_connections", "gauge", "Clients of the admin console");
+    w.sample({}, static_cast<std::uint64_t>(admin_clients));
+    w.family("pgtether_server_connections", "gauge", "Server connections open, in any state");
+    w.sample({}, static_cast<std::uint64_t>(worker.server_count()));
+    w.family("pgtether_paused", "gauge", "1 while PAUSE (without a database) is in effect");
+    w.sample({}, std::uint64_t{worker.pool_control().paused_all() ? 1u : 0u});
+
+    auto per_pool_gauge = [&](const char* name, const char* help,
+                              const std::function<std::uint64_t(const PoolRow&)>& value) {
+        w.family(name, "gauge", help);
+        for (const auto& row : rows)
+            w.sample(row.labels, value(row));
+    };
+    auto per_pool_counter = [&](const char* name, const char* help,
+                                const std::function<std::uint64_t(const PoolRow&)>& value) {
+        w.family(name, "counter", help);
+        for (const auto& row : rows)
+            w.sample(row.labels, value(row));
+    };
+    auto with_state = [](Labels labels, const char* state) {
+        labels.emplace_back("state", state);
+        return labels;
+    };
+
+    w.family("pgtether_pool_clients", "gauge",
+             "Clients of a pool by state: active (has a server), idle (logged in, no server), "
+             "waiting (for a server)");
+    for (const auto& row : rows) {
+        const auto& c = *row.census;
+        w.sample(with_state(row.labels, "active"), static_cast<std::uint64_t>(c.cl_linked));
+        w.sample(with_state(row.labels, "idle"), static_cast<std::uint64_t>(c.cl_idle));
+        w.sample(with_state(row.labels, "waiting"), static_cast<std::uint64_t>(c.cl_waiting));
+    }
+    w.family("pgtether_pool_servers", "gauge",
+             "Server connections of a pool by state (SHOW SERVERS' states)");
+    for (const auto& row : rows) {
+        const auto& c = *row.census;
+        const std::pair<const char*, int> states[] = {
+            {"active", c.sv_active}, {"idle", c.sv_idle},   {"used", c.sv_used},
+            {"tested", c.sv_tested}, {"login", c.sv_login}, {"being_canceled", c.sv_being_canceled},
+        };
+        for (const auto& [state, n] : states) {
+            w.sample(with_state(row.labels, state), static_cast<std::uint64_t>(n));
+        }
+    }
+    per_pool_gauge(
+        "pgtether_pool_tethered_clients",
+        "Clients tethered to their server by session state (advisory locks, temporary tables, ...)",
+        [](const PoolRow& r) { return static_cast<std::uint64_t>(r.census->cl_tethered); });
+    w.family("pgtether_pool_tethered_clients_by_reason", "gauge",
+             "Tethered clients of a pool by the kind of session state that holds them "
+             "(docs/session-state.md); a client held for two reasons counts in both");
+    for (const auto& row : rows) {
+        for (const auto& [kind, n] : row.census->tethered_by_kind) {
+            Labels labels = row.labels;
+            labels.emplace_back("reason", state_kind_label(kind));
+            w.sample(labels, static_cast<std::uint64_t>(n));
+        }
+    }
+    per_pool_gauge(
+        "pgtether_pool_held_advisory_locks",
+        "Session advisory locks held by the pool's tethered clients",
+        [](const PoolRow& r) { return static_cast<std::uint64_t>(r.census->held_locks); });
+    w.family("pgtether_pool_max_wait_seconds", "gauge",
+             "How long the oldest waiting client of the pool has waited");
+    for (const auto& row : rows)
+        w.sample_seconds(row.labels, row.census->maxwait_us);
+    per_pool_gauge("pgtether_pool_paused", "1 while the pool's database is paused or killed",
+                   [](const PoolRow& r) { return r.pool->paused() ? 1u : 0u; });
+
+    per_pool_counter("pgtether_transactions", "Transactions pooled",
+                     [](const PoolRow& r) { return r.stats.xact_count; });
+    per_pool_counter("pgtether_queries", "Queries pooled (ReadyForQuery messages)",
+                     [](const PoolRow& r) { return r.stats.query_count; });
+    per_pool_counter("pgtether_received_bytes", "Bytes received from clients",
+                     [](const PoolRow& r) { return r.stats.bytes_received; });
+    per_pool_counter("pgtether_sent_bytes", "Bytes sent to clients",
+                     [](const PoolRow& r) { return r.stats.bytes_sent; });
+
+    auto summary = [&](const char* name, const char* help,
+                       const std::function<std::pair<std::uint64_t, std::uint64_t>(const PoolRow&)>&
+                           sum_us_and_count) {
+        w.family(name, "summary", help);
+        for (const auto& row : rows) {
+            auto [sum_us, count] = sum_us_and_count(row);
+            w.sample_seconds(row.labels, sum_us, "_sum");
+            w.sample(row.labels, count, "_count");
+        }
+    };
+    summary("pgtether_query_duration_seconds", "Time queries spent on a server",
+            [](const PoolRow& r) { return std::pair(r.stats.query_time_us, r.stats.query_count); });
+    summary("pgtether_transaction_duration_seconds", "Time transactions held a server",
+            [](const PoolRow& r) { return std::pair(r.stats.xact_time_us, r.stats.xact_count); });
+    summary("pgtether_client_wait_seconds", "Time clients waited for a server",
+            [](const PoolRow& r) { return std::pair(r.stats.wait_time_us, r.stats.wait_count); });
+
+    per_pool_counter("pgtether_tethers", "Clients that became tethered",
+                     [](const PoolRow& r) { return r.stats.tether_events; });
+    per_pool_counter("pgtether_untethers", "Tethered clients that released their last lock",
+                     [](const PoolRow& r) { return r.stats.untether_events; });
+    per_pool_counter("pgtether_lock_probes", "pg_locks probes at transaction ends",
+                     [](const PoolRow& r) { return r.stats.probes; });
+    per_pool_counter("pgtether_lock_ledger_decisions",
+                     "Lock-relevant transaction ends decided by exact accounting, without a probe",
+                     [](const PoolRow& r) { return r.stats.ledger_decisions; });
+    per_pool_counter("pgtether_scrubs", "Backends cleaned after a tethered or dirty client left",
+                     [](const PoolRow& r) { return r.stats.scrubs; });
+    per_pool_counter("pgtether_scrub_failures", "Backends closed because cleaning failed",
+                     [](const PoolRow& r) { return r.stats.scrub_failures; });
+    per_pool_counter("pgtether_leaks_found",
+                     "Idle pooled backends the leak sweep found holding advisory locks",
+                     [](const PoolRow& r) { return r.stats.leaks_found; });
+    per_pool_counter("pgtether_tether_reserve_exhausted",
+                     "Times clients waited because more clients were tethered than "
+                     "tether_reserve_size covers",
+                     [](const PoolRow& r) { return r.stats.tether_reserve_exhausted; });
+
+    // The tether's trigger per database (proxy/pool/lock_catalog.hpp).
+    const auto& lock_databases = worker.lock_catalog().databases();
+    auto per_database = [&](const char* name, const char* type, const char* help,
+                            const std::function<std::uint64_t(const LockCatalog::Database&)>& value) {
+        w.family(name, type, help);
+        for (const auto& [database, db] : lock_databases)
+            w.sample({{"database", database}}, value(*db));
+    };
+    const auto known = [](const LockCatalog::Database& db) {
+        return static_cast<std::uint64_t>(
+            std::count_if(db.names.begin(), db.names.end(),
+                          [](const LockName& n) { return n.source != LockNameSource::Unknown; }));
+    };
+    const std::uint64_t fixed_names =
+        builtin_lock_functions().size() + worker.lock_catalog().configured().size();
+    per_database("pgtether_lock_functions", "gauge",
+                 "Names the tether's trigger matches in the database: built-in, configured and "
+                 "discovered lock functions, tables whose triggers lock, views that call them",
+                 [&](const LockCatalog::Database& db) { return fixed_names + known(db); });
+    per_database("pgtether_lock_functions_unknown", "gauge",
+                 "Functions whose bodies discovery cannot read (C, internal, other languages)",
+                 [&](const LockCatalog::Database& db) { return db.names.size() - known(db); });
+    per_database("pgtether_lock_discovery_runs", "counter",
+                 "Lock-function discovery runs finished, failed ones included",
+                 [](const LockCatalog::Database& db) { return db.runs; });
+    per_database("pgtether_lock_discovery_failures", "counter",
+                 "Lock-function discovery runs that failed",
+                 [](const LockCatalog::Database& db) { return db.failures; });
+
+    auto& ws = worker.stats();
+    w.family("pgtether_client_connections_accepted", "counter", "Client connections accepted");
+    w.sample({}, ws.clients_accepted);
+    w.family("pgtether_client_connections_refused", "counter",
+             "Client connections refused by max_client_conn");
+    w.sample({}, ws.clients_refused);
+    w.family("pgtether_server_connections_opened", "counter", "Server connections opened");
+    w.sample({}, ws.servers_opened);
+    w.family("pgtether_server_login_failures", "counter", "Server logins that failed");
+    w.sample({}, ws.login_failures);
+    w.family("pgtether_admin_commands", "counter", "Commands run on the admin console");
+    w.sample({}, ws.admin_queries);
+    return w.finish();
+}
+
+}  // namespace
+
+std::string collect_metrics(Worker& worker, MetricsFormat format) {
+    if (worker.group().size() == 1) return collect_worker_metrics(worker, format);
+    // Every worker writes its own on its own thread; the samples are summed
+    // (core/metrics_merge.hpp).
+    std::vector<std::string> texts(worker.group().size());
+    worker.group().gather(worker, [&](Worker& each) {
+        texts.at(each.index()) = collect_worker_metrics(each, format);
+    });
+    return merge_metrics_texts(texts);
+}
+
+}  // namespace pgtether

@@ -1,0 +1,16 @@
+// What the metrics endpoint exposes: the numbers of SHOW POOLS, SHOW STATS and SHOW LOCKS as
+// metric families (docs/admin.md lists them).
+#pragma once
+
+#include <string>
+
+#include "proxy/admin/metrics_text.hpp"
+
+namespace pgtether {
+
+class Worker;
+
+// The process's metrics: with several workers, every worker's summed (core/metrics_merge.hpp).
+[[nodiscard]] std::string collect_metrics(Worker& worker, MetricsFormat format);
+
+}  // namespace pgtether

@@ -1,0 +1,657 @@
+#include "proxy/client/client.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include <spdlog/spdlog.h>
+
+#include "core/peering.hpp"
+#include "core/departure.hpp"
+#include "protocol/framing.hpp"
+#include "protocol/frontend_messages.hpp"
+#include "protocol/message_types.hpp"
+#include "protocol/sql_scanner.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/admin/admin_console.hpp"
+#include "proxy/server/auth_lookups.hpp"
+#include "proxy/client/cancel_registry.hpp"
+#include "proxy/client/client_auth.hpp"
+#include "proxy/net/forward_batch.hpp"
+#include "proxy/pool/pool.hpp"
+#include "proxy/pool/pool_control.hpp"
+#include "proxy/daemon/worker.hpp"
+
+namespace pgtether {
+
+namespace fe = protocol::fe;
+using protocol::ByteSpan;
+using protocol::Frame;
+using protocol::FrameStatus;
+
+Client::Client(Worker& worker, bool tcp)
+    : worker_(worker), stream_(worker, *this), tcp_(tcp), id_(worker.next_id()) {
+    worker_.register_client(*this);
+    connected_at_ms_ = state_since_ms_ = worker_.now_ms();
+}
+
+Client::~Client() { worker_.unregister_client(*this); }
+
+bool Client::accept(uv_stream_t* listener, int accepted_fd) {
+    int rc = tcp_ ? stream_.init_tcp() : stream_.init_pipe();
+    if (rc != 0) {
+        if (accepted_fd >= 0) ::close(accepted_fd);
+        return false;
+    }
+    if ((accepted_fd >= 0 ? stream_.adopt(accepted_fd) : stream_.accept_from(listener)) != 0) {
+        stream_.close();
+        return false;
+    }
+    stream_.apply_tcp_settings();
+    peer_ = stream_.peer_name();
+    stream_.start_reading();
+    return true;
+}
+
+std::string Client::describe() const {
+    std::string out;
+    describe_to(out);
+    return out;
+}
+
+void Client::describe_to(std::string& out) const {
+    // Server::link records this for every transaction (leak reports): append in place, without
+    // temporaries, so that a reused string needs no allocation.
+    char id[24];
+    auto end = std::to_chars(id, id + sizeof id, id_).ptr;
+    out.append("C-").append(id, end);
+    if (!database_.empty() || !user_.empty()) {
+        out.append(" ").append(database_).append("/").append(user_);
+    }
+    out.append("@").append(peer_);
+}
+
+void Client::set_state(State state) {
+    state_ = state;
+    state_since_ms_ = worker_.now_ms();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input dispatch
+
+std::size_t Client::on_stream_data(ByteSpan data) {
+    std::size_t consumed = 0;
+    // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
+    while (consumed < data.size() && !stream_.tls_handshaking()) {
+        ByteSpan rest = data.subspan(consumed);
+        std::size_t n = 0;
+        switch (state_) {
+            case State::Startup: n = handle_startup(rest); break;
+            case State::Auth: n = handle_auth(rest); break;
+            case State::Idle:
+            case State::Active: n = handle_requests(rest); break;
+            case State::AuthLookup:
+            case State::WelcomeWait:
+            case State::Waiting:
+                // Held until the user's secret, a server or its parameters are available.
+                hold_input(data.size() - consumed);
+                return consumed;
+            case State::Closing: return data.size();
+        }
+        if (n == 0) break;
+        consumed += n;
+    }
+    return consumed;
+}
+
+void Client::hold_input(std::size_t held) {
+    // Input that must wait for a server, or for its server's internal query: keep reading while
+    // little is held. Stopping and restarting a read costs libuv two epoll_ctl calls, which would
+    // be paid by every transaction that queues for a server; stopping once more than pkt_buf
+    // bytes wait still bounds what one client can make us buffer (PgBouncer's bound, too).
+    if (held >= worker_.scratch().size()) stream_.stop_reading();
+}
+
+void Client::on_stream_end(int status) {
+    // PgBouncer's words for a client that goes without Terminate.
+    std::string why = status == UV_EOF
+                          ? "client unexpected eof"
+                          : "client unexpected eof: " + std::string(uv_strerror(status));
+    if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
+    close(why);
+}
+
+void Client::on_stream_drained() {
+    if (server_) server_->resume_input_from_client();
+    if (admin_) admin_->on_output_drained();
+}
+
+void Client::on_stream_closed() { delete this; }
+
+void Client::pause_input() {
+    input_paused_ = true;
+    stream_.stop_reading();
+}
+
+void Client::resume_input() {
+    if (!input_paused_ || state_ == State::Closing) return;
+    input_paused_ = false;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+bool Client::send(std::string_view bytes) { return stream_.write(bytes); }
+
+bool Client::send_from_server(const uv_buf_t* bufs, unsigned count) {
+    return stream_.writev(bufs, count);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up and authentication
+
+std::size_t Client::handle_startup(ByteSpan data) {
+    // A TLS record (handshake, 0x16) instead of a length word: PostgreSQL 17's direct TLS.
+    if (data[0] == 0x16 && !stream_.tls_active() && !ssl_answered_) return start_direct_tls(data);
+    // What PostgreSQL only logs (a COMMERROR in ProcessStartupPacket), the client does not hear
+    // about from us either: the connection just closes. A driver that sends Terminate before its
+    // start-up packet (its length word reads as 1.4 GB) must see what PostgreSQL shows it.
+    auto close_unanswered = [&](const std::string& why) {
+        spdlog::info("{}: closing because: {} (nothing sent, as PostgreSQL)", describe(), why);
+        close(why);
+        return data.size();
+    };
+    Frame frame = protocol::frame_startup_packet(data);
+    if (frame.status == FrameStatus::Invalid) {
+        return close_unanswered("invalid length of startup packet");
+    }
+    if (frame.status == FrameStatus::NeedMore) return 0;
+    auto parsed = protocol::parse_startup_packet(data.first(frame.total));
+    if (!parsed.packet) {
+        if (!parsed.tell_client) return close_unanswered(parsed.error);
+        fail(protocol::sqlstate::kProtocolViolation, parsed.error);
+        return data.size();
+    }
+    const auto& packet = *parsed.packet;
+    switch (packet.kind) {
+        case protocol::StartupKind::SslRequest:
+        case protocol::StartupKind::GssEncRequest:
+            return handle_encryption_request(packet.kind, data, frame.total);
+        case protocol::StartupKind::CancelRequest:
+            handle_cancel_request(packet.cancel_key);
+            return data.size();
+        case protocol::StartupKind::UnsupportedVersion:
+            if ((packet.code >> 16) < 3) {
+                // PostgreSQL answers a protocol 2.0 client in its own protocol.
+                std::string out;
+                protocol::append_v2_fatal_error(
+                    out, protocol::unsupported_protocol_message(packet.code));
+                stream_.write(out);
+                close(protocol::unsupported_protocol_message(packet.code), nullptr, true);
+                return data.size();
+            }
+            fail(protocol::sqlstate::kFeatureNotSupported,
+                 protocol::unsupported_protocol_message(packet.code));
+            return data.size();
+        case protocol::StartupKind::Startup:
+            handle_startup_packet(packet);
+            return frame.total;
+    }
+    return data.size();
+}
+
+void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
+    if (!tls_policy_allows_startup()) return;
+    const auto& config = worker_.config();
+    const bool replay = config.session_settings == StateHandling::Keep;
+    std::vector<std::string> unknown_protocol_options;
+    auto ignored = [&](const std::string& name) {
+        return std::find(config.ignore_startup_parameters.begin(),
+                         config.ignore_startup_parameters.end(),
+                         name) != config.ignore_startup_parameters.end();
+    };
+    // A setting from the start-up packet: the six reported parameters are tracked with
+    // ParameterStatus, every other one is replayed on each backend that serves the client.
+    auto take_setting = [&](const std::string& name, const std::string& value) {
+        if (auto tracked = find_tracked_param(name)) {
+            params_.set(*tracked, value);
+        } else {
+            settings_state().startup.set(name, value);
+        }
+    };
+    for (const auto& [name, value] : packet.parameters) {
+        if (name == "user") {
+            user_ = value;
+        } else if (name == "database") {
+            database_ = value;
+        } else if (name.starts_with("_pq_.")) {
+            unknown_protocol_options.push_back(name);
+        } else if (ignored(name)) {
+            // ignore_startup_parameters keeps PgBouncer's meaning: accepted, not applied.
+        } else if (find_tracked_param(name)) {
+            take_setting(name, value);
+        } else if (name == "replication") {
+            fail(protocol::sqlstate::kProtocolViolation,
+                 "replication connections are not supported by pgtether");
+            return;
+        } else if (!replay) {
+            // session_settings = ignore: PgBouncer's behaviour, a parameter it cannot keep
+            // consistent across servers is refused unless listed in ignore_startup_parameters.
+            fail(protocol::sqlstate::kProtocolViolation, "unsupported startup parameter: " + name);
+            return;
+        } else if (name == "options") {
+            auto options = parse_startup_options(value);
+            if (auto* error = std::get_if<std::string>(&options)) {
+                fail(protocol::sqlstate::kProtocolViolation, *error);
+                return;
+            }
+            for (const auto& [setting, setting_value] :
+                 std::get<std::vector<SettingsMap::Entry>>(options)) {
+                take_setting(setting, setting_value);
+            }
+        } else {
+            take_setting(name, value);
+        }
+    }
+    if (user_.empty()) {
+        fail(protocol::sqlstate::kInvalidAuthorization,
+             "no PostgreSQL user name specified in startup packet");
+        return;
+    }
+    if (database_.empty()) database_ = user_;
+    if (worker_.config().application_name_add_host) add_host_to_application_name();
+    // A newer minor protocol version or protocol options: tell the client what we speak
+    // (NegotiateProtocolVersion, protocol §55.2.1).
+    if ((packet.code & 0xffff) != 0 || !unknown_protocol_options.empty()) {
+        std::string out;
+        protocol::MessageWriter w(out);
+        w.begin(protocol::be::kNegotiateProtocolVersion)
+            .i32(static_cast<std::int32_t>(protocol::kProtocolVersion3))
+            .i32(static_cast<std::int32_t>(unknown_protocol_options.size()));
+        for (const auto& option : unknown_protocol_options) w.cstring(option);
+        w.end();
+        stream_.write(out);
+    }
+    start_authentication();
+}
+
+void Client::add_host_to_application_name() {
+    // PgBouncer's format: "NAME - 1.2.3.4:5678", "NAME - [::1]:5678", or for the Unix socket
+    // "NAME - unix(PID@HOST):PORT"; "app" when the client gave no name. Only at start-up: a later
+    // SET application_name is the client's own business.
+    std::string details = peer_;
+    if (!tcp_) {
+        auto peer = stream_.peer_credentials();
+        char host[256] = "";
+        (void)gethostname(host, sizeof host - 1);
+        details = "unix(" + std::to_string(peer ? peer->pid : 0) + "@" + host +
+                  "):" + std::to_string(worker_.config().listen_port);
+    }
+    auto name = params_.get(TrackedParam::ApplicationName);
+    params_.set(TrackedParam::ApplicationName,
+                std::string(name && !name->empty() ? *name : "app") + " - " + details);
+}
+
+std::size_t Client::handle_auth(ByteSpan data) {
+    const MessageReader::Next message = MessageReader::examine(data, kMaxAuthMessage);
+    if (message.step == MessageReader::Step::Invalid) {
+        fail(protocol::sqlstate::kProtocolViolation, "invalid authentication message length");
+        return data.size();
+    }
+    if (message.step != MessageReader::Step::Message) return 0;
+    if (message.type != fe::kPassword) {
+        fail(protocol::sqlstate::kProtocolViolation,
+             std::string("expected password response, got message type ") +
+                 std::to_string(static_cast<int>(message.type)));
+        return data.size();
+    }
+    auto step = auth_->on_password_message(message.body());
+    if (!step.reply.empty()) stream_.write(step.reply);
+    if (step.outcome == ClientAuth::Outcome::Failure) {
+        if (!auth_->failure_log().empty()) {
+            spdlog::warn("{}: login refused: {}", describe(), auth_->failure_log());
+        }
+        fail_authentication(step.sqlstate, step.message);
+        return data.size();
+    }
+    if (step.outcome == ClientAuth::Outcome::Success) on_authenticated();
+    return message.total;
+}
+
+void Client::on_authenticated() {
+    const auto& config = worker_.config();
+    if (AdminSession::is_console_database(database_)) {
+        start_admin_session();
+        return;
+    }
+    // SHUTDOWN WAIT_FOR_CLIENTS keeps the Unix socket open for the admin console only, as
+    // PgBouncer does.
+    if (console_only_) {
+        fail(protocol::sqlstate::kCannotConnectNow, "pgtether is shutting down");
+        return;
+    }
+    // The database is looked up only after authentication, as PostgreSQL does, so that an
+    // unauthenticated client cannot probe which databases exist.
+    auto found = worker_.resolve_database(database_);
+    if (!found) {
+        // The client hears PostgreSQL's words, the log has PgBouncer's.
+        protocol::ErrorFields error{"FATAL", protocol::sqlstate::kInvalidCatalogName,
+                                    "database \"" + database_ + "\" does not exist", {}, {}};
+        close("no such database: " + database_, &error);
+        return;
+    }
+    const DatabaseConfig& resolved = *found;
+    if (worker_.pool_control().disabled(resolved.name)) {
+        // DISABLE on the admin console; PgBouncer's message, which its tools look for.
+        fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
+             "database \"" + database_ + "\" is disabled");
+        return;
+    }
+    if (config.auth_type == AuthType::Any && resolved.user.empty()) {
+        fail(protocol::sqlstate::kInvalidAuthorization,
+             "auth_type=any requires a forced user for database \"" + database_ + "\"");
+        return;
+    }
+    std::string server_user = resolved.user.empty() ? user_ : resolved.user;
+    pool_ = &worker_.pool_for(resolved, server_user);
+    if (auth_ && resolved.user.empty()) pool_->learn_client_credentials(*auth_);
+    auth_.reset();
+    cancel_key_ = worker_.cancels().add(worker_, *this, worker_.config().peer_id);
+    has_cancel_key_ = true;
+    pool_->learn_welcome_from_other_workers();
+    if (pool_->has_welcome()) {
+        finish_login();
+    } else {
+        set_state(State::WelcomeWait);
+        stream_.stop_reading();
+        pool_->wait_for_welcome(*this);
+    }
+}
+
+void Client::start_admin_session() {
+    auth_.reset();
+    auto session = std::make_unique<AdminSession>(worker_, *this);
+    if (!session->may_log_in()) {
+        // Only admin_users and stats_users may use the console (PgBouncer's admin_post_login).
+        fail(protocol::sqlstate::kInsufficientPrivilege,
+             "not allowed: user \"" + user_ + "\" is in neither admin_users nor stats_users");
+        return;
+    }
+    admin_ = std::move(session);
+    cancel_key_ = worker_.cancels().add(worker_, *this, worker_.config().peer_id);
+    has_cancel_key_ = true;
+    admin_->send_welcome(cancel_key_);
+    set_state(State::Idle);
+    if (worker_.config().log_connections) {
+        spdlog::info("{}: login attempt: db={} user={} tls={} (admin console)", describe(),
+                     database_, user_, tls_description());
+    }
+}
+
+void Client::on_welcome_ready() {
+    if (state_ != State::WelcomeWait) return;
+    finish_login();
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+void Client::on_login_failed(const protocol::ErrorFields& error) {
+    protocol::ErrorFields fields = error;
+    fields.severity = "FATAL";
+    close("login failed: " + error.message, &fields);
+}
+
+void Client::finish_login() {
+    std::string out;
+    protocol::append_authentication(out, protocol::AuthRequest::Ok);
+    // The first server's greeting, with this client's own values for the parameters it chose.
+    for (const auto& [name, value] : pool_->welcome()) {
+        auto tracked = find_tracked_param(name);
+        auto own = tracked ? params_.get(*tracked) : std::nullopt;
+        protocol::append_parameter_status(out, name, own ? *own : std::string_view(value));
+    }
+    protocol::append_backend_key_data(out, cancel_key_);
+    protocol::append_ready_for_query(out, protocol::kTxIdle);
+    stream_.write(out);
+    set_state(State::Idle);
+    if (worker_.config().log_connections) {
+        spdlog::info("{}: login attempt: db={} user={} tls={}", describe(), database_, user_,
+                     tls_description());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancel requests
+
+void Client::handle_cancel_request(const protocol::CancelKey& received) {
+    // A cancel request arrives on its own connection; it gets no reply (protocol §55.2.8).
+    // With peering, a key another process issued goes on to that process (core/peering.hpp).
+    const auto& config = worker_.config();
+    CancelRoute route = route_cancel(received, config.peer_id);
+    if (route.action != CancelRoute::Action::Local) {
+        auto peer = config.peers.find(route.peer);
+        if (route.action == CancelRoute::Action::Drop) {
+            spdlog::warn("{}: failed to forward cancel request because its TTL was exhausted",
+                         describe());
+        } else if (peer == config.peers.end()) {
+            spdlog::warn("{}: could not find peer {} to forward cancel request to", describe(),
+                         route.peer);
+        } else {
+            spdlog::debug("{}: forwarding cancel request to peer {}", describe(), route.peer);
+            worker_.forward_cancel_to_peer(peer->second, route.key);
+        }
+        set_state(State::Closing);
+        stream_.close();
+        return;
+    }
+    const protocol::CancelKey& key = route.key;
+    if (auto entry = worker_.cancels().find(key)) {
+        if (entry->worker == &worker_) {
+            worker_.cancel_client(key, describe());
+        } else {
+            // The client is another worker's: only its loop may touch it (and it may be gone by
+            // then: cancel_client looks the key up again).
+            Worker* owner = entry->worker;
+            (void)owner->post([owner, key, from = describe()]() { owner->cancel_client(key, from); });
+        }
+    }
+    // A stale or unknown key is ignored silently, as PostgreSQL does.
+    set_state(State::Closing);
+    stream_.close();
+}
+
+void Client::on_cancel_request(const std::string& from) {
+    if (admin_) {
+        admin_->on_cancel_request();
+    } else if (server_ && state_ == State::Active) {
+        spdlog::debug("{}: forwarding cancel request for {}", from, describe());
+        worker_.forward_cancel(*server_);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Servers coming and going
+
+void Client::on_server_assigned(Server& server) {
+    server_ = &server;
+    pool_->stats().wait_time_us += (worker_.now_ms() - state_since_ms_) * 1000;
+    pool_->stats().wait_count++;
+    set_state(State::Active);
+    last_activity_ms_ = worker_.now_ms();
+    server.link(*this);
+    if (!server.busy()) on_server_ready();
+}
+
+void Client::on_server_ready() {
+    if (state_ != State::Active) return;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+void Client::on_server_released() {
+    server_ = nullptr;
+    if (state_ != State::Active) return;
+    set_state(State::Idle);
+    // The rest of a message being skipped (take_oversized) is still the client's to drop, should
+    // its server be released before it is all in.
+    if (reader_.forwarding()) reader_.reset();
+    input_paused_ = false;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+void Client::on_server_lost(const std::string& reason, bool server_saw_requests,
+                            bool client_got_fatal) {
+    server_ = nullptr;
+    if (state_ == State::Closing) return;
+    if (!server_saw_requests && !tethered() && state_ == State::Active) {
+        // The server failed before it served us anything (a failed check or parameter sync):
+        // quietly ask for another one.
+        set_state(State::Idle);
+        stream_.start_reading();
+        stream_.redeliver_pending_input();
+        return;
+    }
+    if (client_got_fatal) {
+        // The backend said why it went (57P01 after pg_terminate_backend, a shutdown): that one
+        // error is all a client of PostgreSQL gets before the connection closes.
+        close("server closed the connection after a FATAL error: " + reason, nullptr, true);
+        return;
+    }
+    fail(protocol::sqlstate::kConnectionFailure, "server connection lost: " + reason);
+}
+
+void Client::set_tether_kinds(std::uint32_t kinds) {
+    bool was = tethered();
+    tether_kinds_ = kinds;
+    if (!tethered()) {
+        tether_.reset();
+        return;
+    }
+    TetherDetails& details = tether_details();
+    if (!was) details.since_ms = worker_.now_ms();
+    if (!(kinds & kStateAdvisoryLock)) details.locks.clear();
+}
+
+Client::Settings& Client::settings_state() {
+    if (!settings_) settings_ = std::make_unique<Settings>();
+    return *settings_;
+}
+
+const std::vector<std::string>& Client::custom_setting_names() const {
+    static const std::vector<std::string> none;
+    return settings_ ? settings_->custom_names : none;
+}
+
+Client::TetherDetails& Client::tether_details() {
+    if (!tether_) {
+        tether_ = std::make_unique<TetherDetails>();
+        tether_->since_ms = worker_.now_ms();
+        // The statement that tethered the client ran on the probing server, which remembers it.
+        if (server_) tether_->last_query = server_->last_statement();
+    }
+    return *tether_;
+}
+
+void Client::update_tether_details(std::uint32_t probed, const std::vector<AdvisoryLockKey>& locks,
+                                   std::vector<std::pair<std::uint32_t, std::string>> summaries) {
+    if (!tether_ && locks.empty() && summaries.empty()) return;  // the usual case: nothing held
+    TetherDetails& details = tether_details();
+    if (probed & kStateAdvisoryLock) details.locks.reset_from_probe(locks);
+    std::erase_if(details.summaries, [&](const auto& s) { return (s.first & probed) != 0; });
+    for (auto& s : summaries) details.summaries.push_back(std::move(s));
+}
+
+void Client::adopt_lock_ledger(const LockLedger& ledger) {
+    if (!tether_ && ledger.holds_nothing()) return;  // untethered and still holding nothing
+    tether_details().locks = ledger;
+}
+
+const LockLedger& Client::lock_ledger() const {
+    static const LockLedger kNone;
+    return tether_ ? tether_->locks : kNone;
+}
+
+const std::string& Client::last_query() const {
+    static const std::string kNone;
+    return tether_ ? tether_->last_query : kNone;
+}
+
+std::string Client::describe_tether() const {
+    static const std::vector<std::pair<std::uint32_t, std::string>> kNoSummaries;
+    return describe_state(tether_kinds_, lock_ledger().describe(),
+                          tether_ ? tether_->summaries : kNoSummaries);
+}
+
+void Client::detach_from_server() {
+    Server* server = server_;
+    if (!server) return;
+    server_ = nullptr;
+    Departure departure;
+    departure.internal_query_running = server->busy();
+    departure.mid_message = reader_.forwarding();
+    departure.backend_idle = server->tracker().idle();
+    departure.session_mode = pool_->mode() == PoolMode::Session;
+    departure.tether_kinds = tether_kinds_;
+    departure.effects = server->effects();
+    const DepartureDecision decision = decide_departure(departure);  // core/departure.hpp
+    server->unlink();
+    switch (decision.action) {
+        case DepartureDecision::Action::FinishQuery: return;  // it hands itself on when done
+        case DepartureDecision::Action::Release: server->pool().release(*server); return;
+        case DepartureDecision::Action::Scrub: server->scrub(); return;
+        case DepartureDecision::Action::Close: server->close(decision.reason); return;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeouts and closing
+
+void Client::fail(const char* sqlstate, const std::string& message) {
+    protocol::ErrorFields error{"FATAL", sqlstate, message, {}, {}};
+    close(message, &error);
+}
+
+void Client::close(const std::string& reason, const protocol::ErrorFields* error, bool flush) {
+    if (state_ == State::Closing) return;
+    State previous = state_;
+    const auto& config = worker_.config();
+    // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
+    // client, log_disconnections for the reason a logged-in client goes.
+    if (error && config.log_pooler_errors) {
+        spdlog::warn("{}: pooler error: {}", describe(), error->message);
+    }
+    // PgBouncer logs every close with a reason, failed logins included.
+    if (config.log_disconnections) {
+        spdlog::info("{}: closing because: {} (age={}s)", describe(), reason,
+                     (worker_.now_ms() - connected_at_ms_) / 1000);
+    }
+    if (error) {
+        std::string out;
+        protocol::append_error_response(out, *error);
+        stream_.write(out);
+    }
+    if (admin_) admin_->on_close();
+    if (pool_) {
+        if (previous == State::Waiting) pool_->cancel_request(*this);
+        if (previous == State::WelcomeWait) pool_->cancel_welcome_wait(*this);
+    }
+    set_state(State::Closing);
+    detach_from_server();
+    if (has_cancel_key_) {
+        worker_.cancels().remove(cancel_key_);
+        has_cancel_key_ = false;
+    }
+    auth_.reset();
+    if (auth_lookup_) {
+        worker_.auth_lookups().cancel(auth_lookup_);
+        auth_lookup_ = 0;
+    }
+    if (error || flush) {
+        stream_.close_after_flush();
+    } else {
+        stream_.close();
+    }
+}
+
+}  // namespace pgtether

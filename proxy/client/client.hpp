@@ -1,0 +1,313 @@
+// A client connection: start-up, authentication, then requests that borrow servers from its pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/backend_messages.hpp"
+#include "protocol/frontend_messages.hpp"
+#include "protocol/startup.hpp"
+#include "proxy/server/auth_query.hpp"
+#include "core/config.hpp"
+#include "proxy/net/intrusive_list.hpp"
+#include "proxy/net/message_reader.hpp"
+#include "proxy/server/prepared_statements.hpp"
+#include "proxy/server/request_queue.hpp"
+#include "proxy/server/server.hpp"
+#include "proxy/server/statement_translator.hpp"
+#include "core/session_params.hpp"
+#include "core/session_settings.hpp"
+#include "proxy/server/tether.hpp"
+#include "proxy/net/stream.hpp"
+
+namespace pgtether {
+
+class AdminSession;
+class AuthQuery;
+class ClientAuth;
+class Pool;
+class Worker;
+struct DatabaseConfig;
+
+class Client final : public Stream::Handler {
+public:
+    enum class State {
+        Startup,      // waiting for the start-up packet (an SSLRequest/GSSENCRequest may come first)
+        AuthLookup,   // auth_query is fetching the user's secret; input held (up to pkt_buf)
+        Auth,         // we asked for a password / SASL exchange; waiting for the client's answer
+        WelcomeWait,  // authenticated; waiting for the pool to learn its servers' parameters
+        Idle,         // logged in; no server linked; nothing in flight
+        Waiting,      // has a request but no server: queued in its pool, input held
+        Active,       // linked to a server; messages flow both ways
+        Closing,      // closing; no further input is processed
+    };
+
+    Client(Worker& worker, bool tcp);
+    ~Client();
+
+    // Accepts from the listener (or takes `accepted_fd`, a connection the listener accepted
+    // itself while draining) and starts reading. Returns false (and closes) on failure.
+    bool accept(uv_stream_t* listener, int accepted_fd = -1);
+    // Accepted while the worker drains (SHUTDOWN WAIT_FOR_CLIENTS): only the admin console may
+    // log in.
+    void restrict_to_console() { console_only_ = true; }
+    // Closes the connection after sending `error` (when given) and logs the reason. With an
+    // error, or with `flush`, what is queued for the client is sent before the socket closes.
+    void close(const std::string& reason, const protocol::ErrorFields* error = nullptr,
+               bool flush = false);
+    // Sends a FATAL error with this SQLSTATE and message, then closes.
+    void fail(const char* sqlstate, const std::string& message);
+
+    [[nodiscard]] State state() const { return state_; }
+    [[nodiscard]] std::uint64_t id() const { return id_; }
+    [[nodiscard]] const std::string& user() const { return user_; }
+    [[nodiscard]] const std::string& database() const { return database_; }
+    [[nodiscard]] Pool* pool() { return pool_; }
+    [[nodiscard]] Server* server() { return server_; }
+    [[nodiscard]] ParamValues& params() { return params_; }
+    [[nodiscard]] const protocol::CancelKey& cancel_key() const { return cancel_key_; }
+    [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
+    [[nodiscard]] std::string describe() const;  // "C-12 db/user@1.2.3.4:5678" for logs
+    // For the admin console and metrics.
+    [[nodiscard]] bool is_admin() const { return admin_ != nullptr; }
+    // Logged in to the console as user "pgbouncer" over the Unix socket from pgtether's own OS
+    // user, without a password (PgBouncer's admin_pre_login): an admin whatever admin_users says.
+    [[nodiscard]] bool own_user() const { return own_user_; }
+    [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
+    [[nodiscard]] std::uint64_t last_activity_ms() const { return last_activity_ms_; }
+    [[nodiscard]] Stream& stream() { return stream_; }
+    void describe_to(std::string& out) const;  // appends describe() to `out`
+
+    // ---- called by the pool ----
+    void on_welcome_ready();
+    void on_server_assigned(Server& server);
+    void on_login_failed(const protocol::ErrorFields& error);
+
+    // ---- called by the linked server ----
+    // Server replies to forward; false when the client's socket is backed up.
+    bool send_from_server(const uv_buf_t* bufs, unsigned count);
+    bool send(std::string_view bytes);
+    // The server finished an internal query for this client (parameter sync, probe): resume input.
+    void on_server_ready();
+    // The transaction ended and the server went back to the pool.
+    void on_server_released();
+    // The server connection failed under this client. When it had not yet seen any request of
+    // this client, the client quietly gets another server; otherwise it is closed -- with an
+    // error of pgtether's own unless the client already has the backend's FATAL (as from
+    // PostgreSQL directly: one error, then the connection closes).
+    void on_server_lost(const std::string& reason, bool server_saw_requests,
+                        bool client_got_fatal);
+    // Flow control: the server's socket is backed up / drained.
+    void pause_input();
+    void resume_input();
+
+    // ---- the tether (docs/advisory-locks.md, docs/session-state.md) ----
+    // Kinds of session state (StateKind flags) this client holds on its backend.
+    [[nodiscard]] std::uint32_t tether_kinds() const { return tether_kinds_; }
+    [[nodiscard]] bool tethered() const { return (tether_kinds_ & kTetherKinds) != 0; }
+    // The session advisory locks the client holds, as far as pgtether knows (exact accounting
+    // or the last probe); empty while untethered.
+    [[nodiscard]] const LockLedger& lock_ledger() const;
+    [[nodiscard]] std::vector<AdvisoryLockKey> held_locks() const { return lock_ledger().keys(); }
+    [[nodiscard]] std::uint64_t tethered_since_ms() const {
+        return tether_ ? tether_->since_ms : 0;
+    }
+    void set_tether_kinds(std::uint32_t kinds);
+    // The probe's details for the kinds it looked at: advisory keys and one line per other kind.
+    void update_tether_details(std::uint32_t probed, const std::vector<AdvisoryLockKey>& locks,
+                               std::vector<std::pair<std::uint32_t, std::string>> summaries);
+    // The ledger exact accounting computed for the transaction that just ended.
+    void adopt_lock_ledger(const LockLedger& ledger);
+    // "advisory locks 42 exclusive; temp tables 1: t" — the reasons the client is tethered.
+    [[nodiscard]] std::string describe_tether() const;
+    // The last statement of a tethered client (SHOW LOCKS), starting with the one that tethered
+    // it; empty while untethered. Truncated.
+    [[nodiscard]] const std::string& last_query() const;
+
+    // ---- session settings (docs/session-state.md) ----
+    // What this client's session settings are: its start-up parameters, overridden by what the
+    // last probe found set in the session.
+    [[nodiscard]] SettingsMap wanted_settings() const {
+        return settings_ ? SettingsMap::merged(settings_->startup, settings_->session)
+                         : SettingsMap{};
+    }
+    void set_session_settings(SettingsMap settings) {
+        if (settings_ || !settings.empty()) settings_state().session = std::move(settings);
+    }
+    // Whether the client has any settings to replay (most have none).
+    [[nodiscard]] bool has_settings() const {
+        return settings_ && (!settings_->startup.empty() || !settings_->session.empty());
+    }
+    // Dotted custom setting names the client has SET (pg_settings does not list them).
+    [[nodiscard]] const std::vector<std::string>& custom_setting_names() const;
+    [[nodiscard]] ClientStatements& statements() { return statements_; }
+
+    // The periodic timeouts (login, idle, wait, transaction idle, tethered idle).
+    void janitor(std::uint64_t now_ms);
+    // A CancelRequest with this client's key arrived (on connection `from`, described): cancel
+    // what its backend runs, or the admin console's wait.
+    void on_cancel_request(const std::string& from);
+
+    ListHook pool_hook_;
+    ListHook worker_hook_;
+
+private:
+    // Stream::Handler
+    std::size_t on_stream_data(protocol::ByteSpan data) override;
+    void on_stream_end(int status) override;
+    void on_stream_drained() override;
+    void on_stream_connected(int) override {}
+    void on_stream_closed() override;
+    void on_stream_tls_ready(const std::string& error) override;
+
+    std::size_t handle_startup(protocol::ByteSpan data);
+    std::size_t handle_auth(protocol::ByteSpan data);
+    std::size_t handle_requests(protocol::ByteSpan data);
+    void handle_startup_packet(const protocol::StartupPacket& packet);
+    void handle_cancel_request(const protocol::CancelKey& key);
+    // application_name_add_host: the client's address after its application_name.
+    void add_host_to_application_name();
+    // TLS and authentication methods (client_login.cpp).
+    std::size_t handle_encryption_request(protocol::StartupKind kind, protocol::ByteSpan data,
+                                          std::size_t request_size);
+    std::size_t start_direct_tls(protocol::ByteSpan data);
+    [[nodiscard]] bool tls_policy_allows_startup();
+    void start_authentication();
+    void start_password_authentication(AuthType method);
+    void on_secret_fetched(AuthType method, AuthQuery::Result&& result);
+    void run_password_authentication();
+    // Sends the step's error and closes, logging PgBouncer's reason (ClientAuth::failure_reason,
+    // or "no such user" after an auth_query that found none).
+    void fail_authentication(const std::string& sqlstate, const std::string& message);
+    void authenticate_by_certificate();
+    void authenticate_by_peer();
+    // PgBouncer's rule for the console: user "pgbouncer" over the Unix socket, connecting from
+    // the OS user pgtether runs as, needs no password.
+    [[nodiscard]] bool is_own_user_console_login();
+    [[nodiscard]] std::string tls_description() const;
+    void on_authenticated();
+    void start_admin_session();  // the client asked for the admin console's database
+    void finish_login();
+    void set_state(State state);
+    // Input that cannot be forwarded yet stays in the stream; reading stops only when too much
+    // (`held` bytes) waits.
+    void hold_input(std::size_t held);
+    // On close: hand the linked server back — directly when clean, through a scrub otherwise.
+    void detach_from_server();
+    void remember_query(std::string_view sql);
+    // What the tether's trigger found in a statement: recorded for the transaction's end.
+    void note_effects(std::string_view sql, std::uint32_t effects);
+    // Exact lock accounting (docs/advisory-locks.md): tells the linked server's LockAccounting
+    // what a lock-relevant Query, Bind or FunctionCall will do.
+    [[nodiscard]] bool accounts_locks_exactly() const;
+    // True when accounting cannot decide and a probe may follow the text at once.
+    [[nodiscard]] bool account_query_locks(std::string_view sql);
+    void account_bind_locks(const protocol::BindNames& names, const StatementPtr& statement,
+                            protocol::ByteSpan body);
+    // A Bind of `statement` (named, or the backend's unnamed one): its effects once more.
+    void note_bound_effects(const protocol::BindNames& names, const StatementPtr& statement,
+                            protocol::ByteSpan body);
+    void account_execute(protocol::ByteSpan body);
+    void account_uncertain();
+    // Bytes on their way to the server (client_requests.cpp).
+    struct Outbound;
+    // Appends the transaction-end probe right behind the Query that needs it.
+    void pipeline_probe(Outbound& out);
+
+    // Extended-protocol routing (client_requests.cpp): the tether's part here, prepared-statement
+    // translation by a StatementTranslator (proxy/server/statement_translator.hpp). Each route_*
+    // returns true when it forwarded (rewritten), injected or answered the message itself.
+    bool route_parse(const protocol::ParseMessage& parse, Outbound& out);
+    // `body_missing`: bytes of a streamed Bind's body still to come (its parameters are not
+    // read, and a rewritten head announces them).
+    bool route_bind(protocol::ByteSpan body, Outbound& out, std::size_t body_missing = 0);
+    bool route_describe_or_close(protocol::ByteSpan body, char type, Outbound& out);
+    // A message larger than client_buffer_limit whose header has arrived (`partial.bytes`: what
+    // of it is here): streamed, discarded or refused (core/message_budget.hpp). False while it
+    // waits for the names at the start of its body.
+    bool take_oversized(const MessageReader::Next& partial, Outbound& out);
+    // Bookkeeping shared by whole and streamed messages: the first request after the server
+    // went quiet starts the query clock; a FunctionCall may call a lock function; a message
+    // (or the part of it that has arrived) forwarded unchanged.
+    void note_request_start();
+    void note_function_call();
+    void forward_as_sent(char type, protocol::ByteSpan bytes, Outbound& out);
+    // The text of a Parse streamed without being held: the trigger sees only its start and
+    // assumes the rest (core/message_budget.hpp: unscanned_effects).
+    void take_unscanned_parse(std::string_view name, std::string_view text_start, Outbound& out);
+    // The translator of this client's statements on the linked backend, writing into `out`.
+    [[nodiscard]] StatementTranslator translator(Outbound& out);
+    // A lone `DEALLOCATE name` of one of the client's protocol-level statements, while idle.
+    bool answer_deallocate(protocol::ByteSpan message);
+
+    // Authentication messages are small; anything larger is refused before it is buffered.
+    static constexpr std::uint32_t kMaxAuthMessage = 16 * 1024;
+
+    Worker& worker_;
+    Stream stream_;
+    State state_ = State::Startup;
+    std::uint32_t tether_kinds_ = 0;  // the tether (below)
+    // Flags, one bit each, packed with the two fields above: thousands of idle clients carry them
+    // (idle memory per client, docs/benchmarks.md).
+    bool tcp_ : 1 = true;
+    bool own_user_ : 1 = false;
+    bool console_only_ : 1 = false;  // restrict_to_console()
+    bool auth_query_found_no_user_ : 1 = false;
+    bool input_paused_ : 1 = false;  // the server's socket is backed up
+    bool has_cancel_key_ : 1 = false;
+    bool ssl_answered_ : 1 = false;
+    bool gss_answered_ : 1 = false;
+    bool direct_tls_ : 1 = false;  // TLS began with a ClientHello, no SSLRequest (PostgreSQL 17)
+    // pgtether answered a message of the current extended batch with an error: discard the
+    // client's messages up to its Sync, as PostgreSQL would.
+    bool skip_until_sync_ : 1 = false;
+    // Without statement translation, the client named more statements than pgtether tracks
+    // (kMaxClientStatements): a Bind of a name it does not know assumes every effect.
+    bool untracked_statement_names_ : 1 = false;
+    std::uint64_t id_;
+    std::uint64_t state_since_ms_ = 0;
+    std::uint64_t connected_at_ms_ = 0;
+    std::string user_;
+    std::string database_;
+    std::string peer_;
+    Pool* pool_ = nullptr;
+    Server* server_ = nullptr;
+    protocol::CancelKey cancel_key_;
+    ParamValues params_;
+    std::unique_ptr<ClientAuth> auth_;
+    // The requests: the rest of a CopyData or of a message over client_buffer_limit streamed to
+    // the server, or of one pgtether refused or skipped (take_oversized).
+    MessageReader reader_;
+    std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
+    std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
+    std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
+    // The tether.
+    // The tether's details, allocated only while there are any: the many untethered clients
+    // carry one pointer instead of these fields (idle memory per client, docs/benchmarks.md).
+    struct TetherDetails {
+        std::uint64_t since_ms = 0;
+        std::uint64_t idle_probe_at_ms = 0;  // when the janitor last probed this tether
+        LockLedger locks;
+        std::vector<std::pair<std::uint32_t, std::string>> summaries;
+        std::string last_query;
+    };
+    std::unique_ptr<TetherDetails> tether_;
+    TetherDetails& tether_details();  // allocates on first use
+    // Session settings, allocated at the first one: most clients have none, and each of the idle
+    // thousands then carries one pointer (idle memory per client, docs/benchmarks.md).
+    struct Settings {
+        SettingsMap startup;
+        SettingsMap session;
+        std::vector<std::string> custom_names;
+    };
+    std::unique_ptr<Settings> settings_;
+    Settings& settings_state();  // allocates on first use
+    // The client's named prepared statements (docs/prepared-statements.md).
+    ClientStatements statements_;
+    std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console
+};
+
+}  // namespace pgtether

@@ -1,0 +1,236 @@
+#include "proxy/client/client_auth.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+
+#include "protocol/backend_messages.hpp"
+#include "protocol/frontend_messages.hpp"
+#include "protocol/md5_auth.hpp"
+#include "protocol/sqlstate.hpp"
+
+namespace pgtether {
+
+namespace {
+
+// PostgreSQL's default for new SCRAM secrets (scram_iterations).
+constexpr int kScramIterations = 4096;
+
+template <std::size_t N>
+std::array<std::uint8_t, N> random_bytes() {
+    std::array<std::uint8_t, N> out{};
+    if (RAND_bytes(out.data(), static_cast<int>(N)) != 1) {
+        // OpenSSL's CSPRNG does not fail once seeded; abort rather than authenticate with a
+        // predictable nonce.
+        std::abort();
+    }
+    return out;
+}
+
+// Constant-time comparison, so response timing says nothing about how much of a guess was right.
+bool equal_secrets(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string_view bytes_view(const auto& array) {
+    return {reinterpret_cast<const char*>(array.data()), array.size()};
+}
+
+}  // namespace
+
+ClientAuth::ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_configured,
+                       std::string user)
+    : type_(type), user_(std::move(user)), auth_file_configured_(auth_file_configured) {
+    if (auto it = auth_file.find(user_); it != auth_file.end()) {
+        user_listed_ = true;
+        // An empty secret never authenticates anyone (PostgreSQL refuses empty passwords too),
+        // but still lists the user for trust.
+        if (!it->second.secret.empty()) secret_ = it->second;
+    }
+}
+
+ClientAuth::ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, std::string user)
+    : type_(type), user_(std::move(user)), auth_file_configured_(false) {
+    if (fetched_secret && !fetched_secret->secret.empty()) {
+        user_listed_ = true;
+        secret_ = std::move(fetched_secret);
+    }
+}
+
+ClientAuth::~ClientAuth() = default;
+
+const char* ClientAuth::failure_reason() const {
+    if (type_ == AuthType::Trust) return "\"trust\" authentication failed";
+    if (method_ == Method::Scram) return "SASL authentication failed";
+    return "password authentication failed";
+}
+
+ClientAuth::Step ClientAuth::fail_password() const {
+    return {Outcome::Failure, {}, protocol::sqlstate::kInvalidPassword,
+            "password authentication failed for user \"" + user_ + "\""};
+}
+
+ClientAuth::Step ClientAuth::start() {
+    Step step;
+    switch (type_) {
+        case AuthType::Any:
+            return {Outcome::Success, {}, {}, {}};
+        case AuthType::Trust:
+            if (auth_file_configured_ && !user_listed_) return fail_password();
+            return {Outcome::Success, {}, {}, {}};
+        case AuthType::Plain:
+            method_ = Method::Cleartext;
+            protocol::append_authentication(step.reply, protocol::AuthRequest::CleartextPassword);
+            return step;
+        case AuthType::Md5:
+            if (secret_ && secret_->kind == SecretKind::Scram) return begin_scram();
+            method_ = Method::Md5;
+            md5_salt_ = random_bytes<4>();
+            protocol::append_auth_md5(step.reply, md5_salt_);
+            return step;
+        case AuthType::ScramSha256:
+            return begin_scram();
+        default:
+            return {Outcome::Failure, {}, protocol::sqlstate::kInvalidAuthorization,
+                    std::string("authentication method \"") + to_string(type_) +
+                        "\" is not supported by pgtether"};
+    }
+}
+
+ClientAuth::Step ClientAuth::begin_scram() {
+    method_ = Method::Scram;
+    Step step;
+    protocol::append_auth_sasl(step.reply, {"SCRAM-SHA-256"});
+    // Build the ScramServer now so an unknown user goes through the same exchange as a known one
+    // and fails only at the proof (no user-name probing through timing or message shape).
+    std::optional<protocol::ScramSecret> secret;
+    if (secret_) {
+        if (secret_->kind == SecretKind::Scram) {
+            secret = protocol::parse_scram_secret(secret_->secret);
+        } else if (secret_->kind == SecretKind::Plain) {
+            auto salt = random_bytes<16>();
+            secret = protocol::make_scram_secret(secret_->secret, bytes_view(salt),
+                                                 kScramIterations);
+        }
+        // An md5 secret cannot verify a SCRAM proof: fall through to a mock secret.
+    }
+    if (!secret) {
+        // A mock secret with random keys: the exchange proceeds and the proof never matches.
+        protocol::ScramSecret mock;
+        mock.iterations = kScramIterations;
+        auto salt = random_bytes<16>();
+        mock.salt.assign(reinterpret_cast<const char*>(salt.data()), salt.size());
+        mock.stored_key = random_bytes<32>();
+        mock.server_key = random_bytes<32>();
+        secret = mock;
+    }
+    auto nonce = random_bytes<18>();
+    scram_ = std::make_unique<protocol::ScramServer>(*secret, bytes_view(nonce));
+    return step;
+}
+
+ClientAuth::Step ClientAuth::on_password_message(protocol::ByteSpan body) {
+    switch (method_) {
+        case Method::Cleartext: return on_cleartext(body);
+        case Method::Md5: return on_md5(body);
+        case Method::Scram: return on_scram(body);
+        case Method::None: break;
+    }
+    return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
+            "unexpected password message"};
+}
+
+bool ClientAuth::check_cleartext(const std::string& password) const {
+    if (!secret_) return false;
+    switch (secret_->kind) {
+        case SecretKind::Plain:
+            return equal_secrets(password, secret_->secret);
+        case SecretKind::Md5:
+            return equal_secrets(protocol::md5_password_secret(user_, password), secret_->secret);
+        case SecretKind::Scram: {
+            auto stored = protocol::parse_scram_secret(secret_->secret);
+            if (!stored) return false;
+            auto derived = protocol::make_scram_secret(password, stored->salt, stored->iterations);
+            return derived.stored_key == stored->stored_key &&
+                   derived.server_key == stored->server_key;
+        }
+    }
+    return false;
+}
+
+ClientAuth::Step ClientAuth::on_cleartext(protocol::ByteSpan body) {
+    auto password = protocol::parse_password_message(body);
+    if (!password) {
+        return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
+                "invalid password packet"};
+    }
+    std::string pw(*password);
+    if (secret_ && secret_->kind == SecretKind::Scram) {
+        // Checking a cleartext password against a SCRAM secret runs PBKDF2 with the secret's
+        // iteration count on the event loop; any role can store a secret with 2^31 iterations
+        // (ALTER ROLE ... PASSWORD 'SCRAM-SHA-256$2000000000:...'). Beyond the cap the login fails
+        // like a wrong password, without computing anything.
+        auto stored = protocol::parse_scram_secret(secret_->secret);
+        if (stored && stored->iterations > protocol::kScramMaxIterations) {
+            failure_log_ = "the stored SCRAM secret of user \"" + user_ + "\" has " +
+                           std::to_string(stored->iterations) +
+                           " iterations, more than pgtether computes for a cleartext "
+                           "password (" +
+                           std::to_string(protocol::kScramMaxIterations) + ")";
+            return fail_password();
+        }
+    }
+    if (pw.empty() || !check_cleartext(pw)) return fail_password();
+    cleartext_ = std::move(pw);
+    return {Outcome::Success, {}, {}, {}};
+}
+
+ClientAuth::Step ClientAuth::on_md5(protocol::ByteSpan body) {
+    auto response = protocol::parse_password_message(body);
+    if (!response) {
+        return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
+                "invalid password packet"};
+    }
+    if (!secret_ || secret_->kind == SecretKind::Scram ||
+        !protocol::md5_verify(user_, secret_->secret, md5_salt_, *response)) {
+        return fail_password();
+    }
+    return {Outcome::Success, {}, {}, {}};
+}
+
+ClientAuth::Step ClientAuth::on_scram(protocol::ByteSpan body) {
+    Step step;
+    if (!scram_started_) {
+        auto initial = protocol::parse_sasl_initial_response(body);
+        if (!initial || !initial->data) {
+            return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
+                    "malformed SASL initial response"};
+        }
+        if (initial->mechanism != "SCRAM-SHA-256") {
+            return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
+                    "client selected an invalid SASL authentication mechanism"};
+        }
+        scram_started_ = true;
+        auto first = scram_->client_first(*initial->data);
+        if (first.status != protocol::ScramServer::Status::Continue) {
+            return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation, first.message};
+        }
+        protocol::append_authentication(step.reply, protocol::AuthRequest::SaslContinue,
+                                        first.message);
+        return step;
+    }
+    auto final_step = scram_->client_final(protocol::as_chars(body));
+    if (final_step.status != protocol::ScramServer::Status::Done) return fail_password();
+    // A mock or md5-only secret can never get here: their proofs never match.
+    if (!secret_ || secret_->kind == SecretKind::Md5) return fail_password();
+    protocol::append_authentication(step.reply, protocol::AuthRequest::SaslFinal,
+                                    final_step.message);
+    step.outcome = Outcome::Success;
+    return step;
+}
+
+std::optional<protocol::ScramKey> ClientAuth::scram_client_key() const {
+    if (!scram_) return std::nullopt;
+    return scram_->client_key();
+}
+
+}  // namespace pgtether

@@ -1,0 +1,528 @@
+#include "proxy/daemon/worker.hpp"
+
+#include <netdb.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/backend_messages.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/server/auth_lookups.hpp"
+#include "proxy/server/cancel_forwarder.hpp"
+#include "proxy/client/cancel_registry.hpp"
+#include "proxy/client/client.hpp"
+#include "proxy/net/intrusive_list.hpp"
+#include "proxy/net/listener.hpp"
+#include "proxy/pool/lock_catalog.hpp"
+#include "proxy/pool/janitor.hpp"
+#include "proxy/admin/metrics_server.hpp"
+#include "proxy/pool/pool.hpp"
+#include "proxy/pool/pool_control.hpp"
+#include "proxy/net/security.hpp"
+#include "proxy/server/server.hpp"
+#include "proxy/daemon/worker_group.hpp"
+
+namespace pgtether {
+
+namespace {
+
+
+std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
+
+}  // namespace
+
+struct Worker::Registry {
+    IntrusiveList<Client, &Client::worker_hook_> clients;
+    IntrusiveList<Server, &Server::worker_hook_> servers;
+    IntrusiveList<CancelForwarder, &CancelForwarder::worker_hook_> cancels;
+};
+
+Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
+               WorkerGroup& group, std::shared_ptr<const SecuritySetup> security)
+    : config_(std::move(config)),
+      auth_file_(std::move(auth_file)),
+      security_(security ? std::move(security) : load_security(*config_)),
+      group_(group),
+      registry_(std::make_unique<Registry>()),
+      stats_history_(now_us()),
+      control_(std::make_unique<PoolControl>(*this)),
+      auth_lookups_(std::make_unique<AuthLookups>(*this)) {
+    // pkt_buf sizes the shared receive buffer; tiny values would only multiply read calls.
+    constexpr int kMinReadBuffer = 1024;
+    constexpr int kMaxReadBuffer = 16 * 1024 * 1024;
+    scratch_.resize(static_cast<std::size_t>(
+        std::clamp(config_->pkt_buf, kMinReadBuffer, kMaxReadBuffer)));
+    // Decrypted data out of one read: at most what was read plus the record OpenSSL held back.
+    constexpr std::size_t kTlsRecord = 16 * 1024;
+    tls_plaintext_.resize(std::max(scratch_.size(), kTlsRecord));
+    if (int rc = uv_loop_init(&loop_); rc != 0) {
+        throw std::runtime_error(std::string("cannot create event loop: ") + uv_strerror(rc));
+    }
+    uv_async_init(&loop_, &mailbox_async_, on_mailbox);
+    mailbox_async_.data = this;
+    index_ = group_.add(*this);
+    uv_timer_init(&loop_, &janitor_timer_);
+    janitor_timer_.data = this;
+    uv_timer_init(&loop_, &stats_timer_);
+    stats_timer_.data = this;
+    uv_check_init(&loop_, &hand_off_check_);
+    hand_off_check_.data = this;
+    uv_idle_init(&loop_, &hand_off_idle_);
+    hand_off_idle_.data = this;
+    lock_catalog_ = std::make_unique<LockCatalog>(*this);
+}
+
+Worker::~Worker() {
+    auth_lookups_.reset();
+    lock_catalog_->shutdown();
+    metrics_.reset();
+    listeners_.clear();
+    pools_.clear();
+    uv_loop_close(&loop_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up and the loop
+
+void Worker::start() {
+    const auto& config = *config_;
+    const std::string port = std::to_string(config.listen_port);
+    // Every worker listens on the TCP addresses itself and the kernel spreads new connections
+    // over their sockets (SO_REUSEPORT, which they then all need). The Unix socket and the
+    // metrics endpoint are worker 0's (docs/architecture.md, "Workers").
+    const bool reuseport = config.so_reuseport || group_.size() > 1;
+    const bool first = index_ == 0;
+    for (const auto& spec : config.listen_addr) {
+        std::vector<std::string> hosts;
+        if (spec == "*") {
+            hosts = {"0.0.0.0", "::"};
+        } else {
+            hosts = {spec};
+        }
+        for (const auto& host : hosts) {
+            addrinfo hints{};
+            hints.ai_family = AF_UNSPEC;
+            hints.ai_socktype = SOCK_STREAM;
+            hints.ai_flags = AI_PASSIVE;
+            addrinfo* result = nullptr;
+            if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result); rc != 0) {
+                throw std::runtime_error("cannot resolve listen_addr " + host + ": " +
+                                         gai_strerror(rc));
+            }
+            for (addrinfo* ai = result; ai; ai = ai->ai_next) {
+                auto listener = std::make_unique<Listener>(*this);
+                try {
+                    listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog,
+                                         reuseport);
+                } catch (...) {
+                    listener->close();
+                    listeners_.push_back(std::move(listener));
+                    freeaddrinfo(result);
+                    throw;
+                }
+                if (first) spdlog::info("listening on {}:{}", host, port);
+                listeners_.push_back(std::move(listener));
+                if (spec != "*") break;  // the first address of a name is enough
+            }
+            freeaddrinfo(result);
+        }
+    }
+    if (first && !config.unix_socket_dir.empty()) {
+        auto listener = std::make_unique<Listener>(*this);
+        std::string path = config.unix_socket_dir + "/.s.PGSQL." + port;
+        listener->listen_unix(path, config.unix_socket_mode, config.listen_backlog);
+        spdlog::info("listening on unix:{}", path);
+        listeners_.push_back(std::move(listener));
+    }
+    if (first && config.metrics_listen_port != 0) {
+        metrics_ = std::make_unique<MetricsServer>(*this);
+        metrics_->listen(config.metrics_listen_addr, config.metrics_listen_port,
+                         config.listen_backlog);
+    }
+    uv_timer_start(&janitor_timer_, on_janitor, janitor::kIntervalMs, janitor::kIntervalMs);
+    restart_stats_timer();
+}
+
+void Worker::restart_stats_timer() {
+    auto period = to_ms(config_->stats_period);
+    if (period == stats_period_ms_) return;
+    stats_period_ms_ = period;
+    uv_timer_stop(&stats_timer_);
+    if (period > 0) uv_timer_start(&stats_timer_, on_stats_timer, period, period);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mailbox: what other workers ask of this one
+
+bool Worker::post(std::function<void()> task, bool gathering) {
+    {
+        std::lock_guard lock(mailbox_mutex_);
+        if (mailbox_closed_) return false;
+        mailbox_.push_back({std::move(task), gathering});
+    }
+    uv_async_send(&mailbox_async_);
+    return true;
+}
+
+void Worker::on_mailbox(uv_async_t* async) { static_cast<Worker*>(async->data)->serve_mailbox(); }
+
+void Worker::serve_gathers() {
+    std::vector<Task> gathering;
+    {
+        std::lock_guard lock(mailbox_mutex_);
+        auto first = std::stable_partition(mailbox_.begin(), mailbox_.end(),
+                                           [](const Task& task) { return !task.gathering; });
+        std::move(first, mailbox_.end(), std::back_inserter(gathering));
+        mailbox_.erase(first, mailbox_.end());
+    }
+    for (auto& task : gathering) task.run();
+}
+
+void Worker::serve_mailbox() {
+    // In the order posted: a SHOW gathered after a command sees the command's effect.
+    std::vector<Task> tasks;
+    {
+        std::lock_guard lock(mailbox_mutex_);
+        tasks.swap(mailbox_);
+    }
+    for (auto& task : tasks) task.run();
+}
+
+void Worker::close_mailbox() {
+    {
+        std::lock_guard lock(mailbox_mutex_);
+        mailbox_closed_ = true;
+    }
+    // Whoever posted these may be waiting for them (WorkerGroup::gather).
+    serve_mailbox();
+    uv_close(reinterpret_cast<uv_handle_t*>(&mailbox_async_), nullptr);
+}
+
+CancelRegistry& Worker::cancels() { return group_.cancels(); }
+
+std::uint64_t Worker::next_id() { return ++last_id_ * group_.size() + index_ - (group_.size() - 1); }
+
+int Worker::database_server_count(const std::string& database) const {
+    return group_.budget().database_servers(database);
+}
+
+int Worker::user_server_count(const std::string& user) const {
+    return group_.budget().user_servers(user);
+}
+
+void Worker::run() {
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    // Let every handle's close callback run.
+    uv_run(&loop_, UV_RUN_DEFAULT);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clients and servers
+
+void Worker::accept_client(uv_stream_t* listener, bool tcp, int accepted_fd) {
+    auto* client = new Client(*this, tcp);
+    if (!client->accept(listener, accepted_fd)) return;  // closed and freed by the client itself
+    stats_.clients_accepted++;
+    // While draining (SHUTDOWN WAIT_FOR_CLIENTS), clients the listeners had already queued are
+    // served, and the Unix socket stays open for the admin console (Client::on_authenticated
+    // refuses everything else).
+    if (draining() && accepted_fd < 0 && !tcp) client->restrict_to_console();
+    if (shutting_down_ && !(draining() && (accepted_fd >= 0 || !tcp))) {
+        client->fail(protocol::sqlstate::kCannotConnectNow, "pgtether is shutting down");
+        return;
+    }
+    // The new client is already counted (in every worker's count: max_client_conn is a limit of
+    // the process).
+    if (group_.clients() > static_cast<std::size_t>(config_->max_client_conn)) {
+        stats_.clients_refused++;
+        client->fail(protocol::sqlstate::kTooManyConnections,
+                     "no more connections allowed (max_client_conn)");
+    }
+}
+
+std::optional<DatabaseConfig> Worker::resolve_database(const std::string& name) const {
+    const DatabaseConfig* entry = config_->find_database(name);
+    if (!entry) return std::nullopt;
+    DatabaseConfig resolved = *entry;
+    if (entry == (config_->fallback_database ? &*config_->fallback_database : nullptr)) {
+        resolved.name = name;
+        if (resolved.dbname.empty() || resolved.dbname == "*") resolved.dbname = name;
+    }
+    return resolved;
+}
+
+Pool& Worker::pool_for(const DatabaseConfig& database, const std::string& user) {
+    auto key = std::make_pair(database.name, user);
+    auto it = pools_.find(key);
+    if (it == pools_.end()) {
+        const DatabaseConfig* entry = config_->find_database(database.name);
+        bool automatic =
+            entry && config_->fallback_database && entry == &*config_->fallback_database;
+        auto first = pools_.lower_bound(std::make_pair(database.name, std::string()));
+        if (automatic && (first == pools_.end() || first->first.first != database.name)) {
+            // PgBouncer's words for the first pool of a name the "*" entry serves.
+            spdlog::info("registered new auto-database: db={}", database.name);
+        }
+        it = pools_.emplace(key, std::make_unique<Pool>(*this, database, user)).first;
+    }
+    return *it->second;
+}
+
+void Worker::register_client(Client& client) {
+    registry_->clients.push_back(client);
+    ++group_.clients();
+}
+void Worker::unregister_client(Client& client) {
+    registry_->clients.remove(client);
+    --group_.clients();
+    maybe_finish_shutdown();
+}
+void Worker::register_server(Server& server) { registry_->servers.push_back(server); }
+void Worker::unregister_server(Server& server) {
+    registry_->servers.remove(server);
+    maybe_finish_shutdown();
+}
+std::size_t Worker::client_count() const { return registry_->clients.size(); }
+std::size_t Worker::server_count() const { return registry_->servers.size(); }
+
+void Worker::for_each_client(const std::function<void(Client&)>& fn) const {
+    registry_->clients.for_each(fn);
+}
+
+void Worker::for_each_server(const std::function<void(Server&)>& fn) const {
+    registry_->servers.for_each(fn);
+}
+
+int Worker::cancels_in_flight_for(const Server& server) const {
+    int count = 0;
+    registry_->cancels.for_each([&](CancelForwarder& forwarder) {
+        if (forwarder.target() == &server) ++count;
+    });
+    return count;
+}
+
+void Worker::cancel_client(const protocol::CancelKey& key, const std::string& from) {
+    auto entry = cancels().find(key);
+    if (entry && entry->worker == this) entry->client->on_cancel_request(from);
+}
+
+void Worker::forward_cancel(Server& server) {
+    auto* forwarder = new CancelForwarder(*this, server);
+    forwarder->start();
+}
+
+void Worker::forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key) {
+    auto* forwarder = new CancelForwarder(*this, peer, key);
+    forwarder->start();
+}
+
+void Worker::register_cancel(CancelForwarder& forwarder) {
+    registry_->cancels.push_back(forwarder);
+}
+void Worker::unregister_cancel(CancelForwarder& forwarder) {
+    registry_->cancels.remove(forwarder);
+    maybe_finish_shutdown();
+}
+void Worker::forget_cancel_target(Server& server) {
+    registry_->cancels.for_each([&](CancelForwarder& forwarder) {
+        if (forwarder.target() == &server) forwarder.forget_target();
+    });
+}
+
+void Worker::lend_server(const LendRequest& request) {
+    if (shutting_down()) return;
+    // An idle server first (the requester gets its slot now); else a busy one, released later.
+    Pool* busy = nullptr;
+    for (auto& [key, pool] : pools_) {
+        if (!pool->frees_room_for(request.database, request.user, request.db_full,
+                                  request.user_full)) {
+            continue;
+        }
+        if (pool->idle_count() > 0) {
+            (void)pool->lend(request);
+            return;
+        }
+        if (!busy && pool->server_count() > 0) busy = pool.get();
+    }
+    if (busy) (void)busy->lend(request);
+}
+
+void Worker::use_lent_slot(const std::string& database, const std::string& user) {
+    auto it = pools_.find(std::make_pair(database, user));
+    if (it == pools_.end()) {
+        group_.budget().give_back(database, user, index_);
+        return;
+    }
+    it->second->use_lent_slot();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Periodic work
+
+void Worker::schedule_hand_offs(Pool& pool) {
+    hand_offs_.push_back(&pool);
+    if (hand_offs_.size() == 1) {
+        uv_check_start(&hand_off_check_, on_hand_off_check);
+        uv_idle_start(&hand_off_idle_, on_hand_off_idle);
+    }
+}
+
+void Worker::on_hand_off_check(uv_check_t* check) {
+    static_cast<Worker*>(check->data)->run_hand_offs();
+}
+
+void Worker::on_hand_off_idle(uv_idle_t* idle) {
+    static_cast<Worker*>(idle->data)->run_hand_offs();
+}
+
+void Worker::run_hand_offs() {
+    // A hand-off may schedule another (a client that fails at once releases its server): those
+    // are served in this pass too. Each round hands out at least one server or empties a queue.
+    while (!hand_offs_.empty()) {
+        std::vector<Pool*> pools;
+        pools.swap(hand_offs_);
+        for (Pool* pool : pools) pool->serve_waiting_clients();
+    }
+    uv_check_stop(&hand_off_check_);
+    uv_idle_stop(&hand_off_idle_);
+}
+
+void Worker::on_janitor(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->janitor(); }
+
+void Worker::on_stats_timer(uv_timer_t* timer) {
+    static_cast<Worker*>(timer->data)->stats_tick();
+}
+
+void Worker::stats_tick() {
+    std::map<const Pool*, PoolStats> current;
+    PoolStats totals;
+    for (auto& [key, pool] : pools_) {
+        current.emplace(pool.get(), pool->stats());
+        totals += pool->stats();
+    }
+    stats_history_.tick(current, now_us());
+    if (config_->log_stats) log_stats(stats_history_.averages([](const Pool&) { return true; }));
+    logged_totals_ = totals;
+}
+
+void Worker::log_stats(const StatsAverages& avg) {
+    // PgBouncer 1.18's line (src/stats.c), averaged over the stats_period that just ended.
+    // With several workers each logs its own figures, named by its index.
+    const std::string who = group_.size() > 1 ? "worker " + std::to_string(index_) + ": " : "";
+    spdlog::info("{}stats: {} xacts/s, {} queries/s, in {} B/s, out {} B/s, xact {} us, query {} "
+                 "us, wait {} us",
+                 who, avg.xact_count, avg.query_count, avg.bytes_received, avg.bytes_sent,
+                 avg.xact_time_us, avg.query_time_us, avg.wait_time_us);
+    if (config_->advisory_lock_tracking == LockTracking::Off) return;
+    PoolStats totals;
+    for (auto& [key, pool] : pools_) totals += pool->stats();
+    std::size_t tethered = 0;
+    registry_->clients.for_each([&](Client& client) { tethered += client.tethered() ? 1 : 0; });
+    const PoolStats& before = logged_totals_;
+    spdlog::info("{}tether: {} tethered clients; in the last period {} tethered, {} untethered, {} "
+                 "probes, {} scrubs ({} failed), {} leaks found, {} times tether_reserve_size "
+                 "exhausted",
+                 who, tethered, totals.tether_events - before.tether_events,
+                 totals.untether_events - before.untether_events, totals.probes - before.probes,
+                 totals.scrubs - before.scrubs, totals.scrub_failures - before.scrub_failures,
+                 totals.leaks_found - before.leaks_found,
+                 totals.tether_reserve_exhausted - before.tether_reserve_exhausted);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reload and shutdown
+
+void Worker::apply_config(std::shared_ptr<const Config> config,
+                          std::shared_ptr<const AuthFile> auth_file,
+                          std::shared_ptr<const SecuritySetup> security) {
+    if (!security) security = load_security(*config);
+    // Server connections made with other TLS settings are replaced (PgBouncer does the same):
+    // otherwise an old, maybe weaker, setting would live on in the pool indefinitely.
+    const bool server_tls_changed = server_tls_settings_differ(*config_, *config);
+    config_ = std::move(config);
+    auth_file_ = std::move(auth_file);
+    security_ = std::move(security);
+    lock_catalog_->apply_config();
+    if (!stopped_) restart_stats_timer();
+    // No auth_user connection made with the old settings serves another lookup.
+    auth_lookups_->on_reload();
+    for (auto& [key, pool] : pools_) {
+        auto resolved = resolve_database(key.first);
+        if (!resolved) {
+            // The database is gone from the config: finish what runs, then close its servers.
+            pool->close_all_servers("database removed from configuration");
+            continue;
+        }
+        const auto& old = pool->database();
+        bool target_changed = old.host != resolved->host || old.port != resolved->port ||
+                              old.dbname != resolved->dbname || old.user != resolved->user ||
+                              old.password != resolved->password;
+        pool->apply_config(*resolved);
+        if (target_changed) pool->close_all_servers("connection settings changed");
+        else if (server_tls_changed) pool->close_all_servers("server TLS settings changed");
+    }
+}
+
+void Worker::begin_shutdown(ShutdownMode mode) {
+    if (shutting_down_) {
+        // A second signal or command: stop waiting (PgBouncer: an immediate shutdown).
+        if (shutdown_mode_ == ShutdownMode::WaitForClients) close_everything();
+        shutdown_mode_ = ShutdownMode::Graceful;
+        shutdown_deadline_ms_ = now_ms();
+        janitor();
+        return;
+    }
+    shutting_down_ = true;
+    shutdown_mode_ = mode;
+    if (mode == ShutdownMode::WaitForClients) {
+        // Stop accepting on TCP, without resetting the connections the kernel has queued; the
+        // Unix socket stays open for the admin console. Clients keep their sessions, pools keep
+        // serving them; the process exits when the last client has left.
+        spdlog::info("shutting down: no new connections; waiting for {} clients to disconnect",
+                     client_count());
+        for (auto& listener : listeners_) {
+            if (listener->is_tcp()) listener->drain_and_close();
+        }
+        return;
+    }
+    if (mode == ShutdownMode::WaitForServers) {
+        shutdown_deadline_ms_ = 0;  // no bound: as long as the transactions take
+        spdlog::info("shutting down: no new connections; waiting for transactions to finish");
+    } else {
+        shutdown_deadline_ms_ = now_ms() + janitor::kShutdownGraceMs;
+        spdlog::info("shutting down: no new connections; waiting up to {} s for transactions",
+                     janitor::kShutdownGraceMs / 1000);
+    }
+    close_everything();
+    janitor();
+}
+
+void Worker::close_everything() {
+    lock_catalog_->shutdown();
+    for (auto& listener : listeners_) listener->close();
+    if (metrics_) metrics_->close();
+    auth_lookups_->close_all();
+}
+
+void Worker::maybe_finish_shutdown() {
+    // While draining, the janitor notices the last client's departure (not this call, which
+    // may come from inside a client's destructor) and then shuts down as usual.
+    if (!shutting_down() || stopped_ || !registry_->clients.empty() ||
+        !registry_->servers.empty() || !registry_->cancels.empty()) {
+        return;
+    }
+    stopped_ = true;
+    spdlog::info("shutdown complete");
+    uv_close(reinterpret_cast<uv_handle_t*>(&janitor_timer_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&stats_timer_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_check_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_idle_), nullptr);
+    close_mailbox();
+    if (on_stopped_) on_stopped_();
+}
+
+}  // namespace pgtether

@@ -1,0 +1,271 @@
+// A worker: one libuv loop and everything it owns — its listeners, clients, server connections and
+// its share of every pool. With `workers = N`, N of these run on N threads; nothing here is shared
+// with another worker except the immutable config snapshot and what the WorkerGroup holds (the
+// cancel registry, the server budget, the client count). Another worker reaches this one only
+// through post() (docs/architecture.md, "Workers").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <uv.h>
+
+#include "protocol/startup.hpp"
+#include "core/auth_file.hpp"
+#include "core/config.hpp"
+#include "proxy/server/prepared_statements.hpp"
+#include "proxy/pool/stats.hpp"
+#include "proxy/pool/stats_history.hpp"
+
+namespace pgtether {
+
+class AuthLookups;
+class CancelForwarder;
+class CancelRegistry;
+class Client;
+class ConfigReloader;
+class Listener;
+class LockCatalog;
+class MetricsServer;
+class Pool;
+class PoolControl;
+class Server;
+class WorkerGroup;
+struct LendRequest;
+struct SecuritySetup;
+
+class Worker {
+public:
+    // `security` is built from `config` when not given (load_security; may throw ConfigError).
+    // The worker joins `group`; its index is the group's size before.
+    Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
+           WorkerGroup& group, std::shared_ptr<const SecuritySetup> security = nullptr);
+    ~Worker();
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+
+    // Opens the listeners and starts the timers. Throws std::runtime_error when a listener cannot
+    // be opened (start-up only).
+    void start();
+    // Runs the loop until shutdown completes.
+    void run();
+    // The workers of this process, and this one's place among them (0 runs on the main thread
+    // and owns the Unix socket and the metrics endpoint).
+    [[nodiscard]] WorkerGroup& group() { return group_; }
+    [[nodiscard]] std::size_t index() const { return index_; }
+    // Runs `task` on this worker's loop thread, soon (thread-safe; what another worker needs
+    // from this one). `gathering` tasks only read and may also run while this worker waits in
+    // WorkerGroup::gather. False once the loop has stopped (the task is not run).
+    bool post(std::function<void()> task, bool gathering = false);
+    // Runs the gathering tasks queued so far (WorkerGroup::gather, while this worker waits).
+    void serve_gathers();
+    // How a shutdown waits (docs/admin.md, SHUTDOWN).
+    enum class ShutdownMode {
+        Graceful,        // SIGINT/SIGTERM, SHUTDOWN: running transactions get 10 s
+        WaitForServers,  // SHUTDOWN WAIT_FOR_SERVERS: as Graceful, without the bound
+        WaitForClients,  // SHUTDOWN WAIT_FOR_CLIENTS: serve the clients until the last has left
+    };
+    // Stop accepting, wait as `mode` says, then stop. A second call stops waiting.
+    void begin_shutdown(ShutdownMode mode = ShutdownMode::Graceful);
+    // Called once when shutdown has finished closing everything (to close signal handles).
+    void set_on_stopped(std::function<void()> callback) { on_stopped_ = std::move(callback); }
+    // Applies a new configuration and auth file (SIGHUP). Existing clients stay connected. The
+    // TLS contexts and HBA rules are rebuilt from `config` unless given; that happens first, so a
+    // ConfigError leaves everything as it was.
+    void apply_config(std::shared_ptr<const Config> config,
+                      std::shared_ptr<const AuthFile> auth_file,
+                      std::shared_ptr<const SecuritySetup> security = nullptr);
+
+    [[nodiscard]] uv_loop_t* loop() { return &loop_; }
+    [[nodiscard]] std::span<std::uint8_t> scratch() { return scratch_; }
+    [[nodiscard]] const Config& config() const { return *config_; }
+    [[nodiscard]] const std::shared_ptr<const Config>& config_ptr() const { return config_; }
+    [[nodiscard]] const AuthFile& auth_file() const { return *auth_file_; }
+    // TLS contexts and HBA rules of the current configuration.
+    [[nodiscard]] const SecuritySetup& security() const { return *security_; }
+    [[nodiscard]] const std::shared_ptr<const SecuritySetup>& security_ptr() const {
+        return security_;
+    }
+    // Buffers for TLS (proxy/net/stream.cpp): decrypted input, encrypted output, scattered plaintext
+    // gathered into one record. Shared by all streams of this worker, like scratch().
+    [[nodiscard]] std::span<std::uint8_t> tls_plaintext() { return tls_plaintext_; }
+    [[nodiscard]] std::string& tls_staging() { return tls_staging_; }
+    [[nodiscard]] std::string& tls_gather() { return tls_gather_; }
+    [[nodiscard]] const std::shared_ptr<const AuthFile>& auth_file_ptr() const {
+        return auth_file_;
+    }
+    [[nodiscard]] CancelRegistry& cancels();
+    [[nodiscard]] std::uint64_t now_ms() const { return uv_now(&loop_); }
+    // A precise monotonic clock for query and transaction times (uv_now() has ms resolution).
+    [[nodiscard]] static std::uint64_t now_us() { return uv_hrtime() / 1000; }
+    // Ids of clients and servers, unique in the process: worker i of N hands out i+1, i+1+N,
+    // i+1+2N, ... (with one worker: 1, 2, 3, ...).
+    [[nodiscard]] std::uint64_t next_id();
+    // Shutting down and closing clients and pools (not while SHUTDOWN WAIT_FOR_CLIENTS drains:
+    // then the pools serve the connected clients as usual).
+    [[nodiscard]] bool shutting_down() const {
+        return shutting_down_ && shutdown_mode_ != ShutdownMode::WaitForClients;
+    }
+    // SHUTDOWN WAIT_FOR_CLIENTS: no new clients, the connected ones are served until they leave.
+    [[nodiscard]] bool draining() const {
+        return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForClients;
+    }
+
+    // The listening sockets (SHOW FDS).
+    [[nodiscard]] const std::vector<std::unique_ptr<Listener>>& listeners() const {
+        return listeners_;
+    }
+    // Accepted connection from a listener (or `accepted_fd`, one it accepted itself while
+    // draining).
+    void accept_client(uv_stream_t* listener, bool tcp, int accepted_fd = -1);
+
+    // The [databases] entry clients reach under `name`: its own, or the "*" fallback turned into
+    // an entry for the database of that name. nullopt when neither exists.
+    [[nodiscard]] std::optional<DatabaseConfig> resolve_database(const std::string& name) const;
+    // The pool for a database entry and (server) user, created on first use.
+    Pool& pool_for(const DatabaseConfig& database, const std::string& user);
+    // All pools, for stats and the janitor.
+    const std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>>& pools() const {
+        return pools_;
+    }
+
+    // Registries of live connections: each object links itself in when it is created and out
+    // when it is destroyed.
+    void register_client(Client& client);
+    void unregister_client(Client& client);
+    void register_server(Server& server);
+    void unregister_server(Server& server);
+    [[nodiscard]] std::size_t client_count() const;
+    [[nodiscard]] std::size_t server_count() const;
+    // Every live client / server, in creation order (admin console, metrics). `fn` must not
+    // destroy objects; closing them is fine (they leave the registry only when freed).
+    void for_each_client(const std::function<void(Client&)>& fn) const;
+    void for_each_server(const std::function<void(Server&)>& fn) const;
+    // Cancel requests being forwarded to `server`'s backend (SHOW POOLS' sv_active_cancel).
+    [[nodiscard]] int cancels_in_flight_for(const Server& server) const;
+
+    // Server connections of a database and of a server user, in the whole process (the group's
+    // ServerBudget).
+    [[nodiscard]] int database_server_count(const std::string& database) const;
+    [[nodiscard]] int user_server_count(const std::string& user) const;
+
+    // Worker `request.worker` has clients of pool (`database`, `user`) waiting and the
+    // process-wide limits are full (`db_full`: max_db_connections, `user_full`:
+    // max_user_connections, neither: the pool's own size): one of this worker's pools that holds such a slot lends it
+    // (Pool::lend). Runs from the mailbox.
+    void lend_server(const LendRequest& request);
+    // Another worker handed pool (`database`, `user`) of this worker a slot of the server
+    // budget (Pool::use_lent_slot). Runs from the mailbox.
+    void use_lent_slot(const std::string& database, const std::string& user);
+
+    // A pool has idle servers and waiting clients: Pool::serve_waiting_clients runs once this
+    // loop iteration's I/O callbacks are done (uv_check), before the loop blocks in poll again
+    // (uv_idle keeps a hand-off scheduled from a timer from waiting for the next event).
+    void schedule_hand_offs(Pool& pool);
+
+    // A CancelRequest for `key` arrived (on connection `from`): when the key is one of this
+    // worker's clients, cancel its request (Client::on_cancel_request).
+    void cancel_client(const protocol::CancelKey& key, const std::string& from);
+    // Cancel a query on a backend: opens a short connection to its postmaster.
+    void forward_cancel(Server& server);
+    // Forward a CancelRequest for another process's key to that peer ([peers]).
+    void forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key);
+    void register_cancel(CancelForwarder& forwarder);
+    void unregister_cancel(CancelForwarder& forwarder);
+    // A server is being destroyed: cancel forwarders must not report to it.
+    void forget_cancel_target(Server& server);
+
+    // auth_query lookups: their pooled auth_user connections and queue (proxy/server/auth_lookups.hpp).
+    [[nodiscard]] AuthLookups& auth_lookups() { return *auth_lookups_; }
+
+    // Every distinct prepared statement any client of this worker prepared.
+    [[nodiscard]] StatementRegistry& statements() { return statements_; }
+
+    // The tether's trigger of each database: builtin, configured and discovered lock functions.
+    [[nodiscard]] LockCatalog& lock_catalog() { return *lock_catalog_; }
+    [[nodiscard]] const LockCatalog& lock_catalog() const { return *lock_catalog_; }
+
+    // Worker-wide counters (the per-pool ones live in Pool).
+    WorkerStats& stats() { return stats_; }
+    // Snapshots at the last stats_period ticks, for SHOW STATS' averages.
+    [[nodiscard]] const StatsHistory& stats_history() const { return stats_history_; }
+
+    // PAUSE, RESUME, KILL, DISABLE ... (the admin console's process control).
+    [[nodiscard]] PoolControl& pool_control() { return *control_; }
+    [[nodiscard]] const PoolControl& pool_control() const { return *control_; }
+    // How RELOAD and SET change the configuration (set by main; null in tests without one).
+    void set_reloader(ConfigReloader* reloader) { reloader_ = reloader; }
+    [[nodiscard]] ConfigReloader* reloader() { return reloader_; }
+
+private:
+    static void on_mailbox(uv_async_t* async);
+    void serve_mailbox();
+    // The loop is stopping: no more tasks are taken, the ones queued run now.
+    void close_mailbox();
+    static void on_janitor(uv_timer_t* timer);
+    static void on_hand_off_check(uv_check_t* check);
+    static void on_hand_off_idle(uv_idle_t* idle);
+    void run_hand_offs();
+    static void on_stats_timer(uv_timer_t* timer);
+    void janitor();
+    void stats_tick();
+    void log_stats(const StatsAverages& total);
+    void restart_stats_timer();
+    void maybe_finish_shutdown();
+    // Listeners, metrics endpoint, lock discovery and auth_query connections: closed at shutdown.
+    void close_everything();
+
+    std::shared_ptr<const Config> config_;
+    std::shared_ptr<const AuthFile> auth_file_;
+    std::shared_ptr<const SecuritySetup> security_;
+    std::unique_ptr<LockCatalog> lock_catalog_;
+    StatementRegistry statements_;
+    WorkerGroup& group_;
+    std::size_t index_ = 0;
+    uv_loop_t loop_{};
+    uv_async_t mailbox_async_{};
+    std::mutex mailbox_mutex_;
+    struct Task {
+        std::function<void()> run;
+        bool gathering = false;  // only reads: may run ahead while this worker gathers itself
+    };
+    std::vector<Task> mailbox_;    // guarded by mailbox_mutex_, in the order posted
+    bool mailbox_closed_ = false;  // guarded by mailbox_mutex_
+    uv_timer_t janitor_timer_{};
+    uv_timer_t stats_timer_{};
+    uv_check_t hand_off_check_{};
+    uv_idle_t hand_off_idle_{};
+    std::vector<Pool*> hand_offs_;  // pools whose serve_waiting_clients() is due
+    std::vector<std::uint8_t> scratch_;  // pkt_buf bytes: every socket read lands here first
+    std::vector<std::uint8_t> tls_plaintext_;
+    std::string tls_staging_;
+    std::string tls_gather_;
+    std::vector<std::unique_ptr<Listener>> listeners_;
+    std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
+    struct Registry;  // intrusive lists of every client and server (defined in worker.cpp)
+    std::unique_ptr<Registry> registry_;
+    std::uint64_t last_id_ = 0;
+    bool shutting_down_ = false;
+    ShutdownMode shutdown_mode_ = ShutdownMode::Graceful;
+    bool stopped_ = false;
+    std::function<void()> on_stopped_;
+    std::uint64_t shutdown_deadline_ms_ = 0;
+    WorkerStats stats_;
+    StatsHistory stats_history_;
+    std::unique_ptr<PoolControl> control_;
+    std::unique_ptr<MetricsServer> metrics_;
+    std::unique_ptr<AuthLookups> auth_lookups_;
+    ConfigReloader* reloader_ = nullptr;
+    std::uint64_t stats_period_ms_ = 0;  // the running stats timer's period
+    PoolStats logged_totals_;  // all pools' counters at the previous stats log line
+};
+
+}  // namespace pgtether

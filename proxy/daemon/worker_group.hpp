@@ -1,0 +1,53 @@
+// The workers of one process (`workers = N`) and the little they share: the cancel registry, the
+// server budget that keeps pool limits process-wide, the client count for max_client_conn, and
+// a way to run something on every worker's own thread (docs/architecture.md, "Workers").
+//
+// Nothing a worker's loop owns (clients, servers, pools) is ever touched from another thread:
+// what one worker needs from another goes to that worker's mailbox (Worker::post) and runs there.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "proxy/client/cancel_registry.hpp"
+#include "proxy/pool/server_budget.hpp"
+
+namespace pgtether {
+
+class Worker;
+
+class WorkerGroup {
+public:
+    explicit WorkerGroup(std::size_t size) : budget_(size) {}
+    WorkerGroup(const WorkerGroup&) = delete;
+    WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+    // Called by each Worker's constructor, in index order; its index is the current size.
+    [[nodiscard]] std::size_t add(Worker& worker);
+    [[nodiscard]] std::size_t size() const { return workers_.size(); }
+    [[nodiscard]] Worker& at(std::size_t index) const { return *workers_.at(index); }
+
+    [[nodiscard]] CancelRegistry& cancels() { return cancels_; }
+    [[nodiscard]] ServerBudget& budget() { return budget_; }
+    // Client connections of every worker (max_client_conn is a limit of the process).
+    [[nodiscard]] std::atomic<std::size_t>& clients() { return clients_; }
+
+    // Runs `fn` on every worker's own thread, `caller`'s first and directly, and returns when all
+    // have run it. While it waits, `caller` runs what other workers gather from it, so that two
+    // workers gathering from each other at once do not wait for each other forever. `fn` must
+    // only read (it may run while the caller is in the middle of a callback). A worker whose loop
+    // has stopped is skipped.
+    void gather(Worker& caller, const std::function<void(Worker&)>& fn);
+    // Queues `fn` on every worker other than `caller` (run from their loops, in order).
+    void post_to_others(const Worker& caller, const std::function<void(Worker&)>& fn);
+
+private:
+    std::vector<Worker*> workers_;
+    CancelRegistry cancels_;
+    ServerBudget budget_;
+    std::atomic<std::size_t> clients_{0};
+};
+
+}  // namespace pgtether

@@ -1,0 +1,276 @@
+// Every timeout of clients and pools, in one place (proxy/pool/janitor.hpp lists them all): the
+// worker's janitor tick and the per-client and per-pool checks it runs. They are members of
+// Worker, Client and Pool (they read those objects' own times and act through their own calls);
+// they live here so that what pgtether gives up on, and when, can be read in one file.
+#include "proxy/pool/janitor.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/message_types.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/admin/admin_console.hpp"
+#include "proxy/server/auth_lookups.hpp"
+#include "proxy/client/client.hpp"
+#include "proxy/pool/lock_catalog.hpp"
+#include "proxy/daemon/worker_group.hpp"
+#include "proxy/pool/pool.hpp"
+#include "proxy/pool/pool_control.hpp"
+#include "proxy/server/server.hpp"
+#include "proxy/daemon/worker.hpp"
+
+namespace pgtether {
+
+using janitor::kCleanupTimeoutMs;
+using janitor::kLingerMs;
+using janitor::kTetherSurplusIdleMs;
+using janitor::to_ms;
+
+// ---------------------------------------------------------------------------------------------
+// The worker's tick (every janitor::kIntervalMs): shutdown progress, then every check below
+
+void Worker::janitor() {
+    std::uint64_t now = now_ms();
+    if (draining() && client_count() == 0) {
+        // The last client has left: close the servers and everything else, then stop.
+        spdlog::info("shutting down: all clients have disconnected");
+        shutdown_mode_ = ShutdownMode::Graceful;
+        shutdown_deadline_ms_ = now + janitor::kShutdownGraceMs;
+        close_everything();
+    }
+    // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left.
+    const bool closing_clients = shutting_down();
+    const bool failing_waiters = shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
+    for_each_client([&](Client& client) {
+        if (failing_waiters && client.state() == Client::State::Waiting) {
+            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            return;
+        }
+        if (closing_clients &&
+            (client.state() == Client::State::Idle || client.state() == Client::State::Startup ||
+             client.state() == Client::State::AuthLookup ||
+             client.state() == Client::State::Auth)) {
+            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            return;
+        }
+        client.janitor(now);
+    });
+    for (auto& [key, pool] : pools_) pool->janitor(now);
+    auth_lookups_->janitor(now);
+    lock_catalog_->tick(now);
+    control_->tick();
+    if (closing_clients) {
+        if (shutdown_deadline_ms_ != 0 && now >= shutdown_deadline_ms_) {
+            for_each_client([&](Client& client) {
+                client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            });
+        }
+        for (auto& [key, pool] : pools_) pool->close_all_servers("shutting down");
+        maybe_finish_shutdown();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clients: login, waiting, idleness, queries, transactions, tethers
+
+void Client::janitor(std::uint64_t now) {
+    const auto& config = worker_.config();
+    auto expired = [&](std::uint64_t since, Duration limit) {
+        return limit.count() > 0 && now - since >= to_ms(limit);
+    };
+    switch (state_) {
+        case State::Startup:
+        case State::AuthLookup:
+        case State::Auth:
+        case State::WelcomeWait:
+            if (expired(connected_at_ms_, config.client_login_timeout)) {
+                fail(protocol::sqlstate::kProtocolViolation, "client_login_timeout");
+            } else if (state_ == State::AuthLookup &&
+                       expired(state_since_ms_, config.server_connect_timeout)) {
+                fail(protocol::sqlstate::kConnectionFailure,
+                     "authentication lookup timed out (server_connect_timeout)");
+            }
+            break;
+        case State::Waiting:
+            if (expired(state_since_ms_, config.query_wait_timeout)) {
+                fail(protocol::sqlstate::kProtocolViolation, "query_wait_timeout");
+            }
+            break;
+        case State::Idle:
+            if (admin_ && admin_->waiting()) break;  // PAUSE / WAIT_CLOSE is not idleness
+            if (expired(last_activity_ms_ ? last_activity_ms_ : state_since_ms_,
+                        config.client_idle_timeout)) {
+                fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
+            }
+            break;
+        case State::Active: {
+            if (!server_) break;
+            if (server_->busy()) {
+                // pgtether's own query for this client (server_check_query, the parameter sync,
+                // the tether's probe) stands in for the client's: a backend that stopped
+                // answering is given up after query_timeout, counted from the client's last
+                // request. Closing it tells this client (Client::on_server_lost): one whose
+                // request never reached the backend quietly gets another.
+                if (expired(last_activity_ms_, config.query_timeout)) {
+                    server_->close("pgtether's query on the server took longer than query_timeout");
+                }
+                break;
+            }
+            auto& tracker = server_->tracker();
+            if (!tracker.quiet()) {
+                if (expired(query_started_ms_, config.query_timeout)) {
+                    fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
+                }
+            } else if (tracker.tx_status() != protocol::kTxIdle) {
+                // Idle in a transaction since the backend answered the last request: the time a
+                // query ran is query_timeout's business, not this one's.
+                auto idle_since = std::max(last_activity_ms_, server_->quiet_since_ms());
+                if (expired(idle_since, config.idle_transaction_timeout)) {
+                    fail(protocol::sqlstate::kIdleInTransactionTimeout,
+                         "idle transaction timeout");
+                }
+            } else if (tethered() && expired(last_activity_ms_, config.tethered_idle_timeout)) {
+                fail(protocol::sqlstate::kIdleSessionTimeout,
+                     "tethered client idle for longer than tethered_idle_timeout; its advisory "
+                     "locks have been released");
+            } else if (tethered() && lock_ledger().needs_probe()) {
+                IdleTether idle;
+                idle.ledger_needs_probe = true;
+                idle.backend_idle = tracker.idle() && !server_->holds_client_input();
+                idle.idle_ms = now - std::min(now, last_activity_ms_);
+                idle.since_last_probe_ms = now - std::min(now, tether_details().idle_probe_at_ms);
+                idle.delay_ms = to_ms(config.tether_probe_delay);
+                idle.others_waiting = pool_->clients_wait_for_servers();
+                if (should_probe_idle_tether(idle)) {
+                    tether_details().idle_probe_at_ms = now;
+                    server_->probe_idle_tether();
+                }
+            } else if (expired(last_activity_ms_, config.client_idle_timeout) &&
+                       pool_->mode() == PoolMode::Session) {
+                fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
+            }
+            break;
+        }
+        case State::Closing:
+            if (now - state_since_ms_ >= kLingerMs) stream_.close();
+            break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pools: servers connecting, cleaning up, idle, past their lifetime; the reserve pool
+
+void Pool::janitor(std::uint64_t now) {
+    const auto& config = worker_.config();
+    // Reserve pool: a client has waited longer than reserve_pool_timeout.
+    if (Client* first = waiting_.front()) {
+        if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&
+            uncovered_waiting() > 0 && !launch_suspended() && take_slot(true) == LaunchVerdict::Launch) {
+            spdlog::info("{}/{}: taking connection from reserve_pool", database_.name, user_);
+            open_server();
+        }
+    }
+    // Clients (or a greeting) waiting while other pools of the same database or user hold
+    // max_db_connections / max_user_connections: close an idle server of such a pool to make
+    // room, as PgBouncer does (evict_connection), and retry here, because a server released in
+    // another pool does not notify this one. Without this such clients waited forever.
+    if (!welcome_waiting_.empty() && welcome_.empty()) {
+        // Another worker's share of the pool may have learnt the greeting meanwhile: the clients
+        // logging in need not wait for a server of their own.
+        learn_welcome_from_other_workers();
+        if (!welcome_.empty()) {
+            while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
+        }
+    }
+    const bool needs_greeting = !welcome_waiting_.empty() && server_count_ == 0 &&
+                                connecting_ == 0;
+    if ((uncovered_waiting() > 0 || needs_greeting) &&
+        !may_launch(needs_greeting)) {
+        make_room_elsewhere();
+    }
+    launch_if_needed();
+    if (needs_greeting) (void)launch_server(true);
+    // min_pool_size: keep some servers warm once the pool is in use (the pool's servers on every
+    // worker count).
+    while (worker_.group().budget().pool_servers(database_.name, user_) < sizes_.min_pool_size &&
+           launch_server(false)) {
+    }
+
+    // Servers to close, each with its reason, decided before any is closed.
+    std::vector<std::pair<Server*, const char*>> to_close;
+    std::vector<Server*> to_sweep;
+    const bool sweep = config.advisory_lock_tracking != LockTracking::Off &&
+                       config.server_check_delay.count() > 0;
+    // Limits count the pool's servers on every worker (the server budget); only the worker
+    // with the largest share closes those beyond them. With one worker, that is this pool alone.
+    ServerBudget::PoolShare share;
+    if (!idle_.empty()) {
+        const int tethered_here = mode_ == PoolMode::Session ? 0 : tethered_server_count();
+        share = worker_.group().budget().share(database_.name, user_, worker_.index(),
+                                               tethered_here);
+        if (worker_.group().size() == 1) share.tethered = tethered_server_count();
+    }
+    const int tethered = share.tethered;  // for idle servers only
+    const int elsewhere = share.servers - server_count_;  // other workers' servers of the pool
+    auto remaining = [&] { return server_count_ + elsewhere - static_cast<int>(to_close.size()); };
+    const bool checks = !config.server_check_query.empty();
+    idle_.for_each([&](Server& server) {
+        // SV_USED: due for server_check_query before its next use (Server::link runs it).
+        server.mark_check_due(checks && now - server.idle_since_ms() >=
+                                            to_ms(config.server_check_delay));
+        const Surplus surplus =
+            share.largest ? server_surplus(sizes_, remaining(), tethered) : Surplus::None;
+        if (config.server_lifetime.count() > 0 &&
+            now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
+            to_close.emplace_back(&server, "server lifetime over");
+        } else if (surplus == Surplus::PoolSizeReduced) {
+            // pool_size, reserve_pool_size or tether_reserve_size was lowered by a reload or SET.
+            to_close.emplace_back(&server, "too many servers in the pool (pool size reduced)");
+        } else if (surplus == Surplus::TetherReserveUnused &&
+                   now - server.idle_since_ms() >= kTetherSurplusIdleMs) {
+            // Opened while clients were tethered; those tethers have ended (or a size was
+            // lowered) and it has not been needed since.
+            to_close.emplace_back(&server,
+                                  "not needed: beyond pool_size and the tether allowance in use");
+        } else if (config.server_idle_timeout.count() > 0 &&
+                   now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
+                   remaining() > sizes_.min_pool_size) {
+            to_close.emplace_back(&server, "server idle timeout");
+        } else if (sweep && now - std::max(server.idle_since_ms(), server.last_checked_ms()) >=
+                                to_ms(config.server_check_delay)) {
+            to_sweep.push_back(&server);
+        }
+    });
+    used_.for_each([&](Server& server) {
+        using State = Server::State;
+        const State state = server.state();
+        // Connecting counts from the connect, TLS and login from when the connection was made.
+        const std::uint64_t since = state == State::TlsAnswer || state == State::Login
+                                        ? server.login_since_ms()
+                                        : server.state_since_ms();
+        const bool logging_in =
+            state == State::Connecting || state == State::TlsAnswer || state == State::Login;
+        const bool cleaning = state == State::ConnectQuery || state == State::Resetting ||
+                              state == State::Scrubbing || state == State::Sweeping ||
+                              state == State::BeingCancelled;
+        const bool orphaned = (state == State::Syncing || state == State::Probing) &&
+                              server.client() == nullptr;
+        if (logging_in && config.server_connect_timeout.count() > 0 &&
+            now - since >= to_ms(config.server_connect_timeout)) {
+            to_close.emplace_back(&server, "connect timeout (server_connect_timeout)");
+        } else if (cleaning && now - since >= kCleanupTimeoutMs) {
+            to_close.emplace_back(&server, "clean-up took too long");
+        } else if (orphaned && now - since >= kCleanupTimeoutMs) {
+            // pgtether's own query for a client that has left (a parameter sync, a check, a
+            // probe) must finish and hand the server back; one that does not would hold a pool
+            // slot for ever (found by the wire fuzzer, tests/integration/test_wire_fuzz.cpp).
+            to_close.emplace_back(&server, "pgtether's own query outlived its client");
+        }
+    });
+    for (auto [server, reason] : to_close) server->close(reason);
+    for (Server* server : to_sweep) server->sweep_for_leaks();
+}
+
+}  // namespace pgtether

@@ -1,0 +1,307 @@
+#include "proxy/pool/lock_catalog.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "proxy/pool/pool.hpp"
+#include "proxy/server/side_query.hpp"
+#include "proxy/daemon/worker.hpp"
+#include "proxy/daemon/worker_group.hpp"
+
+namespace pgtether {
+
+namespace {
+
+// A failed discovery is tried again after this long (or the interval, if shorter).
+constexpr std::uint64_t kRetryMs = 10'000;
+// Bounds of one discovery's answer: a catalog larger than this is not scanned (the run fails and
+// the database keeps its configured names).
+constexpr std::size_t kMaxRows = 1'000'000;
+constexpr std::size_t kMaxRowBytes = 256u << 20;
+constexpr std::uint32_t kMaxMessage = 64u << 20;  // one function body
+
+std::uint64_t interval_ms(const Config& config) {
+    return static_cast<std::uint64_t>(config.advisory_lock_discovery_interval.count() / 1000);
+}
+
+// Names listed in one log line; the rest are counted (SHOW LOCK_FUNCTIONS has them all).
+constexpr std::size_t kLoggedNames = 10;
+
+// "a, b, c" of the names in `a` and not in `b` (schema-qualified; the kind for tables and views).
+std::string difference(const std::vector<LockName>& a, const std::vector<LockName>& b) {
+    std::string out;
+    std::size_t listed = 0;
+    std::size_t more = 0;
+    for (const LockName& n : a) {
+        if (n.source == LockNameSource::Unknown) continue;
+        if (std::find(b.begin(), b.end(), n) != b.end()) continue;
+        if (listed == kLoggedNames) {
+            ++more;
+            continue;
+        }
+        if (listed++ > 0) out += ", ";
+        out += n.schema + "." + n.name;
+        if (n.kind == "table" || n.kind == "view") out += " (" + n.kind + ")";
+    }
+    if (more > 0) out += " and " + std::to_string(more) + " more";
+    return out;
+}
+
+std::size_t count_known(const std::vector<LockName>& names) {
+    return static_cast<std::size_t>(
+        std::count_if(names.begin(), names.end(),
+                      [](const LockName& n) { return n.source != LockNameSource::Unknown; }));
+}
+
+}  // namespace
+
+LockCatalog::LockCatalog(Worker& worker)
+    : worker_(worker),
+      base_(std::make_shared<protocol::SqlScanner>(worker.config().advisory_lock_functions)) {}
+
+LockCatalog::~LockCatalog() {
+    shutdown();
+}
+
+bool LockCatalog::enabled() const {
+    const Config& config = worker_.config();
+    // Without the trigger (off) or with a probe after every transaction, names do not matter.
+    return config.advisory_lock_discovery && config.advisory_lock_tracking == LockTracking::On;
+}
+
+const std::vector<std::string>& LockCatalog::configured() const {
+    return worker_.config().advisory_lock_functions;
+}
+
+const LockTrigger& LockCatalog::attach(const std::string& database) {
+    auto& slot = databases_[database];
+    if (!slot) {
+        slot = std::make_unique<Database>();
+        slot->name = database;
+        // Until the first discovery has finished (milliseconds after the first login), the
+        // built-in and configured names. Probing everything meanwhile would be safer, but would
+        // probe the first transactions of every fresh pool, which every client would notice.
+        slot->trigger.scanner = base_;
+    }
+    return slot->trigger;
+}
+
+void LockCatalog::on_pool_connected(const Pool& pool) {
+    auto it = databases_.find(pool.database_name());
+    if (it == databases_.end()) return;
+    Database& db = *it->second;
+    db.connected = true;
+    // Not when another worker's discovery of the database has been adopted already.
+    if (enabled() && !stopped_ && !db.running && db.runs == 0 && db.discovered_at_ms == 0) {
+        start(db);
+    }
+}
+
+void LockCatalog::adopt(const std::string& database, LockDiscovery found) {
+    if (!enabled() || stopped_) return;
+    (void)attach(database);
+    Database& db = *databases_.at(database);
+    const std::uint64_t now = worker_.now_ms();
+    install(db, std::move(found));
+    db.last_error.clear();
+    db.discovered_at_ms = now;
+    db.next_run_ms = now + interval_ms(worker_.config());
+    if (!db.running && !db.rerun) db.trigger.probe_all = db.overflow;
+}
+
+void LockCatalog::on_catalog_change_elsewhere(const std::string& database) {
+    if (!enabled() || stopped_) return;
+    (void)attach(database);
+    // Until the discovery that worker runs now is adopted, every transaction is lock-relevant.
+    databases_.at(database)->trigger.probe_all = true;
+}
+
+void LockCatalog::on_catalog_change(const std::string& database) {
+    if (!enabled() || stopped_) return;
+    auto it = databases_.find(database);
+    if (it == databases_.end()) return;
+    Database& db = *it->second;
+    db.trigger.probe_all = true;
+    if (worker_.group().size() > 1) {
+        worker_.group().post_to_others(worker_, [database](Worker& other) {
+            other.lock_catalog().on_catalog_change_elsewhere(database);
+        });
+    }
+    if (db.running) {
+        db.rerun = true;  // the running query may have read the catalog before the change
+    } else {
+        start(db);
+    }
+}
+
+void LockCatalog::apply_config() {
+    base_ = std::make_shared<protocol::SqlScanner>(worker_.config().advisory_lock_functions);
+    for (auto& [name, db] : databases_) {
+        if (!enabled()) {
+            if (db->running) {
+                db->running->cancel();
+                db->running = nullptr;
+            }
+            db->rerun = false;
+            db->names.clear();
+            db->discovered_at_ms = 0;
+            db->overflow = false;
+            db->trigger = LockTrigger{base_, false};
+            continue;
+        }
+        // The configured names seed the fixed point: rediscover with them. Meanwhile the old
+        // discovered names stay, with the new configured ones.
+        rebuild_scanner(*db, db->names, !db->overflow);
+        if (db->overflow) db->trigger.probe_all = true;
+        if (db->running) {
+            db->rerun = true;
+        } else if (db->connected && !stopped_) {
+            start(*db);
+        }
+    }
+}
+
+void LockCatalog::tick(std::uint64_t now_ms) {
+    if (!enabled() || stopped_) return;
+    for (auto& [name, db] : databases_) {
+        if (db->connected && !db->running && db->next_run_ms != 0 && now_ms >= db->next_run_ms) {
+            start(*db);
+        }
+    }
+}
+
+void LockCatalog::shutdown() {
+    stopped_ = true;
+    for (auto& [name, db] : databases_) {
+        if (db->running) {
+            db->running->cancel();
+            db->running = nullptr;
+        }
+    }
+}
+
+const Pool* LockCatalog::pool_of(const std::string& database) const {
+    for (const auto& [key, pool] : worker_.pools()) {
+        if (key.first == database && pool->has_welcome()) return pool.get();
+    }
+    return nullptr;
+}
+
+void LockCatalog::start(Database& db) {
+    db.next_run_ms = 0;
+    db.rerun = false;
+    const Pool* pool = pool_of(db.name);
+    if (!pool) {
+        // No pool has logged in (any more): the next login starts it.
+        db.connected = false;
+        return;
+    }
+    SideQuery::Request request;
+    request.database = pool->database();
+    request.credentials = pool->server_credentials();
+    request.application_name = "pgtether lock discovery";
+    request.query = lock_discovery_query();
+    request.max_rows = kMaxRows;
+    request.max_row_bytes = kMaxRowBytes;
+    request.max_message = kMaxMessage;
+    db.run_started_us = Worker::now_us();
+    Database* target = &db;
+    db.running =
+        SideQuery::create(worker_, std::move(request), [this, target](SideQuery::Result&& r) {
+            target->running = nullptr;
+            std::string error = !r.error.empty() ? r.error
+                                : !r.query_error.empty()
+                                    ? "discovery query failed: " + r.query_error
+                                : r.row_count > r.rows.size()
+                                    ? "more than " + std::to_string(kMaxRows) + " catalog objects"
+                                    : std::string();
+            finished(*target, std::move(r.rows), std::move(error));
+        });
+    // begin() may call back at once (no socket): keep nothing of `request` after it.
+    db.running->begin();
+}
+
+void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string error) {
+    const std::uint64_t now = worker_.now_ms();
+    db.runs++;
+    db.last_duration_us = Worker::now_us() - db.run_started_us;
+    std::optional<CatalogSnapshot> snapshot;
+    if (error.empty()) {
+        snapshot = decode_lock_discovery(rows);
+        if (!snapshot) error = "unexpected rows from the discovery query";
+    }
+    if (!error.empty()) {
+        db.failures++;
+        db.last_error = error;
+        const std::uint64_t retry = std::min(kRetryMs, interval_ms(worker_.config()));
+        spdlog::warn(
+            "lock function discovery for database \"{}\" failed: {}; keeping the {} "
+            "names found before, retrying in {} s",
+            db.name, error, count_known(db.names), retry / 1000);
+        // Waiting for a success could take forever: fall back to the names known so far.
+        db.trigger.probe_all = db.overflow;
+        db.next_run_ms = now + retry;
+        return;
+    }
+    db.last_error.clear();
+    const std::uint64_t scan_started_us = Worker::now_us();
+    LockDiscovery found = discover_lock_names(*snapshot, configured());
+    db.last_scan_us = Worker::now_us() - scan_started_us;
+    if (worker_.group().size() > 1) {
+        // One discovery serves every worker: the others' clients of the database are tethered by
+        // the same names (and do not each query the catalog).
+        worker_.group().post_to_others(worker_, [name = db.name, found](Worker& other) {
+            other.lock_catalog().adopt(name, found);
+        });
+    }
+    install(db, std::move(found));
+    db.discovered_at_ms = now;
+    db.next_run_ms = now + interval_ms(worker_.config());
+    if (db.rerun && !stopped_) {
+        start(db);  // a catalog change arrived meanwhile: probe_all stays until this one is done
+    } else {
+        db.trigger.probe_all = db.overflow;
+    }
+}
+
+void LockCatalog::install(Database& db, LockDiscovery found) {
+    std::vector<LockName>& names = found.names;
+    const bool first = db.discovered_at_ms == 0;
+    const std::string added = difference(names, db.names);
+    const std::string removed = difference(db.names, names);
+    const std::size_t unknown = names.size() - count_known(names);
+    const std::size_t unknown_before = db.names.size() - count_known(db.names);
+    const bool overflow_before = db.overflow;
+    if (!added.empty() || !removed.empty() || unknown != unknown_before || first ||
+        overflow_before != !found.complete) {
+        rebuild_scanner(db, names, found.complete);
+        if (db.overflow && !overflow_before) {
+            spdlog::warn(
+                "lock functions of database \"{}\": more than {} bytes of names or wrapper "
+                "chains deeper than {}; every transaction in it is probed, as with "
+                "advisory_lock_tracking = every_transaction",
+                db.name, kMaxTriggerNameBytes, kMaxDiscoveryRounds);
+        }
+        const auto level =
+            added.empty() && removed.empty() ? spdlog::level::debug : spdlog::level::info;
+        spdlog::log(
+            level,
+            "lock functions of database \"{}\": {} discovered{}{}; {} unreadable (unknown); "
+            "discovery took {} ms (catalog query {} ms, scan {} ms)",
+            db.name, count_known(names), added.empty() ? "" : ", added: " + added,
+            removed.empty() ? "" : ", removed: " + removed, unknown,
+            (db.last_duration_us + db.last_scan_us) / 1000, db.last_duration_us / 1000,
+            db.last_scan_us / 1000);
+    }
+    db.names = std::move(names);
+}
+
+void LockCatalog::rebuild_scanner(Database& db, const std::vector<LockName>& names, bool complete) {
+    std::vector<std::string> trigger = trigger_names(configured(), names);
+    db.overflow = !complete || trigger_too_large(trigger);
+    db.trigger.scanner = db.overflow ? base_ : std::make_shared<protocol::SqlScanner>(trigger);
+}
+
+}  // namespace pgtether

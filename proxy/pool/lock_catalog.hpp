@@ -1,0 +1,119 @@
+// The tether's trigger per database, kept up to date by discovering lock wrappers from the
+// catalog (docs/advisory-locks.md, "Wrappers"; the pure part is core/lock_discovery.hpp).
+//
+// Every database entry a worker pools has a LockTrigger: a protocol::SqlScanner built from the
+// built-in lock functions, advisory_lock_functions and what discovery found in that database (the
+// names of wrapper functions and procedures, of tables whose triggers lock, of views that call a
+// wrapper). Pools hold a pointer to their database's trigger, so a client's statement costs one
+// scan, as with the single worker-wide scanner before.
+//
+// Discovery runs on a side connection (proxy/server/side_query.hpp) logged in as a pool's server user:
+// when the database's first pool logs in, on RELOAD/SIGHUP, every
+// advisory_lock_discovery_interval, and right after a transaction through pgtether that created,
+// altered or dropped a function, procedure, trigger or view (protocol::kEffectCatalogChange).
+// From such a transaction's end until the run that follows it finishes, every transaction in the
+// database counts as lock-relevant (probe_all): a wrapper created a moment ago is tethered even
+// before discovery has seen it. A failed run is
+// logged and retried; the database keeps the names it had. Nothing here ever makes a client wait.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/sql_scanner.hpp"
+#include "core/lock_discovery.hpp"
+
+namespace pgtether {
+
+class Pool;
+class SideQuery;
+class Worker;
+
+struct LockTrigger {
+    std::shared_ptr<const protocol::SqlScanner> scanner;
+    bool probe_all = false;  // discovery is catching up with a catalog change: probe everything
+
+    // The scanner's findings in `sql`, as SqlScanner::scan.
+    [[nodiscard]] std::uint32_t scan(std::string_view sql) const {
+        const std::uint32_t effects = scanner->scan(sql);
+        return probe_all ? effects | protocol::kEffectAdvisoryLock : effects;
+    }
+};
+
+class LockCatalog {
+  public:
+    // One database entry's trigger and discovery state.
+    struct Database {
+        std::string name;
+        LockTrigger trigger;
+        std::vector<LockName> names;         // the last successful discovery's result
+        std::uint64_t discovered_at_ms = 0;  // loop time of that discovery; 0: none yet
+        std::uint64_t last_duration_us = 0;  // the last run's query, connection included
+        std::uint64_t last_scan_us = 0;      // the last successful run's fixed point
+        std::uint64_t runs = 0;              // discovery runs finished, failed ones included
+        std::uint64_t failures = 0;
+        std::string last_error;         // of the last run; empty if it succeeded
+        bool connected = false;         // some pool of the database has logged in
+        std::uint64_t next_run_ms = 0;  // loop time of the next periodic run or retry
+        bool rerun = false;             // a catalog change came in while a run was going
+        // The names found are too many for a scanner (kMaxTriggerNameBytes), or the fixed point
+        // was cut short (kMaxDiscoveryRounds): every transaction in the database is probed.
+        bool overflow = false;
+        SideQuery* running = nullptr;
+        std::uint64_t run_started_us = 0;
+    };
+
+    explicit LockCatalog(Worker& worker);
+    ~LockCatalog();
+    LockCatalog(const LockCatalog&) = delete;
+    LockCatalog& operator=(const LockCatalog&) = delete;
+
+    // The trigger of `database` (an entry name), created on first use; the reference stays valid
+    // for the worker's life.
+    const LockTrigger& attach(const std::string& database);
+    // A pool logged its first server in: the database can be discovered (now, if it never was).
+    void on_pool_connected(const Pool& pool);
+    // A transaction through pgtether created, altered or dropped a function, procedure, trigger
+    // or view in `database`.
+    void on_catalog_change(const std::string& database);
+    // With several workers: another worker discovered `database` (its result serves this one
+    // too), or saw a catalog change in it (every transaction is lock-relevant until the next
+    // discovery is adopted).
+    void adopt(const std::string& database, LockDiscovery found);
+    void on_catalog_change_elsewhere(const std::string& database);
+    // The configuration was reloaded: new configured names, maybe discovery turned on or off;
+    // every connected database is discovered again.
+    void apply_config();
+    // Periodic runs and retries (called from the worker's janitor).
+    void tick(std::uint64_t now_ms);
+    // Shutdown: cancel running discoveries, start no more.
+    void shutdown();
+
+    [[nodiscard]] bool enabled() const;
+    [[nodiscard]] const std::map<std::string, std::unique_ptr<Database>>& databases() const {
+        return databases_;
+    }
+    // advisory_lock_functions, as shown by SHOW LOCK_FUNCTIONS.
+    [[nodiscard]] const std::vector<std::string>& configured() const;
+
+  private:
+    void start(Database& database);
+    void finished(Database& database, std::vector<Row>&& rows, std::string error);
+    void install(Database& database, LockDiscovery found);
+    // The database's scanner from the configured names and `names`, or the built-in and
+    // configured ones only when there are too many (then `overflow` is set).
+    void rebuild_scanner(Database& database, const std::vector<LockName>& names, bool complete);
+    // A pool of `database` that has logged in, whose entry and credentials discovery uses.
+    const Pool* pool_of(const std::string& database) const;
+
+    Worker& worker_;
+    std::shared_ptr<const protocol::SqlScanner> base_;  // builtin + configured names
+    std::map<std::string, std::unique_ptr<Database>> databases_;
+    bool stopped_ = false;
+};
+
+}  // namespace pgtether

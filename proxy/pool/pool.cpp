@@ -1,0 +1,611 @@
+#include "proxy/pool/pool.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/scram.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/client/client_auth.hpp"
+#include "proxy/pool/janitor.hpp"
+#include "proxy/pool/pool_control.hpp"
+#include "proxy/net/security.hpp"
+#include "proxy/daemon/worker.hpp"
+#include "proxy/daemon/worker_group.hpp"
+
+namespace pgtether {
+
+namespace {
+
+std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
+
+}  // namespace
+
+Pool::Pool(Worker& worker, DatabaseConfig database, std::string user)
+    : worker_(worker),
+      database_(std::move(database)),
+      user_(std::move(user)),
+      lock_trigger_(&worker.lock_catalog().attach(database_.name)) {
+    apply_config(database_);
+}
+
+Pool::~Pool() = default;
+
+void Pool::apply_config(const DatabaseConfig& database) {
+    const auto& config = worker_.config();
+    database_ = database;
+    const UserConfig* user = config.find_user(user_);
+    mode_ = user && user->pool_mode ? *user->pool_mode
+            : database_.pool_mode   ? *database_.pool_mode
+                                    : config.pool_mode;
+    sizes_ = resolve_pool_sizes(config, database_, mode_,
+                                user ? user->max_user_connections : std::nullopt);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Credentials
+
+ServerCredentials Pool::server_credentials() const {
+    ServerCredentials credentials;
+    credentials.user = user_;
+    credentials.require_auth = worker_.security().server_require_auth;
+    if (!database_.password.empty()) {
+        credentials.password = database_.password;
+        return credentials;
+    }
+    const auto& auth_file = worker_.auth_file();
+    const UserSecret* secret = nullptr;
+    if (auto it = auth_file.find(user_); it != auth_file.end()) {
+        secret = &it->second;
+    } else if (fetched_secret_) {
+        secret = &*fetched_secret_;
+    }
+    if (secret) {
+        switch (secret->kind) {
+            case SecretKind::Plain: credentials.password = secret->secret; break;
+            case SecretKind::Md5: credentials.md5_secret = secret->secret; break;
+            case SecretKind::Scram:
+                credentials.scram_client_key = scram_client_key_;
+                credentials.scram_server_key = scram_server_key_;
+                break;
+        }
+    }
+    return credentials;
+}
+
+void Pool::learn_client_credentials(const ClientAuth& auth) {
+    // SCRAM pass-through: a client proved it knows the password behind the SCRAM secret in
+    // auth_file; its ClientKey lets us answer the server's SCRAM challenge for the same secret.
+    if (auth.secret() && worker_.auth_file().count(user_) == 0) {
+        // auth_query's answer: the only copy of this user's secret pgtether has.
+        fetched_secret_ = *auth.secret();
+    }
+    auto client_key = auth.scram_client_key();
+    if (!client_key || !auth.secret() || auth.secret()->kind != SecretKind::Scram) return;
+    auto secret = protocol::parse_scram_secret(auth.secret()->secret);
+    if (!secret) return;
+    scram_client_key_ = *client_key;
+    scram_server_key_ = secret->server_key;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Greeting
+
+void Pool::learn_welcome_from_other_workers() {
+    if (!welcome_.empty() || worker_.group().size() == 1) return;
+    // The same pool on another worker may have logged in already: its greeting is the same
+    // server's, and a client need not wait for a server of its own worker to learn it (with all
+    // of the pool's slots held by the other worker, that could take until one is released).
+    struct Greeting {
+        std::vector<std::pair<std::string, std::string>> welcome;
+        ParamValues params;
+    };
+    std::vector<Greeting> found(worker_.group().size());
+    const auto key = std::make_pair(database_.name, user_);
+    worker_.group().gather(worker_, [&](Worker& other) {
+        if (&other == &worker_) return;
+        auto it = other.pools().find(key);
+        if (it == other.pools().end() || !it->second->has_welcome()) return;
+        found.at(other.index()) = {it->second->welcome(), it->second->default_params()};
+    });
+    for (auto& greeting : found) {
+        if (greeting.welcome.empty()) continue;
+        welcome_ = std::move(greeting.welcome);
+        default_params_ = std::move(greeting.params);
+        worker_.lock_catalog().on_pool_connected(*this);
+        return;
+    }
+}
+
+void Pool::wait_for_welcome(Client& client) {
+    if (last_login_error_ && server_count_ == 0 && login_fails_clients()) {
+        // Logins are failing: tell the client now instead of letting it wait (PgBouncer's
+        // "fast fail").
+        client.on_login_failed(*last_login_error_);
+        probe_login();
+        return;
+    }
+    welcome_waiting_.push_back(client);
+    if (connecting_ == 0 && idle_.empty()) {
+        // When no server can be launched and every one is busy, the greeting comes from the next
+        // one released.
+        (void)launch_server(true);
+    }
+}
+
+void Pool::cancel_welcome_wait(Client& client) { welcome_waiting_.remove(client); }
+
+// ---------------------------------------------------------------------------------------------
+// Clients asking for servers
+
+Pool::Assignment Pool::request_server(Client& client) {
+    // PAUSE / KILL: requests wait in the queue until RESUME. Clients already waiting come first
+    // (an idle server then is theirs at this iteration's hand-off).
+    Server* server = paused() || !waiting_.empty() ? nullptr : idle_server_for(client);
+    while (server && server->spoke_while_idle(worker_.now_ms())) {
+        // A backend ended while idle (pg_terminate_backend, PostgreSQL shutting down) has sent
+        // its FATAL and closed, and the loop may not have read that yet: the client's request
+        // would meet a dead backend. An idle server has nothing to say, so one that did is
+        // closed instead of handed out.
+        server->close("the server spoke or closed while idle in the pool");
+        server = idle_server_for(client);
+    }
+    if (server) {
+        client.on_server_assigned(*server);
+        return Assignment::Assigned;
+    }
+    if (last_login_error_ && server_count_ == 0 && login_fails_clients()) {
+        protocol::ErrorFields error = *last_login_error_;
+        error.severity = "FATAL";
+        client.close("server login has been failing: " + error.message, &error);
+        probe_login();
+        return Assignment::Failed;
+    }
+    waiting_.push_back(client);
+    launch_if_needed();
+    return Assignment::Queued;
+}
+
+void Pool::cancel_request(Client& client) {
+    waiting_.remove(client);
+    if (uncovered_waiting() == 0) note_tether_reserve_exhausted(false);  // nobody left uncovered
+}
+
+std::size_t Pool::uncovered_waiting() const {
+    const std::size_t covered = static_cast<std::size_t>(connecting_) + idle_.size();
+    return waiting_.size() > covered ? waiting_.size() - covered : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Servers
+
+bool Pool::paused() const { return worker_.pool_control().paused(database_.name); }
+
+void Pool::resume() {
+    if (!waiting_.empty() && !idle_.empty()) schedule_hand_offs();
+    launch_if_needed();
+    if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty()) (void)launch_server(true);
+}
+
+int Pool::tethered_server_count() const {
+    // Tethered servers are linked, so in used_; counted when asked rather than kept in a counter
+    // that every way a tether or a link can end would have to update.
+    int tethered = 0;
+    const_cast<IntrusiveList<Server, &Server::pool_hook_>&>(used_).for_each([&](Server& server) {
+        if (server.client() && server.client()->tethered()) ++tethered;
+    });
+    return tethered;
+}
+
+int Pool::tethered_for_budget() const {
+    // In session mode every client keeps its server: a tether changes nothing there.
+    return mode_ == PoolMode::Session ? 0 : tethered_server_count();
+}
+
+LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
+    // The counts of every worker's share of this pool, database and user (the server budget).
+    return worker_.group().budget().verdict(database_.name, user_, worker_.index(),
+                                            tethered_for_budget(), sizes_, use_reserve);
+}
+
+LaunchVerdict Pool::take_slot(bool use_reserve) {
+    return worker_.group().budget().take(database_.name, user_, worker_.index(),
+                                         tethered_for_budget(), sizes_, use_reserve);
+}
+
+bool Pool::launch_suspended() const {
+    if (worker_.shutting_down() || paused()) return true;
+    return !login_backoff_.may_attempt(worker_.now_ms());
+}
+
+bool Pool::may_launch(bool use_reserve) const {
+    return !launch_suspended() && launch_verdict(use_reserve) == LaunchVerdict::Launch;
+}
+
+void Pool::launch_if_needed() {
+    // One new server per waiting client not already covered by a server on its way.
+    bool exhausted = false;
+    while (uncovered_waiting() > 0 && !launch_suspended()) {
+        const LaunchVerdict verdict = take_slot(false);
+        if (verdict != LaunchVerdict::Launch) {
+            exhausted = verdict == LaunchVerdict::TetherReserveExhausted;
+            break;
+        }
+        open_server();
+    }
+    note_tether_reserve_exhausted(exhausted);
+}
+
+void Pool::note_tether_reserve_exhausted(bool exhausted) {
+    if (exhausted && !tether_reserve_exhausted_) {
+        stats_.tether_reserve_exhausted++;
+        const int tethered = tethered_server_count();
+        spdlog::warn("{}/{}: tether_reserve_size ({}) exhausted: {} tethered servers leave {} of "
+                     "pool_size {} to other clients, which wait",
+                     database_.name, user_, sizes_.tether_reserve_size, tethered,
+                     std::max(0, server_count_ - tethered), sizes_.pool_size);
+    }
+    tether_reserve_exhausted_ = exhausted;
+}
+
+void Pool::use_lent_slot() {
+    const bool greeting = !welcome_waiting_.empty() && connecting_ == 0 && idle_.empty();
+    if (!launch_suspended() && (uncovered_waiting() > 0 || greeting)) {
+        open_server();
+    } else {
+        worker_.group().budget().give_back(database_.name, user_, worker_.index());
+    }
+}
+
+void Pool::on_tether_change() {
+    // The allowance is shared with this pool's servers on other workers: they must see the
+    // tether (it lets them launch) before this worker next asks the budget for anything.
+    if (worker_.group().size() > 1) {
+        worker_.group().budget().set_tethered(database_.name, user_, worker_.index(),
+                                              tethered_for_budget());
+    }
+    if (!waiting_.empty()) launch_if_needed();
+}
+
+bool Pool::launch_server(bool use_reserve) {
+    if (launch_suspended() || take_slot(use_reserve) != LaunchVerdict::Launch) return false;
+    open_server();
+    return true;
+}
+
+void Pool::open_server() {
+    auto* server = new Server(worker_, *this);
+    used_.push_back(*server);  // state Connecting (core/server_state.hpp)
+    state_counts_.add(ServerState::Connecting);
+    ++server_count_;
+    ++connecting_;
+    worker_.stats().servers_opened++;
+    server->connect();
+}
+
+void Pool::on_server_login(Server& server) {
+    --connecting_;
+    if (last_login_error_ && worker_.group().size() > 1) {
+        // Logins were failing: the same pool on the other workers fails its clients fast until
+        // it learns that the server is back.
+        const auto key = std::make_pair(database_.name, user_);
+        worker_.group().post_to_others(worker_, [key](Worker& other) {
+            auto it = other.pools().find(key);
+            if (it != other.pools().end()) it->second->on_login_recovered_elsewhere();
+        });
+    }
+    login_backoff_.on_success();
+    last_login_error_.reset();
+    if (welcome_.empty()) {
+        welcome_ = server.welcome();
+        default_params_ = server.params();
+        // Clients that authenticated while we waited for this greeting can now be logged in.
+        while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
+        worker_.lock_catalog().on_pool_connected(*this);
+    }
+    release(server);
+}
+
+void Pool::on_login_recovered_elsewhere() {
+    if (!last_login_error_) return;
+    login_backoff_.on_success();
+    last_login_error_.reset();
+    retry_waiting();
+}
+
+void Pool::retry_waiting() {
+    launch_if_needed();
+    if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty()) (void)launch_server(true);
+}
+
+void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& error,
+                                  LoginFailureKind kind) {
+    (void)server;
+    --connecting_;
+    login_backoff_.on_failure(kind, worker_.now_ms(), to_ms(worker_.config().server_login_retry));
+    last_login_error_ = error;
+    // A server that is restarting is waited for (core/login_retry.hpp): its clients are served
+    // once it is back, unless it stays away longer than server_login_retry.
+    if (!login_fails_clients()) return;
+    while (Client* client = welcome_waiting_.pop_front()) client->on_login_failed(error);
+    if (server_count_ <= 1) {
+        // No other server can serve the queued clients: fail them now (fast fail) rather than
+        // let them sit until query_wait_timeout.
+        protocol::ErrorFields fatal = error;
+        fatal.severity = "FATAL";
+        while (Client* client = waiting_.pop_front()) {
+            client->close("server login failed: " + error.message, &fatal);
+        }
+    }
+}
+
+void Pool::forget_server(Server& server) {
+    (void)server;
+    state_counts_.remove(ServerState::Closing);
+    --server_count_;
+    auto& budget = worker_.group().budget();
+    if (lending_now_) {
+        // Lent (close_for): the slot goes to the requester's pool before anyone here takes it.
+        const LendRequest request = *lending_now_;
+        lending_now_.reset();
+        if (budget.hand_over(database_.name, user_, worker_.index(), request.database,
+                             request.user, request.worker, request.tethered, request.sizes)) {
+            Worker& other = worker_.group().at(request.worker);
+            if (!other.post([&other, request]() {
+                    other.use_lent_slot(request.database, request.user);
+                })) {
+                budget.give_back(request.database, request.user, request.worker);
+            }
+        }
+    } else {
+        budget.give_back(database_.name, user_, worker_.index());
+    }
+    launch_if_needed();
+}
+
+void Pool::release(Server& server) {
+    if (server.state() == Server::State::Closing) return;
+    const auto& config = worker_.config();
+    std::uint64_t now = worker_.now_ms();
+    if (server.retired() ||
+        (config.server_lifetime.count() > 0 &&
+         now - server.connected_at_ms() >= to_ms(config.server_lifetime) &&
+         !server.client())) {
+        server.close(server.retired() ? "server retired" : "server_lifetime");
+        return;
+    }
+    if (paused()) {
+        // PAUSE waits for every server of the database to close; released ones go right away.
+        server.close("pause mode");
+        return;
+    }
+    if (server.cancels_in_flight() > 0) {
+        // A cancel for the last client is still on its way; the backend must not start serving
+        // someone else until it has arrived (Server::cancel_finished releases it).
+        server.wait_for_cancels();
+        return;
+    }
+    bool needs_reset = (mode_ == PoolMode::Session || config.server_reset_query_always) &&
+                       !config.server_reset_query.empty();
+    if (needs_reset && !server.reset_done()) {
+        server.reset();
+        return;
+    }
+    server.clear_reset_done();
+    if (lend_owed_ && pays_lend_owed_with(server)) return;
+    make_idle(server);
+    // Not handed to a waiting client here: this runs inside the releasing server's (or its
+    // client's) callbacks, and the new client's held requests would run inside them too.
+    if (!waiting_.empty()) schedule_hand_offs();
+}
+
+void Pool::schedule_hand_offs() {
+    if (hand_offs_scheduled_) return;
+    hand_offs_scheduled_ = true;
+    worker_.schedule_hand_offs(*this);
+}
+
+void Pool::serve_waiting_clients() {
+    hand_offs_scheduled_ = false;
+    while (!waiting_.empty() && !paused()) {
+        // The server released last (LIFO) or idle longest (server_round_robin), as make_idle
+        // ordered them; the waiting client is chosen for it (waiting_client_for).
+        Server* server = idle_.front();
+        if (server == nullptr) break;
+        if (server->spoke_while_idle(worker_.now_ms())) {
+            server->close("the server spoke or closed while idle in the pool");
+            continue;
+        }
+        hand_to_waiting_client(*server);
+    }
+}
+
+// Session settings affinity (docs/session-state.md): a backend that already has a client's
+// settings saves the round trip that would replay them, and one without any settings saves a
+// client without settings the RESET. Both choices look only a few entries deep, so they cost
+// little and change the order of service only a little.
+namespace {
+constexpr std::size_t kAffinityLookahead = 16;
+// How often the first waiting client may be passed over for one whose settings match.
+constexpr int kMaxHeadSkips = 8;
+
+bool settings_match(const Client& client, const Server& server) {
+    if (!client.has_settings()) return server.applied_settings().empty();
+    return server.applied_settings() == client.wanted_settings();
+}
+}  // namespace
+
+Server* Pool::idle_server_for(const Client& client) {
+    // server_round_robin asks for the load spread evenly over the backends: no preference then.
+    const auto& config = worker_.config();
+    if (config.session_settings == StateHandling::Keep && !config.server_round_robin) {
+        // The client's settings are merged once, not for every candidate.
+        const SettingsMap wanted = client.has_settings() ? client.wanted_settings() : SettingsMap{};
+        if (Server* match = idle_.find_first(
+                [&](const Server& server) { return server.applied_settings() == wanted; },
+                kAffinityLookahead)) {
+            return match;
+        }
+    }
+    return idle_.front();  // LIFO (or round robin): see make_idle
+}
+
+Client* Pool::waiting_client_for(const Server& server) {
+    Client* head = waiting_.front();
+    if (worker_.config().session_settings == StateHandling::Keep && head_skips_ < kMaxHeadSkips &&
+        !settings_match(*head, server)) {
+        if (Client* match = waiting_.find_first(
+                [&](const Client& client) { return settings_match(client, server); },
+                kAffinityLookahead)) {
+            ++head_skips_;
+            return match;
+        }
+    }
+    head_skips_ = 0;
+    return head;
+}
+
+void Pool::hand_to_waiting_client(Server& server) {
+    Client* client = waiting_client_for(server);
+    waiting_.remove(*client);
+    if (uncovered_waiting() == 0) note_tether_reserve_exhausted(false);  // nobody left uncovered
+    client->on_server_assigned(server);
+}
+
+void Pool::make_idle(Server& server) { server.mark_idle(worker_.now_ms()); }
+
+void Pool::on_server_transition(Server& server, ServerState from, ServerState to) {
+    state_counts_.move(from, to);
+    const PoolList was = state_info(from).list;
+    const PoolList is = state_info(to).list;
+    if (was == is) return;
+    if (was == PoolList::Idle) idle_.remove(server);
+    if (was == PoolList::Used) used_.remove(server);
+    if (is == PoolList::Used) used_.push_back(server);
+    if (is == PoolList::Idle) {
+        // LIFO by default keeps the hottest backends busy and lets the others reach
+        // server_idle_timeout; server_round_robin spreads the load evenly instead.
+        if (worker_.config().server_round_robin) {
+            idle_.push_back(server);
+        } else {
+            idle_.push_front(server);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Periodic work
+
+void Pool::close_idle_servers(const char* reason) {
+    std::vector<Server*> idle;
+    idle_.for_each([&](Server& server) { idle.push_back(&server); });
+    for (Server* server : idle) server->close(reason);
+}
+
+bool Pool::close_one_idle_server(const char* reason) {
+    Server* server = idle_.front();
+    if (server == nullptr) return false;
+    server->close(reason);
+    return true;
+}
+
+void Pool::make_room_elsewhere() {
+    // Only for a pool below its own limit (pool_size, and the tether allowance its tethered
+    // clients entitle it to), as PgBouncer evicts only for a pool below pool_size.
+    const LaunchVerdict verdict = launch_verdict(false);
+    if (worker_.shutting_down() || verdict == LaunchVerdict::Launch) return;
+    const bool db_full = verdict == LaunchVerdict::DatabaseFull;
+    const bool user_full = verdict == LaunchVerdict::UserFull;
+    if (db_full || user_full) {
+        for (const auto& [key, pool] : worker_.pools()) {
+            if (pool.get() == this) continue;
+            // Closing its server must free every limit that is full.
+            if (pool->frees_room_for(database_.name, user_, db_full, user_full) &&
+                pool->close_one_idle_server("evicted (to make room for another pool)")) {
+                return;
+            }
+        }
+    }
+    // The servers that fill the limit may be other workers': ask them to lend one (close an idle
+    // one, or the next one released, which frees a slot of the budget for this worker).
+    if (worker_.group().size() > 1) ask_to_lend(db_full, user_full);
+}
+
+bool Pool::frees_room_for(const std::string& database, const std::string& user, bool db_full,
+                          bool user_full) const {
+    if (!db_full && !user_full) return database_.name == database && user_ == user;
+    return (!db_full || database_.name == database) && (!user_full || user_ == user);
+}
+
+void Pool::ask_to_lend(bool db_full, bool user_full) {
+    LendRequest request;
+    request.worker = worker_.index();
+    request.database = database_.name;
+    request.user = user_;
+    request.db_full = db_full;
+    request.user_full = user_full;
+    request.sizes = sizes_;
+    request.tethered = tethered_for_budget();
+    worker_.group().post_to_others(
+        worker_, [request](Worker& lender) { lender.lend_server(request); });
+}
+
+bool Pool::clients_wait_for_servers() const {
+    return !waiting_.empty() || (lend_owed_ && worker_.now_ms() < lend_owed_until_ms_);
+}
+
+bool Pool::lend(const LendRequest& request) {
+    if (server_count_ == 0) return false;
+    if (Server* idle = idle_.front()) {
+        close_for(*idle, request);
+        return true;
+    }
+    // Every server is in use: the next one released goes, if this worker can spare it then.
+    lend_owed_ = request;
+    lend_owed_until_ms_ = worker_.now_ms() + kLendRequestLifetimeMs;
+    return true;
+}
+
+bool Pool::pays_lend_owed_with(Server& server) {
+    if (!lend_owed_ || worker_.now_ms() >= lend_owed_until_ms_) return false;
+    const std::size_t requester = lend_owed_->worker;
+    // Clients of this worker waiting too: lend only while this worker holds more of the pool
+    // than the requester, so that two busy workers converge to even shares instead of passing
+    // one server back and forth.
+    if (!waiting_.empty()) {
+        const auto& budget = worker_.group().budget();
+        if (budget.pool_servers_on(database_.name, user_, worker_.index()) <=
+            budget.pool_servers_on(database_.name, user_, requester) + 1) {
+            return false;
+        }
+    }
+    const LendRequest request = *lend_owed_;
+    lend_owed_.reset();
+    close_for(server, request);
+    return true;
+}
+
+void Pool::close_for(Server& server, const LendRequest& request) {
+    lending_now_ = request;
+    server.close("lent to another worker");  // forget_server hands the slot over
+    lending_now_.reset();
+}
+
+void Pool::close_all_servers(const char* reason) {
+    used_.for_each([&](Server& server) { server.retire(); });
+    close_idle_servers(reason);
+}
+
+void Pool::probe_login() {
+    // Clients that arrive while logins fail are turned away without waiting for an attempt; one
+    // attempt (at the backoff's pace) finds out whether the server is back for the next ones,
+    // who then wait for it instead.
+    if (connecting_ == 0) (void)launch_server(false);
+}
+
+bool Pool::login_fails_clients() const {
+    return login_backoff_.fail_clients(worker_.now_ms(),
+                                       to_ms(worker_.config().server_login_retry));
+}
+
+bool Pool::empty() const { return server_count_ == 0 && waiting_.empty(); }
+
+}  // namespace pgtether

@@ -1,0 +1,110 @@
+#include "proxy/server/cancel_forwarder.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "core/config.hpp"
+#include "proxy/server/server.hpp"
+#include "proxy/net/server_address.hpp"
+#include "proxy/daemon/worker.hpp"
+
+namespace pgtether {
+
+CancelForwarder::CancelForwarder(Worker& worker, Server& target)
+    : worker_(worker), target_(&target), stream_(worker, *this) {
+    request_ = protocol::build_cancel_request(target.backend_key());
+    target.cancel_started();
+    worker_.register_cancel(*this);
+}
+
+CancelForwarder::CancelForwarder(Worker& worker, const PeerConfig& peer,
+                                 const protocol::CancelKey& key)
+    : worker_(worker),
+      target_(nullptr),
+      stream_(worker, *this),
+      request_(protocol::build_cancel_request(key)),
+      peer_host_(peer.host),
+      peer_port_(peer.port),
+      peer_id_(peer.id) {
+    worker_.register_cancel(*this);
+}
+
+CancelForwarder::~CancelForwarder() { worker_.unregister_cancel(*this); }
+
+void CancelForwarder::start() {
+    if (!peer_host_.empty()) {
+        // A peer is reached like a side connection: Unix socket directory, IP literal or a
+        // name resolved now (proxy/net/server_address.hpp).
+        bool unix_socket = false;
+        std::string error =
+            start_side_connect(stream_, worker_.loop(), peer_host_, peer_port_, worker_.config(),
+                               *this, unix_socket, resolving_);
+        if (!error.empty()) fail(error);
+        return;
+    }
+    int rc;
+    if (target_->address_is_unix()) {
+        rc = stream_.init_pipe();
+        if (rc == 0) rc = stream_.connect_pipe(target_->unix_path());
+    } else {
+        rc = stream_.init_tcp();
+        if (rc == 0) rc = stream_.connect_tcp(reinterpret_cast<const sockaddr*>(&target_->address()));
+    }
+    if (rc != 0) fail(std::string("cannot connect: ") + uv_strerror(rc));
+}
+
+void CancelForwarder::on_resolved(int status, const sockaddr* address) {
+    resolving_ = false;
+    if (finished_) {
+        maybe_delete();
+        return;
+    }
+    if (address == nullptr) {
+        fail("cannot resolve " + peer_host_ + ": " + uv_strerror(status));
+        return;
+    }
+    if (auto error = connect_side_tcp(stream_, address); !error.empty()) fail(error);
+}
+
+void CancelForwarder::on_stream_connected(int status) {
+    if (finished_) return;
+    if (status != 0) {
+        fail(std::string("cannot connect: ") + uv_strerror(status));
+        return;
+    }
+    stream_.write(request_);
+    // The postmaster (or the peer) closes the connection once it has handled the request.
+    stream_.start_reading();
+}
+
+void CancelForwarder::on_stream_end(int) { finish(); }
+
+void CancelForwarder::fail(const std::string& why) {
+    if (peer_host_.empty()) {
+        spdlog::warn("cannot forward a cancel request: {}", why);
+    } else {
+        spdlog::warn("cannot forward a cancel request to peer {} ({}:{}): {}", peer_id_, peer_host_,
+                     peer_port_, why);
+    }
+    finish();
+}
+
+void CancelForwarder::finish() {
+    if (finished_) return;
+    finished_ = true;
+    if (Server* target = target_) {
+        target_ = nullptr;
+        target->cancel_finished();
+    }
+    stream_.close();
+}
+
+void CancelForwarder::on_stream_closed() {
+    stream_closed_ = true;
+    maybe_delete();
+}
+
+void CancelForwarder::maybe_delete() {
+    if (stream_closed_ && !resolving_) delete this;
+}
+
+}  // namespace pgtether

@@ -1,0 +1,58 @@
+// Delivers one CancelRequest on a connection of its own (protocol §55.2.8), either
+//  - to a backend's postmaster, telling the server object when it is done, so the backend is not
+//    handed to another client while a cancel meant for the previous one may still arrive; or
+//  - to a peer pgtether / PgBouncer process that owns the cancel key ([peers], core/peering.hpp).
+#pragma once
+
+#include <uv.h>
+
+#include <string>
+
+#include "protocol/startup.hpp"
+#include "proxy/net/intrusive_list.hpp"
+#include "proxy/net/server_address.hpp"
+#include "proxy/net/stream.hpp"
+
+namespace pgtether {
+
+class Server;
+class Worker;
+struct PeerConfig;
+
+class CancelForwarder final : public Stream::Handler, public ResolveClient {
+public:
+    CancelForwarder(Worker& worker, Server& target);
+    // Forwards `key` (its TTL already decremented) to `peer`.
+    CancelForwarder(Worker& worker, const PeerConfig& peer, const protocol::CancelKey& key);
+    ~CancelForwarder();
+    void start();
+    // The target server is going away: stop reporting to it.
+    void forget_target() { target_ = nullptr; }
+    [[nodiscard]] Server* target() { return target_; }
+
+    ListHook worker_hook_;
+
+private:
+    std::size_t on_stream_data(protocol::ByteSpan data) override { return data.size(); }
+    void on_stream_end(int status) override;
+    void on_stream_drained() override {}
+    void on_stream_connected(int status) override;
+    void on_stream_closed() override;
+    void on_resolved(int status, const sockaddr* address) override;
+    void finish();
+    void fail(const std::string& why);
+    void maybe_delete();
+
+    Worker& worker_;
+    Server* target_;
+    Stream stream_;
+    std::string request_;
+    std::string peer_host_;  // empty unless forwarding to a peer
+    int peer_port_ = 0;
+    int peer_id_ = 0;
+    bool finished_ = false;
+    bool resolving_ = false;
+    bool stream_closed_ = false;
+};
+
+}  // namespace pgtether

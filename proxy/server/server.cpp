@@ -1,0 +1,1205 @@
+#include "proxy/server/server.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+#include <utility>
+#include <list>
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/framing.hpp"
+#include "protocol/frontend_messages.hpp"
+#include "protocol/message_types.hpp"
+#include "protocol/sqlstate.hpp"
+#include "core/departure.hpp"
+#include "proxy/client/client.hpp"
+#include "proxy/net/forward_batch.hpp"
+#include "proxy/pool/pool.hpp"
+#include "proxy/net/server_address.hpp"
+#include "proxy/server/server_login.hpp"
+#include "proxy/server/server_tls.hpp"
+#include "proxy/server/statement_translator.hpp"
+#include "proxy/daemon/worker.hpp"
+
+namespace pgtether {
+
+namespace be = protocol::be;
+using protocol::ByteSpan;
+
+const char* to_string(InternalPurpose purpose) {
+    switch (purpose) {
+        case InternalPurpose::ConnectQuery: return "connect_query";
+        case InternalPurpose::Check: return "server_check_query";
+        case InternalPurpose::ParamSync: return "parameter sync";
+        case InternalPurpose::Probe: return "session state probe";
+        case InternalPurpose::DiscardedProbe: return "session state probe (discarded)";
+        case InternalPurpose::Reset: return "server_reset_query";
+        case InternalPurpose::Scrub: return "scrub";
+        case InternalPurpose::LeakSweep: return "leak sweep";
+    }
+    return "?";
+}
+
+namespace {
+
+// The state a server is in while pgtether's own query of this purpose runs.
+ServerState state_for(InternalPurpose purpose) {
+    switch (purpose) {
+        case InternalPurpose::ConnectQuery: return ServerState::ConnectQuery;
+        case InternalPurpose::Check:
+        case InternalPurpose::ParamSync: return ServerState::Syncing;
+        case InternalPurpose::Probe:
+        case InternalPurpose::DiscardedProbe: return ServerState::Probing;
+        case InternalPurpose::Reset: return ServerState::Resetting;
+        case InternalPurpose::Scrub: return ServerState::Scrubbing;
+        case InternalPurpose::LeakSweep: return ServerState::Sweeping;
+    }
+    return ServerState::Closing;
+}
+
+// Messages a server may send that are only forwarded, never inspected: when one is larger than
+// what has arrived so far, its first part can go to the client right away (streaming) instead of
+// being assembled in memory first.
+bool streamable_from_server(char type) {
+    return type == be::kDataRow || type == be::kCopyData;
+}
+
+// Command tags after which the backend has no prepared statements left.
+bool deallocates_all(ByteSpan command_complete_body) {
+    auto tag = protocol::parse_command_complete(command_complete_body);
+    return tag && (*tag == "DISCARD ALL" || *tag == "DEALLOCATE ALL");
+}
+
+protocol::ErrorFields fatal(const char* sqlstate, std::string message) {
+    return {"FATAL", sqlstate, std::move(message), {}, {}};
+}
+
+}  // namespace
+
+Server::Server(Worker& worker, Pool& pool)
+    : worker_(worker), pool_(pool), stream_(worker, *this), id_(worker.next_id()) {
+    worker_.register_server(*this);
+    state_since_ms_ = worker_.now_ms();
+}
+
+Server::~Server() {
+    worker_.forget_cancel_target(*this);
+    worker_.unregister_server(*this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connecting and logging in
+
+void Server::connect() {
+    const auto& db = pool_.database();
+    connected_at_ms_ = worker_.now_ms();
+    host_ = host_for_turn(db, pool_.next_host_turn());
+    unix_path_ = server_unix_socket_path(host_, db.port, worker_.config());
+    if (!unix_path_.empty()) {
+        address_is_unix_ = true;
+        if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path_) != 0) {
+            on_stream_connected(UV_EINVAL);
+        }
+        return;
+    }
+    if (stream_.init_tcp() != 0) {
+        on_stream_connected(UV_EINVAL);
+        return;
+    }
+    sockaddr_storage literal;
+    if (parse_ip_literal(host_, db.port, literal)) {
+        start_connect_to(reinterpret_cast<const sockaddr*>(&literal));
+        return;
+    }
+    if (int rc = start_resolve(worker_.loop(), *this, host_, db.port); rc != 0) {
+        on_stream_connected(rc);
+        return;
+    }
+    ++pending_resolves_;
+}
+
+void Server::on_resolved(int status, const sockaddr* address) {
+    --pending_resolves_;
+    if (state_ == State::Closing) {
+        maybe_finish_close();
+        return;
+    }
+    if (address == nullptr) {
+        on_stream_connected(status);
+        return;
+    }
+    start_connect_to(address);
+}
+
+std::string Server::describe() const {
+    std::string where = address_is_unix_ ? "unix:" + unix_path_ : address_text(address_);
+    return "S-" + std::to_string(id_) + " " + pool_.database_name() + "/" + pool_.user_name() +
+           "@" + where;
+}
+
+void Server::start_connect_to(const sockaddr* address) {
+    std::memcpy(&address_, address,
+                address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+    int rc = stream_.connect_tcp(address);
+    if (rc != 0) on_stream_connected(rc);
+}
+
+void Server::on_stream_connected(int status) {
+    if (state_ == State::Closing) return;
+    if (status != 0) {
+        login_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                           "could not connect to server: " + std::string(uv_strerror(status))),
+                     LoginFailureKind::Unreachable);
+        return;
+    }
+    const auto& config = worker_.config();
+    if (config.log_connections) {
+        // PgBouncer's words, which operators grep for.
+        spdlog::info("{} new connection to server (from {})", describe(), stream_.local_name());
+    }
+    stream_.apply_tcp_settings();
+    stream_.start_reading();
+    login_since_ms_ = worker_.now_ms();
+    tls_context_ = server_tls::context_for(worker_.security(), address_is_unix_);
+    if (tls_context_) {
+        transition(State::TlsAnswer);
+        stream_.write(protocol::build_ssl_request());
+        return;
+    }
+    send_startup();
+}
+
+void Server::send_startup() {
+    transition(State::Login);
+    const auto& db = pool_.database();
+    std::vector<std::pair<std::string, std::string>> params = {
+        {"user", pool_.user_name()},
+        {"database", db.dbname.empty() ? db.name : db.dbname},
+    };
+    if (db.client_encoding) params.emplace_back("client_encoding", *db.client_encoding);
+    if (db.datestyle) params.emplace_back("DateStyle", *db.datestyle);
+    if (db.timezone) params.emplace_back("TimeZone", *db.timezone);
+    if (db.application_name) params.emplace_back("application_name", *db.application_name);
+    login_ = std::make_unique<ServerLogin>(pool_.server_credentials());
+    stream_.write(protocol::build_startup_message(params));
+}
+
+void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind kind) {
+    if (state_ == State::Closing) return;
+    spdlog::warn("S-{} {}/{}: server login failed: {}", id_, pool_.database_name(),
+                 pool_.user_name(), error.message);
+    worker_.stats().login_failures++;
+    login_failed_reported_ = true;
+    pool_.on_server_login_failed(*this, error, kind);
+    close("login failed");
+}
+
+std::size_t Server::handle_login_data(ByteSpan data) {
+    const MessagesRead read =
+        read_messages(data, ServerLogin::kMaxMessage, [&](const MessageReader::Next& message) {
+            ServerLogin::Step step = login_->on_message(message.type, message.body());
+            if (!step.send.empty()) stream_.write(step.send);
+            switch (step.kind) {
+                case ServerLogin::Step::Kind::Continue:
+                    if (step.parameter) {
+                        welcome_.emplace_back(step.parameter->name, step.parameter->value);
+                        record_parameter(step.parameter->name, step.parameter->value, false);
+                    }
+                    if (step.backend_key) backend_key_ = *step.backend_key;
+                    return true;
+                case ServerLogin::Step::Kind::Ready:
+                    finish_login();
+                    return false;
+                case ServerLogin::Step::Kind::Refused:
+                    login_failed(fatal(protocol::sqlstate::kInvalidAuthorization,
+                                       "server login failed: " + step.text));
+                    return false;
+                case ServerLogin::Step::Kind::ServerError:
+                    login_failed(step.error, classify_login_failure(step.error.sqlstate));
+                    return false;
+                case ServerLogin::Step::Kind::Invalid:
+                    login_failed(fatal(protocol::sqlstate::kProtocolViolation, step.text));
+                    return false;
+            }
+            return false;
+        });
+    if (read.invalid) {
+        login_failed(fatal(protocol::sqlstate::kProtocolViolation,
+                           "invalid message from server during login"));
+    }
+    return read.consumed;
+}
+
+void Server::finish_login() {
+    login_.reset();
+    spdlog::debug("S-{} {}/{}: logged in, backend pid {}", id_, pool_.database_name(),
+                  pool_.user_name(), backend_key_.pid);
+    const auto& connect_query = pool_.database().connect_query;
+    if (!connect_query.empty()) {
+        run_internal(InternalPurpose::ConnectQuery, {connect_query});
+        return;
+    }
+    // The pool hears of this login now, so a close from here on is not a failed login: a paused
+    // pool closes the server it is handed at once ("pause mode"), which must neither count as a
+    // login failure (backing off, failing waiting clients) nor decrement `connecting` twice.
+    login_failed_reported_ = true;
+    pool_.on_server_login(*this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Life in the pool
+
+void Server::transition(State next) {
+    assert(may_transition(state_, next));
+    const State previous = state_;
+    state_ = next;
+    state_since_ms_ = worker_.now_ms();
+    pool_.on_server_transition(*this, previous, next);
+}
+
+void Server::mark_idle(std::uint64_t now_ms) {
+    transition(State::Idle);
+    idle_since_ms_ = now_ms;
+    welcome_.clear();
+    welcome_.shrink_to_fit();
+}
+
+void Server::mark_check_due(bool due) {
+    if (due && state_ == State::Idle) {
+        transition(State::Used);
+    } else if (!due && state_ == State::Used) {
+        transition(State::Idle);
+    }
+}
+
+bool Server::spoke_while_idle(std::uint64_t now_ms) const {
+    constexpr std::uint64_t kCheckAfterIdleMs = 1;
+    return now_ms - idle_since_ms_ >= kCheckAfterIdleMs && stream_.peer_spoke();
+}
+
+void Server::link(Client& client) {
+    client_ = &client;
+    transition(State::Linked);
+    effects_ = 0;
+    locks_.reset();
+    pipelined_probe_kinds_ = 0;
+    client_forwarded_ = false;
+    fatal_forwarded_ = false;
+    request_started_us_ = xact_started_us_ = 0;
+    tracker_.reset();
+    requests_.clear();
+    translate_statements_ = worker_.config().max_prepared_statements > 0;
+    if (client.id() != last_client_id_) {
+        // The same client again (one client, or a busy one meeting the backend it just
+        // released) keeps its description: nothing it contains changes after login.
+        last_client_id_ = client.id();
+        last_client_description_.clear();
+        client.describe_to(last_client_description_);
+    }
+    const auto& config = worker_.config();
+    bool long_idle = worker_.now_ms() - idle_since_ms_ >=
+                     static_cast<std::uint64_t>(config.server_check_delay.count() / 1000);
+    if (long_idle && !config.server_check_query.empty() && idle_since_ms_ != 0) {
+        run_internal(InternalPurpose::Check, {config.server_check_query});
+        return;
+    }
+    sync_parameters();
+}
+
+void Server::sync_parameters() {
+    // Usually nothing differs: find that out without building the query.
+    std::string sql =
+        parameters_in_sync(client_->params(), pool_.default_params(), params_)
+            ? std::string()
+            : build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
+    // Nothing to compare in the usual case: skip merging the client's settings (every transaction
+    // links a server).
+    std::optional<SettingsMap> settings_after;
+    if (worker_.config().session_settings == StateHandling::Keep &&
+        (client_->has_settings() || !applied_settings_.empty())) {
+        settings_after = client_->wanted_settings();
+        sql += build_settings_sync(*settings_after, applied_settings_);
+    }
+    if (sql.empty()) return;
+    run_internal(InternalPurpose::ParamSync, {sql});
+    if (internal_) internal_->settings_after = std::move(settings_after);
+}
+
+void Server::unlink() {
+    client_ = nullptr;
+    effects_ = 0;
+}
+
+void Server::release_to_pool() {
+    Client* client = client_;
+    unlink();
+    pool_.release(*this);
+    if (client) client->on_server_released();
+}
+
+void Server::note_unnamed_statement(StatementPtr statement) {
+    unnamed_statement_ = std::move(statement);
+    // Sent when nothing is owed, the message is not skipped by an earlier error: then the
+    // backend's unnamed statement is known again. Otherwise it stays unknown if it was.
+    if (tracker_.quiet()) unnamed_unknown_ = false;
+}
+
+void Server::note_request_start(std::uint64_t now_us) {
+    request_started_us_ = now_us;
+    if (xact_started_us_ == 0) xact_started_us_ = now_us;
+}
+
+void Server::record_timing(char tx_status) {
+    // Everything the client sent since the backend was last quiet has been answered: that is one
+    // query (or pipeline) for SHOW STATS' query_time. Back at 'I', a transaction has ended.
+    auto now = worker_.now_us();
+    quiet_since_ms_ = worker_.now_ms();
+    auto& stats = pool_.stats();
+    if (request_started_us_ != 0) {
+        stats.query_time_us += now - request_started_us_;
+        request_started_us_ = 0;
+    }
+    if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
+        stats.xact_count++;
+        stats.xact_time_us += now - xact_started_us_;
+        xact_started_us_ = 0;
+    }
+}
+
+bool Server::send_from_client(const uv_buf_t* bufs, unsigned count) {
+    client_forwarded_ = true;
+    return stream_.writev(bufs, count);
+}
+
+void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
+    auto& finished = requests_.finished();
+    for (auto& done : finished) {
+        switch (done.outcome) {
+            case RequestQueue::Outcome::Answer:
+                if (client_ && state_info(state_).linked) emit(std::move(done.request.reply));
+                break;
+            case RequestQueue::Outcome::Failed:
+                // "cached plan must not change result type": the statement was planned against
+                // objects that changed since (a dropped temporary table, an altered column). A
+                // fresh Parse plans it again, as a client of PostgreSQL would have to; until
+                // then no other client may be handed this copy.
+                if (done.request.type == protocol::fe::kBind && done.request.statement &&
+                    failed_sqlstate_ == protocol::sqlstate::kFeatureNotSupported) {
+                    statements_.mark_stale(done.request.statement);
+                }
+                undo_request(done.request, client_ ? &client_->statements() : nullptr,
+                             statements_);
+                break;
+            case RequestQueue::Outcome::Skipped:
+                undo_request(done.request, client_ ? &client_->statements() : nullptr,
+                             statements_);
+                break;
+        }
+    }
+    finished.clear();
+}
+
+void Server::settle_requests() {
+    if (requests_.finished().empty()) return;  // the usual case: skip building the callback
+    settle_requests([this](std::string&& reply) { client_->send(reply); });
+}
+
+void Server::resume_input_from_client() {
+    if (state_ == State::Closing) return;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
+void Server::cancel_finished() {
+    if (cancels_in_flight_ > 0) --cancels_in_flight_;
+    if (cancels_in_flight_ == 0 && state_ == State::BeingCancelled) {
+        pool_.release(*this);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading from the server
+
+std::size_t Server::on_stream_data(ByteSpan data) {
+    std::size_t consumed = 0;
+    // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
+    while (consumed < data.size() && !stream_.tls_handshaking()) {
+        ByteSpan rest = data.subspan(consumed);
+        std::size_t n = 0;
+        switch (state_) {
+            case State::Connecting:
+            case State::Closing:
+                return consumed;
+            case State::TlsAnswer: n = handle_tls_answer(rest); break;
+            case State::Login: n = handle_login_data(rest); break;
+            case State::ConnectQuery:
+            case State::Syncing:
+            case State::Probing:
+            case State::Resetting:
+            case State::Scrubbing:
+            case State::Sweeping: n = handle_internal_data(rest); break;
+            case State::Linked: n = handle_linked_data(rest); break;
+            case State::Idle:
+            case State::Used:
+            case State::BeingCancelled: n = handle_unexpected_data(rest); break;
+        }
+        if (n == 0) break;
+        consumed += n;
+        if (!stream_.reading()) break;  // back-pressure: the client is backed up
+    }
+    return consumed;
+}
+
+std::size_t Server::handle_linked_data(ByteSpan data) {
+    ForwardBatch batch;
+    // pgtether's own replies, alive until flushed. A list: it is almost always empty, and an empty
+    // list allocates nothing (libstdc++'s deque allocates in its constructor, on every read).
+    std::list<std::string> answers;
+    std::size_t consumed = 0;
+    auto flush = [&]() {
+        if (batch.empty()) return;
+        pool_.stats().bytes_sent += batch.bytes();
+        if (!client_->send_from_server(batch.bufs(), batch.count())) stream_.stop_reading();
+        batch.clear();
+    };
+    auto forward = [&](const std::uint8_t* p, std::size_t n) {
+        if (!batch.add(p, n)) {
+            flush();
+            batch.add(p, n);
+        }
+    };
+    // pgtether's answers to requests whose turn came, in place in the reply stream.
+    auto settle = [&]() {
+        if (requests_.finished().empty()) return;
+        settle_requests([&](std::string&& reply) {
+            answers.push_back(std::move(reply));
+            forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
+                    answers.back().size());
+        });
+    };
+    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
+    while (consumed < data.size()) {
+        const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
+        if (next.step == MessageReader::Step::Forward) {
+            // The rest of a streamed message.
+            forward(next.bytes.data(), next.bytes.size());
+            consumed += next.bytes.size();
+            continue;
+        }
+        if (next.step == MessageReader::Step::Skip) {
+            consumed += next.bytes.size();
+            continue;
+        }
+        if (next.step == MessageReader::Step::Invalid) {
+            flush();
+            close("invalid message from server");
+            return consumed;
+        }
+        if (next.step != MessageReader::Step::Message) {
+            if (next.step == MessageReader::Step::Partial && streamable_from_server(next.type)) {
+                tracker_.on_backend(next.type);
+                forward(next.bytes.data(), next.bytes.size());
+                reader_.forward_rest(next);
+                consumed = data.size();
+            }
+            break;
+        }
+        const ByteSpan body = next.body();
+        const ByteSpan rest = next.bytes;
+        const char type = next.type;
+        consumed += next.total;
+        // With statement translation, replies to messages pgtether injected are not for the
+        // client (RequestQueue says which).
+        bool swallow = translate_statements_ && !requests_.empty() &&
+                       requests_.on_backend_message(type) == RequestQueue::Verdict::Swallow;
+        if (locks_.armed()) locks_.on_backend_message(type, body);
+        switch (type) {
+            case be::kReadyForQuery: {
+                auto status = protocol::parse_ready_for_query(body);
+                if (!status) {
+                    flush();
+                    close("invalid ReadyForQuery from server");
+                    return consumed;
+                }
+                tracker_.on_ready_for_query(*status);
+                pool_.stats().query_count++;
+                if (tracker_.quiet()) record_timing(*status);
+                forward(rest.data(), rest.size());
+                settle();
+                if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
+                    if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
+                        !client_->tethered()) {
+                        // Drop the replies not yet sent (CommandComplete BEGIN, ReadyForQuery
+                        // 'T'): the client must see only the error, never a transaction that
+                        // seems to have started (PgBouncer likewise sends only the error).
+                        batch.clear();
+                        client_->fail(protocol::sqlstate::kFeatureNotSupported,
+                                      "transaction blocks not allowed in statement pooling mode");
+                        return consumed;
+                    }
+                    if (tracker_.idle()) {
+                        flush();
+                        on_transaction_end();
+                        return consumed;
+                    }
+                    if (pipelined_probe_kinds_ != 0) {
+                        // The client's statements left a transaction block open (plan says
+                        // they cannot; defensive): the probe ran inside it and means nothing.
+                        flush();
+                        pipelined_probe_kinds_ = 0;
+                        start_internal(InternalPurpose::DiscardedProbe, {}, 1, 0, 0);
+                        return consumed;
+                    }
+                }
+                continue;
+            }
+            case be::kParameterStatus: {
+                auto status = protocol::parse_parameter_status(body);
+                if (status) record_parameter(status->name, status->value, false);
+                break;
+            }
+            case be::kCommandComplete:
+                tracker_.on_backend(type);
+                if (!prepared_probes_.empty() && deallocates_all(body)) prepared_probes_.clear();
+                if (translate_statements_ && deallocates_all(body)) {
+                    // DISCARD ALL / DEALLOCATE ALL: the backend and the client forgot every
+                    // prepared statement.
+                    StatementTranslator::forget_all(&client_->statements(), statements_);
+                }
+                break;
+            case be::kAuthentication:
+            case be::kBackendKeyData:
+                flush();
+                close(std::string("unexpected message from server: '") + type + "'");
+                return consumed;
+            case be::kErrorResponse:
+                tracker_.on_backend(type);
+                // The backend now skips to the next Sync: a Parse of "" sent meanwhile is lost.
+                unnamed_unknown_ = true;
+                if (auto error = protocol::parse_error_fields(body)) {
+                    // The backend's last word before it closes: the client needs no other.
+                    if (!swallow && protocol::is_fatal(*error)) fatal_forwarded_ = true;
+                    failed_sqlstate_ = error->sqlstate;  // for settle_requests
+                }
+                break;
+            default:
+                tracker_.on_backend(type);
+                break;
+        }
+        if (!swallow) forward(rest.data(), rest.size());
+        settle();
+    }
+    flush();
+    return consumed;
+}
+
+void Server::record_parameter(std::string_view name, std::string_view value,
+                              bool forward_to_client) {
+    auto tracked = find_tracked_param(name);
+    if (!tracked) return;
+    params_.set(*tracked, value);
+    if (client_ && state_info(state_).linked) {
+        // The client either caused this change (SET) or must learn the canonical spelling of a
+        // value it asked for during parameter sync. What it last saw is its own value, or, for
+        // a parameter it never chose, the pool's that greeted it: a sync back to that value
+        // (a backend that last served a client with an application_name) is news to nobody,
+        // and PostgreSQL reports only changes.
+        auto current = client_->params().get(*tracked);
+        if (!current) current = pool_.default_params().get(*tracked);
+        if (!current || *current != value) {
+            client_->params().set(*tracked, value);
+            if (forward_to_client) {
+                std::string message;
+                protocol::append_parameter_status(message, name, value);
+                client_->send(message);
+            }
+        }
+    }
+}
+
+std::size_t Server::handle_unexpected_data(ByteSpan data) {
+    // An unlinked server has nothing to say; but PostgreSQL may report a parameter change, send a
+    // notice, deliver a notification for a channel nobody listens to any more, or terminate.
+    const MessagesRead read =
+        read_messages(data, ServerLogin::kMaxMessage, [&](const MessageReader::Next& message) {
+            switch (message.type) {
+                case be::kParameterStatus:
+                    if (auto status = protocol::parse_parameter_status(message.body())) {
+                        record_parameter(status->name, status->value, false);
+                    }
+                    return true;
+                case be::kNoticeResponse:
+                case be::kNotificationResponse:
+                    return true;
+                case be::kErrorResponse: {
+                    auto error = protocol::parse_error_fields(message.body());
+                    close("server error while idle: " +
+                          (error ? error->message : std::string("?")));
+                    return false;
+                }
+                default:
+                    close(std::string("unexpected message from idle server: '") + message.type +
+                          "'");
+                    return false;
+            }
+        });
+    if (read.invalid) close("invalid message from idle server");
+    return read.consumed;
+}
+
+void Server::on_stream_end(int status) {
+    std::string why = status == UV_EOF
+                          ? "server closed the connection"
+                          : "server connection failed: " + std::string(uv_strerror(status));
+    if (!stream_.tls_error().empty()) why += " (TLS: " + stream_.tls_error() + ")";
+    close(why);
+}
+
+void Server::on_stream_drained() {
+    if (client_) client_->resume_input();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transaction boundaries and the tether
+
+void Server::on_transaction_end() {
+    const auto& config = worker_.config();
+    TransactionEnd end;
+    end.effects = effects_;
+    end.tracked = tracked_kinds(config);
+    end.every_transaction = config.advisory_lock_tracking == LockTracking::EveryTransaction;
+    end.tether_kinds = client_->tether_kinds();
+    end.ledger_had_maybe = client_->lock_ledger().has_maybe();
+    end.locks_armed = locks_.armed();
+    end.locks_exact = locks_.exact();
+    end.exact_ledger = &locks_.ledger();
+    end.defer_lock_probes = config.tether_probe_delay.count() > 0;
+    const TransactionEndDecision decision = decide_transaction_end(end);
+    effects_ = 0;
+    if (end.effects & protocol::kEffectCatalogChange) {
+        worker_.lock_catalog().on_catalog_change(pool_.database_name());
+    }
+    if (decision.ledger_unknown) {
+        LockLedger unknown = locks_.ledger();
+        unknown.mark_unknown();
+        client_->adopt_lock_ledger(unknown);
+    } else if (decision.adopt_ledger) {
+        pool_.stats().ledger_decisions++;
+        client_->adopt_lock_ledger(locks_.ledger());
+    }
+    locks_.reset();
+    note_tether_change(decision.tether_kinds);
+    if (const std::uint32_t pipelined = std::exchange(pipelined_probe_kinds_, 0)) {
+        // The probe already went out behind the client's statement (Client::handle_requests):
+        // its answer is next, and it is the truth whatever this decision would have asked.
+        start_internal(InternalPurpose::Probe, {}, 1, 0, pipelined);
+        return;
+    }
+    switch (decision.action) {
+        case TransactionEndDecision::Action::Probe:
+            pool_.stats().probes++;
+            probe(InternalPurpose::Probe, decision.probe_kinds);
+            return;
+        case TransactionEndDecision::Action::Keep:
+            return;
+        case TransactionEndDecision::Action::Release:
+            release_to_pool();
+            return;
+    }
+}
+
+void Server::on_partial_message_sent() {
+    if (client_ && state_ == State::Linked && tracker_.idle() &&
+        pool_.mode() != PoolMode::Session) {
+        on_transaction_end();
+    }
+}
+
+void Server::probe_idle_tether() {
+    pool_.stats().probes++;
+    probe(InternalPurpose::Probe, kStateAdvisoryLock);
+}
+
+void Server::note_tether_change(std::uint32_t kinds) {
+    Client* client = client_;
+    bool was = client->tethered();
+    if ((client->tether_kinds() & kStateTempTable) && !(kinds & kStateTempTable)) {
+        // The session's temporary objects are gone: statements planned meanwhile may name them
+        // and must not be handed to the next client (docs/prepared-statements.md).
+        statements_.mark_all_stale();
+    }
+    client->set_tether_kinds(kinds);
+    if (!was && client->tethered()) {
+        pool_.stats().tether_events++;
+        spdlog::debug("{}: tethered to backend {} by {}", client->describe(), backend_key_.pid,
+                      client->describe_tether());
+    } else if (was && !client->tethered()) {
+        pool_.stats().untether_events++;
+        spdlog::debug("{}: untethered from backend {}", client->describe(), backend_key_.pid);
+    }
+    if (was != client->tethered()) pool_.on_tether_change();
+}
+
+void Server::after_probe(InternalQuery& result) {
+    Client* client = client_;
+    std::optional<StateReport> report;
+    // An answer without its CommandComplete is no answer: the backend skipped the probe.
+    if (!result.failed && result.completed) report = decode_state_probe(result.rows);
+    if (!report) {
+        // A prepared probe that failed (a client took its name, or dropped it by name): this
+        // backend gets simple probes from now on.
+        if (result.failed) prepared_probe_refused_ = true;
+        // Cannot tell: keep the client on this backend rather than risk handing its state to
+        // someone else. The next relevant transaction probes again.
+        spdlog::warn("{}: session state probe failed ({}); keeping the client tethered",
+                     client->describe(),
+                     result.failed      ? result.error.message
+                     : result.completed ? std::string("bad rows")
+                                        : std::string("not run"));
+        if (result.probed & kStateAdvisoryLock) {
+            // What the ledger listed is not sure any more, and more may be held.
+            LockLedger unknown = client->lock_ledger();
+            unknown.mark_unknown();
+            client->adopt_lock_ledger(unknown);
+        }
+        note_tether_change(tether_kinds_after_probe(client->tether_kinds(), result.probed, nullptr));
+        client->on_server_ready();
+        return;
+    }
+    if (result.probed & kStateSettings) {
+        // The backend's session-level settings are now exactly the client's (it was in sync
+        // when the transaction began).
+        applied_settings_ = report->settings;
+        client->set_session_settings(std::move(report->settings));
+    }
+    client->update_tether_details(result.probed & kTetherKinds, report->locks, report->summaries);
+    note_tether_change(
+        tether_kinds_after_probe(client->tether_kinds(), result.probed, &report->present));
+    if (client->tethered()) {
+        client->on_server_ready();
+        return;
+    }
+    release_to_pool();
+}
+
+std::string Server::probe_messages(std::uint32_t kinds) {
+    static const std::vector<std::string> kNoCustomSettings;
+    const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
+                                                             : kNoCustomSettings;
+    std::string sql = build_state_probe(kinds, custom);
+    std::string out;
+    if (sql.empty()) return out;
+    if (!custom.empty() || prepared_probe_refused_) {
+        protocol::append_query(out, sql);
+        return out;
+    }
+    // Prepared once per backend and kind mask, then only bound and executed: no parse and plan
+    // each time.
+    const std::string name = "pgtether_probe_" + std::to_string(kinds);
+    if (std::find(prepared_probes_.begin(), prepared_probes_.end(), kinds) ==
+        prepared_probes_.end()) {
+        protocol::append_parse(out, name, sql);
+        prepared_probes_.push_back(kinds);
+    }
+    protocol::append_bind(out, "", name, {});
+    protocol::append_execute(out, "", 0);
+    protocol::append_sync(out);
+    return out;
+}
+
+std::string Server::pipeline_probe(std::uint32_t kinds) {
+    std::string messages = probe_messages(kinds);
+    if (!messages.empty()) {
+        pipelined_probe_kinds_ = kinds;
+        pool_.stats().probes++;
+    }
+    return messages;
+}
+
+void Server::probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries,
+                   std::string prefix, int extra_ready) {
+    if (purpose == InternalPurpose::Probe && queries.empty() && prefix.empty()) {
+        // The transaction-end probe, the one that runs often. Reset, scrub and sweep run after
+        // DISCARD ALL or server_reset_query, which may drop prepared statements: they stay
+        // simple queries.
+        std::string messages = probe_messages(kinds);
+        const int own = messages.empty() ? 0 : 1;
+        start_internal(purpose, std::move(messages), own, 0, own ? kinds : 0);
+        return;
+    }
+    static const std::vector<std::string> kNoCustomSettings;
+    const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
+                                                             : kNoCustomSettings;
+    std::string sql = build_state_probe(kinds, custom);
+    std::uint32_t probed = sql.empty() ? 0 : kinds;
+    if (!sql.empty()) queries.push_back(std::move(sql));
+    run_internal(purpose, queries, std::move(prefix), extra_ready, probed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pgtether's own queries
+
+void Server::run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
+                          std::string prefix, int extra_ready, std::uint32_t probed) {
+    std::string out = std::move(prefix);
+    for (const auto& q : queries) protocol::append_query(out, q);
+    // A simple Query destroys the backend's unnamed statement (ours run at quiet points).
+    if (!queries.empty()) {
+        unnamed_statement_.reset();
+        unnamed_unknown_ = false;
+    }
+    spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
+                  queries.empty() ? std::string() : queries.back());
+    const int own = static_cast<int>(queries.size());
+    start_internal(purpose, std::move(out), own, extra_ready, probed);
+}
+
+void Server::start_internal(InternalPurpose purpose, std::string messages, int own_ready,
+                            int extra_ready, std::uint32_t probed) {
+    transition(state_for(purpose));
+    internal_ = std::make_unique<InternalQuery>();
+    internal_->purpose = purpose;
+    internal_->probed = probed;
+    internal_->pending_ready = own_ready + extra_ready;
+    internal_->own_ready = own_ready;
+    // A message that was being streamed to a client which has since left (a scrub after the
+    // client vanished mid-COPY TO / mid-result): its rest must be skipped, not framed.
+    reader_.skip_remainder();
+    if (!messages.empty()) stream_.write(messages);
+    if (internal_->pending_ready == 0) {
+        finish_internal();
+        return;
+    }
+    // The replies are ours to consume, so a client's back-pressure must not hold them up. Reading
+    // may still be stopped because the (possibly departed) client was backed up: a scrub after a
+    // client vanished mid-COPY TO STDOUT otherwise never reads the rest and times out.
+    if (!stream_.reading()) {
+        stream_.start_reading();
+        stream_.redeliver_pending_input();
+    }
+}
+
+std::size_t Server::handle_internal_data(ByteSpan data) {
+    std::size_t consumed = 0;
+    InternalQuery& op = *internal_;
+    auto ours = [&]() { return op.pending_ready <= op.own_ready; };
+    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
+    while (consumed < data.size()) {
+        const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
+        if (next.step == MessageReader::Step::Skip || next.step == MessageReader::Step::Forward) {
+            // The rest of a message nobody receives any more (start_internal turned a forwarded
+            // remainder into a skipped one).
+            consumed += next.bytes.size();
+            continue;
+        }
+        if (next.step == MessageReader::Step::Invalid) {
+            close("invalid message from server");
+            return consumed;
+        }
+        if (next.step != MessageReader::Step::Message) {
+            // Results of a request the departed client left behind are thrown away as they come.
+            if (next.step == MessageReader::Step::Partial && !ours() &&
+                streamable_from_server(next.type)) {
+                reader_.skip_rest(next);
+                consumed = data.size();
+            }
+            break;
+        }
+        const ByteSpan body = next.body();
+        const char type = next.type;
+        consumed += next.total;
+        if (!ours() && translate_statements_ && !requests_.empty()) {
+            // Replies the departed client's requests still get: keep the backend's statement
+            // bookkeeping true (nobody receives answers any more).
+            requests_.on_backend_message(type);
+            settle_requests([](std::string&&) {});
+        }
+        if (type == be::kCommandComplete && deallocates_all(body)) {
+            StatementTranslator::forget_all(nullptr, statements_);
+            prepared_probes_.clear();
+            applied_settings_.clear();
+        }
+        switch (type) {
+            case be::kRowDescription:
+            case be::kBindComplete:
+            case be::kDataRow:
+            case be::kCommandComplete:
+            case be::kErrorResponse:
+                // Our answer (a new result set, a row, its end, our error); the departed
+                // client's are thrown away.
+                if (ours() && collect_result(op, type, body) != Collected::Ok) {
+                    close("invalid DataRow from server");
+                    return consumed;
+                }
+                if (type == be::kErrorResponse &&
+                    (op.error.severity == "FATAL" || op.error.severity == "PANIC")) {
+                    close("server error: " + op.error.message);
+                    return consumed;
+                }
+                break;
+            case be::kParameterStatus:
+                if (auto status = protocol::parse_parameter_status(body)) {
+                    record_parameter(status->name, status->value,
+                                     op.purpose == InternalPurpose::ParamSync);
+                }
+                break;
+            case be::kNotificationResponse:
+                // A notification belongs to the session, not to our query: pass it on.
+                if (client_ && state_info(state_).linked) client_->send(protocol::as_chars(next.bytes));
+                break;
+            case be::kReadyForQuery: {
+                auto status = protocol::parse_ready_for_query(body);
+                if (!status) {
+                    close("invalid ReadyForQuery from server");
+                    return consumed;
+                }
+                tracker_.on_ready_for_query(*status);
+                if (--op.pending_ready == 0) {
+                    finish_internal();
+                    return consumed;
+                }
+                break;
+            }
+            case be::kAuthentication:
+            case be::kBackendKeyData:
+                close(std::string("unexpected message from server: '") + type + "'");
+                return consumed;
+            default:
+                // CommandComplete, EmptyQueryResponse, notices, COPY traffic of a drained request.
+                break;
+        }
+    }
+    return consumed;
+}
+
+void Server::finish_internal() {
+    std::unique_ptr<InternalQuery> op = std::move(internal_);
+    // Our queries ran as simple queries outside any transaction block; anything else is dirty.
+    bool clean = tracker_.idle() && !op->failed;
+    bool for_client = op->purpose == InternalPurpose::Check ||
+                      op->purpose == InternalPurpose::ParamSync ||
+                      op->purpose == InternalPurpose::Probe ||
+                      op->purpose == InternalPurpose::DiscardedProbe;
+    // Back to forwarding (what follows may start another query, release or scrub).
+    if (for_client && client_ != nullptr) transition(State::Linked);
+    if (for_client && client_ == nullptr) {
+        // The client left while we worked on its behalf (see Client::detach_from_server).
+        const bool was_probe = op->purpose == InternalPurpose::Probe ||
+                               op->purpose == InternalPurpose::DiscardedProbe;
+        switch (decide_orphaned_query_end(was_probe, clean).action) {
+            case DepartureDecision::Action::Scrub: scrub(); return;
+            case DepartureDecision::Action::Release:
+                // A parameter sync that completed changed the backend's settings all the same.
+                if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
+                pool_.release(*this);
+                return;
+            case DepartureDecision::Action::FinishQuery:
+            case DepartureDecision::Action::Close:
+                close(std::string(to_string(op->purpose)) + " failed: " + op->error.message);
+                return;
+        }
+        return;
+    }
+    // The cleaning purposes verify with a probe: nothing of a tracked kind may remain.
+    auto verified = [&]() -> std::optional<StateReport> {
+        if (!clean || (op->probed != 0 && !op->completed)) return std::nullopt;
+        auto report = decode_state_probe(op->rows);
+        if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
+        return report;
+    };
+    auto failure = [&](const std::optional<StateReport>& report) {
+        if (op->failed) return op->error.message;
+        if (!report) return std::string("unexpected probe result");
+        return "session state remains: " +
+               describe_state(report->present, describe_locks(report->locks), report->summaries);
+    };
+    switch (op->purpose) {
+        case InternalPurpose::ConnectQuery:
+            if (!clean) {
+                login_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                                   "connect_query failed: " + op->error.message));
+                return;
+            }
+            pool_.on_server_login(*this);
+            return;
+        case InternalPurpose::Check:
+            if (!clean) {
+                close("server_check_query failed: " + op->error.message);
+                return;
+            }
+            last_checked_ms_ = worker_.now_ms();
+            sync_parameters();
+            if (!internal_ && client_) client_->on_server_ready();
+            return;
+        case InternalPurpose::ParamSync:
+            if (!clean) {
+                // Close the client while still linked: its detach hands this server back (or
+                // scrubs it). Releasing first would let the client's held request take the
+                // server again, repeat the failing SET and get the backend closed for nothing.
+                protocol::ErrorFields error = op->error;
+                error.severity = "FATAL";
+                client_->close("could not apply client parameters: " + error.message, &error);
+                return;
+            }
+            if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
+            client_->on_server_ready();
+            return;
+        case InternalPurpose::Probe:
+            after_probe(*op);
+            return;
+        case InternalPurpose::DiscardedProbe:
+            client_->on_server_ready();
+            return;
+        case InternalPurpose::Reset: {
+            auto report = verified();
+            if (!report || report->present != 0) {
+                close("server_reset_query failed: " + failure(report));
+                return;
+            }
+            reset_done_ = true;
+            pool_.release(*this);
+            return;
+        }
+        case InternalPurpose::Scrub: {
+            auto report = verified();
+            // The scrub cancels what the departed client left running, and PostgreSQL may
+            // deliver that cancel twice (the postmaster signals the backend and its process
+            // group), or late: then it strikes the scrub's own statements. Those are idempotent,
+            // so a cancelled scrub is simply run again; nothing is left running to cancel now.
+            constexpr int kMaxScrubRepeats = 3;
+            if (op->failed && op->error.sqlstate == protocol::sqlstate::kQueryCanceled &&
+                scrub_repeats_ < kMaxScrubRepeats) {
+                ++scrub_repeats_;
+                spdlog::debug("S-{} {}/{}: scrub of backend {} was cancelled; running it again",
+                              id_, pool_.database_name(), pool_.user_name(), backend_key_.pid);
+                scrub();
+                return;
+            }
+            scrub_repeats_ = 0;
+            if (!report || report->present != 0) {
+                pool_.stats().scrub_failures++;
+                close("scrub failed: " + failure(report));
+                return;
+            }
+            pool_.stats().scrubs++;
+            spdlog::warn("S-{} {}/{}: scrubbed backend {} after {} left", id_,
+                         pool_.database_name(), pool_.user_name(), backend_key_.pid,
+                         last_client_description_);
+            pool_.release(*this);
+            return;
+        }
+        case InternalPurpose::LeakSweep: {
+            last_checked_ms_ = worker_.now_ms();
+            auto report = verified();
+            if (!report) {
+                close("leak sweep failed: " + failure(report));
+                return;
+            }
+            if (report->present != 0) {
+                pool_.stats().leaks_found++;
+                spdlog::warn("S-{} {}/{}: leaked session state on idle backend {}: {} (last used "
+                             "by {}: {})",
+                             id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
+                             describe_state(report->present, describe_locks(report->locks),
+                                            report->summaries),
+                             last_client_description_, last_statement_);
+                scrub();
+                return;
+            }
+            // A sweep is not use: keep the time the last client left, or server_idle_timeout
+            // and server_check_delay (which count from it) would restart with every sweep and
+            // never be reached.
+            std::uint64_t idle_since = idle_since_ms_;
+            pool_.release(*this);
+            if (state_ == State::Idle) idle_since_ms_ = idle_since;
+            return;
+        }
+    }
+}
+
+void Server::scrub() {
+    // One write that brings the backend back to a known state, whatever the client left
+    // (core/departure.hpp, plan_scrub): DISCARD ALL ends every kind of session state (advisory
+    // locks, temporary tables, LISTEN, cursors, prepared statements, settings); the probe
+    // verifies it.
+    ScrubState state;
+    state.left_running = tracker_.outstanding();  // the client's, before our own Sync
+    state.probe_pipelined = std::exchange(pipelined_probe_kinds_, 0) != 0;
+    state.in_copy_in = tracker_.in_copy_in();
+    state.unsynced = tracker_.unsynced();
+    state.transaction_open = tracker_.tx_status() != protocol::kTxIdle;
+    state.tracked = tracked_kinds(worker_.config());
+    run_cleanup(InternalPurpose::Scrub, plan_scrub(state));
+}
+
+void Server::reset() {
+    const auto& config = worker_.config();
+    run_cleanup(InternalPurpose::Reset,
+                plan_reset(config.server_reset_query, tracked_kinds(config)));
+}
+
+void Server::sweep_for_leaks() {
+    run_cleanup(InternalPurpose::LeakSweep, plan_sweep(tracked_kinds(worker_.config())));
+}
+
+void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
+    std::string prefix;
+    if (plan.copy_fail) protocol::append_copy_fail(prefix, "client disconnected");
+    if (plan.sync) {
+        protocol::append_sync(prefix);
+        // The tracker must see this Sync too, or it keeps the batch "unsynced" and the scrub,
+        // which only passes an idle tracker, closes a backend it had cleaned.
+        tracker_.on_frontend(protocol::fe::kSync);
+    }
+    probe(purpose, plan.probe_kinds, plan.queries, std::move(prefix), plan.extra_ready);
+    if (internal_ && plan.cancel) worker_.forward_cancel(*this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Closing
+
+void Server::close(const std::string& reason) {
+    if (state_ == State::Closing) return;
+    State previous = state_;
+    transition(State::Closing);
+    // PgBouncer's words ("closing because: REASON (age=Ns)"), then the backend.
+    spdlog::log(worker_.config().log_disconnections ? spdlog::level::info : spdlog::level::debug,
+                "{} closing because: {} (age={}s) backend pid {}", describe(), reason,
+                (worker_.now_ms() - connected_at_ms_) / 1000, backend_key_.pid);
+    const bool logging_in = previous == State::Connecting || previous == State::TlsAnswer ||
+                            previous == State::Login;
+    if (logging_in && !login_failed_reported_) {
+        login_failed_reported_ = true;
+        // The connection broke or timed out before the login completed: worth a quick retry.
+        pool_.on_server_login_failed(*this,
+                                     fatal(protocol::sqlstate::kConnectionFailure,
+                                           "server connection failed: " + reason),
+                                     LoginFailureKind::Unreachable);
+    }
+    if (!logging_in) {
+        std::string terminate;
+        protocol::append_terminate(terminate);
+        stream_.write(terminate);
+    }
+    internal_.reset();
+    if (Client* client = client_) {
+        client_ = nullptr;
+        client->on_server_lost(reason, client_forwarded_, fatal_forwarded_);
+    }
+    pool_.forget_server(*this);
+    stream_.close();
+}
+
+void Server::maybe_finish_close() {
+    if (stream_closed_ && pending_resolves_ == 0) delete this;
+}
+
+void Server::on_stream_closed() {
+    stream_closed_ = true;
+    maybe_finish_close();
+}
+
+}  // namespace pgtether

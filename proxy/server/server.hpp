@@ -1,0 +1,329 @@
+// A server connection: one backend of a pool, from connect and login through serving clients to
+// being closed.
+#pragma once
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/backend_messages.hpp"
+#include "protocol/pipeline_tracker.hpp"
+#include "protocol/startup.hpp"
+#include "core/lock_accounting.hpp"
+#include "core/server_state.hpp"
+#include "proxy/net/intrusive_list.hpp"
+#include "core/login_retry.hpp"
+#include "proxy/net/message_reader.hpp"
+#include "proxy/server/prepared_statements.hpp"
+#include "proxy/server/query_result.hpp"
+#include "proxy/server/request_queue.hpp"
+#include "proxy/net/server_address.hpp"
+#include "core/session_params.hpp"
+#include "proxy/net/stream.hpp"
+#include "proxy/server/tether.hpp"
+
+namespace pgtether {
+
+class Client;
+class ForwardBatch;
+struct CleanupPlan;
+class Pool;
+class Worker;
+class ServerLogin;
+class TlsContext;
+
+// Why pgtether runs a query of its own on a server (the results never reach a client).
+enum class InternalPurpose {
+    ConnectQuery,  // the database entry's connect_query, right after login
+    Check,         // server_check_query before reusing a long-idle server
+    ParamSync,     // SET the linked client's parameters
+    Probe,         // the tether: what session state does this backend hold for its client?
+    DiscardedProbe,  // a pipelined probe that ran inside the client's transaction block
+    Reset,         // server_reset_query when a session-mode client leaves (or always)
+    Scrub,         // clean up after a client left mid-transaction or tethered
+    LeakSweep,     // periodic probe of an idle pooled backend
+};
+const char* to_string(InternalPurpose purpose);
+
+class Server final : public Stream::Handler, public ResolveClient {
+public:
+    // The states, the pool list each lives on and what may follow: core/server_state.hpp.
+    using State = ServerState;
+
+    Server(Worker& worker, Pool& pool);
+    ~Server();
+
+    void connect();
+    // Closes the connection (sending Terminate when it is logged in) and tells pool and client.
+    void close(const std::string& reason);
+
+    [[nodiscard]] State state() const { return state_; }
+    [[nodiscard]] std::uint64_t id() const { return id_; }
+    [[nodiscard]] Pool& pool() { return pool_; }
+    [[nodiscard]] Client* client() { return client_; }
+    [[nodiscard]] const protocol::CancelKey& backend_key() const { return backend_key_; }
+    [[nodiscard]] int backend_pid() const { return backend_key_.pid; }
+    [[nodiscard]] const ParamValues& params() const { return params_; }
+    [[nodiscard]] protocol::PipelineTracker& tracker() { return tracker_; }
+    [[nodiscard]] bool busy() const { return internal_ != nullptr; }
+    // The client's input must wait: pgtether's own query runs, or its probe's answer is due.
+    [[nodiscard]] bool holds_client_input() const {
+        return internal_ != nullptr || pipelined_probe_kinds_ != 0;
+    }
+    [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
+    [[nodiscard]] std::uint64_t idle_since_ms() const { return idle_since_ms_; }
+    [[nodiscard]] std::uint64_t last_checked_ms() const { return last_checked_ms_; }
+    [[nodiscard]] const sockaddr_storage& address() const { return address_; }
+    [[nodiscard]] bool address_is_unix() const { return address_is_unix_; }
+    [[nodiscard]] const std::string& unix_path() const { return unix_path_; }
+    // "S-7 db/user@127.0.0.1:5432" ("@[::1]:5432", "@unix:/tmp/.s.PGSQL.5432") for logs.
+    [[nodiscard]] std::string describe() const;
+    // For the admin console and metrics.
+    [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
+    [[nodiscard]] std::optional<InternalPurpose> internal_purpose() const {
+        return internal_ ? std::optional(internal_->purpose) : std::nullopt;
+    }
+    [[nodiscard]] Stream& stream() { return stream_; }
+
+    // ---- life in the pool ----
+    // Moves the server to `next` (core/server_state.hpp says which may follow which): the pool
+    // moves it between its lists and counts, and the time is stamped (state_since_ms).
+    void transition(State next);
+    // When the login started (server_connect_timeout counts connecting and logging in apart).
+    [[nodiscard]] std::uint64_t login_since_ms() const { return login_since_ms_; }
+    // The ParameterStatus pairs the backend sent at login (the pool's greeting).
+    [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& welcome() const {
+        return welcome_;
+    }
+    // Onto the idle list: clean, unlinked, nothing in flight.
+    void mark_idle(std::uint64_t now_ms);
+    // The janitor: an idle server is due for server_check_query before its next use (Used), or
+    // not (Idle).
+    void mark_check_due(bool due);
+    // Released while a cancel for its last client is still on its way: cancel_finished()
+    // releases it once none is.
+    void wait_for_cancels() { transition(State::BeingCancelled); }
+    // Whether the backend, idle in the pool, sent something the loop has not read yet (in
+    // practice a FATAL and EOF: it was terminated). Looked at (one system call) only when it has
+    // been idle for a millisecond or more: a busy pool's servers are handed on at once.
+    [[nodiscard]] bool spoke_while_idle(std::uint64_t now_ms) const;
+    // Linking: the pool hands this server to a client. Applies the client's parameters first
+    // when they differ; the client's input waits until then (busy()).
+    void link(Client& client);
+    // The client is done with this server (transaction end, or it left cleanly).
+    void unlink();
+    // Close instead of reusing when released (reload, RECONNECT, lifetime).
+    void retire() { retired_ = true; }
+    [[nodiscard]] bool retired() const { return retired_; }
+
+    // ---- forwarding ----
+    // Client messages, already inspected by the client; returns false if the write is pending.
+    bool send_from_client(const uv_buf_t* bufs, unsigned count);
+    // ---- prepared-statement translation (docs/prepared-statements.md) ----
+    // Fixed when a client is linked: max_prepared_statements > 0 at that moment.
+    [[nodiscard]] bool translates_statements() const { return translate_statements_; }
+    [[nodiscard]] RequestQueue& requests() { return requests_; }
+    [[nodiscard]] ServerStatements& statements() { return statements_; }
+    // Acts on requests the queue finished: hands pgtether's own answers to `emit` (in order with
+    // the forwarded replies) and undoes what failed or skipped requests would have changed.
+    void settle_requests(const std::function<void(std::string&&)>& emit);
+    // The same, sending answers straight to the client (no backend reply is pending before them).
+    void settle_requests();
+
+    // The last byte of a client message passed on in pieces went out. If the backend had
+    // answered everything else by then (a CopyData outside a COPY gets no answer), its
+    // transaction ended and is decided now (PipelineTracker::set_frontend_partial).
+    void on_partial_message_sent();
+    // The client's socket drained after back-pressure: read from this server again.
+    void resume_input_from_client();
+    // Records what the tether's trigger found in the current transaction's statements
+    // (protocol::SessionEffect flags); at its end they decide what to probe for.
+    void mark_effects(std::uint32_t effects) { effects_ |= effects; }
+    [[nodiscard]] std::uint32_t effects() const { return effects_; }
+    // The backend's unnamed prepared statement (protocol §55.2.3): what a Bind of "" executes,
+    // whoever parsed it — a client may bind it in a later transaction, or another client's
+    // statement may still be there. Null: none, or one without session effects. A Parse of ""
+    // replaces it, a simple Query destroys it (`statement` null).
+    [[nodiscard]] const StatementPtr& unnamed_statement() const { return unnamed_statement_; }
+    void note_unnamed_statement(StatementPtr statement);
+    // After an error the backend skips messages up to the next Sync, a Parse of "" among them:
+    // which statement a later Bind of "" runs is not known until one is parsed at a quiet point.
+    [[nodiscard]] bool unnamed_statement_unknown() const { return unnamed_unknown_; }
+    // Exact lock accounting for the current transaction (docs/advisory-locks.md): the client
+    // arms it and adds what its statements will report; the backend's answers complete it.
+    [[nodiscard]] LockAccounting& lock_accounting() { return locks_; }
+    // The session settings this backend has beyond its defaults (docs/session-state.md).
+    [[nodiscard]] const SettingsMap& applied_settings() const { return applied_settings_; }
+    // The linked client sent a request while the backend was quiet (nothing owed): the start of
+    // a query, and of a transaction unless one is open. For SHOW STATS' query and xact times.
+    void note_request_start(std::uint64_t now_us);
+    // When the backend last answered everything it had been sent (idle_transaction_timeout
+    // counts from there, not from the request).
+    [[nodiscard]] std::uint64_t quiet_since_ms() const { return quiet_since_ms_; }
+
+    // ---- pgtether's own queries ----
+    // Runs `queries` as simple Query messages sent in one write (after `prefix`, raw frontend
+    // messages such as CopyFail/Sync), expecting `extra_ready` more ReadyForQuery than queries for
+    // requests already in flight. On completion finish_internal() dispatches on the purpose.
+    void run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
+                      std::string prefix = {}, int extra_ready = 0, std::uint32_t probed = 0);
+    // The linked client is tethered by locks only a probe can settle, and is idle: probe now
+    // (Client::janitor decides when; docs/advisory-locks.md, tether_probe_delay).
+    void probe_idle_tether();
+    // The transaction-end probe for `kinds`, to go out right behind the client's statement when
+    // exact accounting cannot decide (docs/advisory-locks.md): the messages to append to the
+    // client's write. The answer is taken at the transaction's end.
+    [[nodiscard]] std::string pipeline_probe(std::uint32_t kinds);
+    // Sends `messages` (ours: `own_ready` ReadyForQuery answer them, after `extra_ready` that
+    // answer requests already in flight) and consumes the replies until finish_internal().
+    void start_internal(InternalPurpose purpose, std::string messages, int own_ready,
+                        int extra_ready, std::uint32_t probed);
+    // The client left mid-transaction or tethered: drain what it left running, roll back, release
+    // advisory locks, verify, then return to the pool — or close when any step fails.
+    void scrub();
+    // server_reset_query (and, with tracking, unlock_all and its verification) before reuse.
+    void reset();
+    [[nodiscard]] bool reset_done() const { return reset_done_; }
+    void clear_reset_done() { reset_done_ = false; }
+    // The periodic leak sweep of an idle pooled backend (docs/advisory-locks.md).
+    void sweep_for_leaks();
+
+
+    // Number of cancel requests sent for this backend and not yet completed.
+    void cancel_started() { ++cancels_in_flight_; }
+    [[nodiscard]] int cancels_in_flight() const { return cancels_in_flight_; }
+    void cancel_finished();
+
+    // Who used this backend last and what they ran last, for leak reports and SHOW LOCKS.
+    void note_statement(std::string_view sql) { last_statement_.assign(sql); }
+    [[nodiscard]] const std::string& last_statement() const { return last_statement_; }
+
+    // Intrusive hooks (IntrusiveList needs them as public members; only Pool's lists and the
+    // worker's registry link them): the pool's idle/used list; the worker's registry.
+    ListHook pool_hook_;
+    ListHook worker_hook_;
+
+private:
+    // One of pgtether's own queries and its answer (rows of the last result set, first error).
+    struct InternalQuery : QueryResult {
+        InternalPurpose purpose;
+        int pending_ready = 0;  // ReadyForQuery messages still expected
+        int own_ready = 0;      // how many of those answer our queries (the rest drain the client's)
+        std::uint32_t probed = 0;  // the state kinds the last query probes for
+        // A parameter sync that replays session settings: the backend's settings once it is
+        // done, whether or not its client is still there.
+        std::optional<SettingsMap> settings_after;
+    };
+
+    // Stream::Handler
+    std::size_t on_stream_data(protocol::ByteSpan data) override;
+    void on_stream_end(int status) override;
+    void on_stream_drained() override;
+    void on_stream_connected(int status) override;
+    void on_stream_closed() override;
+    void on_stream_tls_ready(const std::string& error) override;
+
+    // Login: the StartupMessage; before it, the answer to SSLRequest (server_tls_sslmode).
+    void send_startup();
+    std::size_t handle_tls_answer(protocol::ByteSpan data);
+    void start_connect_to(const sockaddr* address);
+    // `kind`: whether the pool retries soon (core/login_retry.hpp).
+    void login_failed(const protocol::ErrorFields& error,
+                      LoginFailureKind kind = LoginFailureKind::Refused);
+    void sync_parameters();
+    // Sends a clean-up plan (core/departure.hpp) as `purpose`: its messages and queries, then
+    // the probe; cancels what the client left running when the plan says so.
+    void run_cleanup(InternalPurpose purpose, const CleanupPlan& plan);
+    void release_to_pool();
+    void maybe_finish_close();
+    void on_resolved(int status, const sockaddr* address) override;
+    std::size_t handle_login_data(protocol::ByteSpan data);
+    std::size_t handle_linked_data(protocol::ByteSpan data);
+    std::size_t handle_internal_data(protocol::ByteSpan data);
+    std::size_t handle_unexpected_data(protocol::ByteSpan data);
+    void finish_login();
+    void finish_internal();
+    void on_transaction_end();
+    void after_probe(InternalQuery& result);
+    // Sets the linked client's tether kinds and logs/counts a tether or untether.
+    void note_tether_change(std::uint32_t kinds);
+    // Runs the state probe for `kinds` as `purpose`, after `queries` (e.g. a reset) if any.
+    void probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries = {},
+               std::string prefix = {}, int extra_ready = 0);
+    // The probe for `kinds` as messages answered by one ReadyForQuery: prepared once per backend
+    // (Parse the first time, then Bind/Execute/Sync), or a simple Query when it cannot be.
+    std::string probe_messages(std::uint32_t kinds);
+    void record_parameter(std::string_view name, std::string_view value, bool forward_to_client);
+    void record_timing(char tx_status);
+
+    Worker& worker_;
+    Pool& pool_;
+    Stream stream_;
+    State state_ = State::Connecting;
+    std::uint64_t id_;
+    Client* client_ = nullptr;
+    protocol::CancelKey backend_key_;
+    ParamValues params_;
+    protocol::PipelineTracker tracker_;
+    RequestQueue requests_;
+    ServerStatements statements_;
+    bool translate_statements_ = false;
+    std::unique_ptr<ServerLogin> login_;
+    // TLS towards the server: the context chosen at connect time (a reload may replace the
+    // worker's).
+    std::shared_ptr<const TlsContext> tls_context_;
+    std::unique_ptr<InternalQuery> internal_;
+    // The message stream from the backend: the rest of a message streamed to the client, or of
+    // one a departed client left behind that is skipped.
+    MessageReader reader_;
+    std::vector<std::pair<std::string, std::string>> welcome_;  // ParameterStatus at login
+    sockaddr_storage address_{};
+    bool address_is_unix_ = false;
+    std::string unix_path_;
+    std::string host_;  // the host of the database entry connected to (one of a host list)
+    std::uint32_t effects_ = 0;
+    StatementPtr unnamed_statement_;  // see unnamed_statement()
+    bool unnamed_unknown_ = false;    // see unnamed_statement_unknown()
+    LockAccounting locks_;
+    // Kind masks whose transaction-end probe is prepared on this backend (as
+    // "pgtether_probe_<mask>"); cleared by DISCARD ALL / DEALLOCATE ALL.
+    std::vector<std::uint32_t> prepared_probes_;
+    std::uint32_t pipelined_probe_kinds_ = 0;  // a probe sent behind the client's statement
+    bool prepared_probe_refused_ = false;  // a prepared probe failed here: simple ones only
+    SettingsMap applied_settings_;
+    bool retired_ = false;
+    bool client_forwarded_ = false;  // the linked client has sent this server anything
+    bool fatal_forwarded_ = false;   // the linked client got the backend's FATAL ErrorResponse
+    std::string failed_sqlstate_;    // of the last ErrorResponse forwarded to the linked client
+    bool reset_done_ = false;        // server_reset_query ran since the last client left
+    bool login_failed_reported_ = false;
+    bool stream_closed_ = false;
+    int pending_resolves_ = 0;       // a DNS lookup still holds a pointer to this object
+    int cancels_in_flight_ = 0;
+    // Scrubs repeated because a cancel hit the scrub itself (see the Scrub case of
+    // finish_internal); reset once a scrub succeeds.
+    int scrub_repeats_ = 0;
+    std::uint64_t connected_at_ms_ = 0;
+    std::uint64_t state_since_ms_ = 0;
+    std::uint64_t login_since_ms_ = 0;
+    std::uint64_t idle_since_ms_ = 0;
+    std::uint64_t last_checked_ms_ = 0;
+    std::uint64_t quiet_since_ms_ = 0;
+    std::uint64_t request_started_us_ = 0;  // 0: no query running (SHOW STATS timing)
+    std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
+    // Who used this backend last and what they ran last, for leak reports.
+    std::string last_client_description_;
+    std::uint64_t last_client_id_ = ~std::uint64_t{0};  // whose description that is
+    std::string last_statement_;
+};
+
+}  // namespace pgtether
