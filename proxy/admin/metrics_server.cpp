@@ -10,6 +10,7 @@
 #include "proxy/admin/metrics.hpp"
 #include "proxy/admin/metrics_text.hpp"
 #include "proxy/daemon/worker.hpp"
+#include "proxy/net/listener.hpp"
 
 namespace pgtether {
 
@@ -134,18 +135,9 @@ MetricsServer::~MetricsServer() = default;
 void MetricsServer::listen(const std::vector<std::string>& addresses, int port, int backlog) {
     const std::string service = std::to_string(port);
     for (const auto& spec : addresses) {
-        std::vector<std::string> hosts =
-            spec == "*" ? std::vector<std::string>{"0.0.0.0", "::"} : std::vector{spec};
-        for (const auto& host : hosts) {
-            addrinfo hints{};
-            hints.ai_family = AF_UNSPEC;
-            hints.ai_socktype = SOCK_STREAM;
-            hints.ai_flags = AI_PASSIVE;
-            addrinfo* result = nullptr;
-            if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &result); rc != 0) {
-                throw std::runtime_error("cannot resolve metrics_listen_addr " + host + ": " +
-                                         gai_strerror(rc));
-            }
+        for (const auto& host : listen_hosts(spec)) {
+            const AddrinfoList result =
+                resolve_listen_address(host, service, "metrics_listen_addr");
             // The first address of a name is enough (as for listen_addr).
             auto socket = std::make_unique<Socket>();
             socket->owner = this;
@@ -160,7 +152,6 @@ void MetricsServer::listen(const std::vector<std::string>& addresses, int port, 
                                    on_connection);
                 }
             }
-            freeaddrinfo(result);
             sockets_.push_back(std::move(socket));
             if (rc != 0) {
                 throw std::runtime_error("cannot listen for metrics on " + host + ":" + service +

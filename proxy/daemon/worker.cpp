@@ -97,23 +97,9 @@ void Worker::start() {
     const bool reuseport = config.so_reuseport || group_.size() > 1;
     const bool first = index_ == 0;
     for (const auto& spec : config.listen_addr) {
-        std::vector<std::string> hosts;
-        if (spec == "*") {
-            hosts = {"0.0.0.0", "::"};
-        } else {
-            hosts = {spec};
-        }
-        for (const auto& host : hosts) {
-            addrinfo hints{};
-            hints.ai_family = AF_UNSPEC;
-            hints.ai_socktype = SOCK_STREAM;
-            hints.ai_flags = AI_PASSIVE;
-            addrinfo* result = nullptr;
-            if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result); rc != 0) {
-                throw std::runtime_error("cannot resolve listen_addr " + host + ": " +
-                                         gai_strerror(rc));
-            }
-            for (addrinfo* ai = result; ai; ai = ai->ai_next) {
+        for (const auto& host : listen_hosts(spec)) {
+            const AddrinfoList addresses = resolve_listen_address(host, port, "listen_addr");
+            for (addrinfo* ai = addresses.get(); ai; ai = ai->ai_next) {
                 auto listener = std::make_unique<Listener>(*this);
                 try {
                     listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog,
@@ -121,14 +107,12 @@ void Worker::start() {
                 } catch (...) {
                     listener->close();
                     listeners_.push_back(std::move(listener));
-                    freeaddrinfo(result);
                     throw;
                 }
                 if (first) spdlog::info("listening on {}:{}", host, port);
                 listeners_.push_back(std::move(listener));
                 if (spec != "*") break;  // the first address of a name is enough
             }
-            freeaddrinfo(result);
         }
     }
     if (first && !config.unix_socket_dir.empty()) {

@@ -109,4 +109,23 @@ void Listener::drain_and_close() {
     close();
 }
 
+std::vector<std::string> listen_hosts(const std::string& spec) {
+    if (spec == "*") return {"0.0.0.0", "::"};
+    return {spec};
+}
+
+AddrinfoList resolve_listen_address(const std::string& host, const std::string& port,
+                                    const char* key) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* result = nullptr;
+    if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result); rc != 0) {
+        throw std::runtime_error(std::string("cannot resolve ") + key + " " + host + ": " +
+                                 gai_strerror(rc));
+    }
+    return AddrinfoList(result);
+}
+
 }  // namespace pgtether

@@ -1,10 +1,13 @@
 // A listening socket (TCP address or Unix socket) that hands accepted connections to its worker.
 #pragma once
 
+#include <netdb.h>
 #include <sys/types.h>
 #include <uv.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace pgtether {
 
@@ -51,5 +54,19 @@ private:
     dev_t unix_dev_ = 0;
     ino_t unix_ino_ = 0;
 };
+
+// The hosts one entry of listen_addr or metrics_listen_addr stands for: "*" is every IPv4 and
+// every IPv6 address.
+[[nodiscard]] std::vector<std::string> listen_hosts(const std::string& spec);
+
+struct AddrinfoFree {
+    void operator()(addrinfo* list) const { freeaddrinfo(list); }
+};
+using AddrinfoList = std::unique_ptr<addrinfo, AddrinfoFree>;
+
+// The TCP addresses to listen on for `host` and `port` (never empty); throws
+// std::runtime_error naming `key` (the configuration key) when the name does not resolve.
+[[nodiscard]] AddrinfoList resolve_listen_address(const std::string& host,
+                                                  const std::string& port, const char* key);
 
 }  // namespace pgtether
