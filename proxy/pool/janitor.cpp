@@ -180,9 +180,6 @@ void Pool::janitor(std::uint64_t now) {
         // Another worker's share of the pool may have learnt the greeting meanwhile: the clients
         // logging in need not wait for a server of their own.
         learn_welcome_from_other_workers();
-        if (!welcome_.empty()) {
-            while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
-        }
     }
     const bool needs_greeting = !welcome_waiting_.empty() && server_count_ == 0 &&
                                 connecting_ == 0;

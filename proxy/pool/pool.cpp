@@ -108,11 +108,20 @@ void Pool::learn_welcome_from_other_workers() {
     });
     for (auto& greeting : found) {
         if (greeting.welcome.empty()) continue;
-        welcome_ = std::move(greeting.welcome);
-        default_params_ = std::move(greeting.params);
-        worker_.lock_catalog().on_pool_connected(*this);
+        adopt_welcome(std::move(greeting.welcome), std::move(greeting.params));
         return;
     }
+}
+
+void Pool::adopt_welcome(std::vector<std::pair<std::string, std::string>> welcome,
+                         ParamValues params) {
+    welcome_ = std::move(welcome);
+    default_params_ = std::move(params);
+    worker_.lock_catalog().on_pool_connected(*this);
+    // Every client that authenticated while the greeting was unknown can log in now, whichever
+    // way it became known (this worker's first server, or another worker's share of the pool
+    // when a later client looked): a waiter left behind here would wait for good.
+    while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
 }
 
 void Pool::wait_for_welcome(Client& client) {
@@ -294,13 +303,7 @@ void Pool::on_server_login(Server& server) {
     }
     login_backoff_.on_success();
     last_login_error_.reset();
-    if (welcome_.empty()) {
-        welcome_ = server.welcome();
-        default_params_ = server.params();
-        // Clients that authenticated while we waited for this greeting can now be logged in.
-        while (Client* client = welcome_waiting_.pop_front()) client->on_welcome_ready();
-        worker_.lock_catalog().on_pool_connected(*this);
-    }
+    if (welcome_.empty()) adopt_welcome(server.welcome(), server.params());
     release(server);
 }
 

@@ -162,6 +162,10 @@ public:
     [[nodiscard]] int tethered_server_count() const;
 
 private:
+    // The pool's greeting is known (from a server of its own or another worker's share): keep
+    // it and log in every client waiting for it.
+    void adopt_welcome(std::vector<std::pair<std::string, std::string>> welcome,
+                       ParamValues params);
     void launch_if_needed();
     // Launches for the clients waiting (for a server, or for the pool's greeting), as allowed.
     void retry_waiting();

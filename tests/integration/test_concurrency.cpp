@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,27 +21,6 @@ namespace {
 constexpr int kClients = 100;
 constexpr int kTransactions = 200;
 constexpr int kPoolSize = 4;
-
-// Collects failures from worker threads (doctest assertions are not thread-safe).
-class Failures {
-  public:
-    void add(const std::string& what) {
-        std::lock_guard lock(mutex_);
-        if (messages_.size() < 10) messages_.push_back(what);
-        ++count_;
-    }
-    [[nodiscard]] int count() const { return count_; }
-    [[nodiscard]] std::string text() const {
-        std::string out;
-        for (const auto& m : messages_) out += m + "\n";
-        return out;
-    }
-
-  private:
-    mutable std::mutex mutex_;
-    std::vector<std::string> messages_;
-    int count_ = 0;
-};
 
 }  // namespace
 

@@ -298,3 +298,39 @@ TEST_CASE("RELOAD gives both workers the new configuration; workers itself needs
     REQUIRE(workers.has_value());
     CHECK(cell(*workers, "value") == "2");
 }
+
+TEST_CASE("clients logging in on both workers before either knows the server's greeting are all served") {
+    // A pool learns the server's greeting (its ParameterStatus values) from its first server, or
+    // from the same pool on the other worker when a later client looks. Clients that logged in
+    // before that wait for it, and every way of learning it must let them all in: a regression
+    // left the earlier ones waiting for good once a later client learned it from the other worker.
+    const std::string role = private_role("pgt_workers_greeting");
+    REQUIRE(settled(role));
+    constexpr int kRounds = 3;
+    constexpr int kClients = 60;
+    for (int round = 0; round < kRounds; ++round) {
+        CAPTURE(round);
+        Pgtether pooler(two_workers(role, 2));
+        std::atomic<int> served{0};
+        Failures failures;
+        std::vector<std::thread> threads;
+        for (int i = 0; i < kClients; ++i) {
+            threads.emplace_back([&, i] {
+                Conn conn(pooler.conninfo(role, "", "", app_param("greet" + std::to_string(i))));
+                if (!conn.ok()) {
+                    failures.add("client " + std::to_string(i) + ": " + conn.error());
+                    return;
+                }
+                auto r = conn.exec("SELECT 1");
+                if (!r.ok()) {
+                    failures.add("client " + std::to_string(i) + ": " + r.describe());
+                    return;
+                }
+                ++served;
+            });
+        }
+        for (auto& t : threads) t.join();
+        CHECK_MESSAGE(failures.count() == 0, failures.text());
+        CHECK(served == kClients);
+    }
+}

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,31 @@
 namespace pgtether::itest {
 
 using namespace std::chrono_literals;
+
+// Collects failures from worker threads (doctest assertions are not thread-safe).
+class Failures {
+public:
+    void add(const std::string& what) {
+        std::lock_guard lock(mutex_);
+        if (messages_.size() < 10) messages_.push_back(what);
+        ++count_;
+    }
+    [[nodiscard]] int count() const {
+        std::lock_guard lock(mutex_);
+        return count_;
+    }
+    [[nodiscard]] std::string text() const {
+        std::lock_guard lock(mutex_);
+        std::string out;
+        for (const auto& m : messages_) out += m + "\n";
+        return out;
+    }
+
+private:
+    mutable std::mutex mutex_;
+    std::vector<std::string> messages_;
+    int count_ = 0;
+};
 
 // The single value of a one-row, one-column query; throws std::runtime_error otherwise (so a
 // helper thread never calls doctest assertions).
