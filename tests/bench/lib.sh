@@ -2,7 +2,8 @@
 # Shared by the benchmark scripts (compare.sh, tls.sh, scale.sh): the state directory and its clean-up,
 # starting and stopping a pooler, reading CPU time and memory from /proc, medians and ratios.
 # Sourced after scripts/lib/common.sh. The scripts own these globals: state, keep, pooler_pid,
-# idle_pid, idle_line, hard_limit, pooler_port, db, pin_pooler (may be empty).
+# pooler_more_pids (further processes of a target that is several poolers on one port), idle_pid,
+# idle_line, hard_limit, pooler_port, db, pin_pooler (may be empty).
 # shellcheck disable=SC2154  # keep and pooler_port are the sourcing script's
 
 # A fresh state directory /tmp/PREFIX.XXXXXX in $state, and the traps that clean up after the run
@@ -11,6 +12,7 @@ bench_make_state() {
     state="$(mktemp -d "/tmp/$1.XXXXXX")"
     touch "$state/.pgtether-bench"
     pooler_pid=""
+    pooler_more_pids=()
     idle_pid=""
     trap bench_cleanup EXIT
     trap 'exit 130' INT
@@ -19,7 +21,7 @@ bench_make_state() {
 
 bench_cleanup() {
     bench_stop_idle
-    [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
+    pooler_stop
     "$PGT_ROOT/scripts/lib/pg.sh" stop "$state/postgresql" || true
     if ((keep)); then
         pgt_log "state kept in $state"
@@ -111,9 +113,40 @@ bench_stop_idle() {
     idle_pid=""
 }
 
+# Starts a second pooler process NAME (BIN, INI) on the port the first one already listens on
+# (so_reuseport), appended to pooler_more_pids; it is ready when its log has READY_TEXT (the port
+# answers already, through the first process). On failure prints why and returns 1.
+bench_pooler_start_more() {
+    local name="$1" bin="$2" ini="$3" ready_text="$4" log pin=() i
+    log="$state/${name//:/-}.log"
+    [[ -z ${pin_pooler:-} ]] || pin=(taskset -c "$pin_pooler")
+    pgt_spawn_daemon "$log" "${pin[@]}" "$bin" "$ini"
+    pooler_more_pids+=("$PGT_SPAWNED_PID")
+    for ((i = 0; i < 150; i++)); do
+        grep -qF "$ready_text" "$log" 2>/dev/null && return 0
+        kill -0 "$PGT_SPAWNED_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    printf '%s did not start; the end of its log:\n' "$name" >&2
+    tail -n 15 "$log" | sed 's/^/  | /' >&2
+    return 1
+}
+
 pooler_stop() {
     [[ -z $pooler_pid ]] || pgt_stop_pid "$pooler_pid" 10
     pooler_pid=""
+    local pid
+    for pid in "${pooler_more_pids[@]}"; do pgt_stop_pid "$pid" 10; done
+    pooler_more_pids=()
+}
+
+# utime + stime of every process of the running pooler target, in clock ticks.
+pooler_cpu_ticks() {
+    local total=0 pid
+    for pid in $pooler_pid "${pooler_more_pids[@]}"; do
+        total=$((total + $(cpu_ticks "$pid")))
+    done
+    echo "$total"
 }
 
 # pid -> fields=(state ppid ... utime stime cutime cstime ...) from /proc/<pid>/stat, counted after

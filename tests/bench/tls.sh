@@ -14,6 +14,11 @@
 # the transactions pgbench reports. "direct" is pgbench straight to PostgreSQL, with and without
 # TLS, for reference.
 #
+# Two targets are several cores' worth (issue 16): `pgbouncer:2` is two PgBouncer processes on
+# one port with so_reuseport = 1 and default_pool_size = 10 each (the same 20 backends in all;
+# PgBouncer 1.18 has no [peers], so a cancel may land on the wrong process: pgbench sends none),
+# and `pgtether:w2` is pgtether with workers = 2 (its pool limits are the process's: 20).
+#
 # With --idle N it instead opens N idle clients to each pooler, over TLS and in plaintext
 # (tests/bench/idle_clients.py --tls), and reports the pooler's resident memory per idle client.
 set -euo pipefail
@@ -34,7 +39,11 @@ usage: tests/bench/tls.sh [options]
   --connect             a new connection per transaction (pgbench -C): the handshake's cost
   --server-tls          server_tls_sslmode = require as well (TLS on both hops)
   --scale N             pgbench -i scale (default 10)
-  --targets "LIST"      any of: direct pgbouncer pgtether (default all three)
+  --targets "LIST"      any of: direct pgbouncer pgbouncer:2 pgtether pgtether:w2 (default
+                        "direct pgbouncer pgtether"; the :2 and :w2 targets run two processes
+                        and two workers, see above)
+  --reference TARGET    tps and CPU ratios against this target (default pgbouncer:2 when it is
+                        a target, else pgbouncer, else the first target)
   --pgtether PATH       pgtether binary (default build/proxy/pgtether)
   --pgbouncer PATH      pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
   --idle N              idle-memory mode: N idle clients per pooler and mode instead of tps runs
@@ -52,6 +61,7 @@ connect=0
 server_tls=0
 scale=10
 targets="direct pgbouncer pgtether"
+reference=""
 keep=0
 idle=0
 pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
@@ -68,6 +78,7 @@ while (($#)); do
     --server-tls) server_tls=1; shift ;;
     --scale) scale="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
+    --reference) reference="$2"; shift 2 ;;
     --pgtether) pgtether_bin="$2"; shift 2 ;;
     --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
     --idle) idle="$2"; shift 2 ;;
@@ -80,8 +91,17 @@ done
 [[ $idle =~ ^[0-9]+$ ]] || usage
 case "$protocol" in simple | extended | prepared) ;; *) usage ;; esac
 for target in $targets; do
-    case "$target" in direct | pgbouncer | pgtether) ;; *) usage ;; esac
+    case "$target" in direct | pgbouncer | pgbouncer:2 | pgtether | pgtether:w2) ;; *) usage ;; esac
 done
+if [[ -z $reference ]]; then
+    for candidate in pgbouncer:2 pgbouncer "${targets%% *}"; do
+        if [[ " $targets " == *" $candidate "* ]]; then
+            reference="$candidate"
+            break
+        fi
+    done
+fi
+[[ " $targets " == *" $reference "* ]] || pgt_die "--reference $reference is not one of the targets"
 max_clients=0
 for c in $clients_list; do
     [[ $c =~ ^[1-9][0-9]*$ ]] || usage
@@ -130,16 +150,38 @@ client_tls_cert_file = $certs/server.crt
 $server_tls_line
 INI
 printf '"postgres" ""\n' >"$state/userlist.txt"
+# Two PgBouncer processes sharing the port and, between them, the 20 backends.
+sed -e 's/^default_pool_size = .*/default_pool_size = 10/' "$state/bench.ini" >"$state/bench-pgbouncer-2.ini"
+printf 'so_reuseport = 1\n' >>"$state/bench-pgbouncer-2.ini"
+{
+    cat "$state/bench.ini"
+    printf 'workers = 2\n'
+} >"$state/bench-pgtether-w2.ini"
 pgt_chown_daemon_user "$state"
 
 pooler_bin() {
     case "$1" in
-    pgbouncer) printf '%s\n' "$pgbouncer_bin" ;;
-    pgtether) printf '%s\n' "$pgtether_bin" ;;
+    pgbouncer*) printf '%s\n' "$pgbouncer_bin" ;;
+    pgtether*) printf '%s\n' "$pgtether_bin" ;;
     esac
 }
 
-pooler_start() { bench_pooler_start "$1" "$(pooler_bin "$1")" "$state/bench.ini"; }
+ini_of() {
+    case "$1" in
+    pgbouncer:2 | pgtether:w2) printf '%s\n' "$state/bench-${1//:/-}.ini" ;;
+    *) printf '%s\n' "$state/bench.ini" ;;
+    esac
+}
+
+pooler_start() {
+    bench_pooler_start "$1" "$(pooler_bin "$1")" "$(ini_of "$1")" || return 1
+    if [[ $1 == pgbouncer:2 ]]; then
+        bench_pooler_start_more "$1-second" "$pgbouncer_bin" "$(ini_of "$1")" "process up" || {
+            pooler_stop
+            return 1
+        }
+    fi
+}
 
 active=()
 for target in $targets; do
@@ -182,10 +224,11 @@ if ((idle > 0)); then
         done
     done
     printf '\nIdle memory: %d idle clients per pooler and mode, resident memory (VmRSS) per client\n' "$idle"
-    printf '%-10s | %18s | %18s\n' pooler "TLS (bytes)" "plaintext (bytes)"
-    printf -- '-----------+--------------------+-------------------\n'
-    for target in pgbouncer pgtether; do
-        printf '%-10s | %18s | %18s\n' "$target" "${idle_result[$target tls]:-n/a}" \
+    printf '%-12s | %18s | %18s\n' pooler "TLS (bytes)" "plaintext (bytes)"
+    printf -- '-------------+--------------------+-------------------\n'
+    for target in "${active[@]}"; do
+        [[ $target == direct ]] && continue
+        printf '%-12s | %18s | %18s\n' "$target" "${idle_result[$target tls]:-n/a}" \
             "${idle_result[$target plain]:-n/a}"
     done
     exit 0
@@ -230,14 +273,14 @@ for clients in $clients_list; do
                     continue
                 fi
                 pooler_start "$target" || continue
-                t0="$(cpu_ticks "$pooler_pid")"
+                t0="$(pooler_cpu_ticks)"
                 if run_pgbench "$target" "$sslmode" "$clients" "$round"; then
-                    t1="$(cpu_ticks "$pooler_pid")"
+                    t1="$(pooler_cpu_ticks)"
                     us="$(awk -v d=$((t1 - t0)) -v hz="$clk_tck" -v n="$run_txns" \
                         'BEGIN { printf "%.2f", d * 1000000 / hz / n }')"
                     tps_runs[$key]+="$run_tps "
                     cpu_runs[$key]+="$us "
-                    printf '  round %d/%d  %3d clients  %-9s %-8s %10.0f tps  %8s us CPU/txn\n' \
+                    printf '  round %d/%d  %3d clients  %-11s %-8s %10.0f tps  %8s us CPU/txn\n' \
                         "$round" "$rounds" "$clients" "$target" "$sslmode" "$run_tps" "$us"
                 fi
                 pooler_stop
@@ -250,31 +293,33 @@ done
 printf '\npgbench -S -M %s%s, %ss per run, median of %s round(s); pool_mode=transaction, default_pool_size=20, client TLS %s\n' \
     "$protocol" "${connect_flag[*]:+ -C}" "$duration" "$rounds" \
     "$( ((server_tls)) && echo "and server TLS (require)" || echo "only")"
-printf '%7s | %-9s | %10s | %10s | %10s | %10s | %10s | %8s | %8s\n' clients sslmode direct \
-    pgbouncer pgtether "pgb us/txn" "pgt us/txn" "tps t/b" "cpu t/b"
-printf -- '--------+-----------+------------+------------+------------+------------+------------+----------+---------\n'
+printf '%7s | %-9s | %-12s | %10s | %10s | %9s | %9s\n' clients sslmode target tps "us/txn" \
+    "tps /ref" "cpu /ref"
+printf -- '--------+-----------+--------------+------------+------------+-----------+----------\n'
 for clients in $clients_list; do
     for sslmode in require disable; do
-        d="$(med "${tps_runs[direct $sslmode $clients]:-}")"
-        b="$(med "${tps_runs[pgbouncer $sslmode $clients]:-}")"
-        t="$(med "${tps_runs[pgtether $sslmode $clients]:-}")"
-        bc="$(med "${cpu_runs[pgbouncer $sslmode $clients]:-}")"
-        tc="$(med "${cpu_runs[pgtether $sslmode $clients]:-}")"
-        printf '%7s | %-9s | %10s | %10s | %10s | %10s | %10s | %8s | %8s\n' "$clients" \
-            "$sslmode" "$(fmt "$d")" "$(fmt "$b")" "$(fmt "$t")" "$(fmt "$bc" 2)" \
-            "$(fmt "$tc" 2)" "$(ratio "$t" "$b")" "$(ratio "$tc" "$bc")"
+        ref_tps="$(med "${tps_runs[$reference $sslmode $clients]:-}")"
+        ref_cpu="$(med "${cpu_runs[$reference $sslmode $clients]:-}")"
+        for target in "${active[@]}"; do
+            t="$(med "${tps_runs[$target $sslmode $clients]:-}")"
+            c="$(med "${cpu_runs[$target $sslmode $clients]:-}")"
+            printf '%7s | %-9s | %-12s | %10s | %10s | %9s | %9s\n' "$clients" "$sslmode" \
+                "$target" "$(fmt "$t")" "$(fmt "$c" 2)" "$(ratio "$t" "$ref_tps")" \
+                "$(ratio "$c" "$ref_cpu")"
+        done
     done
 done
-printf '(tps t/b = pgtether tps / PgBouncer tps, higher is better; cpu t/b = pgtether CPU per\n'
-printf ' transaction / PgBouncer CPU per transaction, lower is better; pgbench shares the machine)\n'
-for target in pgbouncer pgtether; do
+printf '(ratios against %s: tps /ref higher is better, CPU per transaction /ref lower is better;\n' "$reference"
+printf ' pgbench shares the machine; the rounds are in the log above)\n'
+for target in "${active[@]}"; do
+    [[ $target == direct ]] && continue
     for clients in $clients_list; do
         r="$(med "${tps_runs[$target require $clients]:-}")"
         p="$(med "${tps_runs[$target disable $clients]:-}")"
         rc="$(med "${cpu_runs[$target require $clients]:-}")"
         pc="$(med "${cpu_runs[$target disable $clients]:-}")"
         if [[ -n $r && -n $p && -n $rc && -n $pc ]]; then
-            printf 'TLS cost, %-9s %3s clients: tps x%s, CPU per transaction +%s us\n' "$target" \
+            printf 'TLS cost, %-11s %3s clients: tps x%s, CPU per transaction +%s us\n' "$target" \
                 "$clients" "$(ratio "$r" "$p")" \
                 "$(awk -v a="$rc" -v b="$pc" 'BEGIN { printf "%.2f", a - b }')"
         fi
