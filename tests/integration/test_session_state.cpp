@@ -45,7 +45,7 @@ TEST_CASE("a temporary table tethers its client; others never see it; DROP untet
         PGT_CHECK_SQLSTATE(b.exec("SELECT count(*) FROM scratch"), "42P01");
     }
     CHECK(scalar(a, "SELECT sum(n) FROM scratch") == "55");
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     CHECK(pooler.wait_for_log("tethered to backend"));
     CHECK(pooler.log().find("temp tables 1: scratch") != std::string::npos);
     PGT_REQUIRE_OK(a.exec("DROP TABLE scratch"));
@@ -53,7 +53,7 @@ TEST_CASE("a temporary table tethers its client; others never see it; DROP untet
 
     SUBCASE("DISCARD TEMP untethers too") {
         PGT_REQUIRE_OK(a.exec("CREATE TEMPORARY TABLE again (n int)"));
-        CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+        CHECK(second_transaction_waits(pooler.conninfo()));
         PGT_REQUIRE_OK(a.exec("DISCARD TEMP"));
         CHECK(two_transactions_fit(pooler.conninfo()));
     }
@@ -96,7 +96,7 @@ TEST_CASE("LISTEN keeps receiving notifications across transactions; UNLISTEN * 
         CHECK(std::string(notify->extra) == "job " + std::to_string(i));
         PQfreemem(notify);
     }
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     PGT_REQUIRE_OK(a.exec("UNLISTEN *"));
     CHECK(two_transactions_fit(pooler.conninfo()));
 }
@@ -111,7 +111,7 @@ TEST_CASE("a WITH HOLD cursor is fetched across transactions; CLOSE untethers") 
         REQUIRE(r.rows.size() == 2);
         CHECK(r.value(0, 0) == std::to_string(2 * i + 1));
     }
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     PGT_REQUIRE_OK(a.exec("CLOSE c"));
     CHECK(two_transactions_fit(pooler.conninfo()));
     // A cursor without HOLD dies with its transaction and never tethers.
@@ -126,7 +126,7 @@ TEST_CASE("SQL-level PREPARE tethers until DEALLOCATE") {
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("PREPARE twice(int) AS SELECT $1 * 2"));
     for (int i = 0; i < 5; ++i) CHECK(scalar(a, "EXECUTE twice(" + std::to_string(i) + ")") == std::to_string(2 * i));
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     PGT_REQUIRE_OK(a.exec("DEALLOCATE twice"));
     CHECK(two_transactions_fit(pooler.conninfo()));
 }
@@ -136,7 +136,7 @@ TEST_CASE("LOAD tethers for good and the backend is closed when its client leave
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("LOAD 'auto_explain'"));
     int pid = std::stoi(scalar(a, "SELECT pg_backend_pid()"));
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     a.close();
     Conn direct = Conn::must(direct_conninfo());
     bool closed = false;

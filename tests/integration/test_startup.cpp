@@ -303,7 +303,7 @@ TEST_CASE("SIGHUP: a changed pool size takes effect; a broken config keeps the o
     config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "1"}};
     Pgtether pooler(config);
     const std::string conninfo = pooler.conninfo();
-    CHECK_FALSE(two_transactions_fit(conninfo));
+    CHECK(second_transaction_waits(conninfo));
 
     config.settings["default_pool_size"] = "2";
     pooler.reload(config);

@@ -72,7 +72,7 @@ TEST_CASE("a lock holder keeps its backend across transactions; others cannot ta
         CHECK(backend_pid(a) == pid);
     }
     CHECK(scalar(other, "SELECT pg_try_advisory_lock(101)") == "f");
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     CHECK(scalar(a, "SELECT pg_advisory_unlock(101)") == "t");
     CHECK(locks_held(101) == 0);
     CHECK(two_transactions_fit(pooler.conninfo()));
@@ -86,12 +86,12 @@ TEST_CASE("stacked locks need as many unlocks; unlock_all releases everything") 
     for (int i = 0; i < 3; ++i) PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(7)"));
     CHECK(scalar(a, "SELECT pg_advisory_unlock(7)") == "t");
     CHECK(scalar(a, "SELECT pg_advisory_unlock(7)") == "t");
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     CHECK(scalar(a, "SELECT pg_advisory_unlock(7)") == "t");
     CHECK(two_transactions_fit(pooler.conninfo()));
 
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(8), pg_advisory_lock(9), pg_advisory_lock(8)"));
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
     CHECK(two_transactions_fit(pooler.conninfo()));
     CHECK(locks_held(8) == 0);
@@ -127,7 +127,7 @@ TEST_CASE("a session lock survives ROLLBACK, so the client stays tethered") {
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(10)"));
     PGT_REQUIRE_OK(a.exec("ROLLBACK"));
     CHECK(scalar(b, "SELECT pg_try_advisory_lock(10)") == "f");
-    CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+    CHECK(second_transaction_waits(pooler.conninfo()));
     // An unlock in a failed transaction is effective too (it is not transactional either).
     PGT_REQUIRE_OK(a.exec("BEGIN"));
     CHECK(scalar(a, "SELECT pg_advisory_unlock(10)") == "t");
@@ -172,7 +172,7 @@ TEST_CASE("lock calls are caught in every form a client can send them") {
     auto check_tethered_then_release = [&](long long key, const char* form) {
         INFO(form);
         CHECK(scalar(b, "SELECT pg_try_advisory_lock(" + std::to_string(key) + ")") == "f");
-        CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+        CHECK(second_transaction_waits(pooler.conninfo()));
         PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
         CHECK(two_transactions_fit(pooler.conninfo()));
     };
@@ -424,7 +424,7 @@ TEST_CASE("locks taken inside functions: advisory_lock_functions and every_trans
         Pgtether pooler(two_backends({{"advisory_lock_functions", "take_job_lock, drop_job_lock"}}));
         Conn a = Conn::must(pooler.conninfo());
         PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(900)"));
-        CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+        CHECK(second_transaction_waits(pooler.conninfo()));
         CHECK(scalar(a, "SELECT drop_job_lock(900)") == "t");
         CHECK(two_transactions_fit(pooler.conninfo()));
     }
@@ -432,7 +432,7 @@ TEST_CASE("locks taken inside functions: advisory_lock_functions and every_trans
         Pgtether pooler(two_backends({{"advisory_lock_tracking", "every_transaction"}}));
         Conn a = Conn::must(pooler.conninfo());
         PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(901)"));
-        CHECK_FALSE(two_transactions_fit(pooler.conninfo()));
+        CHECK(second_transaction_waits(pooler.conninfo()));
         CHECK(scalar(a, "SELECT drop_job_lock(901)") == "t");
         CHECK(two_transactions_fit(pooler.conninfo()));
     }

@@ -62,9 +62,13 @@ std::vector<Result> exec_params_all(Conn& conn, const std::string& sql, const Pa
 Result first_error(const std::vector<Result>& results);
 
 // Can two more clients (from `conninfo`) both hold a transaction open at once? With a pool of two
-// backends and tether_reserve_size = 0 that is true exactly when no client is tethered. Leaves
-// both transactions rolled back.
+// backends and tether_reserve_size = 0 that is true exactly when no client is tethered. For a
+// tether that is ending: tries for a few seconds before it says false. Leaves both transactions
+// rolled back.
 bool two_transactions_fit(const std::string& conninfo);
+// The opposite, asked once: a second client's transaction waits (700 ms) while a first one holds
+// a transaction open -- a client is tethered. Leaves both transactions rolled back.
+bool second_transaction_waits(const std::string& conninfo);
 
 // Polls `pred` every 50 ms until it is true; false if it never was within `timeout`.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s);
