@@ -557,29 +557,32 @@ bool Pool::clients_wait_for_servers() const {
 
 bool Pool::lend(const LendRequest& request) {
     if (server_count_ == 0) return false;
-    if (Server* idle = idle_.front()) {
+    Server* idle = idle_.front();
+    if (idle && can_spare_for(request.worker)) {
         close_for(*idle, request);
         return true;
     }
-    // Every server is in use: the next one released goes, if this worker can spare it then.
+    // Every server is in use, or the idle one is about to go to this worker's own waiting
+    // clients: the next one released goes, if this worker can spare it then.
     lend_owed_ = request;
     lend_owed_until_ms_ = worker_.now_ms() + kLendRequestLifetimeMs;
     return true;
 }
 
-bool Pool::pays_lend_owed_with(Server& server) {
-    if (!lend_owed_ || worker_.now_ms() >= lend_owed_until_ms_) return false;
-    const std::size_t requester = lend_owed_->worker;
+bool Pool::can_spare_for(std::size_t requester) const {
+    if (waiting_.empty()) return true;
     // Clients of this worker waiting too: lend only while this worker holds more of the pool
     // than the requester, so that two busy workers converge to even shares instead of passing
-    // one server back and forth.
-    if (!waiting_.empty()) {
-        const auto& budget = worker_.group().budget();
-        if (budget.pool_servers_on(database_.name, user_, worker_.index()) <=
-            budget.pool_servers_on(database_.name, user_, requester) + 1) {
-            return false;
-        }
-    }
+    // servers back and forth (each a new server login) -- and always to a requester that holds
+    // none, which would otherwise never be served while this worker stays busy.
+    const auto& budget = worker_.group().budget();
+    const int theirs = budget.pool_servers_on(database_.name, user_, requester);
+    return theirs == 0 || budget.pool_servers_on(database_.name, user_, worker_.index()) > theirs + 1;
+}
+
+bool Pool::pays_lend_owed_with(Server& server) {
+    if (!lend_owed_ || worker_.now_ms() >= lend_owed_until_ms_) return false;
+    if (!can_spare_for(lend_owed_->worker)) return false;
     const LendRequest request = *lend_owed_;
     lend_owed_.reset();
     close_for(server, request);

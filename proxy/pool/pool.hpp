@@ -210,6 +210,8 @@ private:
     // A lend is owed (lend()): close `server`, just released, instead of keeping it idle, when
     // this worker can spare it. True if it did.
     bool pays_lend_owed_with(Server& server);
+    // Whether this worker may lend one of its servers of the pool to worker `requester` now.
+    [[nodiscard]] bool can_spare_for(std::size_t requester) const;
     // Closes `server` with its slot handed to `request`'s pool.
     void close_for(Server& server, const LendRequest& request);
     // How long a lend request is honoured: the requester repeats it every janitor tick while
