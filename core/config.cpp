@@ -26,6 +26,7 @@
 #include "core/config_values.hpp"
 #include "core/ini_file.hpp"
 #include "core/require_auth.hpp"
+#include "protocol/ascii.hpp"
 
 namespace pgtether {
 
@@ -566,14 +567,10 @@ const std::vector<KeySpec<PeerConfig>>& peer_keys() {
 // ---------------------------------------------------------------------------------------------
 // Parsing and storing one value
 
-char ascii_lower(char c) {
-    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
 std::string lowered(std::string_view s) {
     std::string out(s);
     for (auto& c : out)
-        c = ascii_lower(c);
+        c = protocol::ascii_lower(c);
     return out;
 }
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "protocol/ascii.hpp"
+
 namespace pgtether {
 
 namespace {
@@ -14,17 +16,8 @@ bool is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
-char lower(char c) {
-    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        if (lower(a[i]) != lower(b[i])) return false;
-    }
-    return true;
-}
+using protocol::ascii_iequals;
+using protocol::ascii_lower;
 
 int digit_value(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -69,7 +62,7 @@ Parsed<std::int64_t> parse_integer(std::string_view text, std::int64_t min, std:
         ++pos;
     }
     // strtol base 0: "0x" prefix = hex, other leading "0" = octal (so "08" is an error).
-    if (text.size() - pos > 2 && text[pos] == '0' && lower(text[pos + 1]) == 'x') {
+    if (text.size() - pos > 2 && text[pos] == '0' && ascii_lower(text[pos + 1]) == 'x') {
         return parse_digits(text, pos + 2, 16, negative, min, max);
     }
     if (text.size() - pos > 1 && text[pos] == '0') {
@@ -79,8 +72,8 @@ Parsed<std::int64_t> parse_integer(std::string_view text, std::int64_t min, std:
 }
 
 Parsed<std::int64_t> parse_worker_count(std::string_view text, unsigned cpus, std::int64_t max) {
-    if (text.size() == 4 && lower(text[0]) == 'a' && lower(text[1]) == 'u' &&
-        lower(text[2]) == 't' && lower(text[3]) == 'o') {
+    if (text.size() == 4 && ascii_lower(text[0]) == 'a' && ascii_lower(text[1]) == 'u' &&
+        ascii_lower(text[2]) == 't' && ascii_lower(text[3]) == 'o') {
         // hardware_concurrency() may say 0 when it cannot tell.
         return Parsed<std::int64_t>::ok(std::clamp<std::int64_t>(cpus, 1, max));
     }
@@ -171,7 +164,7 @@ Parsed<int> parse_file_mode(std::string_view text) {
 
 Parsed<std::string> parse_choice(std::string_view text, std::span<const std::string_view> choices) {
     for (auto choice : choices) {
-        if (iequals(text, choice)) return Parsed<std::string>::ok(std::string(choice));
+        if (ascii_iequals(text, choice)) return Parsed<std::string>::ok(std::string(choice));
     }
     std::string message = "expected one of: ";
     for (std::size_t i = 0; i < choices.size(); ++i) {

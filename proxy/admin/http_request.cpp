@@ -1,20 +1,12 @@
 #include "proxy/admin/http_request.hpp"
 
+#include "protocol/ascii.hpp"
+
 namespace pgtether {
 
 namespace {
 
-char lower(char c) {
-    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        if (lower(a[i]) != lower(b[i])) return false;
-    }
-    return true;
-}
+using protocol::ascii_iequals;
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
@@ -88,7 +80,7 @@ HttpParseResult parse_http_request(std::string_view data) {
         for (char c : name) {
             if (!is_token_char(c)) return result;
         }
-        if (iequals(name, "accept")) request.accept.assign(trim(field.substr(colon + 1)));
+        if (ascii_iequals(name, "accept")) request.accept.assign(trim(field.substr(colon + 1)));
     }
     result.request = std::move(request);
     result.status = HttpParseStatus::Complete;

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <vector>
 
+#include "protocol/ascii.hpp"
+
 namespace pgtether {
 
 namespace {
@@ -24,14 +26,7 @@ namespace {
 constexpr unsigned char kAlpnWire[] = {10, 'p', 'o', 's', 't', 'g', 'r', 'e', 's', 'q', 'l'};
 constexpr std::string_view kAlpnName = "postgresql";
 
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; };
-        if (lower(a[i]) != lower(b[i])) return false;
-    }
-    return true;
-}
+using protocol::ascii_iequals;
 
 // OpenSSL's reasons for the failure on top of this thread's error queue, oldest first, then
 // cleared. Reasons are what an operator can act on ("certificate verify failed"), without the
@@ -132,19 +127,19 @@ std::optional<TlsProtocolRange> parse_tls_protocols(std::string_view value, std:
             if (!any) bits = kAllVersions;
         }
         unsigned these = 0;
-        if (iequals(item, "all") || iequals(item, "legacy")) {
+        if (ascii_iequals(item, "all") || ascii_iequals(item, "legacy")) {
             these = kAllVersions;
-        } else if (iequals(item, "secure") || iequals(item, "default")) {
+        } else if (ascii_iequals(item, "secure") || ascii_iequals(item, "default")) {
             these = kSecureVersions;
-        } else if (iequals(item, "tlsv1")) {
+        } else if (ascii_iequals(item, "tlsv1")) {
             these = kAllVersions;
-        } else if (iequals(item, "tlsv1.0")) {
+        } else if (ascii_iequals(item, "tlsv1.0")) {
             these = 0x1;
-        } else if (iequals(item, "tlsv1.1")) {
+        } else if (ascii_iequals(item, "tlsv1.1")) {
             these = 0x2;
-        } else if (iequals(item, "tlsv1.2")) {
+        } else if (ascii_iequals(item, "tlsv1.2")) {
             these = 0x4;
-        } else if (iequals(item, "tlsv1.3")) {
+        } else if (ascii_iequals(item, "tlsv1.3")) {
             these = 0x8;
         } else {
             error = "unknown TLS protocol \"" + std::string(item) +
@@ -177,16 +172,16 @@ std::optional<TlsProtocolRange> parse_tls_protocols(std::string_view value, std:
 
 std::string resolve_tls_ciphers(std::string_view value) {
     // libtls's shortcuts (tls_config_set_ciphers), which PgBouncer documents.
-    if (iequals(value, "default") || iequals(value, "secure")) {
+    if (ascii_iequals(value, "default") || ascii_iequals(value, "secure")) {
         return "HIGH+EECDH:HIGH+EDH:!SSLv3:!SHA384:!SHA256:!DSS:!aNULL";
     }
-    if (iequals(value, "compat") || iequals(value, "legacy")) return "HIGH:+3DES:!aNULL";
-    if (iequals(value, "insecure") || iequals(value, "all")) return "ALL:!aNULL:!eNULL";
-    if (iequals(value, "normal")) {
+    if (ascii_iequals(value, "compat") || ascii_iequals(value, "legacy")) return "HIGH:+3DES:!aNULL";
+    if (ascii_iequals(value, "insecure") || ascii_iequals(value, "all")) return "ALL:!aNULL:!eNULL";
+    if (ascii_iequals(value, "normal")) {
         return "HIGH+EECDH:HIGH+EDH:HIGH+RSA:+SHA384:+SHA256:+SSLv3:+EDH:+RSA:-3DES:3DES+RSA:"
                "!CAMELLIA:!DSS:!aNULL";
     }
-    if (iequals(value, "fast")) {
+    if (ascii_iequals(value, "fast")) {
         return "HIGH+EECDH:HIGH+EDH:HIGH+RSA:+AES256:+SHA256:+SHA384:+SSLv3:+EDH:+RSA:-3DES:"
                "3DES+RSA:!CAMELLIA:!DSS:!aNULL";
     }
@@ -330,25 +325,25 @@ TlsContext::TlsContext(const Config& config, Side side) : side_(side) {
             }
         }
         const std::string& dh = config.client_tls_dheparams;
-        if (iequals(dh, "auto")) {
+        if (ascii_iequals(dh, "auto")) {
             SSL_CTX_set_dh_auto(ctx_, 1);
-        } else if (iequals(dh, "legacy")) {
+        } else if (ascii_iequals(dh, "legacy")) {
             EVP_PKEY* params = legacy_dh_parameters();
             if (!params || SSL_CTX_set0_tmp_dh_pkey(ctx_, params) != 1) {
                 EVP_PKEY_free(params);
                 fail("client_tls_dheparams", "cannot use 1024-bit DH parameters");
             }
-        } else if (!iequals(dh, "none")) {
+        } else if (!ascii_iequals(dh, "none")) {
             fail("client_tls_dheparams",
                  "invalid value \"" + dh + "\" (expected none, auto or legacy)");
         }
         const std::string& curve = config.client_tls_ecdhcurve;
-        if (iequals(curve, "none")) {
+        if (ascii_iequals(curve, "none")) {
             // No elliptic curves: key exchange only through finite-field DH groups.
             if (SSL_CTX_set1_groups_list(ctx_, "ffdhe2048:ffdhe3072:ffdhe4096") != 1) {
                 fail("client_tls_ecdhcurve", "cannot disable ECDH");
             }
-        } else if (!iequals(curve, "auto") && !curve.empty()) {
+        } else if (!ascii_iequals(curve, "auto") && !curve.empty()) {
             if (SSL_CTX_set1_groups_list(ctx_, curve.c_str()) != 1) {
                 fail("client_tls_ecdhcurve", "unknown curve \"" + curve + "\"");
             }
