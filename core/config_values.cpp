@@ -72,8 +72,7 @@ Parsed<std::int64_t> parse_integer(std::string_view text, std::int64_t min, std:
 }
 
 Parsed<std::int64_t> parse_worker_count(std::string_view text, unsigned cpus, std::int64_t max) {
-    if (text.size() == 4 && ascii_lower(text[0]) == 'a' && ascii_lower(text[1]) == 'u' &&
-        ascii_lower(text[2]) == 't' && ascii_lower(text[3]) == 'o') {
+    if (ascii_iequals(text, "auto")) {
         // hardware_concurrency() may say 0 when it cannot tell.
         return Parsed<std::int64_t>::ok(std::clamp<std::int64_t>(cpus, 1, max));
     }
