@@ -77,6 +77,17 @@ constexpr bool is_ident_cont(std::uint8_t b) {
     return kIdentCont[b];
 }
 
+// A number runs over digits, '.' and '_' (a loose superset of scan.l's numeric forms: it only has
+// to end where an identifier or a keyword could start).
+constexpr std::array<bool, 256> make_number_cont_table() {
+    std::array<bool, 256> t{};
+    for (std::size_t b = 0; b < t.size(); ++b) {
+        t[b] = is_digit(static_cast<std::uint8_t>(b)) || b == '.' || b == '_';
+    }
+    return t;
+}
+constexpr std::array<bool, 256> kNumberCont = make_number_cont_table();
+
 constexpr int hex_value(std::uint8_t b) {
     if (b >= '0' && b <= '9') return b - '0';
     if (b >= 'a' && b <= 'f') return b - 'a' + 10;
@@ -208,35 +219,38 @@ constexpr KeywordEntry kKeywords[] = {
 };
 constexpr std::size_t kLongestKeyword = 12;
 
-// Runs on every word of every statement, so it must reject most words after a byte or two: the
-// keywords are bucketed by first letter (at most four per letter) and each candidate is
-// compared only if the length matches.
-constexpr std::size_t kBucketSize = 4;
-using KeywordBuckets = std::array<std::array<std::uint8_t, kBucketSize>, 26>;
+// Runs on every word of every statement, so it must reject most words at once: the keywords are
+// indexed by first letter and length (at most two share both), and a word is compared only with
+// those.
+constexpr std::size_t kCandidates = 2;
+using KeywordIndex = std::array<std::array<std::array<std::uint8_t, kCandidates>, kLongestKeyword + 1>, 26>;
 constexpr std::uint8_t kNoKeyword = 0xFF;
 
-constexpr KeywordBuckets make_keyword_buckets() {
-    KeywordBuckets buckets{};
-    for (auto& bucket : buckets)
-        bucket.fill(kNoKeyword);
-    for (std::size_t i = 0; i < std::size(kKeywords); ++i) {
-        auto& bucket = buckets[static_cast<std::size_t>(kKeywords[i].text[0] - 'a')];
-        std::size_t slot = 0;
-        while (slot < kBucketSize && bucket[slot] != kNoKeyword)
-            ++slot;
-        bucket.at(slot) = static_cast<std::uint8_t>(i);  // a full bucket fails to compile
+constexpr KeywordIndex make_keyword_index() {
+    KeywordIndex index{};
+    for (auto& by_length : index) {
+        for (auto& candidates : by_length)
+            candidates.fill(kNoKeyword);
     }
-    return buckets;
+    for (std::size_t i = 0; i < std::size(kKeywords); ++i) {
+        const std::string_view text = kKeywords[i].text;
+        auto& candidates = index[static_cast<std::size_t>(text[0] - 'a')].at(text.size());
+        std::size_t slot = 0;
+        while (slot < kCandidates && candidates[slot] != kNoKeyword)
+            ++slot;
+        candidates.at(slot) = static_cast<std::uint8_t>(i);  // a full slot fails to compile
+    }
+    return index;
 }
-constexpr KeywordBuckets kKeywordBuckets = make_keyword_buckets();
+constexpr KeywordIndex kKeywordIndex = make_keyword_index();
 
 Keyword classify(std::string_view word) {
     if (word.size() < 2 || word.size() > kLongestKeyword) return Keyword::Other;
     const std::uint8_t first = static_cast<std::uint8_t>(word[0]) | 0x20;
     if (first < 'a' || first > 'z') return Keyword::Other;
-    for (std::uint8_t index : kKeywordBuckets[first - 'a']) {
-        if (index == kNoKeyword) break;
-        if (equals_keyword(word, kKeywords[index].text)) return kKeywords[index].keyword;
+    for (std::uint8_t candidate : kKeywordIndex[first - 'a'][word.size()]) {
+        if (candidate == kNoKeyword) break;
+        if (equals_keyword(word, kKeywords[candidate].text)) return kKeywords[candidate].keyword;
     }
     return Keyword::Other;
 }
@@ -408,9 +422,8 @@ class Lexer {
                 case Char::IdentStart:
                     break;  // handled above
                 case Char::Digit:
-                    while (pos_ < n && (is_digit(at(pos_)) || at(pos_) == '.' || at(pos_) == '_')) {
+                    while (pos_ < n && kNumberCont[at(pos_)])
                         ++pos_;
-                    }
                     statement_.token(Keyword::Other);
                     break;
                 case Char::Quote:
@@ -486,16 +499,10 @@ class Lexer {
     void word() {
         const std::size_t n = sql_.size();
         const std::size_t start = pos_;
-        // Names are matched while the word is read: the automaton's load chain overlaps with the
-        // boundary test instead of reading the word a second time. Only whether any state was a
-        // hit is kept per byte; the masks are collected in the rare word that has one.
-        SubstringMatcher::State state = SubstringMatcher::kStart;
-        SubstringMatcher::State seen = 0;
-        std::size_t i = start;
-        do {
-            state = matcher_.step(state, at(i++));
-            seen |= state;
-        } while (i < n && is_ident_cont(at(i)));
+        // Names are matched while the word is read; the masks are collected in the rare word
+        // that has a hit.
+        const SubstringMatcher::Word word = matcher_.read_word(sql_, start);
+        const std::size_t i = word.end;
         if (i - start == 1 && i < n) {
             const std::uint8_t lead = at(start) | 0x20;
             const std::uint8_t next = at(i);
@@ -513,8 +520,8 @@ class Lexer {
                 return;
             }
         }
-        const std::string_view text = sql_.substr(start, i - start);
-        if (SubstringMatcher::hit(seen)) hits_ |= matcher_.find_all(text);
+        const std::string_view text(sql_.data() + start, i - start);  // no bounds check: i <= n
+        if (word.hit) hits_ |= matcher_.find_all(text);
         statement_.token(classify(text));
         pos_ = i;
     }
@@ -842,7 +849,7 @@ SubstringMatcher build_matcher(const std::vector<std::string>& extra_lock_functi
         if (const std::size_t dot = text.rfind('.'); dot != kNone) text.remove_prefix(dot + 1);
         patterns.push_back({text, kEffectAdvisoryLock});
     }
-    return SubstringMatcher(patterns);
+    return SubstringMatcher(patterns, kIdentCont);
 }
 
 }  // namespace

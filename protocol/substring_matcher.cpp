@@ -12,7 +12,8 @@ constexpr std::uint8_t fold(std::uint8_t b) {
 
 }  // namespace
 
-SubstringMatcher::SubstringMatcher(std::span<const Pattern> patterns) {
+SubstringMatcher::SubstringMatcher(std::span<const Pattern> patterns,
+                                   const std::array<bool, 256>& word_bytes) {
     // Alphabet: one class per distinct folded byte used by some pattern; upper and lower case of
     // a letter share a class, which is what makes the whole automaton case-insensitive.
     for (const Pattern& p : patterns) {
@@ -75,12 +76,36 @@ SubstringMatcher::SubstringMatcher(std::span<const Pattern> patterns) {
         }
     }
 
+    // The word automaton is built from state indices, before they become offsets.
+    build_word_table(word_bytes);
+
     // From state indices to the State encoding: row offset plus kHitBit. (The offsets fit in 31
     // bits: that would take a table of gigabytes.)
     for (State& edge : next_) {
         edge = static_cast<State>(std::size_t{edge} * class_count_) |
                (mask_[edge] != 0 ? kHitBit : State{0});
     }
+}
+
+void SubstringMatcher::build_word_table(const std::array<bool, 256>& word_bytes) {
+    const std::size_t states = mask_.size();
+    const std::size_t stop_column = class_count_;
+    const std::size_t columns = class_count_ + 1;
+    for (std::size_t b = 0; b < word_class_.size(); ++b) {
+        word_class_[b] = word_bytes[b] ? byte_class_[b] : static_cast<std::uint8_t>(stop_column);
+    }
+    // Rows 0 .. states-1 mirror the automaton's states (a hit state's own row is never entered);
+    // row `states` is the absorbing hit state.
+    word_hit_row_ = static_cast<State>(states * columns);
+    word_next_.assign((states + 1) * columns, word_hit_row_);
+    for (std::size_t s = 0; s < states; ++s) {
+        for (std::size_t c = 0; c < class_count_; ++c) {
+            const State target = next_[s * class_count_ + c];
+            if (mask_[target] == 0) word_next_[s * columns + c] = static_cast<State>(target * columns);
+        }
+        word_next_[s * columns + stop_column] = kWordStop;
+    }
+    word_next_[states * columns + stop_column] = kWordStopHit;
 }
 
 }  // namespace pgtether::protocol

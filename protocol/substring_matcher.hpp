@@ -6,6 +6,13 @@
 // carries a bit mask; a state's mask is the union of the masks of every pattern that ends there.
 // The SQL scanner uses it to spot function names inside identifiers, string literals and
 // dollar-quoted bodies in one pass.
+//
+// Words (read_word) get a second copy of the automaton, because the scanner reads every
+// identifier of every statement and almost none contains a name: there the question is only
+// "where does the word end, and does any name occur in it", so each byte that cannot continue a
+// word leads to a stop state and every state where a pattern ends leads to an absorbing hit
+// state. A byte of a word is then one class load and one table load, with no separate test for
+// the word's end or for a hit; the rare word with a hit is searched again with find_all.
 #pragma once
 
 #include <array>
@@ -24,7 +31,10 @@ class SubstringMatcher {
         std::uint32_t mask;
     };
 
-    explicit SubstringMatcher(std::span<const Pattern> patterns);
+    // `word_bytes`: the bytes that continue a word, for read_word (by default none do, and a
+    // word is its first byte).
+    explicit SubstringMatcher(std::span<const Pattern> patterns,
+                              const std::array<bool, 256>& word_bytes = {});
 
     // A state is the offset of its row in the transition table, with kHitBit set when some
     // pattern ends there: a step is then one load and an add, and the common no-hit case never
@@ -50,8 +60,22 @@ class SubstringMatcher {
     // Length of the shortest pattern (0 when there is none): shorter texts cannot match.
     [[nodiscard]] std::size_t min_length() const { return min_length_; }
 
+    struct Word {
+        std::size_t end;  // the offset just after the word
+        bool hit;         // some pattern occurs in the word
+    };
+    // The word starting at `text[start]` (taken whatever it is; start < text.size()): it runs
+    // while the bytes are word bytes, or to the end of the text.
+    [[nodiscard]] inline Word read_word(std::string_view text, std::size_t start) const;
+
   private:
     static constexpr State kHitBit = State{1} << 31;
+
+    // The word automaton's states are row offsets into word_next_; the two stop states are
+    // reached on a byte that ends the word, from a state without and with a hit before it.
+    static constexpr State kWordStop = ~State{1};
+    static constexpr State kWordStopHit = ~State{0};
+    void build_word_table(const std::array<bool, 256>& word_bytes);
 
     // Bytes that occur in no pattern share class 0, so the table has one column per distinct
     // (case-folded) pattern byte plus one, not 256.
@@ -60,6 +84,10 @@ class SubstringMatcher {
     std::vector<State> next_;          // row-major: [state index * class_count_ + class]
     std::vector<std::uint32_t> mask_;  // per state index
     std::size_t min_length_ = 0;
+
+    std::array<std::uint8_t, 256> word_class_{};  // byte_class_, or the stop column
+    std::vector<State> word_next_;                 // row-major, class_count_ + 1 columns
+    State word_hit_row_ = 0;                       // the absorbing hit state
 };
 
 // Feeds bytes one at a time and remembers every mask seen; reset() forgets the partial match
@@ -86,6 +114,18 @@ inline std::uint32_t SubstringMatcher::find_all(std::string_view text) const {
     for (char ch : text)
         cursor.feed(static_cast<std::uint8_t>(ch));
     return cursor.hits();
+}
+
+inline SubstringMatcher::Word SubstringMatcher::read_word(std::string_view text,
+                                                         std::size_t start) const {
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(text.data());
+    const std::size_t n = text.size();
+    State state = word_next_[byte_class_[bytes[start]]];  // the first byte is taken in any case
+    std::size_t i = start + 1;
+    while (state < kWordStop && i < n)
+        state = word_next_[state + word_class_[bytes[i++]]];
+    if (state >= kWordStop) return {i - 1, state == kWordStopHit};  // bytes[i - 1] ended it
+    return {i, state == word_hit_row_};
 }
 
 }  // namespace pgtether::protocol

@@ -3,8 +3,10 @@
 // case also fails when the scanner reports something it should not.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "protocol/sql_scanner.hpp"
@@ -459,4 +461,35 @@ TEST_CASE("substring matcher: overlapping patterns, case and masks") {
     const SubstringMatcher m2(nested);
     CHECK(m2.find_all("aab") == 2);
     CHECK(m2.find_all("aaac") == 1);
+}
+
+TEST_CASE("substring matcher: words end at a non-word byte and report any pattern inside") {
+    const SubstringMatcher::Pattern patterns[] = {{"he", 1}, {"she", 2}, {"hers", 8}};
+    std::array<bool, 256> letters{};
+    for (int b = 'a'; b <= 'z'; ++b) {
+        letters[static_cast<std::size_t>(b)] = true;
+        letters[static_cast<std::size_t>(b - 'a' + 'A')] = true;
+    }
+    const SubstringMatcher matcher(patterns, letters);
+    using Word = SubstringMatcher::Word;
+    auto word = [&](std::string_view text, std::size_t start) {
+        const Word w = matcher.read_word(text, start);
+        return std::pair{w.end, w.hit};
+    };
+    CHECK(word("ushers x", 0) == std::pair{std::size_t{6}, true});
+    CHECK(word("USHERS", 0) == std::pair{std::size_t{6}, true});  // to the end of the text
+    CHECK(word("usher", 0) == std::pair{std::size_t{5}, true});   // ends in a hit state
+    CHECK(word("sh e", 0) == std::pair{std::size_t{2}, false});   // "she" across a word end
+    CHECK(word("abc.he", 0) == std::pair{std::size_t{3}, false});
+    CHECK(word("abc.he", 4) == std::pair{std::size_t{6}, true});
+    CHECK(word("h", 0) == std::pair{std::size_t{1}, false});
+    // The first byte is taken whatever it is; a hit stays a hit to the word's end.
+    CHECK(word(".he", 0) == std::pair{std::size_t{3}, true});
+    CHECK(word(". he", 0) == std::pair{std::size_t{1}, false});
+    CHECK(word("hexxxxxxxxxxxxx;", 0) == std::pair{std::size_t{15}, true});
+
+    // Without word bytes, a word is its first byte.
+    const SubstringMatcher bytes_only(patterns);
+    CHECK(bytes_only.read_word("she", 0).end == 1);
+    CHECK_FALSE(bytes_only.read_word("she", 0).hit);
 }
