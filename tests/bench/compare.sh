@@ -68,6 +68,10 @@ usage: tests/bench/compare.sh [options]
   --wait-quiet SECONDS  before each run, wait up to this long for the machine to be quiet (busy
                         below --max-noise over 2 s with nothing of ours running; default 0)
   --csv FILE            also write every run as CSV
+  --breakdown           also report, per run, the CPU per transaction of PostgreSQL (postmaster
+                        and backends), of pgbench, and of the kernel's softirq work (loopback
+                        TCP), and the share of the machine left idle: where a tps gap goes when
+                        the pooler's own CPU per transaction is equal
   --idle N              idle-memory mode: N idle clients per pooler (e.g. 5000) instead of tps runs
   --idle-query SQL      in idle mode, each client runs this once before going idle
   --pgtether PATH       pgtether binary (default build/proxy/pgtether)
@@ -102,6 +106,7 @@ max_noise=5
 retries=2
 wait_quiet=0
 csv=""
+breakdown=0
 idle=0
 idle_query=""
 keep=0
@@ -134,6 +139,7 @@ while (($#)); do
     --retries) retries="$2"; shift 2 ;;
     --wait-quiet) wait_quiet="$2"; shift 2 ;;
     --csv) csv="$2"; shift 2 ;;
+    --breakdown) breakdown=1; shift ;;
     --idle) idle="$2"; shift 2 ;;
     --idle-query) idle_query="$2"; shift 2 ;;
     --pgtether) pgtether_bin="$2"; shift 2 ;;
@@ -251,32 +257,6 @@ pooler_bin() {
 }
 
 pooler_start() { bench_pooler_start "$1" "$(pooler_bin "$1")" "$(ini_of "$1")"; }
-
-# CPU ticks of the throwaway PostgreSQL: the postmaster, its live children, and (through the
-# postmaster's cutime + cstime) every child that has exited, such as direct pgbench's backends.
-cluster_ticks() {
-    local total=0 f pid
-    for f in /proc/[0-9]*/stat; do
-        pid="${f#/proc/}"
-        pid="${pid%/stat}"
-        stat_fields "$pid" || continue
-        if [[ $pid == "$postmaster_pid" ]]; then
-            total=$((total + fields[11] + fields[12] + fields[13] + fields[14]))
-        elif [[ ${fields[1]} == "$postmaster_pid" ]]; then
-            total=$((total + fields[11] + fields[12]))
-        fi
-    done
-    printf '%s\n' "$total"
-}
-
-# Ticks of this script's exited children (pgbench and the helpers it waited for).
-own_children_ticks() {
-    stat_fields $$ || { echo 0; return; }
-    echo $((fields[13] + fields[14]))
-}
-
-# "busy total": user + nice + system ticks of the whole machine, and all ticks (idle included).
-machine_ticks() { awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat; }
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
@@ -436,6 +416,8 @@ measure() {
         busy = b[1] - a[1]; all = b[2] - a[2]
         foreign = busy - ours; if (foreign < 0) foreign = 0
         printf "%.1f", (all > 0) ? 100 * foreign / all : 0 }')"
+    run_breakdown=""
+    ((breakdown == 0)) || run_breakdown="$(breakdown_line "$m0" "$m1" $((c1 - c0)) $((o1 - o0)) "$run_txns")"
     if [[ -n $pooler_pid ]]; then
         run_cpu="$(awk -v d=$((p1 - p0)) -v hz="$clk_tck" -v n="$run_txns" \
             'BEGIN { printf "%.2f", d * 1000000 / hz / n }')"
@@ -467,9 +449,10 @@ for clients in $clients_list; do
                 wait_for_quiet
                 measure "$target" "$clients" "$round" || break
                 noisy=$(awk -v n="$run_noise" -v m="$max_noise" 'BEGIN { print (n > m) ? 1 : 0 }')
-                printf '  round %d/%d  %3d clients  %-27s %9.0f tps  %8s us CPU/txn  noise %5s%%  load %s%s%s\n' \
+                printf '  round %d/%d  %3d clients  %-27s %9.0f tps  %8s us CPU/txn  noise %5s%%  load %s%s%s%s\n' \
                     "$round" "$rounds" "$clients" "$target" "$run_tps" "${run_cpu:--}" "$run_noise" \
                     "$run_load" "${run_probes:+  probes/txn $run_probes  tethered max ${run_tethered:-0}}" \
+                    "${run_breakdown:+  $run_breakdown}" \
                     "$( ((noisy)) && echo "  (noisy)")"
                 [[ -z $csv ]] || echo "$clients,$round,$target,$attempt,$run_tps,$run_txns,$run_cpu,$run_noise,$run_load,$run_probes,$run_tethered" >>"$csv"
                 if ((noisy && attempt <= retries)); then

@@ -165,6 +165,47 @@ cpu_ticks() {
     echo $((fields[11] + fields[12]))
 }
 
+# CPU ticks of the throwaway PostgreSQL ($postmaster_pid): the postmaster, its live children, and (through the
+# postmaster's cutime + cstime) every child that has exited, such as direct pgbench's backends.
+cluster_ticks() {
+    local total=0 f pid
+    for f in /proc/[0-9]*/stat; do
+        pid="${f#/proc/}"
+        pid="${pid%/stat}"
+        stat_fields "$pid" || continue
+        if [[ $pid == "$postmaster_pid" ]]; then
+            total=$((total + fields[11] + fields[12] + fields[13] + fields[14]))
+        elif [[ ${fields[1]} == "$postmaster_pid" ]]; then
+            total=$((total + fields[11] + fields[12]))
+        fi
+    done
+    printf '%s\n' "$total"
+}
+
+# Ticks of this script's exited children (pgbench and the helpers it waited for).
+own_children_ticks() {
+    stat_fields $$ || { echo 0; return; }
+    echo $((fields[13] + fields[14]))
+}
+
+# "busy total softirq idle steal": user + nice + system ticks of the whole machine, all ticks
+# (idle included), softirq ticks, idle + iowait ticks, and steal ticks (time the hypervisor gave
+# to other guests).
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $8, $5 + $6, $9; exit }' /proc/stat; }
+
+# Where a run's CPU went besides the pooler: "pg X  pgbench Y  softirq Z us/txn  idle I%  steal S%",
+# from machine_ticks before and after ($1, $2), cluster_ticks and own_children_ticks deltas ($3,
+# $4) and the transactions ($5). With the pooler's CPU per transaction equal, a tps gap between
+# poolers shows up here (PostgreSQL or pgbench working more per transaction, or idle time).
+breakdown_line() {
+    awk -v m0="$1" -v m1="$2" -v pg="$3" -v bench="$4" -v n="$5" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+        split(m0, a, " "); split(m1, b, " ")
+        us = 1000000 / hz / n; all = b[2] - a[2]
+        printf "pg %.2f  pgbench %.2f  softirq %.2f us/txn  idle %.1f%%  steal %.1f%%", pg * us,
+            bench * us, (b[3] - a[3]) * us, (all > 0) ? 100 * (b[4] - a[4]) / all : 0,
+            (all > 0) ? 100 * (b[5] - a[5]) / all : 0 }'
+}
+
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
 # The median of the numbers on stdin ("" if none).

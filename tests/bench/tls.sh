@@ -47,6 +47,8 @@ usage: tests/bench/tls.sh [options]
   --pgtether PATH       pgtether binary (default build/proxy/pgtether)
   --pgbouncer PATH      pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
   --idle N              idle-memory mode: N idle clients per pooler and mode instead of tps runs
+  --breakdown           also report, per pooler run, the CPU per transaction of PostgreSQL, of
+                        pgbench and of softirq work, and the idle and steal shares of the machine
   --keep                keep the state directory (ini, certificates, logs, pgbench output)
 USAGE
     exit "${1:-2}"
@@ -79,6 +81,7 @@ while (($#)); do
     --scale) scale="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
     --reference) reference="$2"; shift 2 ;;
+    --breakdown) breakdown=1; shift ;;
     --pgtether) pgtether_bin="$2"; shift 2 ;;
     --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
     --idle) idle="$2"; shift 2 ;;
@@ -137,6 +140,7 @@ pgt_log "starting a throwaway PostgreSQL with TLS, pgbench -i -s $scale"
 # shellcheck source=/dev/null
 source "$state/postgresql/pg.env"
 "$PGT_PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PGT_PG_PORT" -U postgres -d "$db" -c "VACUUM ANALYZE"
+postmaster_pid="$(head -n 1 "$PGT_PG_DATA/postmaster.pid")"  # for cluster_ticks
 
 # ---- the one ini both poolers run with ----
 pooler_port="$(pgt_free_port)"
@@ -274,14 +278,19 @@ for clients in $clients_list; do
                 fi
                 pooler_start "$target" || continue
                 t0="$(pooler_cpu_ticks)"
+                m0="$(machine_ticks)" c0="$(cluster_ticks)" o0="$(own_children_ticks)"
                 if run_pgbench "$target" "$sslmode" "$clients" "$round"; then
                     t1="$(pooler_cpu_ticks)"
+                    m1="$(machine_ticks)" c1="$(cluster_ticks)" o1="$(own_children_ticks)"
                     us="$(awk -v d=$((t1 - t0)) -v hz="$clk_tck" -v n="$run_txns" \
                         'BEGIN { printf "%.2f", d * 1000000 / hz / n }')"
                     tps_runs[$key]+="$run_tps "
                     cpu_runs[$key]+="$us "
-                    printf '  round %d/%d  %3d clients  %-11s %-8s %10.0f tps  %8s us CPU/txn\n' \
-                        "$round" "$rounds" "$clients" "$target" "$sslmode" "$run_tps" "$us"
+                    extra=""
+                    ((breakdown == 0)) ||
+                        extra="  $(breakdown_line "$m0" "$m1" $((c1 - c0)) $((o1 - o0)) "$run_txns")"
+                    printf '  round %d/%d  %3d clients  %-11s %-8s %10.0f tps  %8s us CPU/txn%s\n' \
+                        "$round" "$rounds" "$clients" "$target" "$sslmode" "$run_tps" "$us" "$extra"
                 fi
                 pooler_stop
             done
