@@ -223,7 +223,8 @@ constexpr std::size_t kLongestKeyword = 12;
 // indexed by first letter and length (at most two share both), and a word is compared only with
 // those.
 constexpr std::size_t kCandidates = 2;
-using KeywordIndex = std::array<std::array<std::array<std::uint8_t, kCandidates>, kLongestKeyword + 1>, 26>;
+using KeywordCandidates = std::array<std::uint8_t, kCandidates>;
+using KeywordIndex = std::array<std::array<KeywordCandidates, kLongestKeyword + 1>, 26>;
 constexpr std::uint8_t kNoKeyword = 0xFF;
 
 constexpr KeywordIndex make_keyword_index() {

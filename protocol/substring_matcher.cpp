@@ -101,7 +101,9 @@ void SubstringMatcher::build_word_table(const std::array<bool, 256>& word_bytes)
     for (std::size_t s = 0; s < states; ++s) {
         for (std::size_t c = 0; c < class_count_; ++c) {
             const State target = next_[s * class_count_ + c];
-            if (mask_[target] == 0) word_next_[s * columns + c] = static_cast<State>(target * columns);
+            if (mask_[target] == 0) {
+                word_next_[s * columns + c] = static_cast<State>(target * columns);
+            }
         }
         word_next_[s * columns + stop_column] = kWordStop;
     }

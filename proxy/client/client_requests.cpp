@@ -407,7 +407,7 @@ void Client::take_unscanned_parse(std::string_view name, std::string_view text_s
 // Named prepared statements
 
 bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
-    std::uint32_t relevant = pool_->lock_trigger().scan(parse.query);
+    std::uint32_t relevant = pool_->lock_trigger().scan_statement(parse.query);
     note_effects(parse.query, relevant);
     remember_query(parse.query);
     auto intern = [&] {

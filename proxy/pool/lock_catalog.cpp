@@ -148,7 +148,8 @@ void LockCatalog::apply_config() {
             db->names.clear();
             db->discovered_at_ms = 0;
             db->overflow = false;
-            db->trigger = LockTrigger{base_, false};
+            db->trigger.scanner = base_;
+            db->trigger.probe_all = false;
             continue;
         }
         // The configured names seed the fixed point: rediscover with them. Meanwhile the old

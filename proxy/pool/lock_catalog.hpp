@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/scan_memo.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "core/lock_discovery.hpp"
 
@@ -42,6 +43,24 @@ struct LockTrigger {
         const std::uint32_t effects = scanner->scan(sql);
         return probe_all ? effects | protocol::kEffectAdvisoryLock : effects;
     }
+
+    // The same for the text of a Parse, remembered for texts that come again: drivers send the
+    // same unnamed Parse for every execution of a query (protocol/scan_memo.hpp). Simple Query
+    // texts are not remembered: they usually carry their values as literals and rarely repeat.
+    [[nodiscard]] std::uint32_t scan_statement(std::string_view sql) const {
+        if (memo_scanner_ != scanner) {
+            memo_.clear();
+            memo_scanner_ = scanner;
+        }
+        const std::uint32_t effects = memo_.scan(*scanner, sql);
+        return probe_all ? effects | protocol::kEffectAdvisoryLock : effects;
+    }
+
+  private:
+    // A cache: it changes how fast scan_statement() answers, never what. It holds the scanner
+    // its answers came from, so a new scanner (discovery, reload) starts it afresh.
+    mutable protocol::ScanMemo memo_;
+    mutable std::shared_ptr<const protocol::SqlScanner> memo_scanner_;
 };
 
 class LockCatalog {

@@ -276,6 +276,39 @@ TEST_CASE("a named statement prepared before its function became a wrapper tethe
     CHECK(advisory_locks_held(731030) == 0);
 }
 
+TEST_CASE("an unnamed Parse text scanned before its function became a wrapper tethers once it is") {
+    // Drivers send the same unnamed Parse for every execution; pgtether remembers the trigger's
+    // answer per text (protocol/scan_memo.hpp). A discovery that changes the names must not
+    // leave the old answer in place.
+    ScratchDatabase db("unnamed");
+    db.exec_ok(
+        "CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
+        "AS 'SELECT pg_advisory_unlock(k)'");
+    db.exec_ok("CREATE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE sql AS 'SELECT 1'");
+    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"}}));
+    const std::string& name = db.name();
+    const std::string conninfo = pooler.conninfo("", name);
+    Conn holder = Conn::must(conninfo);
+    Conn other = Conn::must(conninfo);
+    const std::string text = "SELECT later_lock($1)";
+    for (int i = 0; i < 3; ++i)
+        PGT_REQUIRE_OK(holder.exec_params(text, {"1"}));
+    CHECK(two_transactions_fit(conninfo));  // no lock, no tether: the text matched nothing
+    db.exec_ok(
+        "CREATE OR REPLACE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE plpgsql "
+        "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$");
+    pooler.reload();
+    REQUIRE(eventually([&] { return found_as(pooler, name, "later_lock", "discovered"); }));
+    // The same text again, as an unnamed Parse: scanned with the new names, so tethered.
+    PGT_REQUIRE_OK(holder.exec_params(text, {"731031"}));
+    CHECK(advisory_locks_held(731031) == 1);
+    CHECK(scalar(other, "SELECT pg_try_advisory_lock(731031)") == "f");
+    CHECK(second_transaction_waits(conninfo));
+    CHECK(scalar(holder, "SELECT release_job_lock(731031)") == "t");
+    CHECK(advisory_locks_held(731031) == 0);
+    CHECK(two_transactions_fit(conninfo));
+}
+
 TEST_CASE("a database whose discovery fails keeps serving, and discovery is retried") {
     ScratchDatabase db("denied");
     // The pooled user cannot read pg_proc in this database: the discovery query fails.

@@ -2,6 +2,9 @@
 // routes replies, and the DEALLOCATE recogniser.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "protocol/bytes.hpp"
 #include "protocol/deallocate_statement.hpp"
 #include "proxy/server/prepared_statements.hpp"
@@ -214,6 +217,46 @@ TEST_CASE("request queue: after an error everything up to Sync is skipped") {
     CHECK(q.size() == 2);  // the Sync and what follows it
     q.on_backend_message('Z');
     q.on_backend_message('1');
+    CHECK(q.empty());
+}
+
+TEST_CASE("request queue: requests forwarded as they are mix with detailed ones in order") {
+    StatementRegistry registry;
+    const StatementPtr pinned = registry.intern("SELECT 1", {}, 0);
+    RequestQueue q;
+    q.push_forwarded('P');
+    q.push({'P', QueuedRequest::Kind::Injected, QueuedRequest::kUndoServerAdd, {}, {}, pinned});
+    q.push_forwarded('B');
+    q.push({'D', QueuedRequest::Kind::Answered, 0, "t-answer", {}, {}});
+    q.push_forwarded('E');
+    q.push_forwarded('S');
+    q.push_forwarded('Q');
+    CHECK(q.size() == 7);
+    CHECK(q.pinned_statements() == std::vector<std::uint64_t>{pinned->id});
+    CHECK(q.on_backend_message('1') == RequestQueue::Verdict::Forward);  // the client's Parse
+    CHECK(q.on_backend_message('1') == RequestQueue::Verdict::Swallow);  // pgtether's
+    CHECK(q.pinned_statements().empty());
+    CHECK(q.finished().empty());
+    // The Bind fails: the answer behind it and the Execute are skipped, up to the Sync.
+    CHECK(q.on_backend_message('E') == RequestQueue::Verdict::Forward);
+    auto& done = q.finished();
+    REQUIRE(done.size() == 3);
+    CHECK(done[0].outcome == RequestQueue::Outcome::Failed);
+    CHECK(done[0].request.type == 'B');
+    CHECK(done[0].request.kind == QueuedRequest::Kind::Forwarded);
+    CHECK(done[1].outcome == RequestQueue::Outcome::Skipped);
+    CHECK(done[1].request.type == 'D');
+    CHECK(done[1].request.reply == "t-answer");
+    CHECK(done[2].outcome == RequestQueue::Outcome::Skipped);
+    CHECK(done[2].request.type == 'E');
+    CHECK(q.size() == 2);
+    q.finished().clear();
+    q.on_backend_message('Z');
+    q.push({'C', QueuedRequest::Kind::Answered, 0, "3-answer", {}, {}});
+    CHECK(q.finished().empty());  // the Query is still ahead of it
+    q.on_backend_message('Z');
+    REQUIRE(q.finished().size() == 1);
+    CHECK(q.finished()[0].request.reply == "3-answer");
     CHECK(q.empty());
 }
 

@@ -4,11 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "protocol/scan_memo.hpp"
 #include "protocol/sql_scanner.hpp"
 
 using namespace pgtether::protocol;
@@ -492,4 +494,42 @@ TEST_CASE("substring matcher: words end at a non-word byte and report any patter
     const SubstringMatcher bytes_only(patterns);
     CHECK(bytes_only.read_word("she", 0).end == 1);
     CHECK_FALSE(bytes_only.read_word("she", 0).hit);
+}
+
+TEST_CASE("scan memo: the scanner's answer, remembered per text, bounded") {
+    const SqlScanner scanner({"take_job_lock"});
+    ScanMemo memo;
+    const std::string lock = "SELECT pg_advisory_lock($1)";
+    const std::string plain = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
+    CHECK_FALSE(memo.holds(lock));
+    CHECK(memo.scan(scanner, lock) == kEffectAdvisoryLock);
+    CHECK(memo.holds(lock));
+    CHECK(memo.scan(scanner, lock) == kEffectAdvisoryLock);  // from the memo
+    CHECK(memo.scan(scanner, plain) == 0);
+    CHECK(memo.scan(scanner, "SET search_path = app") == kEffectSet);
+    CHECK(memo.scan(scanner, "select TAKE_JOB_LOCK(1)") == kEffectAdvisoryLock);
+
+    // Two texts in one slot: the later replaces the earlier, and neither ever gets the other's
+    // answer.
+    std::string rival;
+    const std::size_t slot = std::hash<std::string_view>{}(lock) % ScanMemo::kSlots;
+    for (int i = 0; rival.empty(); ++i) {
+        std::string candidate = "SELECT " + std::to_string(i);
+        if (std::hash<std::string_view>{}(candidate) % ScanMemo::kSlots == slot) rival = candidate;
+    }
+    CHECK(memo.scan(scanner, rival) == 0);
+    CHECK_FALSE(memo.holds(lock));
+    CHECK(memo.scan(scanner, lock) == kEffectAdvisoryLock);
+    CHECK_FALSE(memo.holds(rival));
+    CHECK(memo.scan(scanner, rival) == 0);
+
+    // Texts beyond kMaxText are scanned every time, never kept.
+    const std::string long_text =
+        "SELECT pg_advisory_lock(1) /*" + std::string(ScanMemo::kMaxText, 'x') + "*/";
+    CHECK(memo.scan(scanner, long_text) == kEffectAdvisoryLock);
+    CHECK_FALSE(memo.holds(long_text));
+
+    memo.clear();
+    CHECK_FALSE(memo.holds(rival));
+    CHECK(memo.scan(scanner, plain) == 0);
 }
