@@ -37,6 +37,7 @@ ShowMergeRule show_merge_rule(std::string_view what) {
         return {ShowMerge::Concatenate, 0};
     }
     if (what == "pools") return {ShowMerge::SumByKey, 2};  // database, user
+    if (what == "peer_pools") return {ShowMerge::SumByKey, 1};  // peer_id
     // Each worker discovers the lock functions of the databases its own pools use: the union.
     if (what == "lock_functions") return {ShowMerge::SumByKey, 4};  // database, schema, name, kind
     if (what == "stats" || what == "stats_totals" || what == "stats_averages" ||

@@ -484,11 +484,6 @@ void AdminSession::show(const std::string& argument) {
         case ShowOutcome::Done:
             complete("SHOW");
             return;
-        case ShowOutcome::Unsupported:
-            pending_.clear();
-            send_error(sqlstate::kFeatureNotSupported,
-                       "SHOW " + argument + " is not supported by pgtether");
-            return;
         case ShowOutcome::Unknown:
             pending_.clear();
             send_error(sqlstate::kSyntaxError,

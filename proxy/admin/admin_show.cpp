@@ -19,6 +19,7 @@
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_census.hpp"
 #include "proxy/pool/pool_control.hpp"
+#include "proxy/server/cancel_forwarder.hpp"
 #include "proxy/server/server.hpp"
 #include "proxy/net/tls.hpp"
 #include "proxy/daemon/version.hpp"
@@ -834,6 +835,30 @@ void show_peers(const Worker& worker, ShowTable& out) {
     }
 }
 
+// PgBouncer 1.19's SHOW PEER_POOLS: per peer, the cancel requests being forwarded to it. PgBouncer
+// keeps a pool of connections per peer; pgtether opens one connection per forwarded request, so a
+// request waiting for its connection (resolving, connecting) counts as cl_waiting_cancel_req and
+// sv_login, one sent and awaiting the peer's close as cl_active_cancel_req and sv_active_cancel.
+// Every configured peer but this process itself has a row.
+void show_peer_pools(const Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"peer_id", kInt4},
+                       {"cl_active_cancel_req", kInt4},
+                       {"cl_waiting_cancel_req", kInt4},
+                       {"sv_active_cancel", kInt4},
+                       {"sv_login", kInt4}});
+    const auto& config = worker.config();
+    for (const auto& [id, peer] : config.peers) {
+        if (id == config.peer_id) continue;
+        int sent = 0;
+        int connecting = 0;
+        worker.for_each_cancel([&, id = id](const CancelForwarder& forwarder) {
+            if (forwarder.peer_id() != id) return;
+            ++(forwarder.sent() ? sent : connecting);
+        });
+        rs.row({number(id), number(sent), number(connecting), number(sent), number(connecting)});
+    }
+}
+
 }  // namespace
 
 ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& out) {
@@ -878,7 +903,7 @@ ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& out) 
     } else if (what == "peers") {
         show_peers(worker, out);
     } else if (what == "peer_pools") {
-        return ShowOutcome::Unsupported;
+        show_peer_pools(worker, out);
     } else {
         return ShowOutcome::Unknown;
     }

@@ -15,7 +15,6 @@ class Worker;
 enum class ShowOutcome {
     Done,         // RowDescription and DataRows were appended
     Unknown,      // not a SHOW subject: "invalid command"
-    Unsupported,  // a PgBouncer SHOW that pgtether does not implement (FDS, SOCKETS, ...)
 };
 
 // SHOW `what` (lower-case) over this worker's own clients, servers and pools.

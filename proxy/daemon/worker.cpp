@@ -289,6 +289,10 @@ int Worker::cancels_in_flight_for(const Server& server) const {
     return count;
 }
 
+void Worker::for_each_cancel(const std::function<void(const CancelForwarder&)>& fn) const {
+    registry_->cancels.for_each([&](CancelForwarder& forwarder) { fn(forwarder); });
+}
+
 void Worker::cancel_client(const protocol::CancelKey& key, const std::string& from) {
     auto entry = cancels().find(key);
     if (entry && entry->worker == this) entry->client->on_cancel_request(from);

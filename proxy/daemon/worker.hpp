@@ -151,6 +151,8 @@ public:
     void for_each_server(const std::function<void(Server&)>& fn) const;
     // Cancel requests being forwarded to `server`'s backend (SHOW POOLS' sv_active_cancel).
     [[nodiscard]] int cancels_in_flight_for(const Server& server) const;
+    // Every cancel request being forwarded, to a backend or to a peer (SHOW PEER_POOLS).
+    void for_each_cancel(const std::function<void(const CancelForwarder&)>& fn) const;
 
     // Server connections of a database and of a server user, in the whole process (the group's
     // ServerBudget).

@@ -72,6 +72,7 @@ void CancelForwarder::on_stream_connected(int status) {
         return;
     }
     stream_.write(request_);
+    sent_ = true;
     // The postmaster (or the peer) closes the connection once it has handled the request.
     stream_.start_reading();
 }

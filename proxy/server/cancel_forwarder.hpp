@@ -29,6 +29,11 @@ public:
     // The target server is going away: stop reporting to it.
     void forget_target() { target_ = nullptr; }
     [[nodiscard]] Server* target() { return target_; }
+    // The peer a CancelRequest goes to (0: a backend of this process's own).
+    [[nodiscard]] int peer_id() const { return peer_id_; }
+    // Whether the request has been sent and the receiver's close is awaited (else it is still
+    // being resolved or connected).
+    [[nodiscard]] bool sent() const { return sent_; }
 
     ListHook worker_hook_;
 
@@ -51,6 +56,7 @@ private:
     int peer_port_ = 0;
     int peer_id_ = 0;
     bool finished_ = false;
+    bool sent_ = false;
     bool resolving_ = false;
     bool stream_closed_ = false;
 };

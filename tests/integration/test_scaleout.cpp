@@ -4,6 +4,9 @@
 // through haproxy), and session advisory locks that stay exclusive across instances.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -315,6 +318,86 @@ TEST_CASE(
     CHECK(peers.two->wait_for_log("could not find peer 7"));
     send_cancel("127.0.0.1", peers.port2, {key.pid, key.key & ~0x3});
     CHECK(peers.two->wait_for_log("TTL was exhausted"));
+}
+
+namespace {
+
+// A peer that never answers: its port accepts connections (the kernel's backlog) but nothing
+// reads them or closes them, until close() resets them all.
+class SilentPeer {
+  public:
+    SilentPeer() {
+        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof address;
+        REQUIRE(fd_ >= 0);
+        REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+        REQUIRE(::listen(fd_, 16) == 0);
+        REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+        port_ = ntohs(address.sin_port);
+    }
+    ~SilentPeer() { close(); }
+    SilentPeer(const SilentPeer&) = delete;
+    SilentPeer& operator=(const SilentPeer&) = delete;
+    [[nodiscard]] int port() const { return port_; }
+    void close() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+
+  private:
+    int fd_ = -1;
+    int port_ = 0;
+};
+
+// SHOW PEER_POOLS' counts for `peer`: cl_active_cancel_req, cl_waiting_cancel_req,
+// sv_active_cancel, sv_login; empty if the peer has no row.
+std::vector<long long> peer_pool(Conn& admin, int peer) {
+    auto shown = admin.exec("SHOW PEER_POOLS");
+    if (!shown.ok()) return {};
+    auto row = find_row(shown, "peer_id", std::to_string(peer));
+    if (!row) return {};
+    return {cell_int(*row, "cl_active_cancel_req"), cell_int(*row, "cl_waiting_cancel_req"),
+            cell_int(*row, "sv_active_cancel"), cell_int(*row, "sv_login")};
+}
+
+}  // namespace
+
+TEST_CASE("SHOW PEER_POOLS counts the cancel requests being forwarded to each peer") {
+    SilentPeer silent;
+    const int port = free_port();
+    auto config = pool_config("transaction", 2,
+                              {{"peer_id", "1"}, {"listen_port", std::to_string(port)}});
+    // Peer 3 listens nowhere: forwarding to it fails at once.
+    config.peers = {peer_line(1, port), peer_line(2, silent.port()), peer_line(3, free_port())};
+    Pgtether pooler(config);
+    Conn admin = console(pooler);
+    auto shown = admin.exec("SHOW PEER_POOLS");
+    PGT_REQUIRE_OK(shown);
+    CHECK(named_rows(shown).size() == 2);  // peers 2 and 3; this process is peer 1
+    CHECK_FALSE(find_row(shown, "peer_id", "1"));
+    const std::vector<long long> none{0, 0, 0, 0};
+    CHECK(peer_pool(admin, 2) == none);
+    CHECK(peer_pool(admin, 3) == none);
+
+    // Keys of peers 2 and 3 (the peer id in bytes 1 and 2 of the key, a TTL of 3).
+    auto key_of = [](std::uint32_t peer) {
+        return KeyData{static_cast<std::int32_t>((0x12u << 24) | (peer << 16)), 0x3};
+    };
+    for (int i = 0; i < 3; ++i)
+        send_cancel("127.0.0.1", port, key_of(2));
+    send_cancel("127.0.0.1", port, key_of(3));
+    // Sent to the silent peer and awaiting its close: active, as PgBouncer counts a request
+    // forwarded on a peer connection.
+    const std::vector<long long> three_sent{3, 0, 3, 0};
+    CHECK(eventually([&] { return peer_pool(admin, 2) == three_sent; }));
+    CHECK(pooler.wait_for_log("cannot forward a cancel request to peer 3"));
+    CHECK(peer_pool(admin, 3) == none);
+    // The peer goes away: the requests end, and so do the counts.
+    silent.close();
+    CHECK(eventually([&] { return peer_pool(admin, 2) == none; }));
 }
 
 namespace {
