@@ -931,7 +931,7 @@ std::string admin_help_text() {
            "\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION\n"
            "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS\n"
            "\tSHOW SOCKETS|ACTIVE_SOCKETS|FDS\n"
-           "\tSHOW PEERS|DNS_HOSTS|DNS_ZONES\n"
+           "\tSHOW PEERS|PEER_POOLS|DNS_HOSTS|DNS_ZONES\n"
            "\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n"
            "\tSET key = arg\n"
            "\tRELOAD\n"
