@@ -338,7 +338,8 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("auth_type", Kind::Choice, kHonoured, "md5", &C::auth_type).among(kAuthTypes),
         key<C>("auth_user", Kind::String, kHonoured, "", &C::auth_user),
         key<C>("autodb_idle_timeout", Kind::Seconds, kIgnored, "3600"),
-        key<C>("cancel_wait_timeout", Kind::Seconds, kIgnored, "0"),  // 1.22
+        key<C>("cancel_wait_timeout", Kind::Seconds, kHonoured, "10",
+               &C::cancel_wait_timeout),  // 1.22
         key<C>("client_idle_timeout", Kind::Seconds, kHonoured, "0", &C::client_idle_timeout),
         key<C>("client_login_timeout", Kind::Seconds, kHonoured, "60", &C::client_login_timeout),
         key<C>("client_tls13_ciphers", Kind::String, kHonoured, "",
@@ -552,14 +553,14 @@ const std::vector<KeySpec<U>>& user_keys() {
 }
 
 // [peers] entries (PgBouncer 1.19): where CancelRequests for another peer's keys go. pool_size
-// bounds PgBouncer's connections to a peer; pgtether opens one short connection per forwarded
-// cancel, so it is recognised and reported.
+// bounds the cancel requests in flight to the peer (proxy/server/peer_cancels.hpp), as it bounds
+// PgBouncer's connections to it.
 const std::vector<KeySpec<PeerConfig>>& peer_keys() {
     using P = PeerConfig;
     static const std::vector<KeySpec<P>> keys = {
         key<P>("host", Kind::String, kHonoured, std::nullopt, &P::host),
         key<P>("port", Kind::Decimal, kHonoured, "6432", &P::port).range(1, 65535),
-        key<P>("pool_size", Kind::Decimal, kIgnored, std::nullopt, &P::pool_size),
+        key<P>("pool_size", Kind::Decimal, kHonoured, std::nullopt, &P::pool_size).range(1, 10000),
     };
     return keys;
 }
@@ -815,12 +816,13 @@ class Loader {
     // PgBouncer fills in every [pgbouncer] default each time that section starts (cfparser.c
     // fill_defaults), so a second [pgbouncer] header -- say in an included file -- undoes all
     // earlier settings of that section. pgtether does the same so one file means the same thing
-    // to both.
+    // to both. The other sections' entries stay, [peers] included.
     void reset_global_settings() {
         Config fresh;
         fresh.databases = std::move(cfg_.databases);
         fresh.fallback_database = std::move(cfg_.fallback_database);
         fresh.users = std::move(cfg_.users);
+        fresh.peers = std::move(cfg_.peers);
         cfg_ = std::move(fresh);
         global_notes_.clear();
         auth_type_note_.reset();

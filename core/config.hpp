@@ -99,7 +99,7 @@ struct PeerConfig {
     int id = 0;
     std::string host;
     int port = 6432;
-    std::optional<int> pool_size;  // recognised, not used (docs/configuration.md)
+    std::optional<int> pool_size;  // cancel requests in flight to the peer (proxy/server/peer_cancels.hpp)
     std::string source_file;
     int source_line = 0;
 };
@@ -158,6 +158,7 @@ struct Config {
     Duration client_login_timeout = std::chrono::seconds(60);
     Duration query_timeout{0};
     Duration query_wait_timeout = std::chrono::seconds(120);
+    Duration cancel_wait_timeout = std::chrono::seconds(10);  // 1.22; a cancel not yet forwarded
     Duration client_idle_timeout{0};
     Duration idle_transaction_timeout{0};
     Duration suspend_timeout = std::chrono::seconds(10);

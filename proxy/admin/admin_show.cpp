@@ -20,6 +20,7 @@
 #include "proxy/pool/pool_census.hpp"
 #include "proxy/pool/pool_control.hpp"
 #include "proxy/server/cancel_forwarder.hpp"
+#include "proxy/server/peer_cancels.hpp"
 #include "proxy/server/server.hpp"
 #include "proxy/net/tls.hpp"
 #include "proxy/daemon/version.hpp"
@@ -836,9 +837,10 @@ void show_peers(const Worker& worker, ShowTable& out) {
 }
 
 // PgBouncer 1.19's SHOW PEER_POOLS: per peer, the cancel requests being forwarded to it. PgBouncer
-// keeps a pool of connections per peer; pgtether opens one connection per forwarded request, so a
-// request waiting for its connection (resolving, connecting) counts as cl_waiting_cancel_req and
-// sv_login, one sent and awaiting the peer's close as cl_active_cancel_req and sv_active_cancel.
+// keeps a pool of connections per peer; pgtether opens one connection per forwarded request (at
+// most pool_size at once, proxy/server/peer_cancels.hpp), so a request queued for its turn or
+// waiting for its connection counts as cl_waiting_cancel_req (the latter also as sv_login), one
+// sent and awaiting the peer's close as cl_active_cancel_req and sv_active_cancel.
 // Every configured peer but this process itself has a row.
 void show_peer_pools(const Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"peer_id", kInt4},
@@ -855,7 +857,8 @@ void show_peer_pools(const Worker& worker, ShowTable& out) {
             if (forwarder.peer_id() != id) return;
             ++(forwarder.sent() ? sent : connecting);
         });
-        rs.row({number(id), number(sent), number(connecting), number(sent), number(connecting)});
+        const int waiting = connecting + worker.peer_cancels().queued(id);
+        rs.row({number(id), number(sent), number(waiting), number(sent), number(connecting)});
     }
 }
 

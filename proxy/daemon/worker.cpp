@@ -13,6 +13,7 @@
 #include "protocol/sqlstate.hpp"
 #include "proxy/server/auth_lookups.hpp"
 #include "proxy/server/cancel_forwarder.hpp"
+#include "proxy/server/peer_cancels.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/net/intrusive_list.hpp"
@@ -50,7 +51,8 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
       control_(std::make_unique<PoolControl>(*this)),
-      auth_lookups_(std::make_unique<AuthLookups>(*this)) {
+      auth_lookups_(std::make_unique<AuthLookups>(*this)),
+      peer_cancels_(std::make_unique<PeerCancels>(*this)) {
     // pkt_buf sizes the shared receive buffer; tiny values would only multiply read calls.
     constexpr int kMinReadBuffer = 1024;
     constexpr int kMaxReadBuffer = 16 * 1024 * 1024;
@@ -293,6 +295,12 @@ void Worker::for_each_cancel(const std::function<void(const CancelForwarder&)>& 
     registry_->cancels.for_each([&](CancelForwarder& forwarder) { fn(forwarder); });
 }
 
+void Worker::cancels_janitor(std::uint64_t now) {
+    peer_cancels_->janitor(now);
+    // fail() only starts closing a forwarder's stream: none is deleted during the walk.
+    registry_->cancels.for_each([&](CancelForwarder& forwarder) { forwarder.janitor(now); });
+}
+
 void Worker::cancel_client(const protocol::CancelKey& key, const std::string& from) {
     auto entry = cancels().find(key);
     if (entry && entry->worker == this) entry->client->on_cancel_request(from);
@@ -304,8 +312,7 @@ void Worker::forward_cancel(Server& server) {
 }
 
 void Worker::forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key) {
-    auto* forwarder = new CancelForwarder(*this, peer, key);
-    forwarder->start();
+    peer_cancels_->forward(peer, key);
 }
 
 void Worker::register_cancel(CancelForwarder& forwarder) {
@@ -494,6 +501,7 @@ void Worker::close_everything() {
     for (auto& listener : listeners_) listener->close();
     if (metrics_) metrics_->close();
     auth_lookups_->close_all();
+    peer_cancels_->clear();
 }
 
 void Worker::maybe_finish_shutdown() {

@@ -29,6 +29,7 @@ namespace pgtether {
 
 class AuthLookups;
 class CancelForwarder;
+class PeerCancels;
 class CancelRegistry;
 class Client;
 class ConfigReloader;
@@ -153,6 +154,9 @@ public:
     [[nodiscard]] int cancels_in_flight_for(const Server& server) const;
     // Every cancel request being forwarded, to a backend or to a peer (SHOW PEER_POOLS).
     void for_each_cancel(const std::function<void(const CancelForwarder&)>& fn) const;
+    // The janitor's visit to cancel requests: queued ones and unsent ones past
+    // cancel_wait_timeout are given up.
+    void cancels_janitor(std::uint64_t now);
 
     // Server connections of a database and of a server user, in the whole process (the group's
     // ServerBudget).
@@ -187,6 +191,8 @@ public:
 
     // auth_query lookups: their pooled auth_user connections and queue (proxy/server/auth_lookups.hpp).
     [[nodiscard]] AuthLookups& auth_lookups() { return *auth_lookups_; }
+    [[nodiscard]] PeerCancels& peer_cancels() { return *peer_cancels_; }
+    [[nodiscard]] const PeerCancels& peer_cancels() const { return *peer_cancels_; }
 
     // Every distinct prepared statement any client of this worker prepared.
     [[nodiscard]] StatementRegistry& statements() { return statements_; }
@@ -265,6 +271,7 @@ private:
     std::unique_ptr<PoolControl> control_;
     std::unique_ptr<MetricsServer> metrics_;
     std::unique_ptr<AuthLookups> auth_lookups_;
+    std::unique_ptr<PeerCancels> peer_cancels_;
     ConfigReloader* reloader_ = nullptr;
     std::uint64_t stats_period_ms_ = 0;  // the running stats timer's period
     PoolStats logged_totals_;  // all pools' counters at the previous stats log line

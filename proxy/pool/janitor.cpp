@@ -59,6 +59,7 @@ void Worker::janitor() {
     });
     for (auto& [key, pool] : pools_) pool->janitor(now);
     auth_lookups_->janitor(now);
+    cancels_janitor(now);
     lock_catalog_->tick(now);
     control_->tick();
     if (closing_clients) {

@@ -6,6 +6,7 @@
 #include "proxy/server/server.hpp"
 #include "proxy/net/server_address.hpp"
 #include "proxy/daemon/worker.hpp"
+#include "proxy/server/peer_cancels.hpp"
 
 namespace pgtether {
 
@@ -13,6 +14,7 @@ CancelForwarder::CancelForwarder(Worker& worker, Server& target)
     : worker_(worker), target_(&target), stream_(worker, *this) {
     request_ = protocol::build_cancel_request(target.backend_key());
     target.cancel_started();
+    started_ms_ = worker_.now_ms();
     worker_.register_cancel(*this);
 }
 
@@ -25,10 +27,21 @@ CancelForwarder::CancelForwarder(Worker& worker, const PeerConfig& peer,
       peer_host_(peer.host),
       peer_port_(peer.port),
       peer_id_(peer.id) {
+    started_ms_ = worker_.now_ms();
     worker_.register_cancel(*this);
 }
 
-CancelForwarder::~CancelForwarder() { worker_.unregister_cancel(*this); }
+CancelForwarder::~CancelForwarder() {
+    worker_.unregister_cancel(*this);
+    if (peer_id_ != 0) worker_.peer_cancels().on_forwarder_gone(peer_id_);
+}
+
+void CancelForwarder::janitor(std::uint64_t now_ms) {
+    const auto timeout_ms =
+        static_cast<std::uint64_t>(worker_.config().cancel_wait_timeout.count() / 1000);
+    if (sent_ || finished_ || timeout_ms == 0 || now_ms - started_ms_ < timeout_ms) return;
+    fail("not forwarded within cancel_wait_timeout");
+}
 
 void CancelForwarder::start() {
     if (!peer_host_.empty()) {

@@ -6,6 +6,7 @@
 
 #include <uv.h>
 
+#include <cstdint>
 #include <string>
 
 #include "protocol/startup.hpp"
@@ -34,6 +35,9 @@ public:
     // Whether the request has been sent and the receiver's close is awaited (else it is still
     // being resolved or connected).
     [[nodiscard]] bool sent() const { return sent_; }
+    // Gives up on a request not sent within cancel_wait_timeout (a peer or postmaster that does
+    // not accept); one already sent is left to finish (PgBouncer 1.22).
+    void janitor(std::uint64_t now_ms);
 
     ListHook worker_hook_;
 
@@ -57,6 +61,7 @@ private:
     int peer_id_ = 0;
     bool finished_ = false;
     bool sent_ = false;
+    std::uint64_t started_ms_ = 0;
     bool resolving_ = false;
     bool stream_closed_ = false;
 };

@@ -322,11 +322,12 @@ TEST_CASE(
 
 namespace {
 
-// A peer that never answers: its port accepts connections (the kernel's backlog) but nothing
-// reads them or closes them, until close() resets them all.
+// A peer that never answers: its port accepts connections (the kernel's accept queue) but
+// nothing reads or closes them, until close() resets them all. With a backlog of 0 the queue
+// holds one connection: further connection attempts hang (their SYNs are dropped).
 class SilentPeer {
   public:
-    SilentPeer() {
+    explicit SilentPeer(int backlog) {
         fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in address{};
         address.sin_family = AF_INET;
@@ -334,7 +335,7 @@ class SilentPeer {
         socklen_t length = sizeof address;
         REQUIRE(fd_ >= 0);
         REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-        REQUIRE(::listen(fd_, 16) == 0);
+        REQUIRE(::listen(fd_, backlog) == 0);
         REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
         port_ = ntohs(address.sin_port);
     }
@@ -365,13 +366,18 @@ std::vector<long long> peer_pool(Conn& admin, int peer) {
 
 }  // namespace
 
-TEST_CASE("SHOW PEER_POOLS counts the cancel requests being forwarded to each peer") {
-    SilentPeer silent;
+TEST_CASE(
+    "cancel requests to a peer: at most its pool_size in flight, the rest queued, unsent ones "
+    "dropped after cancel_wait_timeout; SHOW PEER_POOLS counts them") {
+    SilentPeer silent(0);
     const int port = free_port();
     auto config = pool_config("transaction", 2,
-                              {{"peer_id", "1"}, {"listen_port", std::to_string(port)}});
+                              {{"peer_id", "1"},
+                               {"listen_port", std::to_string(port)},
+                               {"cancel_wait_timeout", "2"}});
     // Peer 3 listens nowhere: forwarding to it fails at once.
-    config.peers = {peer_line(1, port), peer_line(2, silent.port()), peer_line(3, free_port())};
+    config.peers = {peer_line(1, port), peer_line(2, silent.port()) + " pool_size=3",
+                    peer_line(3, free_port())};
     Pgtether pooler(config);
     Conn admin = console(pooler);
     auto shown = admin.exec("SHOW PEER_POOLS");
@@ -386,16 +392,27 @@ TEST_CASE("SHOW PEER_POOLS counts the cancel requests being forwarded to each pe
     auto key_of = [](std::uint32_t peer) {
         return KeyData{static_cast<std::int32_t>((0x12u << 24) | (peer << 16)), 0x3};
     };
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 5; ++i)
         send_cancel("127.0.0.1", port, key_of(2));
     send_cancel("127.0.0.1", port, key_of(3));
-    // Sent to the silent peer and awaiting its close: active, as PgBouncer counts a request
-    // forwarded on a peer connection.
-    const std::vector<long long> three_sent{3, 0, 3, 0};
-    CHECK(eventually([&] { return peer_pool(admin, 2) == three_sent; }));
+    // The silent peer's accept queue takes one connection: that request is sent and awaits the
+    // peer's close (active). The others in flight -- at most pool_size = 3 in all, split over
+    // the workers -- hang connecting (sv_login), the rest are queued: all of them wait.
+    CHECK(eventually([&] {
+        auto counts = peer_pool(admin, 2);
+        return counts.size() == 4 && counts[0] == 1 && counts[1] == 4 && counts[2] == 1 &&
+               counts[3] >= 1;
+    }));
+    const auto in_flight = peer_pool(admin, 2);
+    REQUIRE(in_flight.size() == 4);
+    CHECK(in_flight[2] + in_flight[3] <= 3);
     CHECK(pooler.wait_for_log("cannot forward a cancel request to peer 3"));
     CHECK(peer_pool(admin, 3) == none);
-    // The peer goes away: the requests end, and so do the counts.
+    // After cancel_wait_timeout every request not sent is given up; the sent one is not.
+    const std::vector<long long> one_sent{1, 0, 1, 0};
+    CHECK(eventually([&] { return peer_pool(admin, 2) == one_sent; }, 10s));
+    CHECK(pooler.wait_for_log("not forwarded within cancel_wait_timeout"));
+    // The peer goes away: the sent request ends too.
     silent.close();
     CHECK(eventually([&] { return peer_pool(admin, 2) == none; }));
 }

@@ -559,6 +559,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "server_login_retry",
                                             "query_timeout",
                                             "query_wait_timeout",
+                                            "cancel_wait_timeout",
                                             "client_idle_timeout",
                                             "client_login_timeout",
                                             "idle_transaction_timeout",
@@ -1023,22 +1024,34 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
               "[pgbouncer]\n"
               "auth_type = hba\n"
               "disable_pqexec = 1\n"
-              "disable_pqexec = 0\n");
+              "disable_pqexec = 0\n"
+              "dns_max_ttl = 30\n");
     auto cfg = load_config("main.ini");
     const std::string suffix = ": recognised but not supported by pgtether";
-    // auth_type = hba and [databases] auth_query are honoured, so not reported.
+    // auth_type = hba, [databases] auth_query and [peers] pool_size are honoured, so not
+    // reported.
     std::vector<std::string> expected = {
         "extra.ini:4: [databases] max_db_client_connections" + suffix,
-        "main.ini:14: [peers] pool_size" + suffix,
+        "main.ini:19: dns_max_ttl" + suffix,
     };
     CHECK(cfg->unsupported_keys == expected);
+    // [peers] entries survive the [pgbouncer] section that follows them, as in PgBouncer.
+    REQUIRE(cfg->peers.count(2) == 1);
+    CHECK(cfg->peers.at(2).pool_size == 3);
+    CHECK_FALSE(cfg->peers.at(1).pool_size.has_value());
     CHECK(cfg->auth_type == AuthType::Hba);
     REQUIRE(cfg->find_database("x") != nullptr);
     CHECK(cfg->find_database("x")->auth_query == "SELECT 1");
 
     cfg = load_config((tmp.path() / "main.ini").string());
     REQUIRE(cfg->unsupported_keys.size() == 2);  // names the files as given
-    CHECK(contains(cfg->unsupported_keys[1], (tmp.path() / "main.ini").string() + ":14:"));
+    CHECK(contains(cfg->unsupported_keys[1], (tmp.path() / "main.ini").string() + ":19:"));
+}
+
+TEST_CASE("cancel_wait_timeout: PgBouncer 1.22's default of 10 s; 0 is no limit") {
+    CHECK(load_text("[pgbouncer]\n")->cancel_wait_timeout == std::chrono::seconds(10));
+    CHECK(load_text("[pgbouncer]\ncancel_wait_timeout = 2.5\n")->cancel_wait_timeout == 2500ms);
+    CHECK(load_text("[pgbouncer]\ncancel_wait_timeout = 0\n")->cancel_wait_timeout.count() == 0);
 }
 
 TEST_CASE("unsupported keys: values stored where Config has a field") {

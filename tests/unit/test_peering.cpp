@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/peering.hpp"
+#include "proxy/server/peer_cancels.hpp"
 
 using namespace pgtether;
 using protocol::CancelKey;
@@ -96,4 +97,12 @@ TEST_CASE("route_cancel: local, forwarded with the TTL decremented, or dropped")
         CHECK(route.peer == row.peer);
         CHECK(route.key == row.routed);
     }
+}
+
+TEST_CASE("cancel requests in flight to a peer: its pool_size split over the workers, at least 1") {
+    CHECK(PeerCancels::limit(20, 1) == 20);
+    CHECK(PeerCancels::limit(20, 2) == 10);
+    CHECK(PeerCancels::limit(3, 2) == 1);
+    CHECK(PeerCancels::limit(1, 4) == 1);
+    CHECK(PeerCancels::limit(1, 0) == 1);
 }

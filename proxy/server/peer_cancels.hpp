@@ -1,0 +1,61 @@
+// Cancel requests on their way to peers ([peers], core/peering.hpp), bounded as PgBouncer bounds
+// its peer pools: at most the peer's pool_size requests in flight at once (connecting, or sent
+// and awaiting the peer's close), split over the workers; the rest wait in order, and one not
+// forwarded within cancel_wait_timeout is dropped (PgBouncer 1.22's semantics: a request already
+// sent is never timed out, so a late cancel cannot hit a later query).
+//
+// Without the bound, a stream of CancelRequests carrying keys of a peer that is down or never
+// answers -- anyone who can connect may send them, no login needed -- would make pgtether open
+// and hold one connection per request.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+
+#include "protocol/startup.hpp"
+
+namespace pgtether {
+
+class Worker;
+struct PeerConfig;
+
+class PeerCancels {
+  public:
+    explicit PeerCancels(Worker& worker) : worker_(worker) {}
+
+    // Forwards `key` to `peer` now, or queues it behind the requests in flight to that peer.
+    void forward(const PeerConfig& peer, const protocol::CancelKey& key);
+    // A forwarder to `peer_id` is gone: the next queued request may go.
+    void on_forwarder_gone(int peer_id);
+    // Drops queued requests that have waited cancel_wait_timeout (0: no limit).
+    void janitor(std::uint64_t now_ms);
+    // Requests waiting for a turn to `peer_id` (SHOW PEER_POOLS' cl_waiting_cancel_req).
+    [[nodiscard]] int queued(int peer_id) const;
+    // How many requests to `peer` one worker may have in flight: the peer's pool_size (else
+    // default_pool_size) split over `workers` workers, at least one.
+    [[nodiscard]] static int limit(int pool_size, std::size_t workers);
+    // Shutting down: nothing queued goes out any more.
+    void clear() { peers_.clear(); }
+
+  private:
+    struct Queued {
+        protocol::CancelKey key;
+        std::uint64_t since_ms;
+    };
+    struct Peer {
+        int in_flight = 0;
+        std::deque<Queued> queued;
+    };
+
+    [[nodiscard]] int limit_for(const PeerConfig& peer) const;
+    void start(const PeerConfig& peer, const protocol::CancelKey& key);
+    // Starts queued requests to `peer_id` while there is room (the peer may have left the
+    // configuration by a reload: then they are dropped).
+    void pump(int peer_id);
+
+    Worker& worker_;
+    std::map<int, Peer> peers_;
+};
+
+}  // namespace pgtether
