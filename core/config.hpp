@@ -99,7 +99,8 @@ struct PeerConfig {
     int id = 0;
     std::string host;
     int port = 6432;
-    std::optional<int> pool_size;  // cancel requests in flight to the peer (proxy/server/peer_cancels.hpp)
+    // Cancel requests in flight to the peer at once (proxy/server/peer_cancels.hpp).
+    std::optional<int> pool_size;
     std::string source_file;
     int source_line = 0;
 };

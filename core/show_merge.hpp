@@ -20,8 +20,8 @@ struct ShowTable {
 // How a SHOW subject's tables combine.
 enum class ShowMerge {
     Concatenate,  // one row per object (CLIENTS, SERVERS, SOCKETS, LOCKS, FDS): every worker's
-    SumByKey,     // one row per key (POOLS, PEER_POOLS, STATS, TOTALS, LISTS, MEM, LOCK_FUNCTIONS): numbers
-                  // added up, text taken from the first row of the key
+    SumByKey,     // one row per key (POOLS, PEER_POOLS, STATS, TOTALS, LISTS, MEM,
+                  // LOCK_FUNCTIONS): numbers added up, text taken from the first row of the key
     First,        // the same on every worker (CONFIG, DATABASES, USERS, VERSION, STATE, ...)
 };
 

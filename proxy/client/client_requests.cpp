@@ -431,10 +431,12 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
             untracked_statement_names_ = true;
             return false;
         case ParseAction::ForwardRememberEffects:
+            server_->note_parsed_name(parse.statement);
             statements.remember(parse.statement,
                                 withheld_statement(relevant | unscanned_effects()));
             return false;
         case ParseAction::ForwardRemember:
+            server_->note_parsed_name(parse.statement);
             statements.remember(parse.statement, intern());
             return false;
         case ParseAction::RefuseDuplicate:
@@ -487,7 +489,15 @@ bool Client::route_bind(ByteSpan body, Outbound& out, std::size_t body_missing) 
     StatementTranslator statements = translator(out);
     StatementPtr statement =
         names->statement.empty() ? server_->unnamed_statement() : statements.find(names->statement);
-    if (statement) {
+    if (statement && !names->statement.empty() && !server_->translates_statements() &&
+        !server_->parsed_in_link(names->statement)) {
+        // The name goes as sent, and this backend did not get it from this client during the
+        // link: what runs is whatever the backend holds under it, maybe another client's
+        // statement, whose effects are not those of the client's text. Probe.
+        server_->mark_effects(unscanned_effects());
+        account_uncertain();
+        server_->lock_accounting().forget_portal(names->portal);
+    } else if (statement) {
         // The parameters of a streamed Bind are not here to read: the accounting is uncertain.
         note_bound_effects(*names, statement, body_missing ? ByteSpan{} : body);
     } else if (!names->statement.empty() && untracked_statement_names_) {

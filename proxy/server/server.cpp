@@ -292,6 +292,7 @@ void Server::link(Client& client) {
     tracker_.reset();
     requests_.clear();
     translate_statements_ = worker_.config().max_prepared_statements > 0;
+    if (link_parsed_names_) link_parsed_names_->clear();
     if (client.id() != last_client_id_) {
         // The same client again (one client, or a busy one meeting the backend it just
         // released) keeps its description: nothing it contains changes after login.
@@ -345,6 +346,17 @@ void Server::note_unnamed_statement(StatementPtr statement) {
     // Sent when nothing is owed, the message is not skipped by an earlier error: then the
     // backend's unnamed statement is known again. Otherwise it stays unknown if it was.
     if (tracker_.quiet()) unnamed_unknown_ = false;
+}
+
+void Server::note_parsed_name(std::string_view name) {
+    if (!link_parsed_names_) {
+        link_parsed_names_ = std::make_unique<std::unordered_set<std::string>>();
+    }
+    if (link_parsed_names_->size() < kMaxLinkParsedNames) link_parsed_names_->emplace(name);
+}
+
+bool Server::parsed_in_link(std::string_view name) const {
+    return link_parsed_names_ && link_parsed_names_->count(std::string(name)) != 0;
 }
 
 void Server::note_request_start(std::uint64_t now_us) {

@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "protocol/backend_messages.hpp"
@@ -158,6 +160,14 @@ public:
     // After an error the backend skips messages up to the next Sync, a Parse of "" among them:
     // which statement a later Bind of "" runs is not known until one is parsed at a quiet point.
     [[nodiscard]] bool unnamed_statement_unknown() const { return unnamed_unknown_; }
+    // Without statement translation a name goes to the backend as the client sent it, so a Bind
+    // runs whatever this backend holds under the name -- perhaps another client's statement of
+    // the same name (pgjdbc's S_1, ...). Only a name the linked client parsed here during the
+    // link is known to be its own text. At most kMaxLinkParsedNames are kept; beyond, a name
+    // counts as not parsed here (its Bind is probed: over-inclusive, never wrong).
+    void note_parsed_name(std::string_view name);
+    [[nodiscard]] bool parsed_in_link(std::string_view name) const;
+    static constexpr std::size_t kMaxLinkParsedNames = 1024;
     // Exact lock accounting for the current transaction (docs/advisory-locks.md): the client
     // arms it and adds what its statements will report; the backend's answers complete it.
     [[nodiscard]] LockAccounting& lock_accounting() { return locks_; }
@@ -293,6 +303,8 @@ private:
     std::uint32_t effects_ = 0;
     StatementPtr unnamed_statement_;  // see unnamed_statement()
     bool unnamed_unknown_ = false;    // see unnamed_statement_unknown()
+    // See note_parsed_name(); allocated on first use, emptied at each link.
+    std::unique_ptr<std::unordered_set<std::string>> link_parsed_names_;
     LockAccounting locks_;
     // Kind masks whose transaction-end probe is prepared on this backend (as
     // "pgtether_probe_<mask>"); cleared by DISCARD ALL / DEALLOCATE ALL.

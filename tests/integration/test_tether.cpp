@@ -507,3 +507,36 @@ TEST_CASE("a failed extended-protocol message: no probe until the client's Sync"
     REQUIRE(held.has_value());
     CHECK(held->value() == "0");
 }
+
+TEST_CASE(
+    "without statement translation, a Bind of a name the backend got from another client is "
+    "probed") {
+    // max_prepared_statements = 0: names go to the backends as the clients send them, so a
+    // client's name may stand for another client's statement on the backend it meets.
+    Pgtether pooler(two_backends({{"max_prepared_statements", "0"}}));
+    const std::string conninfo = pooler.conninfo();
+    Conn a = Conn::must(conninfo);
+    Conn b = Conn::must(conninfo);
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    const std::string a_backend = scalar(a, "SELECT pg_backend_pid()");
+    // b gets the other backend and leaves a lock statement there under the name s1; a has a
+    // harmless one of the same name on its own backend.
+    PGT_REQUIRE_OK(b.prepare("s1", "SELECT pg_advisory_lock($1)"));
+    PGT_REQUIRE_OK(a.prepare("s1", "SELECT $1::bigint"));
+    PGT_REQUIRE_OK(a.exec("COMMIT"));
+    // c holds a's backend, so a's next transaction runs on the one with b's s1.
+    PGT_REQUIRE_OK(b.exec("BEGIN"));  // b's own backend
+    Conn c = Conn::must(conninfo);
+    PGT_REQUIRE_OK(c.exec("BEGIN"));
+    REQUIRE(scalar(c, "SELECT pg_backend_pid()") == a_backend);
+    PGT_REQUIRE_OK(b.exec("ROLLBACK"));
+    PGT_REQUIRE_OK(a.exec_prepared("s1", {"731040"}));
+    PGT_REQUIRE_OK(c.exec("ROLLBACK"));
+    // a now holds a session lock, whatever its own text said: tethered, as on a direct
+    // connection the lock would stay with its session.
+    CHECK(advisory_locks_held(731040) == 1);
+    CHECK(second_transaction_waits(conninfo));
+    CHECK(scalar(a, "SELECT pg_advisory_unlock(731040)") == "t");
+    CHECK(advisory_locks_held(731040) == 0);
+    CHECK(two_transactions_fit(conninfo));
+}

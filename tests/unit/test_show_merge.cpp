@@ -31,6 +31,8 @@ TEST_CASE("merge rules per SHOW subject") {
     CHECK(show_merge_rule("servers").merge == ShowMerge::Concatenate);
     CHECK(show_merge_rule("pools").merge == ShowMerge::SumByKey);
     CHECK(show_merge_rule("pools").key_columns == 2);
+    CHECK(show_merge_rule("peer_pools").merge == ShowMerge::SumByKey);
+    CHECK(show_merge_rule("peer_pools").key_columns == 1);  // peer_id
     CHECK(show_merge_rule("stats").key_columns == 1);
     CHECK(show_merge_rule("config").merge == ShowMerge::First);
     CHECK(show_merge_rule("databases").merge == ShowMerge::First);
