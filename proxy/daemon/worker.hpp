@@ -29,13 +29,13 @@ namespace pgtether {
 
 class AuthLookups;
 class CancelForwarder;
-class PeerCancels;
 class CancelRegistry;
 class Client;
 class ConfigReloader;
 class Listener;
 class LockCatalog;
 class MetricsServer;
+class PeerCancels;
 class Pool;
 class PoolControl;
 class Server;

@@ -67,11 +67,9 @@ void PeerCancels::janitor(std::uint64_t now_ms) {
     const auto timeout_ms =
         static_cast<std::uint64_t>(worker_.config().cancel_wait_timeout.count() / 1000);
     for (auto& [peer_id, state] : peers_) {
-        // Room may have appeared without a forwarder ending: a reload raised the pool_size.
-        pump(peer_id);
-        if (timeout_ms == 0) continue;
         std::size_t dropped = 0;
-        while (!state.queued.empty() && now_ms - state.queued.front().since_ms >= timeout_ms) {
+        while (timeout_ms != 0 && !state.queued.empty() &&
+               now_ms - state.queued.front().since_ms >= timeout_ms) {
             state.queued.pop_front();
             ++dropped;
         }
@@ -80,6 +78,8 @@ void PeerCancels::janitor(std::uint64_t now_ms) {
                          "cancel_wait_timeout",
                          dropped, peer_id);
         }
+        // Room may have appeared without a forwarder ending: a reload raised the pool_size.
+        pump(peer_id);
     }
 }
 
