@@ -11,6 +11,7 @@
 
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/helpers.hpp"
@@ -124,6 +125,61 @@ void check_tethered_by(const Pgtether& pooler, const std::string& database,
     CHECK(scalar(other, "SELECT pg_try_advisory_lock(" + std::to_string(key) + ")") == "t");
     CHECK(scalar(other, "SELECT release_job_lock(" + std::to_string(key) + ")") == "t");
 }
+
+// `holder` has just taken the session lock `key` through a wrapper: it is tethered and `other`
+// cannot take the lock; release_job_lock releases it and ends the tether.
+void check_holder_tethered(const std::string& conninfo, Conn& holder, Conn& other, long long key) {
+    const std::string k = std::to_string(key);
+    CHECK(advisory_locks_held(key) == 1);
+    CHECK(scalar(other, "SELECT pg_try_advisory_lock(" + k + ")") == "f");
+    CHECK(second_transaction_waits(conninfo));
+    CHECK(scalar(holder, "SELECT release_job_lock(" + k + ")") == "t");
+    CHECK(advisory_locks_held(key) == 0);
+    CHECK(two_transactions_fit(conninfo));
+}
+
+// release_job_lock(k) unlocks; later_lock(k) takes no lock until make_later_lock_a_wrapper().
+void create_later_lock(const ScratchDatabase& db) {
+    db.exec_ok(
+        "CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
+        "AS 'SELECT pg_advisory_unlock(k)'");
+    db.exec_ok("CREATE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE sql AS 'SELECT 1'");
+}
+
+// later_lock(k) takes the session lock k from now on (changed behind pgtether's back), and a
+// RELOAD has discovered it.
+void make_later_lock_a_wrapper(const ScratchDatabase& db, Pgtether& pooler) {
+    db.exec_ok(
+        "CREATE OR REPLACE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE plpgsql "
+        "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$");
+    pooler.reload();
+    REQUIRE(eventually([&] { return found_as(pooler, db.name(), "later_lock", "discovered"); }));
+}
+
+// A scratch database with release_job_lock and a later_lock that takes no lock yet, a pgtether
+// in front of it that discovers only on RELOAD or a catalog change through it, and two clients.
+class LaterLockSetup {
+  public:
+    explicit LaterLockSetup(const std::string& suffix)
+        : db_(suffix),
+          created_((create_later_lock(db_), true)),
+          pooler_(two_backends({{"advisory_lock_discovery_interval", "3600"}})),
+          conninfo_(pooler_.conninfo("", db_.name())),
+          holder_(Conn::must(conninfo_)),
+          other_(Conn::must(conninfo_)) {}
+
+    std::tuple<ScratchDatabase&, Pgtether&, const std::string&, Conn&, Conn&> parts() {
+        return {db_, pooler_, conninfo_, holder_, other_};
+    }
+
+  private:
+    ScratchDatabase db_;
+    bool created_;  // the functions exist before any client logs in (and discovery first runs)
+    Pgtether pooler_;
+    std::string conninfo_;
+    Conn holder_;
+    Conn other_;
+};
 
 }  // namespace
 
@@ -248,65 +304,32 @@ TEST_CASE("a wrapper created and dropped through pgtether is discovered without 
 }
 
 TEST_CASE("a named statement prepared before its function became a wrapper tethers once it is") {
-    ScratchDatabase db("prepared");
-    db.exec_ok(
-        "CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
-        "AS 'SELECT pg_advisory_unlock(k)'");
-    db.exec_ok("CREATE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE sql AS 'SELECT 1'");
-    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"}}));
-    const std::string& name = db.name();
-    const std::string conninfo = pooler.conninfo("", name);
-    Conn holder = Conn::must(conninfo);
-    Conn other = Conn::must(conninfo);
+    LaterLockSetup setup("prepared");
+    auto [db, pooler, conninfo, holder, other] = setup.parts();
     // Prepared while later_lock takes no lock: the statement's text matched nothing then.
     PGT_REQUIRE_OK(holder.prepare("take", "SELECT later_lock($1)"));
     PGT_REQUIRE_OK(holder.exec_prepared("take", {"1"}));
     // Now it does (behind pgtether's back), and a RELOAD discovers it.
-    db.exec_ok(
-        "CREATE OR REPLACE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE plpgsql "
-        "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$");
-    pooler.reload();
-    REQUIRE(eventually([&] { return found_as(pooler, name, "later_lock", "discovered"); }));
+    make_later_lock_a_wrapper(db, pooler);
     // The same named statement, executed again: the Bind scans its text with the new names.
     PGT_REQUIRE_OK(holder.exec_prepared("take", {"731030"}));
-    CHECK(advisory_locks_held(731030) == 1);
-    CHECK(scalar(other, "SELECT pg_try_advisory_lock(731030)") == "f");
-    CHECK(second_transaction_waits(conninfo));
-    CHECK(scalar(holder, "SELECT release_job_lock(731030)") == "t");
-    CHECK(advisory_locks_held(731030) == 0);
+    check_holder_tethered(conninfo, holder, other, 731030);
 }
 
 TEST_CASE("an unnamed Parse text scanned before its function became a wrapper tethers once it is") {
     // Drivers send the same unnamed Parse for every execution; pgtether remembers the trigger's
     // answer per text (protocol/scan_memo.hpp). A discovery that changes the names must not
     // leave the old answer in place.
-    ScratchDatabase db("unnamed");
-    db.exec_ok(
-        "CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
-        "AS 'SELECT pg_advisory_unlock(k)'");
-    db.exec_ok("CREATE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE sql AS 'SELECT 1'");
-    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"}}));
-    const std::string& name = db.name();
-    const std::string conninfo = pooler.conninfo("", name);
-    Conn holder = Conn::must(conninfo);
-    Conn other = Conn::must(conninfo);
+    LaterLockSetup setup("unnamed");
+    auto [db, pooler, conninfo, holder, other] = setup.parts();
     const std::string text = "SELECT later_lock($1)";
     for (int i = 0; i < 3; ++i)
         PGT_REQUIRE_OK(holder.exec_params(text, {"1"}));
     CHECK(two_transactions_fit(conninfo));  // no lock, no tether: the text matched nothing
-    db.exec_ok(
-        "CREATE OR REPLACE FUNCTION later_lock(k bigint) RETURNS void LANGUAGE plpgsql "
-        "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$");
-    pooler.reload();
-    REQUIRE(eventually([&] { return found_as(pooler, name, "later_lock", "discovered"); }));
+    make_later_lock_a_wrapper(db, pooler);
     // The same text again, as an unnamed Parse: scanned with the new names, so tethered.
     PGT_REQUIRE_OK(holder.exec_params(text, {"731031"}));
-    CHECK(advisory_locks_held(731031) == 1);
-    CHECK(scalar(other, "SELECT pg_try_advisory_lock(731031)") == "f");
-    CHECK(second_transaction_waits(conninfo));
-    CHECK(scalar(holder, "SELECT release_job_lock(731031)") == "t");
-    CHECK(advisory_locks_held(731031) == 0);
-    CHECK(two_transactions_fit(conninfo));
+    check_holder_tethered(conninfo, holder, other, 731031);
 }
 
 TEST_CASE("a database whose discovery fails keeps serving, and discovery is retried") {
