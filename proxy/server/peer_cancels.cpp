@@ -21,44 +21,46 @@ int PeerCancels::limit_for(const PeerConfig& peer) const {
                  worker_.group().size());
 }
 
+int PeerCancels::in_flight(int peer_id) const {
+    int count = 0;
+    worker_.for_each_cancel([&](const CancelForwarder& forwarder) {
+        if (forwarder.peer_id() == peer_id) ++count;
+    });
+    return count;
+}
+
 void PeerCancels::forward(const PeerConfig& peer, const protocol::CancelKey& key) {
-    Peer& state = peers_[peer.id];
-    if (state.in_flight < limit_for(peer) && state.queued.empty()) {
+    std::deque<Queued>& queued = queued_[peer.id];
+    if (queued.empty() && in_flight(peer.id) < limit_for(peer)) {
         start(peer, key);
         return;
     }
-    state.queued.push_back({key, worker_.now_ms()});
+    queued.push_back({key, worker_.now_ms()});
 }
 
 void PeerCancels::start(const PeerConfig& peer, const protocol::CancelKey& key) {
-    ++peers_[peer.id].in_flight;
     auto* forwarder = new CancelForwarder(worker_, peer, key);  // deletes itself when done
     forwarder->start();
 }
 
-void PeerCancels::on_forwarder_gone(int peer_id) {
-    auto it = peers_.find(peer_id);
-    if (it == peers_.end()) return;  // cleared by a shutdown meanwhile
-    if (it->second.in_flight > 0) --it->second.in_flight;
-    pump(peer_id);
-}
+void PeerCancels::on_forwarder_gone(int peer_id) { pump(peer_id); }
 
 void PeerCancels::pump(int peer_id) {
-    auto it = peers_.find(peer_id);
-    if (it == peers_.end() || worker_.shutting_down()) return;
+    auto it = queued_.find(peer_id);
+    if (it == queued_.end() || it->second.empty() || worker_.shutting_down()) return;
+    std::deque<Queued>& queued = it->second;
     const auto& peers = worker_.config().peers;
     auto peer = peers.find(peer_id);
     if (peer == peers.end()) {
-        if (!it->second.queued.empty()) {
-            spdlog::warn("dropped {} cancel requests for peer {}: it is no longer configured",
-                         it->second.queued.size(), peer_id);
-        }
-        it->second.queued.clear();
+        spdlog::warn("dropped {} cancel requests for peer {}: it is no longer configured",
+                     queued.size(), peer_id);
+        queued.clear();
         return;
     }
-    while (!it->second.queued.empty() && it->second.in_flight < limit_for(peer->second)) {
-        const protocol::CancelKey key = it->second.queued.front().key;
-        it->second.queued.pop_front();
+    const int limit = limit_for(peer->second);
+    for (int running = in_flight(peer_id); !queued.empty() && running < limit; ++running) {
+        const protocol::CancelKey key = queued.front().key;
+        queued.pop_front();
         start(peer->second, key);
     }
 }
@@ -66,11 +68,11 @@ void PeerCancels::pump(int peer_id) {
 void PeerCancels::janitor(std::uint64_t now_ms) {
     const auto timeout_ms =
         static_cast<std::uint64_t>(worker_.config().cancel_wait_timeout.count() / 1000);
-    for (auto& [peer_id, state] : peers_) {
+    for (auto& [peer_id, queued] : queued_) {
         std::size_t dropped = 0;
-        while (timeout_ms != 0 && !state.queued.empty() &&
-               now_ms - state.queued.front().since_ms >= timeout_ms) {
-            state.queued.pop_front();
+        while (timeout_ms != 0 && !queued.empty() &&
+               now_ms - queued.front().since_ms >= timeout_ms) {
+            queued.pop_front();
             ++dropped;
         }
         if (dropped > 0) {
@@ -84,8 +86,8 @@ void PeerCancels::janitor(std::uint64_t now_ms) {
 }
 
 int PeerCancels::queued(int peer_id) const {
-    auto it = peers_.find(peer_id);
-    return it == peers_.end() ? 0 : static_cast<int>(it->second.queued.size());
+    auto it = queued_.find(peer_id);
+    return it == queued_.end() ? 0 : static_cast<int>(it->second.size());
 }
 
 }  // namespace pgtether

@@ -26,7 +26,8 @@ class PeerCancels {
 
     // Forwards `key` to `peer` now, or queues it behind the requests in flight to that peer.
     void forward(const PeerConfig& peer, const protocol::CancelKey& key);
-    // A forwarder to `peer_id` is gone: the next queued request may go.
+    // A forwarder to `peer_id` is gone (no longer among the worker's): the next queued request
+    // may go.
     void on_forwarder_gone(int peer_id);
     // Drops queued requests that have waited cancel_wait_timeout (0: no limit).
     void janitor(std::uint64_t now_ms);
@@ -36,26 +37,24 @@ class PeerCancels {
     // default_pool_size) split over `workers` workers, at least one.
     [[nodiscard]] static int limit(int pool_size, std::size_t workers);
     // Shutting down: nothing queued goes out any more.
-    void clear() { peers_.clear(); }
+    void clear() { queued_.clear(); }
 
   private:
     struct Queued {
         protocol::CancelKey key;
         std::uint64_t since_ms;
     };
-    struct Peer {
-        int in_flight = 0;
-        std::deque<Queued> queued;
-    };
 
     [[nodiscard]] int limit_for(const PeerConfig& peer) const;
+    // Forwarders to `peer_id` alive now (connecting, or sent and awaiting the close).
+    [[nodiscard]] int in_flight(int peer_id) const;
     void start(const PeerConfig& peer, const protocol::CancelKey& key);
     // Starts queued requests to `peer_id` while there is room (the peer may have left the
     // configuration by a reload: then they are dropped).
     void pump(int peer_id);
 
     Worker& worker_;
-    std::map<int, Peer> peers_;
+    std::map<int, std::deque<Queued>> queued_;  // by peer id
 };
 
 }  // namespace pgtether
