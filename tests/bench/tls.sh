@@ -66,6 +66,7 @@ targets="direct pgbouncer pgtether"
 reference=""
 keep=0
 idle=0
+breakdown=0
 pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
 pgbouncer_bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
 
