@@ -45,10 +45,6 @@ class SubstringMatcher {
     [[nodiscard]] State step(State state, std::uint8_t byte) const {
         return next_[(state & ~kHitBit) + byte_class_[byte]];
     }
-    // Whether some pattern ends at the byte that led to `state` (only then is mask() non-zero).
-    // A caller may OR the states of a run together and test once, then collect the masks with
-    // find_all() in the rare run that has a hit.
-    [[nodiscard]] static bool hit(State state) { return (state & kHitBit) != 0; }
     // Union of the masks of the patterns that end at the byte that led to `state`.
     [[nodiscard]] std::uint32_t mask(State state) const {
         return (state & kHitBit) == 0 ? 0 : mask_[(state & ~kHitBit) / class_count_];
