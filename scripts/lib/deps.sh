@@ -4,6 +4,7 @@
 #
 #   scripts/lib/deps.sh           # build + test + demo + bench dependencies
 #   scripts/lib/deps.sh --fuzz    # the same plus clang and its libFuzzer/sanitizer runtimes
+#   scripts/lib/deps.sh --bench   # the same plus liburing (tests/bench/relay_floor.cpp's io_uring mode)
 #   scripts/lib/deps.sh --check [--fuzz]   # only list what is missing (exit 1 if anything is)
 #
 # PGT_DEPS_SIMULATE=1 passes --simulate to apt-get install (shows what would happen, installs
@@ -23,6 +24,9 @@ PGT_DEPS_CORE=(
 )
 # Only needed for the libFuzzer targets (PGTETHER_FUZZ=ON): clang's fuzzer and sanitizer runtimes.
 PGT_DEPS_FUZZ=(clang libclang-rt-14-dev)
+# Only needed by the benchmark's relay:uring target (tests/bench/compare.sh builds relay_floor.cpp
+# against it); pgtether itself does not link it.
+PGT_DEPS_BENCH=(liburing-dev)
 
 pgt_pkg_installed() {
     [[ $(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null || true) == installed ]]
@@ -102,16 +106,18 @@ pgt_deps_missing() {
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-    check=0 fuzz=0
+    check=0 fuzz=0 bench=0
     for arg in "$@"; do
         case "$arg" in
         --check) check=1 ;;
         --fuzz) fuzz=1 ;;
-        *) pgt_die "usage: $0 [--check] [--fuzz]" ;;
+        --bench) bench=1 ;;
+        *) pgt_die "usage: $0 [--check] [--fuzz] [--bench]" ;;
         esac
     done
     wanted=("${PGT_DEPS_CORE[@]}")
     ((fuzz)) && wanted+=("${PGT_DEPS_FUZZ[@]}")
+    ((bench)) && wanted+=("${PGT_DEPS_BENCH[@]}")
     if ((check)); then
         missing_list="$(pgt_deps_missing "${wanted[@]}")"
         [[ -z $missing_list ]] || { printf "missing: %s\n" "$(tr "\n" " " <<<"$missing_list")"; exit 1; }

@@ -51,8 +51,12 @@ usage: tests/bench/compare.sh [options]
                         pgbouncer:session = PgBouncer in session mode with one backend per
                         client, the setup lock users run today; baseline = the --baseline
                         binary with pgtether's ini), pgtether:discovery_on and
-                        pgtether:discovery_off (advisory_lock_discovery = on / off);
-                        default "direct pgbouncer pgtether"
+                        pgtether:discovery_off (advisory_lock_discovery = on / off),
+                        relay:epoll and relay:uring (tests/bench/relay_floor.cpp: one server
+                        connection per client, bytes copied both ways, nothing parsed -- the
+                        floor under any pooler's CPU, with read/write per message or with
+                        io_uring's batched submission; compare at as many clients as the pool
+                        has backends, 1 or 20); default "direct pgbouncer pgtether"
   --reference TARGET    ratios are computed against this target (default pgbouncer when it is
                         a target, else the first target)
   --pgtether-set 'K = V'  an extra [pgbouncer] line for pgtether only (repeatable)
@@ -164,6 +168,7 @@ for target in $targets; do
     direct | pgbouncer | pgbouncer:session | pgtether | pgtether:on | pgtether:off) ;;
     pgtether:every_transaction | pgtether:discovery_on | pgtether:discovery_off) ;;
     baseline) [[ -x ${baseline_bin:-} ]] || pgt_die "the target baseline needs --baseline PATH" ;;
+    relay:epoll | relay:uring) ;;
     *) usage ;;
     esac
 done
@@ -230,6 +235,7 @@ ini_of() {
 sed -e 's/^pool_mode = .*/pool_mode = session/' \
     -e "s/^default_pool_size = .*/default_pool_size = $max_clients/" \
     "$state/pgbouncer.ini" >"$(ini_of pgbouncer:session)"
+bench_prepare_relays "$targets"
 for target in $targets; do
     [[ $target == pgtether* || $target == baseline ]] || continue
     ini="$(ini_of "$target")"
@@ -253,6 +259,7 @@ pooler_bin() {
     pgbouncer*) printf '%s\n' "$pgbouncer_bin" ;;
     pgtether*) printf '%s\n' "$pgtether_bin" ;;
     baseline) printf '%s\n' "$baseline_bin" ;;
+    relay:*) printf '%s\n' "$state/relay_floor" ;;
     esac
 }
 

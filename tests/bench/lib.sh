@@ -52,6 +52,26 @@ bench_pooler_start() {
     fi
 }
 
+# For the relay:MODE targets among "$1" (tests/bench/relay_floor.cpp, the floor under any pooler's
+# CPU): builds the relay into $state/relay_floor -- with io_uring when relay:uring is asked for,
+# installing Debian's liburing first -- and writes each target's conf, $state/relay-MODE.ini,
+# listening on $pooler_port and forwarding to PostgreSQL on $PGT_PG_PORT. No-op without relay targets.
+bench_prepare_relays() {
+    local targets=" $1 " flags=() target
+    [[ $targets == *" relay:"* ]] || return 0
+    if [[ $targets == *" relay:uring "* ]]; then
+        "$PGT_ROOT/scripts/lib/deps.sh" --bench
+        flags=(-DRELAY_WITH_URING -luring)
+    fi
+    g++ -O2 -std=c++20 "$PGT_ROOT/tests/bench/relay_floor.cpp" -o "$state/relay_floor" "${flags[@]}" ||
+        pgt_die "could not build tests/bench/relay_floor.cpp"
+    for target in $1; do
+        [[ $target == relay:* ]] || continue
+        printf 'mode = %s\nlisten_port = %s\nupstream_port = %s\n' "${target#relay:}" \
+            "$pooler_port" "$PGT_PG_PORT" >"$state/relay-${target#relay:}.ini"
+    done
+}
+
 # The ini both poolers run unchanged: database $db on the throwaway PostgreSQL ($PGT_PG_PORT),
 # listening on 127.0.0.1:$pooler_port, transaction pooling with 20 backends, client auth $3
 # against $state/userlist.txt, max_client_conn $4. $2 names the script in the header.

@@ -9,7 +9,8 @@
 #    the two totals divided by N2 - N1 cancels start-up, logins and shutdown. Instruction counts
 #    repeat to within a few per transaction whatever else the machine does.
 #  * system calls per transaction: `perf stat` on syscall tracepoints of the running pooler during
-#    `pgbench -T SECONDS` (no ptrace, so the pooler runs at full speed).
+#    `pgbench -T SECONDS` (no ptrace, so the pooler runs at full speed), and the pooler's user and
+#    system CPU time per transaction over the same run.
 # With --keep the callgrind files stay in the state directory, for callgrind_annotate.
 set -euo pipefail
 
@@ -26,7 +27,8 @@ usage: tests/bench/profile.sh [options]
   --transactions "N1 N2"  transactions of the two callgrind runs (default "1000 4000")
   --seconds S             length of the system-call run (default 5; 0 skips it)
   --no-callgrind          only count system calls
-  --targets "LIST"        pgbouncer and/or pgtether (default "pgbouncer pgtether")
+  --targets "LIST"        any of pgbouncer, pgtether, relay:epoll, relay:uring (the floor under a
+                          pooler's cost, tests/bench/relay_floor.cpp; default "pgbouncer pgtether")
   --pgtether PATH         pgtether binary (default build/proxy/pgtether)
   --pgbouncer PATH        pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
   --keep                  keep the state directory (callgrind files, logs)
@@ -82,6 +84,7 @@ echo "stats_period = 86400" >>"$state/pooler.ini"
     echo "advisory_lock_discovery_interval = 86400"
 } >"$state/pgtether.ini"
 printf '"postgres" ""\n' >"$state/userlist.txt"
+bench_prepare_relays "$targets"
 pgt_chown_daemon_user "$state"
 
 pgbench() {
@@ -97,6 +100,9 @@ start_pooler() {
     if [[ $name == pgtether ]]; then
         bin="$pgtether_bin"
         ini="$state/pgtether.ini"
+    elif [[ $name == relay:* ]]; then
+        bin="$state/relay_floor"
+        ini="$state/relay-${name#relay:}.ini"
     fi
     pgt_spawn_daemon "$state/$name.log" "$@" "$bin" "$ini"
     pooler_pid="$PGT_SPAWNED_PID"
@@ -120,9 +126,11 @@ callgrind_total() {
     awk '/^totals:/ { print $2 }' "$out"
 }
 
-syscalls=(read write readv writev recvfrom sendto recvmsg sendmsg epoll_wait epoll_ctl)
+syscalls=(read write readv writev recvfrom sendto recvmsg sendmsg epoll_wait epoll_ctl io_uring_enter)
+# and every system call, page faults (kernel time that no listed call shows) and context switches
+extra_events=(raw_syscalls:sys_enter page-faults context-switches)
 for target in $targets; do
-    [[ $target == pgbouncer || $target == pgtether ]] || usage
+    case "$target" in pgbouncer | pgtether | relay:epoll | relay:uring) ;; *) usage ;; esac
     if ((callgrind)); then
         first="$(callgrind_total "$target" "$n1")"
         second="$(callgrind_total "$target" "$n2")"
@@ -132,11 +140,15 @@ for target in $targets; do
     if ((seconds > 0)); then
         start_pooler "$target"
         pgbench -T 1 >/dev/null 2>&1 || true  # the pool's backends log in first
-        events="$(printf 'syscalls:sys_enter_%s,' "${syscalls[@]}")"
+        events="$(printf 'syscalls:sys_enter_%s,' "${syscalls[@]}")$(IFS=,; echo "${extra_events[*]}")"
         perf stat -x, -e "${events%,}" -p "$pooler_pid" -o "$state/perf.$target.txt" &
         perf_pid=$!
+        stat_fields "$pooler_pid"
+        user0=${fields[11]} system0=${fields[12]}
         pgbench -T "$seconds" >"$state/pgbench.$target.T.txt" 2>&1 ||
             pgt_die "pgbench failed (see $state/pgbench.$target.T.txt)"
+        stat_fields "$pooler_pid"
+        user1=${fields[11]} system1=${fields[12]}
         kill -INT "$perf_pid"
         wait "$perf_pid" || true
         stop_pooler
@@ -145,8 +157,17 @@ for target in $targets; do
         printf '%-10s %s clients, -M %s: system calls per transaction:' "$target" "$clients" \
             "$protocol"
         awk -F, -v tx="$done_tx" '/syscalls:sys_enter_/ && $1 + 0 > 0 {
-            name = $3; sub("syscalls:sys_enter_", "", name); printf " %s %.3f", name, $1 / tx }' \
+            name = $3; sub("syscalls:sys_enter_", "", name); printf " %s %.3f", name, $1 / tx }
+            $3 == "raw_syscalls:sys_enter" { printf ", all %.3f", $1 / tx }
+            $3 == "page-faults" { printf "; page faults %.3f", $1 / tx }
+            $3 == "context-switches" { printf ", context switches %.3f", $1 / tx }' \
             "$state/perf.$target.txt"
         printf ' (%s transactions)\n' "$done_tx"
+        # The same run's CPU time split: what the I/O style costs in the kernel against the
+        # pooler's own work in user space (tick-based, so only a run of some seconds says much).
+        awk -v u=$((user1 - user0)) -v s=$((system1 - system0)) -v hz="$(getconf CLK_TCK)" \
+            -v tx="$done_tx" -v name="$target" -v c="$clients" -v p="$protocol" 'BEGIN {
+            printf "%-10s %s clients, -M %s: CPU per transaction: user %.2f us, system %.2f us\n",
+                name, c, p, u * 1e6 / hz / tx, s * 1e6 / hz / tx }'
     fi
 done
