@@ -362,8 +362,9 @@ void Client::on_authenticated() {
     if (pool_->has_welcome()) {
         finish_login();
     } else {
+        // Reading goes on (anything sent meanwhile is held, see hold_input) so that a client
+        // that leaves while the pool's first server logs in frees its place at once.
         set_state(State::WelcomeWait);
-        stream_.stop_reading();
         pool_->wait_for_welcome(*this);
     }
 }

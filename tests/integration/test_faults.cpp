@@ -14,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/helpers.hpp"
+#include "tests/integration/support/netns.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/raw_socket.hpp"
@@ -235,6 +237,62 @@ TEST_CASE("client_login_timeout: a client that never finishes logging in is drop
     Conn ok = Conn::must(pooler.conninfo(role, "", "pw"));
     std::this_thread::sleep_for(1500ms);
     CHECK(scalar(ok, "SELECT 'logged in long ago'") == "logged in long ago");
+}
+
+TEST_CASE("a client that leaves while its pool's first server is still logging in is gone at once") {
+    // The pool's only server hangs in its login (the port accepts, nothing answers), so clients
+    // that have logged in wait for the server's greeting. One that leaves meanwhile must free its
+    // place then, not when server_connect_timeout or query_wait_timeout fails it.
+    SilentListener silent(8);
+    PoolerConfig config = pool_config("transaction", 1,
+                                      {{"server_connect_timeout", "30"},
+                                       {"query_wait_timeout", "30"},
+                                       {"server_login_retry", "30"}});
+    config.databases = {"silentdb = host=127.0.0.1 port=" + std::to_string(silent.port()) +
+                        " dbname=postgres"};
+    Pgtether pooler(config);
+    const std::string user = TestEnv::get().superuser;
+    auto waiting = [&] {
+        Conn admin = console(pooler);
+        auto pool = find_row(admin.exec("SHOW POOLS"), "database", "silentdb");
+        return pool ? cell_int(*pool, "cl_waiting") : -1;
+    };
+    RawConn leaving(pooler.host(), pooler.port());
+    RawConn staying(pooler.host(), pooler.port());
+    REQUIRE(leaving.send(wire::startup({{"user", user}, {"database", "silentdb"}})));
+    REQUIRE(staying.send(wire::startup({{"user", user}, {"database", "silentdb"}})));
+    REQUIRE(eventually([&] { return waiting() == 2; }, 5s));
+    SUBCASE("orderly close") { leaving.shutdown_write(); }
+    SUBCASE("reset") { leaving.reset(); }
+    CHECK(eventually([&] { return waiting() == 1; }, 3s));
+    CHECK(waiting() == 1);  // the other one still waits
+    CHECK_FALSE(staying.read_message(200ms).has_value());
+}
+
+TEST_CASE("a query sent while the pool's first server logs in is answered once it has") {
+    // The relay holds every chunk 300 ms, so the pool's first server login takes over half a
+    // second; the client's query, sent meanwhile, is read and held, then answered after the
+    // greeting, in order.
+    const TestEnv& env = TestEnv::get();
+    TcpRelay slow(env.pg_socket_dir + "/.s.PGSQL." + std::to_string(env.pg_port), 300ms);
+    PoolerConfig config = pool_config("transaction", 1);
+    config.databases = {"slowdb = host=127.0.0.1 port=" + std::to_string(slow.port()) +
+                        " dbname=" + env.database};
+    Pgtether pooler(config);
+    RawConn client(pooler.host(), pooler.port());
+    REQUIRE(client.send(wire::startup({{"user", env.superuser}, {"database", "slowdb"}})));
+    std::this_thread::sleep_for(150ms);  // logged in, waiting for the greeting
+    REQUIRE(client.send(wire::query("SELECT 'sent early'")));
+    auto login = client.read_until_ready_or_error(10s);
+    INFO(wire::describe(login));
+    REQUIRE((!login.empty() && login.back().type == 'Z'));
+    CHECK(login.front().type == 'R');
+    auto answer = client.read_until_ready_or_error(10s);
+    INFO(wire::describe(answer));
+    REQUIRE(answer.size() == 4);  // RowDescription, DataRow, CommandComplete, ReadyForQuery
+    CHECK(answer[1].type == 'D');
+    CHECK(answer[1].body.find("sent early") != std::string::npos);
+    CHECK(answer[3].type == 'Z');
 }
 
 TEST_CASE("client_idle_timeout: an idle client is disconnected; an active one is not") {

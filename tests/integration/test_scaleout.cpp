@@ -322,37 +322,6 @@ TEST_CASE(
 
 namespace {
 
-// A peer that never answers: its port accepts connections (the kernel's accept queue) but
-// nothing reads or closes them, until close() resets them all. With a backlog of 0 the queue
-// holds one connection: further connection attempts hang (their SYNs are dropped).
-class SilentPeer {
-  public:
-    explicit SilentPeer(int backlog) {
-        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t length = sizeof address;
-        REQUIRE(fd_ >= 0);
-        REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-        REQUIRE(::listen(fd_, backlog) == 0);
-        REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-        port_ = ntohs(address.sin_port);
-    }
-    ~SilentPeer() { close(); }
-    SilentPeer(const SilentPeer&) = delete;
-    SilentPeer& operator=(const SilentPeer&) = delete;
-    [[nodiscard]] int port() const { return port_; }
-    void close() {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-
-  private:
-    int fd_ = -1;
-    int port_ = 0;
-};
-
 // SHOW PEER_POOLS' counts for `peer`: cl_active_cancel_req, cl_waiting_cancel_req,
 // sv_active_cancel, sv_login; empty if the peer has no row.
 std::vector<long long> peer_pool(Conn& admin, int peer) {
@@ -369,7 +338,7 @@ std::vector<long long> peer_pool(Conn& admin, int peer) {
 TEST_CASE(
     "cancel requests to a peer: at most its pool_size in flight, the rest queued, unsent ones "
     "dropped after cancel_wait_timeout; SHOW PEER_POOLS counts them") {
-    SilentPeer silent(0);
+    SilentListener silent(0);  // a peer that never answers
     const int port = free_port();
     // One worker, so that the counts are exact: with several, how the cancel connections spread
     // over the workers' sockets decides each one's share of the pool_size (PeerCancels::limit,

@@ -161,21 +161,29 @@ void NftFilter::clear() {
 
 TcpRelay::TcpRelay(const NetNamespace& ns, std::string unix_path, std::chrono::milliseconds delay)
     : unix_path_(std::move(unix_path)), delay_(delay) {
-    ns.run_inside([&] {
-        listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (listen_fd_ < 0) throw std::runtime_error(errno_text("relay socket"));
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t length = sizeof address;
-        if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-            ::listen(listen_fd_, 64) != 0 ||
-            ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-            throw std::runtime_error(errno_text("relay listen"));
-        }
-        port_ = ntohs(address.sin_port);
-    });
+    ns.run_inside([&] { listen_on_loopback(); });
     acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+TcpRelay::TcpRelay(std::string unix_path, std::chrono::milliseconds delay)
+    : unix_path_(std::move(unix_path)), delay_(delay) {
+    listen_on_loopback();
+    acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+void TcpRelay::listen_on_loopback() {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0) throw std::runtime_error(errno_text("relay socket"));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(listen_fd_, 64) != 0 ||
+        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+        throw std::runtime_error(errno_text("relay listen"));
+    }
+    port_ = ntohs(address.sin_port);
 }
 
 TcpRelay::~TcpRelay() {

@@ -63,14 +63,17 @@ class NftFilter {
     const NetNamespace& ns_;
 };
 
-// A TCP relay: listens on 127.0.0.1 inside a namespace and forwards every connection to a Unix
-// socket (PostgreSQL's), optionally holding each chunk `delay` before passing it on (added
-// latency, both directions). The relay's own end of each connection is a user-space process, so a
+// A TCP relay: listens on 127.0.0.1 (inside a namespace, or in the test's own) and forwards
+// every connection to a Unix socket (PostgreSQL's), optionally holding each chunk `delay` before
+// passing it on (added latency, both directions). The relay's own end of each connection is a user-space process, so a
 // blackhole on its port looks to the connecting side like a peer that vanished.
 class TcpRelay {
   public:
     TcpRelay(const NetNamespace& ns, std::string unix_path,
              std::chrono::milliseconds delay = std::chrono::milliseconds{0});
+    // The same on this process's own loopback (no namespace, no root needed): a slow server.
+    explicit TcpRelay(std::string unix_path,
+                      std::chrono::milliseconds delay = std::chrono::milliseconds{0});
     ~TcpRelay();
     TcpRelay(const TcpRelay&) = delete;
     TcpRelay& operator=(const TcpRelay&) = delete;
@@ -80,6 +83,7 @@ class TcpRelay {
     [[nodiscard]] int accepted() const { return accepted_.load(); }
 
   private:
+    void listen_on_loopback();
     void accept_loop();
     void pump(int from, int to);
 

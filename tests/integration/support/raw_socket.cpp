@@ -341,4 +341,26 @@ std::vector<BackendMessage> RawConn::startup(const std::string& user, const std:
     return messages;
 }
 
+SilentListener::SilentListener(int backlog) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(fd_, backlog) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+        std::string why = std::strerror(errno);
+        close();
+        throw std::runtime_error("silent listener: " + why);
+    }
+    port_ = ntohs(address.sin_port);
+}
+
+void SilentListener::close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+}
+
 }  // namespace pgtether::itest

@@ -108,4 +108,21 @@ class RawConn {
     bool eof_ = false;
 };
 
+// A peer that never answers: a port on 127.0.0.1 that accepts connections (the kernel's accept
+// queue) while nothing reads or closes them, until close() resets them all. With a backlog of 0
+// the queue holds one connection: further connection attempts hang (their SYNs are dropped).
+class SilentListener {
+  public:
+    explicit SilentListener(int backlog);
+    ~SilentListener() { close(); }
+    SilentListener(const SilentListener&) = delete;
+    SilentListener& operator=(const SilentListener&) = delete;
+    [[nodiscard]] int port() const { return port_; }
+    void close();
+
+  private:
+    int fd_ = -1;
+    int port_ = 0;
+};
+
 }  // namespace pgtether::itest
