@@ -219,7 +219,8 @@ int run_epoll(int listen_fd, int upstream_port) {
                 closed.push_back(s->pair);
             }
         }
-        for (Pair* p : closed) delete p;  // only after the batch: later events may name them
+        for (Pair* p : closed)
+            delete p;  // only after the batch: later events may name them
         closed.clear();
     }
 }
@@ -230,7 +231,9 @@ int run_epoll(int listen_fd, int upstream_port) {
 
 enum Op : std::uintptr_t { kRecv = 0, kSend = 1, kAccept = 2 };  // in a Side pointer's low bits
 
-std::uint64_t tag(Side* s, Op op) { return reinterpret_cast<std::uintptr_t>(s) | op; }
+std::uint64_t tag(Side* s, Op op) {
+    return reinterpret_cast<std::uintptr_t>(s) | op;
+}
 
 io_uring_sqe* next_sqe(io_uring& ring) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring);
@@ -285,7 +288,8 @@ void end_pair(Pair* p) {
 
 int run_uring(int listen_fd, int upstream_port) {
     io_uring ring;
-    int rc = io_uring_queue_init(1024, &ring, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+    int rc =
+        io_uring_queue_init(1024, &ring, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
     if (rc < 0) rc = io_uring_queue_init(1024, &ring, 0);  // kernels before 6.1
     if (rc < 0) {
         errno = -rc;
@@ -352,7 +356,9 @@ int run_uring(int listen_fd, int upstream_port) {
 
 int main(int argc, char** argv) {
     if (argc != 2) {
-        std::fprintf(stderr, "usage: relay_floor CONF (mode = epoll|uring, listen_port = N, upstream_port = N)\n");
+        std::fprintf(
+            stderr,
+            "usage: relay_floor CONF (mode = epoll|uring, listen_port = N, upstream_port = N)\n");
         return 2;
     }
     std::ifstream conf(argv[1]);

@@ -239,7 +239,8 @@ TEST_CASE("client_login_timeout: a client that never finishes logging in is drop
     CHECK(scalar(ok, "SELECT 'logged in long ago'") == "logged in long ago");
 }
 
-TEST_CASE("a client that leaves while its pool's first server is still logging in is gone at once") {
+TEST_CASE(
+    "a client that leaves while its pool's first server is still logging in is gone at once") {
     // The pool's only server hangs in its login (the port accepts, nothing answers), so clients
     // that have logged in wait for the server's greeting. One that leaves meanwhile must free its
     // place then, not when server_connect_timeout or query_wait_timeout fails it.
@@ -262,8 +263,12 @@ TEST_CASE("a client that leaves while its pool's first server is still logging i
     REQUIRE(leaving.send(wire::startup({{"user", user}, {"database", "silentdb"}})));
     REQUIRE(staying.send(wire::startup({{"user", user}, {"database", "silentdb"}})));
     REQUIRE(eventually([&] { return waiting() == 2; }, 5s));
-    SUBCASE("orderly close") { leaving.shutdown_write(); }
-    SUBCASE("reset") { leaving.reset(); }
+    SUBCASE("orderly close") {
+        leaving.shutdown_write();
+    }
+    SUBCASE("reset") {
+        leaving.reset();
+    }
     CHECK(eventually([&] { return waiting() == 1; }, 3s));
     CHECK(waiting() == 1);  // the other one still waits
     CHECK_FALSE(staying.read_message(200ms).has_value());

@@ -65,8 +65,9 @@ class NftFilter {
 
 // A TCP relay: listens on 127.0.0.1 (inside a namespace, or in the test's own) and forwards
 // every connection to a Unix socket (PostgreSQL's), optionally holding each chunk `delay` before
-// passing it on (added latency, both directions). The relay's own end of each connection is a user-space process, so a
-// blackhole on its port looks to the connecting side like a peer that vanished.
+// passing it on (added latency, both directions). The relay's own end of each connection is a
+// user-space process, so a blackhole on its port looks to the connecting side like a peer that
+// vanished.
 class TcpRelay {
   public:
     TcpRelay(const NetNamespace& ns, std::string unix_path,
