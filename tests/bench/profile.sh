@@ -27,6 +27,9 @@ usage: tests/bench/profile.sh [options]
   --transactions "N1 N2"  transactions of the two callgrind runs (default "1000 4000")
   --seconds S             length of the system-call run (default 5; 0 skips it)
   --no-callgrind          only count system calls
+  --cache-sim             callgrind also simulates the caches: data reads and writes, L1 and
+                          last-level misses per transaction (valgrind's model of a generic cache,
+                          not this CPU's; a comparison between poolers, not a measurement)
   --targets "LIST"        any of pgbouncer, pgtether, relay:epoll, relay:uring (the floor under a
                           pooler's cost, tests/bench/relay_floor.cpp; default "pgbouncer pgtether")
   --pgtether PATH         pgtether binary (default build/proxy/pgtether)
@@ -41,6 +44,7 @@ protocol=simple
 transactions="1000 4000"
 seconds=5
 callgrind=1
+cache_sim=0
 targets="pgbouncer pgtether"
 keep=0
 pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
@@ -52,6 +56,7 @@ while (($#)); do
     --transactions) transactions="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
     --no-callgrind) callgrind=0; shift ;;
+    --cache-sim) cache_sim=1; shift ;;
     --targets) targets="$2"; shift 2 ;;
     --pgtether) pgtether_bin="$2"; shift 2 ;;
     --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
@@ -116,14 +121,17 @@ stop_pooler() {
     pooler_pid=""
 }
 
-# Instructions of one callgrind run of $2 transactions through pooler $1.
-callgrind_total() {
-    local name="$1" total="$2" out="$state/callgrind.$1.$2"
-    start_pooler "$name" valgrind --tool=callgrind "--callgrind-out-file=$out"
+# The event totals of one callgrind run of $2 transactions through pooler $1, space-separated in
+# the order of the file's "events:" line (Ir alone, or with --cache-sim Ir Dr Dw I1mr D1mr D1mw
+# ILmr DLmr DLmw).
+callgrind_totals() {
+    local name="$1" total="$2" out="$state/callgrind.$1.$2" sim=()
+    ((cache_sim)) && sim=(--cache-sim=yes)
+    start_pooler "$name" valgrind --tool=callgrind "${sim[@]}" "--callgrind-out-file=$out"
     pgbench -t $((total / clients)) >"$state/pgbench.$name.$total.txt" 2>&1 ||
         pgt_die "pgbench failed (see $state/pgbench.$name.$total.txt)"
     stop_pooler
-    awk '/^totals:/ { print $2 }' "$out"
+    awk '/^totals:/ { $1 = ""; print substr($0, 2) }' "$out"
 }
 
 syscalls=(read write readv writev recvfrom sendto recvmsg sendmsg epoll_wait epoll_ctl io_uring_enter)
@@ -132,10 +140,19 @@ extra_events=(raw_syscalls:sys_enter page-faults context-switches)
 for target in $targets; do
     case "$target" in pgbouncer | pgtether | relay:epoll | relay:uring) ;; *) usage ;; esac
     if ((callgrind)); then
-        first="$(callgrind_total "$target" "$n1")"
-        second="$(callgrind_total "$target" "$n2")"
+        first="$(callgrind_totals "$target" "$n1")"
+        second="$(callgrind_totals "$target" "$n2")"
+        callgrind_events="$(awk '/^events:/ { $1 = ""; print substr($0, 2); exit }' \
+            "$state/callgrind.$target.$n2")"
         printf '%-10s %s clients, -M %s: %d instructions per transaction\n' "$target" "$clients" \
-            "$protocol" $(((second - first) / (n2 - n1)))
+            "$protocol" $(((${second%% *} - ${first%% *}) / (n2 - n1)))
+        if ((cache_sim)); then
+            printf '%-10s %s clients, -M %s: per transaction:' "$target" "$clients" "$protocol"
+            awk -v names="$callgrind_events" -v a="$first" -v b="$second" -v n=$((n2 - n1)) 'BEGIN {
+                k = split(names, name, " "); split(a, x, " "); split(b, y, " ")
+                for (i = 2; i <= k; i++) printf " %s %.1f", name[i], (y[i] - x[i]) / n
+                print "" }'
+        fi
     fi
     if ((seconds > 0)); then
         start_pooler "$target"
