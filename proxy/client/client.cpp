@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include <spdlog/spdlog.h>
 
@@ -55,21 +54,15 @@ bool Client::accept(uv_stream_t* listener, int accepted_fd) {
 }
 
 std::string Client::describe() const {
-    std::string out;
-    describe_to(out);
+    std::string out = "C-" + std::to_string(id_);
+    if (!database_.empty() || !user_.empty()) out += " " + database_ + "/" + user_;
+    out += "@" + peer_;
     return out;
 }
 
-void Client::describe_to(std::string& out) const {
-    // Server::link records this for every transaction (leak reports): append in place, without
-    // temporaries, so that a reused string needs no allocation.
-    char id[24];
-    auto end = std::to_chars(id, id + sizeof id, id_).ptr;
-    out.append("C-").append(id, end);
-    if (!database_.empty() || !user_.empty()) {
-        out.append(" ").append(database_).append("/").append(user_);
-    }
-    out.append("@").append(peer_);
+const std::string& Client::logged_in_description() {
+    if (logged_in_description_.empty()) logged_in_description_ = describe();
+    return logged_in_description_;
 }
 
 void Client::set_state(State state) {

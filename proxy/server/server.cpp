@@ -295,10 +295,10 @@ void Server::link(Client& client) {
     if (link_parsed_names_) link_parsed_names_->clear();
     if (client.id() != last_client_id_) {
         // The same client again (one client, or a busy one meeting the backend it just
-        // released) keeps its description: nothing it contains changes after login.
+        // released) keeps its description: nothing it contains changes after login. A copy:
+        // the client may be gone when a leak is reported.
         last_client_id_ = client.id();
-        last_client_description_.clear();
-        client.describe_to(last_client_description_);
+        last_client_description_ = client.logged_in_description();
     }
     const auto& config = worker_.config();
     bool long_idle = worker_.now_ms() - idle_since_ms_ >=

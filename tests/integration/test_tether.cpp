@@ -445,6 +445,11 @@ TEST_CASE("locks taken inside functions: advisory_lock_functions and every_trans
         CHECK(lock_released_within(902, 4s));
         CHECK(pooler.wait_for_log("leaked session state"));
         CHECK(pooler.log().find("take_job_lock(902)") != std::string::npos);
+        // The report names the client that left the lock (kept by the backend since the link).
+        const TestEnv& env = TestEnv::get();
+        CHECK(pooler.log().find("(last used by C-") != std::string::npos);
+        CHECK(pooler.log().find(" " + env.database + "/" + env.superuser + "@127.0.0.1:") !=
+              std::string::npos);
     }
 }
 
