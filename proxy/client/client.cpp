@@ -61,8 +61,9 @@ std::string Client::describe() const {
 }
 
 const std::string& Client::logged_in_description() {
-    if (logged_in_description_.empty()) logged_in_description_ = describe();
-    return logged_in_description_;
+    if (!logged_in_description_)
+        logged_in_description_ = std::make_unique<const std::string>(describe());
+    return *logged_in_description_;
 }
 
 void Client::set_state(State state) {

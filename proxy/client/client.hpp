@@ -276,7 +276,8 @@ private:
     std::string user_;
     std::string database_;
     std::string peer_;
-    std::string logged_in_description_;  // empty until asked for (idle clients never are)
+    // Built when first asked for; idle clients never are, so they pay a pointer, not a string.
+    std::unique_ptr<const std::string> logged_in_description_;
     Pool* pool_ = nullptr;
     Server* server_ = nullptr;
     protocol::CancelKey cancel_key_;
