@@ -53,7 +53,7 @@ bench_pooler_start() {
 }
 
 # For the relay:MODE targets among "$1" (tests/bench/relay_floor.cpp, the floor under any pooler's
-# CPU): builds the relay into $state/relay_floor -- with io_uring when relay:uring is asked for,
+# CPU; MODE epoll, uring or pool): builds the relay into $state/relay_floor -- with io_uring when relay:uring is asked for,
 # installing Debian's liburing first -- and writes each target's conf, $state/relay-MODE.ini,
 # listening on $pooler_port and forwarding to PostgreSQL on $PGT_PG_PORT. No-op without relay targets.
 bench_prepare_relays() {
@@ -67,8 +67,9 @@ bench_prepare_relays() {
         pgt_die "could not build tests/bench/relay_floor.cpp"
     for target in $1; do
         [[ $target == relay:* ]] || continue
-        printf 'mode = %s\nlisten_port = %s\nupstream_port = %s\n' "${target#relay:}" \
-            "$pooler_port" "$PGT_PG_PORT" >"$state/relay-${target#relay:}.ini"
+        # pool: the ini's pool of 20 backends of database $db, as the superuser (trust).
+        printf 'mode = %s\nlisten_port = %s\nupstream_port = %s\npool_size = 20\nuser = postgres\ndatabase = %s\n' \
+            "${target#relay:}" "$pooler_port" "$PGT_PG_PORT" "$db" >"$state/relay-${target#relay:}.ini"
     done
 }
 

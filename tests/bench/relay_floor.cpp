@@ -16,12 +16,20 @@
 //          receive on its socket linked behind it and no completion of its own unless it fails,
 //          receives armed poll-first, task work deferred to that call): the batched submission
 //          docs/benchmarks.md names as the lever for pooler CPU.
+//   pool   the floor of a transaction pooler, on the epoll loop: `pool_size` server connections
+//          logged in at start (as `user` to `database`, trust), clients answered with the first
+//          server's greeting, and each client given an idle server (last in, first out) for a
+//          transaction, or queued; the server's replies are framed only as far as finding
+//          ReadyForQuery 'I', which returns the server. No authentication of clients, no
+//          protocol checks, no cancel keys: what is left of a pooler when everything it does
+//          besides moving transactions between shared backends is free.
 //
 // Benchmark tool only (compare.sh and profile.sh build it with g++ when a relay target is asked
 // for); not part of pgtether, never run by the tests.
 //
-//   relay_floor CONF     CONF holds "mode = epoll|uring", "listen_port = N", "upstream_port = N";
-//                        it listens on 127.0.0.1 and connects to 127.0.0.1. SIGTERM ends it.
+//   relay_floor CONF     CONF holds "mode = epoll|uring|pool", "listen_port = N",
+//                        "upstream_port = N" (and for pool "pool_size", "user", "database"); it
+//                        listens on 127.0.0.1 and connects to 127.0.0.1. SIGTERM ends it.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -35,6 +43,9 @@
 #include <liburing.h>
 #endif
 
+#include <sys/select.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -225,6 +236,298 @@ int run_epoll(int listen_fd, int upstream_port) {
     }
 }
 
+// ---- pool: the floor of a transaction pooler ----
+
+struct PoolServer;
+
+struct PoolClient {
+    int fd = -1;
+    bool logged_in = false;
+    PoolServer* server = nullptr;
+    std::string startup;  // the start-up packet (and an SSLRequest before it) as it arrives
+    std::string waiting;  // a request read while no server was free
+};
+
+struct PoolServer {
+    int fd = -1;
+    PoolClient* client = nullptr;
+    // Framing of the server's stream: header bytes seen of the current message, its type, the
+    // body bytes still to come, and whether the last ReadyForQuery said idle.
+    std::size_t header_seen = 0;
+    unsigned char header[5];
+    std::uint32_t body_left = 0;
+    bool at_body_start = false;
+    bool idle_after = false;
+};
+
+std::uint32_t be32(const unsigned char* p) {
+    return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
+}
+
+void put32(std::string& out, std::uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8)
+        out.push_back(static_cast<char>(v >> shift));
+}
+
+// Writes all of `data`, waiting for room if the socket is full (never the case for the small
+// messages of pgbench; a pooler would queue instead).
+bool write_all(int fd, const char* data, std::size_t size) {
+    while (size > 0) {
+        ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+            fd_set w;
+            FD_ZERO(&w);
+            FD_SET(fd, &w);
+            select(fd + 1, nullptr, &w, nullptr, nullptr);
+            continue;
+        }
+        data += n;
+        size -= static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+// Whether this chunk of the server's stream ends a transaction: its last message is
+// ReadyForQuery with status 'I'. Headers are read byte by byte, bodies skipped by length.
+bool ends_transaction(PoolServer& s, const unsigned char* data, std::size_t size) {
+    bool ended = false;
+    std::size_t i = 0;
+    while (i < size) {
+        if (s.header_seen < 5) {
+            s.header[s.header_seen++] = data[i++];
+            if (s.header_seen == 5) {
+                s.body_left = be32(s.header + 1) - 4;
+                s.at_body_start = true;
+                if (s.body_left == 0) s.header_seen = 0;
+            }
+            ended = false;
+            continue;
+        }
+        if (s.at_body_start && s.header[0] == 'Z') s.idle_after = data[i] == 'I';
+        s.at_body_start = false;
+        std::size_t take = std::min<std::size_t>(s.body_left, size - i);
+        i += take;
+        s.body_left -= static_cast<std::uint32_t>(take);
+        if (s.body_left == 0) {
+            s.header_seen = 0;
+            ended = s.header[0] == 'Z' && s.idle_after;
+        }
+    }
+    return ended;
+}
+
+// A server logged in with a blocking exchange at start; its greeting's ParameterStatus messages
+// go to `greeting` when that is still empty.
+PoolServer* pool_login(int port, const std::string& user, const std::string& database,
+                       std::string& greeting) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a = loopback(port);
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) die("server connect");
+    std::string body;
+    put32(body, 196608);  // protocol 3.0
+    for (const std::string* v : {&user, &database}) {
+        body += v == &user ? "user" : "database";
+        body.push_back('\0');
+        body += *v;
+        body.push_back('\0');
+    }
+    body.push_back('\0');
+    std::string packet;
+    put32(packet, static_cast<std::uint32_t>(body.size() + 4));
+    packet += body;
+    if (!write_all(fd, packet.data(), packet.size())) die("server start-up");
+    std::string in;
+    bool fill_greeting = greeting.empty();
+    for (;;) {
+        char buf[4096];
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) die("server login");
+        in.append(buf, static_cast<std::size_t>(n));
+        std::size_t at = 0;
+        while (in.size() - at >= 5) {
+            auto len = be32(reinterpret_cast<const unsigned char*>(in.data() + at + 1));
+            if (in.size() - at < 1 + len) break;
+            char type = in[at];
+            if (type == 'E') {
+                std::fprintf(stderr, "relay_floor: server login refused (trust expected)\n");
+                std::exit(1);
+            }
+            if (type == 'S' && fill_greeting) greeting.append(in, at, 1 + len);
+            at += 1 + len;
+            if (type == 'Z') {
+                fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+                set_nodelay(fd);
+                auto* s = new PoolServer;
+                s->fd = fd;
+                return s;
+            }
+        }
+        in.erase(0, at);
+    }
+}
+
+// The answer to a client's StartupMessage: AuthenticationOk, the servers' ParameterStatus
+// messages, a BackendKeyData and ReadyForQuery 'I'.
+std::string client_greeting(const std::string& parameters) {
+    std::string out = "R";
+    put32(out, 8);
+    put32(out, 0);
+    out += parameters;
+    out += "K";
+    put32(out, 12);
+    put32(out, 1);
+    put32(out, 2);
+    out += "Z";
+    put32(out, 5);
+    out += "I";
+    return out;
+}
+
+int run_pool(int listen_fd, int upstream_port, int pool_size, const std::string& user,
+             const std::string& database) {
+    std::string parameters;
+    std::vector<PoolServer*> idle;  // last in, first out
+    for (int i = 0; i < pool_size; ++i)
+        idle.push_back(pool_login(upstream_port, user, database, parameters));
+    const std::string greeting = client_greeting(parameters);
+    std::vector<PoolClient*> queue;  // clients waiting for a server, oldest first
+    std::size_t queue_head = 0;
+
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) die("epoll_create1");
+    // data.u64: 0 = the listener; else a pointer with bit 0 set for servers.
+    auto watch = [&](int fd, std::uint64_t tag) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = tag;
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+    };
+    watch(listen_fd, 0);
+    for (PoolServer* s : idle)
+        watch(s->fd, reinterpret_cast<std::uintptr_t>(s) | 1);
+
+    auto link = [&](PoolClient* c, PoolServer* s, const char* data, std::size_t size) {
+        c->server = s;
+        s->client = c;
+        write_all(s->fd, data, size);
+    };
+    auto release = [&](PoolServer* s) {
+        s->client->server = nullptr;
+        s->client = nullptr;
+        while (queue_head < queue.size() && queue[queue_head] == nullptr)
+            ++queue_head;
+        if (queue_head < queue.size()) {
+            PoolClient* next = queue[queue_head++];
+            if (queue_head == queue.size()) {
+                queue.clear();
+                queue_head = 0;
+            }
+            std::string request = std::move(next->waiting);
+            next->waiting.clear();
+            link(next, s, request.data(), request.size());
+        } else {
+            idle.push_back(s);
+        }
+    };
+    // Freed after the batch of events they were dropped in: a later event may name them.
+    std::vector<PoolClient*> gone_clients;
+    std::vector<PoolServer*> gone_servers;
+    auto drop_client = [&](PoolClient* c) {
+        if (c->server) {           // mid-transaction: the server's state is unknown, drop it too
+            close(c->server->fd);  // also leaves the epoll set
+            c->server->fd = -1;
+            gone_servers.push_back(c->server);
+        }
+        for (std::size_t i = queue_head; i < queue.size(); ++i)
+            if (queue[i] == c) queue[i] = nullptr;
+        close(c->fd);
+        c->fd = -1;
+        gone_clients.push_back(c);
+    };
+
+    static unsigned char buf[kBufferBytes];
+    epoll_event events[128];
+    for (;;) {
+        int n = epoll_wait(ep, events, 128, -1);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            die("epoll_wait");
+        }
+        for (int e = 0; e < n; ++e) {
+            std::uint64_t tag = events[e].data.u64;
+            if (tag == 0) {
+                int fd;
+                while ((fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >=
+                       0) {
+                    set_nodelay(fd);
+                    auto* c = new PoolClient;
+                    c->fd = fd;
+                    watch(fd, reinterpret_cast<std::uintptr_t>(c));
+                }
+                continue;
+            }
+            if (tag & 1) {
+                auto* s = reinterpret_cast<PoolServer*>(tag & ~std::uint64_t{1});
+                if (s->fd < 0) continue;
+                ssize_t r = recv(s->fd, buf, sizeof buf, 0);
+                if (r <= 0) {
+                    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+                    die("a server closed");  // the benchmark's servers never do
+                }
+                auto size = static_cast<std::size_t>(r);
+                if (s->client) write_all(s->client->fd, reinterpret_cast<char*>(buf), size);
+                if (ends_transaction(*s, buf, size) && s->client) release(s);
+                continue;
+            }
+            auto* c = reinterpret_cast<PoolClient*>(tag);
+            if (c->fd < 0) continue;
+            ssize_t r = recv(c->fd, buf, sizeof buf, 0);
+            if (r <= 0) {
+                if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+                drop_client(c);
+                continue;
+            }
+            auto size = static_cast<std::size_t>(r);
+            if (!c->logged_in) {
+                c->startup.append(reinterpret_cast<char*>(buf), size);
+                while (c->startup.size() >= 8) {
+                    auto len = be32(reinterpret_cast<const unsigned char*>(c->startup.data()));
+                    if (c->startup.size() < len) break;
+                    auto code = be32(reinterpret_cast<const unsigned char*>(c->startup.data() + 4));
+                    c->startup.erase(0, len);
+                    if (code == 80877103 || code == 80877104) {  // SSLRequest, GSSENCRequest
+                        write_all(c->fd, "N", 1);
+                        continue;
+                    }
+                    c->logged_in = true;
+                    write_all(c->fd, greeting.data(), greeting.size());
+                    break;
+                }
+                continue;
+            }
+            if (c->server) {
+                write_all(c->server->fd, reinterpret_cast<char*>(buf), size);
+            } else if (buf[0] == 'X') {  // Terminate between transactions: the client goes
+                drop_client(c);
+            } else if (!idle.empty()) {
+                PoolServer* s = idle.back();
+                idle.pop_back();
+                link(c, s, reinterpret_cast<char*>(buf), size);
+            } else {
+                c->waiting.append(reinterpret_cast<char*>(buf), size);
+                if (c->waiting.size() == size) queue.push_back(c);
+            }
+        }
+        for (PoolClient* c : gone_clients)
+            delete c;
+        for (PoolServer* s : gone_servers)
+            delete s;
+        gone_clients.clear();
+        gone_servers.clear();
+    }
+}
+
 // ---- io_uring ----
 
 #ifdef RELAY_WITH_URING
@@ -358,13 +661,14 @@ int main(int argc, char** argv) {
     if (argc != 2) {
         std::fprintf(
             stderr,
-            "usage: relay_floor CONF (mode = epoll|uring, listen_port = N, upstream_port = N)\n");
+            "usage: relay_floor CONF (mode = epoll|uring|pool, listen_port = N, upstream_port = "
+            "N; pool_size, user, database for pool)\n");
         return 2;
     }
     std::ifstream conf(argv[1]);
     if (!conf) die(argv[1]);
-    std::string mode;
-    int listen_port = 0, upstream_port = 0;
+    std::string mode, user = "postgres", database = "postgres";
+    int listen_port = 0, upstream_port = 0, pool_size = 20;
     for (std::string line; std::getline(conf, line);) {
         auto eq = line.find('=');
         if (eq == std::string::npos) continue;
@@ -377,6 +681,9 @@ int main(int argc, char** argv) {
         if (key == "mode") mode = value;
         if (key == "listen_port") listen_port = std::atoi(value.c_str());
         if (key == "upstream_port") upstream_port = std::atoi(value.c_str());
+        if (key == "pool_size") pool_size = std::atoi(value.c_str());
+        if (key == "user") user = value;
+        if (key == "database") database = value;
     }
     if (listen_port <= 0 || listen_port > 65535 || upstream_port <= 0 || upstream_port > 65535) {
         std::fprintf(stderr, "relay_floor: %s needs listen_port and upstream_port\n", argv[1]);
@@ -384,10 +691,11 @@ int main(int argc, char** argv) {
     }
     int listen_fd = listen_on(listen_port);
     if (mode == "epoll") return run_epoll(listen_fd, upstream_port);
+    if (mode == "pool") return run_pool(listen_fd, upstream_port, pool_size, user, database);
 #ifdef RELAY_WITH_URING
     if (mode == "uring") return run_uring(listen_fd, upstream_port);
 #endif
-    std::fprintf(stderr, "relay_floor: mode %s is not built in (epoll%s)\n", mode.c_str(),
+    std::fprintf(stderr, "relay_floor: mode %s is not built in (epoll, pool%s)\n", mode.c_str(),
 #ifdef RELAY_WITH_URING
                  ", uring"
 #else
