@@ -137,6 +137,17 @@ Pair* make_pair(int client_fd, int upstream_port, bool nonblocking) {
 
 // ---- epoll ----
 
+constexpr int kEventBatch = 128;
+
+// The next batch of ready sockets, waiting as long as it takes (a signal's interruption retried).
+int wait_for_events(int ep, epoll_event (&events)[kEventBatch]) {
+    for (;;) {
+        int n = epoll_wait(ep, events, kEventBatch, -1);
+        if (n >= 0) return n;
+        if (errno != EINTR) die("epoll_wait");
+    }
+}
+
 // The events socket s waits for: input while nothing it read is still unwritten, output while
 // data bound for it is.
 std::uint32_t interest(const Side& s) {
@@ -176,13 +187,9 @@ int run_epoll(int listen_fd, int upstream_port) {
     lev.data.ptr = nullptr;
     epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &lev);
     std::vector<Pair*> closed;
-    epoll_event events[128];
+    epoll_event events[kEventBatch];
     for (;;) {
-        int n = epoll_wait(ep, events, 128, -1);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            die("epoll_wait");
-        }
+        int n = wait_for_events(ep, events);
         for (int i = 0; i < n; ++i) {
             auto* s = static_cast<Side*>(events[i].data.ptr);
             if (s == nullptr) {
@@ -447,13 +454,9 @@ int run_pool(int listen_fd, int upstream_port, int pool_size, const std::string&
     };
 
     static unsigned char buf[kBufferBytes];
-    epoll_event events[128];
+    epoll_event events[kEventBatch];
     for (;;) {
-        int n = epoll_wait(ep, events, 128, -1);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            die("epoll_wait");
-        }
+        int n = wait_for_events(ep, events);
         for (int e = 0; e < n; ++e) {
             std::uint64_t tag = events[e].data.u64;
             if (tag == 0) {
