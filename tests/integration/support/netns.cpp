@@ -1,5 +1,6 @@
 // Network fault injection: a namespace of the test's own, nftables inside it, a TCP relay.
 #include "tests/integration/support/netns.hpp"
+#include "tests/integration/support/raw_socket.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -172,18 +173,7 @@ TcpRelay::TcpRelay(std::string unix_path, std::chrono::milliseconds delay)
 }
 
 void TcpRelay::listen_on_loopback() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) throw std::runtime_error(errno_text("relay socket"));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(listen_fd_, 64) != 0 ||
-        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-        throw std::runtime_error(errno_text("relay listen"));
-    }
-    port_ = ntohs(address.sin_port);
+    listen_fd_ = itest::listen_on_loopback(64, port_, "relay listen");
 }
 
 TcpRelay::~TcpRelay() {

@@ -341,21 +341,26 @@ std::vector<BackendMessage> RawConn::startup(const std::string& user, const std:
     return messages;
 }
 
-SilentListener::SilentListener(int backlog) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+int listen_on_loopback(int backlog, int& port, const std::string& what) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::runtime_error(what + ": socket: " + std::strerror(errno));
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t length = sizeof address;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(fd_, backlog) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(fd, backlog) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
         std::string why = std::strerror(errno);
-        close();
-        throw std::runtime_error("silent listener: " + why);
+        ::close(fd);
+        throw std::runtime_error(what + ": " + why);
     }
-    port_ = ntohs(address.sin_port);
+    port = ntohs(address.sin_port);
+    return fd;
+}
+
+SilentListener::SilentListener(int backlog) {
+    fd_ = listen_on_loopback(backlog, port_, "silent listener");
 }
 
 void SilentListener::close() {

@@ -108,6 +108,10 @@ class RawConn {
     bool eof_ = false;
 };
 
+// A TCP socket listening on 127.0.0.1 at a port the kernel picks (stored in `port`), with
+// `backlog`; throws std::runtime_error naming `what` on failure.
+int listen_on_loopback(int backlog, int& port, const std::string& what);
+
 // A peer that never answers: a port on 127.0.0.1 that accepts connections (the kernel's accept
 // queue) while nothing reads or closes them, until close() resets them all. With a backlog of 0
 // the queue holds one connection: further connection attempts hang (their SYNs are dropped).
