@@ -58,7 +58,9 @@ usage: tests/bench/compare.sh [options]
                         io_uring's batched submission; compare at as many clients as the pool
                         has backends, 1 or 20), relay:pool (the same program as a transaction
                         pooler that does nothing else: 20 shared backends, replies framed only
-                        to find ReadyForQuery); default "direct pgbouncer pgtether"
+                        to find ReadyForQuery; relay:pool:N = N such loops on N threads and
+                        SO_REUSEPORT listeners, the pool split between them); default "direct
+                        pgbouncer pgtether"
   --reference TARGET    ratios are computed against this target (default pgbouncer when it is
                         a target, else the first target)
   --pgtether-set 'K = V'  an extra [pgbouncer] line for pgtether only (repeatable)
@@ -170,7 +172,7 @@ for target in $targets; do
     direct | pgbouncer | pgbouncer:session | pgtether | pgtether:on | pgtether:off) ;;
     pgtether:every_transaction | pgtether:discovery_on | pgtether:discovery_off) ;;
     baseline) [[ -x ${baseline_bin:-} ]] || pgt_die "the target baseline needs --baseline PATH" ;;
-    relay:epoll | relay:uring | relay:pool) ;;
+    relay:epoll | relay:uring | relay:pool | relay:pool:[1-9]) ;;
     *) usage ;;
     esac
 done

@@ -53,23 +53,31 @@ bench_pooler_start() {
 }
 
 # For the relay:MODE targets among "$1" (tests/bench/relay_floor.cpp, the floor under any pooler's
-# CPU; MODE epoll, uring or pool): builds the relay into $state/relay_floor -- with io_uring when relay:uring is asked for,
-# installing Debian's liburing first -- and writes each target's conf, $state/relay-MODE.ini,
-# listening on $pooler_port and forwarding to PostgreSQL on $PGT_PG_PORT. No-op without relay targets.
+# CPU; MODE epoll, uring, pool, or pool:N for N pooling loops on N threads sharing the pool):
+# builds the relay into $state/relay_floor -- with io_uring when relay:uring is asked for,
+# installing Debian's liburing first -- and writes each target's conf, $state/relay-MODE.ini (':'
+# as '-'), listening on $pooler_port and forwarding to PostgreSQL on $PGT_PG_PORT. No-op without
+# relay targets.
 bench_prepare_relays() {
-    local targets=" $1 " flags=() target
+    local targets=" $1 " flags=(-pthread -lssl -lcrypto) target mode threads
     [[ $targets == *" relay:"* ]] || return 0
     if [[ $targets == *" relay:uring "* ]]; then
         "$PGT_ROOT/scripts/lib/deps.sh" --bench
-        flags=(-DRELAY_WITH_URING -luring)
+        flags+=(-DRELAY_WITH_URING -luring)
     fi
     g++ -O2 -std=c++20 "$PGT_ROOT/tests/bench/relay_floor.cpp" -o "$state/relay_floor" "${flags[@]}" ||
         pgt_die "could not build tests/bench/relay_floor.cpp"
     for target in $1; do
         [[ $target == relay:* ]] || continue
+        mode="${target#relay:}"
+        threads=1
+        if [[ $mode == *:* ]]; then
+            threads="${mode#*:}"
+            mode="${mode%%:*}"
+        fi
         # pool: the ini's pool of 20 backends of database $db, as the superuser (trust).
-        printf 'mode = %s\nlisten_port = %s\nupstream_port = %s\npool_size = 20\nuser = postgres\ndatabase = %s\n' \
-            "${target#relay:}" "$pooler_port" "$PGT_PG_PORT" "$db" >"$state/relay-${target#relay:}.ini"
+        printf 'mode = %s\nthreads = %s\nlisten_port = %s\nupstream_port = %s\npool_size = 20\nuser = postgres\ndatabase = %s\n' \
+            "$mode" "$threads" "$pooler_port" "$PGT_PG_PORT" "$db" >"$state/${target//:/-}.ini"
     done
 }
 

@@ -30,8 +30,9 @@ usage: tests/bench/profile.sh [options]
   --cache-sim             callgrind also simulates the caches: data reads and writes, L1 and
                           last-level misses per transaction (valgrind's model of a generic cache,
                           not this CPU's; a comparison between poolers, not a measurement)
-  --targets "LIST"        any of pgbouncer, pgtether, relay:epoll, relay:uring, relay:pool (the
-                          floor under a pooler's cost, tests/bench/relay_floor.cpp; default
+  --targets "LIST"        any of pgbouncer, pgtether, relay:epoll, relay:uring, relay:pool,
+                          relay:pool:N (the floor under a pooler's cost,
+                          tests/bench/relay_floor.cpp; default
                           "pgbouncer pgtether")
   --pgtether PATH         pgtether binary (default build/proxy/pgtether)
   --pgbouncer PATH        pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
@@ -108,7 +109,7 @@ start_pooler() {
         ini="$state/pgtether.ini"
     elif [[ $name == relay:* ]]; then
         bin="$state/relay_floor"
-        ini="$state/relay-${name#relay:}.ini"
+        ini="$state/${name//:/-}.ini"
     fi
     pgt_spawn_daemon "$state/$name.log" "$@" "$bin" "$ini"
     pooler_pid="$PGT_SPAWNED_PID"
@@ -139,7 +140,7 @@ syscalls=(read write readv writev recvfrom sendto recvmsg sendmsg epoll_wait epo
 # and every system call, page faults (kernel time that no listed call shows) and context switches
 extra_events=(raw_syscalls:sys_enter page-faults context-switches)
 for target in $targets; do
-    case "$target" in pgbouncer | pgtether | relay:epoll | relay:uring | relay:pool) ;; *) usage ;; esac
+    case "$target" in pgbouncer | pgtether | relay:epoll | relay:uring | relay:pool | relay:pool:[1-9]) ;; *) usage ;; esac
     if ((callgrind)); then
         first="$(callgrind_totals "$target" "$n1")"
         second="$(callgrind_totals "$target" "$n2")"

@@ -22,14 +22,20 @@
 //          transaction, or queued; the server's replies are framed only as far as finding
 //          ReadyForQuery 'I', which returns the server. No authentication of clients, no
 //          protocol checks, no cancel keys: what is left of a pooler when everything it does
-//          besides moving transactions between shared backends is free.
+//          besides moving transactions between shared backends is free. With "threads = N"
+//          it is N such loops on N threads, each on its own SO_REUSEPORT listener with its own
+//          share of the pool (as N PgBouncer processes with so_reuseport); with "tls_cert" and
+//          "tls_key" it answers an SSLRequest with 'S' and terminates TLS with OpenSSL on the
+//          client socket itself (read-ahead on, so a record costs one read), the floor of a
+//          pooler's client-side TLS (tests/bench/tls.sh).
 //
 // Benchmark tool only (compare.sh and profile.sh build it with g++ when a relay target is asked
 // for); not part of pgtether, never run by the tests.
 //
 //   relay_floor CONF     CONF holds "mode = epoll|uring|pool", "listen_port = N",
-//                        "upstream_port = N" (and for pool "pool_size", "user", "database"); it
-//                        listens on 127.0.0.1 and connects to 127.0.0.1. SIGTERM ends it.
+//                        "upstream_port = N" (and for pool "pool_size", "user", "database",
+//                        "threads", "tls_cert", "tls_key"); it listens on 127.0.0.1 and
+//                        connects to 127.0.0.1. SIGTERM ends it.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -43,6 +49,8 @@
 #include <liburing.h>
 #endif
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/select.h>
 
 #include <algorithm>
@@ -53,6 +61,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -97,11 +106,15 @@ sockaddr_in loopback(int port) {
     return a;
 }
 
-int listen_on(int port) {
+// `shared`: one of several listeners on the port (SO_REUSEPORT), the kernel spreading the
+// connections over them.
+int listen_on(int port, bool shared) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die("socket");
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (shared && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0)
+        die("SO_REUSEPORT");
     sockaddr_in a = loopback(port);
     if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) die("bind");
     if (listen(fd, 1024) < 0) die("listen");
@@ -249,6 +262,7 @@ struct PoolServer;
 
 struct PoolClient {
     int fd = -1;
+    SSL* ssl = nullptr;  // after an SSLRequest answered 'S': everything goes through it
     bool logged_in = false;
     PoolServer* server = nullptr;
     std::string startup;  // the start-up packet (and an SSLRequest before it) as it arrives
@@ -293,6 +307,59 @@ bool write_all(int fd, const char* data, std::size_t size) {
         size -= static_cast<std::size_t>(n);
     }
     return true;
+}
+
+// Blocks until fd can take more (the rare full socket: see write_all) or, for TLS, can be read
+// (a renegotiation-free TLS 1.3 write never asks, but OpenSSL may say so).
+void wait_for_fd(int fd, bool for_write) {
+    fd_set set;
+    FD_ZERO(&set);
+    FD_SET(fd, &set);
+    select(fd + 1, for_write ? nullptr : &set, for_write ? &set : nullptr, nullptr, nullptr);
+}
+
+// The client's bytes, through TLS when it asked for it: > 0 bytes read, 0 when the client is gone,
+// -1 when nothing is there yet.
+ssize_t client_read(PoolClient& c, unsigned char* buf, std::size_t size) {
+    if (c.ssl == nullptr) {
+        ssize_t r = recv(c.fd, buf, size, 0);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -1;
+        return r < 0 ? 0 : r;
+    }
+    std::size_t n = 0;
+    if (SSL_read_ex(c.ssl, buf, size, &n) == 1) return static_cast<ssize_t>(n);
+    int error = SSL_get_error(c.ssl, 0);
+    ERR_clear_error();
+    return error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE ? -1 : 0;
+}
+
+bool client_write(PoolClient& c, const char* data, std::size_t size) {
+    if (c.ssl == nullptr) return write_all(c.fd, data, size);
+    for (;;) {
+        std::size_t n = 0;
+        if (SSL_write_ex(c.ssl, data, size, &n) == 1) return true;  // all of it: no partial writes
+        int error = SSL_get_error(c.ssl, 0);
+        ERR_clear_error();
+        if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) return false;
+        wait_for_fd(c.fd, error == SSL_ERROR_WANT_WRITE);  // then the same call again
+    }
+}
+
+// The server side of client TLS: the certificate and key, TLS 1.2 and 1.3 with OpenSSL's default
+// suites (what pgtether and PgBouncer negotiate with libpq too), no tickets or compression, and
+// read-ahead so that a record (and whatever follows it) is read in one call.
+SSL_CTX* make_tls_context(const std::string& cert, const std::string& key) {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == nullptr || SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+        std::fprintf(stderr, "relay_floor: cannot load %s / %s\n", cert.c_str(), key.c_str());
+        std::exit(1);
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    return ctx;
 }
 
 // Whether this chunk of the server's stream ends a transaction: its last message is
@@ -391,8 +458,10 @@ std::string client_greeting(const std::string& parameters) {
     return out;
 }
 
+// One pooling loop on listen_fd with its own pool_size servers; tls (may be null) answers
+// SSLRequest.
 int run_pool(int listen_fd, int upstream_port, int pool_size, const std::string& user,
-             const std::string& database) {
+             const std::string& database, SSL_CTX* tls) {
     std::string parameters;
     std::vector<PoolServer*> idle;  // last in, first out
     for (int i = 0; i < pool_size; ++i)
@@ -448,12 +517,55 @@ int run_pool(int listen_fd, int upstream_port, int pool_size, const std::string&
         }
         for (std::size_t i = queue_head; i < queue.size(); ++i)
             if (queue[i] == c) queue[i] = nullptr;
+        SSL_free(c->ssl);  // without close_notify: the benchmark's clients have left already
+        c->ssl = nullptr;
         close(c->fd);
         c->fd = -1;
         gone_clients.push_back(c);
     };
 
-    static unsigned char buf[kBufferBytes];
+    // What a client sent: its start-up (SSLRequest first, perhaps), then requests.
+    auto on_client_bytes = [&](PoolClient* c, unsigned char* data, std::size_t size) {
+        if (!c->logged_in) {
+            c->startup.append(reinterpret_cast<char*>(data), size);
+            while (c->startup.size() >= 8) {
+                auto len = be32(reinterpret_cast<const unsigned char*>(c->startup.data()));
+                if (c->startup.size() < len) break;
+                auto code = be32(reinterpret_cast<const unsigned char*>(c->startup.data() + 4));
+                c->startup.erase(0, len);
+                if (code == 80877103 && tls != nullptr && c->ssl == nullptr) {  // SSLRequest
+                    write_all(c->fd, "S", 1);
+                    c->ssl = SSL_new(tls);
+                    if (c->ssl == nullptr || SSL_set_fd(c->ssl, c->fd) != 1) die("SSL_new");
+                    SSL_set_accept_state(c->ssl);  // the handshake runs inside the reads
+                    return;
+                }
+                if (code == 80877103 || code == 80877104) {  // SSLRequest, GSSENCRequest
+                    write_all(c->fd, "N", 1);
+                    continue;
+                }
+                c->logged_in = true;
+                client_write(*c, greeting.data(), greeting.size());
+                break;
+            }
+            return;
+        }
+        if (c->server) {
+            write_all(c->server->fd, reinterpret_cast<char*>(data), size);
+        } else if (data[0] == 'X') {  // Terminate between transactions: the client goes
+            drop_client(c);
+        } else if (!idle.empty()) {
+            PoolServer* s = idle.back();
+            idle.pop_back();
+            link(c, s, reinterpret_cast<char*>(data), size);
+        } else {
+            c->waiting.append(reinterpret_cast<char*>(data), size);
+            if (c->waiting.size() == size) queue.push_back(c);
+        }
+    };
+
+    std::vector<unsigned char> buffer(kBufferBytes);  // one per loop: loops may run on threads
+    unsigned char* buf = buffer.data();
     epoll_event events[kEventBatch];
     for (;;) {
         int n = wait_for_events(ep, events);
@@ -473,53 +585,28 @@ int run_pool(int listen_fd, int upstream_port, int pool_size, const std::string&
             if (tag & 1) {
                 auto* s = reinterpret_cast<PoolServer*>(tag & ~std::uint64_t{1});
                 if (s->fd < 0) continue;
-                ssize_t r = recv(s->fd, buf, sizeof buf, 0);
+                ssize_t r = recv(s->fd, buf, kBufferBytes, 0);
                 if (r <= 0) {
                     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
                     die("a server closed");  // the benchmark's servers never do
                 }
                 auto size = static_cast<std::size_t>(r);
-                if (s->client) write_all(s->client->fd, reinterpret_cast<char*>(buf), size);
+                if (s->client) client_write(*s->client, reinterpret_cast<char*>(buf), size);
                 if (ends_transaction(*s, buf, size) && s->client) release(s);
                 continue;
             }
             auto* c = reinterpret_cast<PoolClient*>(tag);
-            if (c->fd < 0) continue;
-            ssize_t r = recv(c->fd, buf, sizeof buf, 0);
-            if (r <= 0) {
-                if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-                drop_client(c);
-                continue;
-            }
-            auto size = static_cast<std::size_t>(r);
-            if (!c->logged_in) {
-                c->startup.append(reinterpret_cast<char*>(buf), size);
-                while (c->startup.size() >= 8) {
-                    auto len = be32(reinterpret_cast<const unsigned char*>(c->startup.data()));
-                    if (c->startup.size() < len) break;
-                    auto code = be32(reinterpret_cast<const unsigned char*>(c->startup.data() + 4));
-                    c->startup.erase(0, len);
-                    if (code == 80877103 || code == 80877104) {  // SSLRequest, GSSENCRequest
-                        write_all(c->fd, "N", 1);
-                        continue;
-                    }
-                    c->logged_in = true;
-                    write_all(c->fd, greeting.data(), greeting.size());
+            // Over TLS a read may leave whole messages decrypted in OpenSSL's buffer, which the
+            // socket's readiness does not announce: read until it is drained.
+            while (c->fd >= 0) {
+                ssize_t r = client_read(*c, buf, kBufferBytes);
+                if (r < 0) break;
+                if (r == 0) {
+                    drop_client(c);
                     break;
                 }
-                continue;
-            }
-            if (c->server) {
-                write_all(c->server->fd, reinterpret_cast<char*>(buf), size);
-            } else if (buf[0] == 'X') {  // Terminate between transactions: the client goes
-                drop_client(c);
-            } else if (!idle.empty()) {
-                PoolServer* s = idle.back();
-                idle.pop_back();
-                link(c, s, reinterpret_cast<char*>(buf), size);
-            } else {
-                c->waiting.append(reinterpret_cast<char*>(buf), size);
-                if (c->waiting.size() == size) queue.push_back(c);
+                on_client_bytes(c, buf, static_cast<std::size_t>(r));
+                if (c->ssl == nullptr || SSL_has_pending(c->ssl) != 1) break;
             }
         }
         for (PoolClient* c : gone_clients)
@@ -665,13 +752,13 @@ int main(int argc, char** argv) {
         std::fprintf(
             stderr,
             "usage: relay_floor CONF (mode = epoll|uring|pool, listen_port = N, upstream_port = "
-            "N; pool_size, user, database for pool)\n");
+            "N; pool_size, user, database, threads, tls_cert, tls_key for pool)\n");
         return 2;
     }
     std::ifstream conf(argv[1]);
     if (!conf) die(argv[1]);
-    std::string mode, user = "postgres", database = "postgres";
-    int listen_port = 0, upstream_port = 0, pool_size = 20;
+    std::string mode, user = "postgres", database = "postgres", tls_cert, tls_key;
+    int listen_port = 0, upstream_port = 0, pool_size = 20, threads = 1;
     for (std::string line; std::getline(conf, line);) {
         auto eq = line.find('=');
         if (eq == std::string::npos) continue;
@@ -687,14 +774,36 @@ int main(int argc, char** argv) {
         if (key == "pool_size") pool_size = std::atoi(value.c_str());
         if (key == "user") user = value;
         if (key == "database") database = value;
+        if (key == "threads") threads = std::atoi(value.c_str());
+        if (key == "tls_cert") tls_cert = value;
+        if (key == "tls_key") tls_key = value;
     }
     if (listen_port <= 0 || listen_port > 65535 || upstream_port <= 0 || upstream_port > 65535) {
         std::fprintf(stderr, "relay_floor: %s needs listen_port and upstream_port\n", argv[1]);
         return 2;
     }
-    int listen_fd = listen_on(listen_port);
+    if (threads < 1 || threads > 64 || (threads > 1 && mode != "pool") ||
+        (!tls_cert.empty() && mode != "pool") || pool_size < threads) {
+        std::fprintf(stderr, "relay_floor: threads (1-64, at most pool_size) and TLS are for "
+                             "mode = pool\n");
+        return 2;
+    }
+    if (mode == "pool") {
+        SSL_CTX* tls = tls_cert.empty() ? nullptr : make_tls_context(tls_cert, tls_key);
+        // Every listener bound before any loop starts, so the first connections are spread too.
+        std::vector<int> listeners;
+        for (int i = 0; i < threads; ++i)
+            listeners.push_back(listen_on(listen_port, threads > 1));
+        std::vector<std::thread> loops;
+        for (int i = 1; i < threads; ++i) {
+            int share = pool_size / threads + (i < pool_size % threads ? 1 : 0);
+            loops.emplace_back(run_pool, listeners[i], upstream_port, share, user, database, tls);
+        }
+        return run_pool(listeners[0], upstream_port, pool_size / threads + (pool_size % threads ? 1 : 0),
+                        user, database, tls);
+    }
+    int listen_fd = listen_on(listen_port, false);
     if (mode == "epoll") return run_epoll(listen_fd, upstream_port);
-    if (mode == "pool") return run_pool(listen_fd, upstream_port, pool_size, user, database);
 #ifdef RELAY_WITH_URING
     if (mode == "uring") return run_uring(listen_fd, upstream_port);
 #endif

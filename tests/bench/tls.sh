@@ -19,6 +19,11 @@
 # PgBouncer 1.18 has no [peers], so a cancel may land on the wrong process: pgbench sends none),
 # and `pgtether:w2` is pgtether with workers = 2 (its pool limits are the process's: 20).
 #
+# `relay:pool` and `relay:pool:2` are the floor under them (tests/bench/relay_floor.cpp): a
+# transaction pooler that does nothing else -- no client authentication, no protocol checks --
+# with one loop or two (two threads on SO_REUSEPORT listeners, 10 backends each), terminating
+# client TLS with OpenSSL on the socket. What any pooler on a readiness loop gets at best here.
+#
 # With --idle N it instead opens N idle clients to each pooler, over TLS and in plaintext
 # (tests/bench/idle_clients.py --tls), and reports the pooler's resident memory per idle client.
 set -euo pipefail
@@ -39,9 +44,9 @@ usage: tests/bench/tls.sh [options]
   --connect             a new connection per transaction (pgbench -C): the handshake's cost
   --server-tls          server_tls_sslmode = require as well (TLS on both hops)
   --scale N             pgbench -i scale (default 10)
-  --targets "LIST"      any of: direct pgbouncer pgbouncer:2 pgtether pgtether:w2 (default
-                        "direct pgbouncer pgtether"; the :2 and :w2 targets run two processes
-                        and two workers, see above)
+  --targets "LIST"      any of: direct pgbouncer pgbouncer:2 pgtether pgtether:w2 relay:pool
+                        relay:pool:2 (default "direct pgbouncer pgtether"; the :2 and :w2
+                        targets run two processes, two workers or two loops, see above)
   --reference TARGET    tps and CPU ratios against this target (default pgbouncer:2 when it is
                         a target, else pgbouncer, else the first target)
   --pgtether PATH       pgtether binary (default build/proxy/pgtether)
@@ -95,7 +100,10 @@ done
 [[ $idle =~ ^[0-9]+$ ]] || usage
 case "$protocol" in simple | extended | prepared) ;; *) usage ;; esac
 for target in $targets; do
-    case "$target" in direct | pgbouncer | pgbouncer:2 | pgtether | pgtether:w2) ;; *) usage ;; esac
+    case "$target" in
+    direct | pgbouncer | pgbouncer:2 | pgtether | pgtether:w2 | relay:pool | relay:pool:2) ;;
+    *) usage ;;
+    esac
 done
 if [[ -z $reference ]]; then
     for candidate in pgbouncer:2 pgbouncer "${targets%% *}"; do
@@ -162,18 +170,26 @@ printf 'so_reuseport = 1\n' >>"$state/bench-pgbouncer-2.ini"
     cat "$state/bench.ini"
     printf 'workers = 2\n'
 } >"$state/bench-pgtether-w2.ini"
+bench_prepare_relays "$targets"
+for target in $targets; do
+    [[ $target == relay:* ]] || continue
+    printf 'tls_cert = %s\ntls_key = %s\n' "$certs/server.crt" "$certs/server.key" \
+        >>"$state/${target//:/-}.ini"
+done
 pgt_chown_daemon_user "$state"
 
 pooler_bin() {
     case "$1" in
     pgbouncer*) printf '%s\n' "$pgbouncer_bin" ;;
     pgtether*) printf '%s\n' "$pgtether_bin" ;;
+    relay:*) printf '%s\n' "$state/relay_floor" ;;
     esac
 }
 
 ini_of() {
     case "$1" in
     pgbouncer:2 | pgtether:w2) printf '%s\n' "$state/bench-${1//:/-}.ini" ;;
+    relay:*) printf '%s\n' "$state/${1//:/-}.ini" ;;
     *) printf '%s\n' "$state/bench.ini" ;;
     esac
 }
