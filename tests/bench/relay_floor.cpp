@@ -794,13 +794,12 @@ int main(int argc, char** argv) {
         std::vector<int> listeners;
         for (int i = 0; i < threads; ++i)
             listeners.push_back(listen_on(listen_port, threads > 1));
+        auto share = [&](int loop) { return pool_size / threads + (loop < pool_size % threads); };
         std::vector<std::thread> loops;
-        for (int i = 1; i < threads; ++i) {
-            int share = pool_size / threads + (i < pool_size % threads ? 1 : 0);
-            loops.emplace_back(run_pool, listeners[i], upstream_port, share, user, database, tls);
-        }
-        return run_pool(listeners[0], upstream_port, pool_size / threads + (pool_size % threads ? 1 : 0),
-                        user, database, tls);
+        for (int i = 1; i < threads; ++i)
+            loops.emplace_back(run_pool, listeners[i], upstream_port, share(i), user, database,
+                               tls);
+        return run_pool(listeners[0], upstream_port, share(0), user, database, tls);
     }
     int listen_fd = listen_on(listen_port, false);
     if (mode == "epoll") return run_epoll(listen_fd, upstream_port);
