@@ -51,7 +51,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <sys/select.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -290,6 +290,13 @@ void put32(std::string& out, std::uint32_t v) {
         out.push_back(static_cast<char>(v >> shift));
 }
 
+// Blocks until fd can take more (for_write) or has something to read: the rare full socket of
+// write_all, and the rare OpenSSL write that asks for either.
+void wait_for_fd(int fd, bool for_write) {
+    pollfd p{fd, static_cast<short>(for_write ? POLLOUT : POLLIN), 0};
+    poll(&p, 1, -1);
+}
+
 // Writes all of `data`, waiting for room if the socket is full (never the case for the small
 // messages of pgbench; a pooler would queue instead).
 bool write_all(int fd, const char* data, std::size_t size) {
@@ -297,25 +304,13 @@ bool write_all(int fd, const char* data, std::size_t size) {
         ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
-            fd_set w;
-            FD_ZERO(&w);
-            FD_SET(fd, &w);
-            select(fd + 1, nullptr, &w, nullptr, nullptr);
+            wait_for_fd(fd, true);
             continue;
         }
         data += n;
         size -= static_cast<std::size_t>(n);
     }
     return true;
-}
-
-// Blocks until fd can take more (the rare full socket: see write_all) or, for TLS, can be read
-// (a renegotiation-free TLS 1.3 write never asks, but OpenSSL may say so).
-void wait_for_fd(int fd, bool for_write) {
-    fd_set set;
-    FD_ZERO(&set);
-    FD_SET(fd, &set);
-    select(fd + 1, for_write ? nullptr : &set, for_write ? &set : nullptr, nullptr, nullptr);
 }
 
 // The client's bytes, through TLS when it asked for it: > 0 bytes read, 0 when the client is gone,
