@@ -97,28 +97,29 @@ bool parameters_in_sync(const ParamValues& wanted, const ParamValues& defaults,
                         const ParamValues& backend) {
     for (std::size_t i = 0; i < kTrackedParamCount; ++i) {
         auto p = static_cast<TrackedParam>(i);
-        // The same choice as build_parameter_sync_query: the client's value, else the default.
+        // The same choice as build_parameter_sync: the client's value, else the default.
         const ParamValues& source = wanted.has(p) ? wanted : defaults;
         if (source.has(p) && !source.same_set_value(p, backend)) return false;
     }
     return true;
 }
 
-std::string build_parameter_sync_query(const ParamValues& wanted, const ParamValues& defaults,
-                                       const ParamValues& backend) {
-    std::string sql;
+ParameterSync build_parameter_sync(const ParamValues& wanted, const ParamValues& defaults,
+                                   const ParamValues& backend) {
+    ParameterSync sync;
     for (std::size_t i = 0; i < kTrackedParamCount; ++i) {
         auto p = static_cast<TrackedParam>(i);
         auto want = wanted.get(p);
         if (!want) want = defaults.get(p);
         if (!want || want == backend.get(p)) continue;
+        std::string& sql = p == TrackedParam::ClientEncoding ? sync.encoding : sync.rest;
         sql += "SET ";
         sql += kNames[i];
         sql += " = ";
         sql += quote_literal(*want);
         sql += ';';
     }
-    return sql;
+    return sync;
 }
 
 }  // namespace pgtether

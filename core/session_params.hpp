@@ -83,12 +83,20 @@ private:
     std::uint8_t set_ = 0;                                   // bit i: parameter i has a value
 };
 
-// The SET statements (one simple-query string) that make a backend whose current values are
-// `backend` show `wanted`, where `defaults` stands in for parameters the client never chose.
-// Empty when nothing differs.
-std::string build_parameter_sync_query(const ParamValues& wanted, const ParamValues& defaults,
-                                       const ParamValues& backend);
-// Whether that query would be empty: the check made for every link, which builds nothing.
+// The SET statements that make a backend whose current values are `backend` show `wanted`, where
+// `defaults` stands in for parameters the client never chose, as simple-query strings sent one
+// after the other. A change of client_encoding is a query of its own, sent first: PostgreSQL
+// converts a query string from the client_encoding in force when the string arrives, so values
+// in the same string (an application_name in SJIS, say) would be read in the backend's previous
+// encoding -- an error, or silently another value.
+struct ParameterSync {
+    std::string encoding;  // "SET client_encoding = ...;" when it changes, else empty
+    std::string rest;      // the other SET statements, in one string
+    [[nodiscard]] bool empty() const { return encoding.empty() && rest.empty(); }
+};
+ParameterSync build_parameter_sync(const ParamValues& wanted, const ParamValues& defaults,
+                                   const ParamValues& backend);
+// Whether that sync would be empty: the check made for every link, which builds nothing.
 bool parameters_in_sync(const ParamValues& wanted, const ParamValues& defaults,
                         const ParamValues& backend);
 

@@ -311,21 +311,25 @@ void Server::link(Client& client) {
 }
 
 void Server::sync_parameters() {
-    // Usually nothing differs: find that out without building the query.
-    std::string sql =
+    // Usually nothing differs: find that out without building the queries.
+    ParameterSync sync =
         parameters_in_sync(client_->params(), pool_.default_params(), params_)
-            ? std::string()
-            : build_parameter_sync_query(client_->params(), pool_.default_params(), params_);
+            ? ParameterSync{}
+            : build_parameter_sync(client_->params(), pool_.default_params(), params_);
     // Nothing to compare in the usual case: skip merging the client's settings (every transaction
     // links a server).
     std::optional<SettingsMap> settings_after;
     if (worker_.config().session_settings == StateHandling::Keep &&
         (client_->has_settings() || !applied_settings_.empty())) {
         settings_after = client_->wanted_settings();
-        sql += build_settings_sync(*settings_after, applied_settings_);
+        // After any change of client_encoding too: the values are in the client's encoding.
+        sync.rest += build_settings_sync(*settings_after, applied_settings_);
     }
-    if (sql.empty()) return;
-    run_internal(InternalPurpose::ParamSync, {sql});
+    if (sync.empty()) return;
+    std::vector<std::string> queries;
+    if (!sync.encoding.empty()) queries.push_back(std::move(sync.encoding));
+    if (!sync.rest.empty()) queries.push_back(std::move(sync.rest));
+    run_internal(InternalPurpose::ParamSync, queries);
     if (internal_) internal_->settings_after = std::move(settings_after);
 }
 

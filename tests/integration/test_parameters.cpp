@@ -343,12 +343,16 @@ TEST_CASE("a start-up value cannot escape pgtether's quoting under a client-only
     Pgtether pooler(config);
     const std::string db = TestEnv::get().database;
 
-    // Runs one query as a raw client with these start-up parameters; the messages it got.
-    auto run = [&](const std::string& application_name, const std::string& sql) {
-        RawConn raw(pooler.host(), pooler.port());
+    // Runs one query as a raw client with these start-up parameters (through pgtether unless
+    // `to_postgresql`); the messages it got.
+    auto run = [&](const std::string& application_name, const std::string& sql,
+                   const std::string& encoding = "SJIS", bool to_postgresql = false) {
+        const TestEnv& env = TestEnv::get();
+        RawConn raw(to_postgresql ? env.pg_host : pooler.host(),
+                    to_postgresql ? env.pg_port : pooler.port());
         REQUIRE(raw.send(wire::startup({{"user", role},
                                         {"database", db},
-                                        {"client_encoding", "SJIS"},
+                                        {"client_encoding", encoding},
                                         {"application_name", application_name}})));
         auto greeting = raw.read_until_ready_or_error();
         INFO(wire::describe(greeting));
@@ -382,5 +386,28 @@ TEST_CASE("a start-up value cannot escape pgtether's quoting under a client-only
         }
     }
     CHECK(saw_value);
+
+    // The one backend now speaks SJIS. A UTF-8 client's non-ASCII application_name must not be
+    // read as SJIS (it was: the value came out as other characters), and the SJIS client after
+    // it must not be read as UTF-8 (it was: "invalid byte sequence", the client shut out) -- the
+    // backend's client_encoding changes in a query of its own before the values are sent. (With
+    // workers = 2 a client may get a backend of its own: then the order differs, the answers
+    // must not.)
+    auto application_name_of = [](const std::vector<BackendMessage>& reply) {
+        for (const auto& message : reply) {
+            if (message.type == 'D' && message.body.size() > 6) return message.body.substr(6);
+        }
+        return std::string("(no row)");
+    };
+    const std::string cafe = "caf\xc3\xa9";
+    auto through = run(cafe, "SELECT current_setting('application_name')", "UTF8");
+    auto straight = run(cafe, "SELECT current_setting('application_name')", "UTF8", true);
+    INFO(wire::describe(through));
+    CHECK_FALSE(wire::first_error_sqlstate(through).has_value());
+    CHECK(application_name_of(through) == application_name_of(straight));
+    auto again = run(evil, "SELECT current_setting('application_name')");
+    INFO(wire::describe(again));
+    CHECK_FALSE(wire::first_error_sqlstate(again).has_value());
+    CHECK(application_name_of(again) == application_name_of(second));
     direct.exec_ok("ALTER ROLE " + role + " RESET backslash_quote");
 }

@@ -69,9 +69,41 @@ TEST_CASE("parameter sync: a client-only encoding's value stays one literal") {
     ParamValues client;
     client.set(TrackedParam::ClientEncoding, "SJIS");
     client.set(TrackedParam::ApplicationName, "\x95\x5c'; SELECT 1; --");
-    CHECK(build_parameter_sync_query(client, defaults, backend) ==
-          "SET client_encoding = E'SJIS';"
-          "SET application_name = $pgt$\x95\x5c'; SELECT 1; --$pgt$;");
+    ParameterSync sync = build_parameter_sync(client, defaults, backend);
+    CHECK(sync.encoding == "SET client_encoding = E'SJIS';");
+    CHECK(sync.rest == "SET application_name = $pgt$\x95\x5c'; SELECT 1; --$pgt$;");
+}
+
+TEST_CASE("parameter sync: a change of client_encoding is a query of its own, before the rest") {
+    // The backend converts each query string from the client_encoding in force when it arrives:
+    // the client's values must reach it in a later string than the change.
+    ParamValues defaults;
+    defaults.set(TrackedParam::ClientEncoding, "UTF8");
+    defaults.set(TrackedParam::ApplicationName, "");
+    ParamValues backend = defaults;
+    ParamValues client;
+    client.set(TrackedParam::ClientEncoding, "SJIS");
+    ParameterSync sync = build_parameter_sync(client, defaults, backend);
+    CHECK(sync.encoding == "SET client_encoding = E'SJIS';");
+    CHECK(sync.rest.empty());
+
+    client.set(TrackedParam::ApplicationName, "\x95\x5c");
+    sync = build_parameter_sync(client, defaults, backend);
+    CHECK(sync.encoding == "SET client_encoding = E'SJIS';");
+    CHECK(sync.rest == "SET application_name = $pgt$\x95\x5c$pgt$;");
+
+    // The backend already speaks SJIS: one string, no encoding change.
+    backend.set(TrackedParam::ClientEncoding, "SJIS");
+    sync = build_parameter_sync(client, defaults, backend);
+    CHECK(sync.encoding.empty());
+    CHECK(sync.rest == "SET application_name = $pgt$\x95\x5c$pgt$;");
+
+    // And back: a client that never chose an encoding gets the default back, first.
+    ParamValues plain;
+    plain.set(TrackedParam::ApplicationName, "caf\xc3\xa9");
+    sync = build_parameter_sync(plain, defaults, backend);
+    CHECK(sync.encoding == "SET client_encoding = E'UTF8';");
+    CHECK(sync.rest == "SET application_name = $pgt$caf\xc3\xa9$pgt$;");
 }
 
 TEST_CASE("parameter sync sends only what differs") {
@@ -82,25 +114,25 @@ TEST_CASE("parameter sync sends only what differs") {
 
     ParamValues backend = defaults;
     ParamValues client;
-    CHECK(build_parameter_sync_query(client, defaults, backend).empty());
+    CHECK(build_parameter_sync(client, defaults, backend).empty());
 
     client.set(TrackedParam::TimeZone, "Europe/Berlin");
-    CHECK(build_parameter_sync_query(client, defaults, backend) ==
+    CHECK(build_parameter_sync(client, defaults, backend).rest ==
           "SET TimeZone = E'Europe/Berlin';");
 
     // The backend carries another client's DateStyle: the client that never chose one gets the
     // default back.
     backend.set(TrackedParam::DateStyle, "German, DMY");
-    CHECK(build_parameter_sync_query(client, defaults, backend) ==
+    CHECK(build_parameter_sync(client, defaults, backend).rest ==
           "SET DateStyle = E'ISO, MDY';SET TimeZone = E'Europe/Berlin';");
 
     client.set(TrackedParam::ApplicationName, "o'brien");
-    CHECK(build_parameter_sync_query(client, defaults, backend) ==
+    CHECK(build_parameter_sync(client, defaults, backend).rest ==
           "SET DateStyle = E'ISO, MDY';SET TimeZone = E'Europe/Berlin';"
           "SET application_name = E'o''brien';");
 }
 
-TEST_CASE("parameters_in_sync says exactly when the sync query would be empty") {
+TEST_CASE("parameters_in_sync says exactly when the sync would be empty") {
     // Every combination of unset, empty and two values for two parameters, in the client, the
     // defaults and the backend (4^6 cases), the second parameter's value before the first's
     // in the string so that offsets differ between the three.
@@ -118,7 +150,7 @@ TEST_CASE("parameters_in_sync says exactly when the sync query would be empty") 
         fill(defaults, (code >> 4) & 3, (code >> 6) & 3);
         fill(backend, (code >> 8) & 3, (code >> 10) & 3);
         backend.set(TrackedParam::DateStyle, "ISO, MDY");  // only the backend has it: no SET
-        const bool empty = build_parameter_sync_query(client, defaults, backend).empty();
+        const bool empty = build_parameter_sync(client, defaults, backend).empty();
         CAPTURE(code);
         CHECK(parameters_in_sync(client, defaults, backend) == empty);
         in_sync += empty ? 1 : 0;
