@@ -246,11 +246,15 @@ void Pool::launch_if_needed() {
 void Pool::note_tether_reserve_exhausted(bool exhausted) {
     if (exhausted && !tether_reserve_exhausted_) {
         stats_.tether_reserve_exhausted++;
-        const int tethered = tethered_server_count();
-        spdlog::warn("{}/{}: tether_reserve_size ({}) exhausted: {} tethered servers leave {} of "
-                     "pool_size {} to other clients, which wait",
-                     database_.name, user_, sizes_.tether_reserve_size, tethered,
-                     std::max(0, server_count_ - tethered), sizes_.pool_size);
+        // The process's figures, every worker's share of the pool, as the limit counts them
+        // (this worker's own would say "1 tethered servers" while three hold the allowance).
+        const auto share = worker_.group().budget().share(database_.name, user_, worker_.index(),
+                                                          tethered_for_budget());
+        spdlog::warn(
+            "{}/{}: tether_reserve_size ({}) exhausted: {} tethered servers leave {} of "
+            "pool_size {} to other clients, which wait",
+            database_.name, user_, sizes_.tether_reserve_size, share.tethered,
+            std::max(0, share.servers - share.tethered), sizes_.pool_size);
     }
     tether_reserve_exhausted_ = exhausted;
 }
