@@ -68,7 +68,9 @@ std::string first_line_of_command(const std::string& command) {
 
 TEST_CASE("host lists: new server connections go to the listed hosts in turn") {
     const auto& env = TestEnv::get();
-    PoolerConfig config = pool_config("transaction", 2);
+    // One worker: the turn through the list is per worker's share of the pool, and a and b must
+    // take consecutive turns of one.
+    PoolerConfig config = pool_config("transaction", 2, {{"workers", "1"}});
     // The same PostgreSQL twice, over its Unix socket and over TCP, so the two are told apart.
     config.databases = {"hl = host=" + env.pg_socket_dir + "," + env.pg_host +
                         " port=" + pg_port() + " dbname=postgres"};

@@ -320,9 +320,10 @@ TEST_CASE("an invalid start-up setting fails that client only") {
                       bad.error());
     }
     // The backend the failed SET ran on is still fine for others: a failed SET leaves it clean,
-    // so it is not even replaced.
+    // so it is not even replaced (with two workers it may have been lent to the bad client's
+    // worker meanwhile, and good's backend is then a new one).
     for (int i = 0; i < 3; ++i) CHECK(scalar(good, "SHOW TimeZone") != "No/Such_Zone");
-    CHECK(scalar(good, "SELECT pg_backend_pid()") == pid);
+    if (workers_in_this_run() == 1) CHECK(scalar(good, "SELECT pg_backend_pid()") == pid);
     Conn next = Conn::must(pooler.conninfo());
     CHECK(scalar(next, "SELECT 'next'") == "next");
 }

@@ -160,7 +160,8 @@ TEST_CASE("a refused login still waits server_login_retry, and its clients fail 
         CHECK(error.find("password authentication failed") != std::string::npos);
         CHECK(std::chrono::steady_clock::now() - started < 8s);
     }
-    // One login attempt only: the later clients were failed from the remembered error.
+    // One login attempt only (per worker: each worker's share of the pool remembers its own):
+    // the later clients were failed from the remembered error.
     const std::string log = pooler.log();
     const std::string server_line = "/" + user.name + ": server login failed";
     std::size_t attempts = 0;
@@ -168,5 +169,6 @@ TEST_CASE("a refused login still waits server_login_retry, and its clients fail 
          pos = log.find(server_line, pos + 1)) {
         ++attempts;
     }
-    CHECK(attempts == 1);
+    CHECK(attempts >= 1);
+    CHECK(attempts <= static_cast<std::size_t>(workers_in_this_run()));
 }

@@ -361,8 +361,10 @@ std::string raw_scalar(RawConn& raw, const std::string& sql) {
 }  // namespace
 
 TEST_CASE("a Bind of the unnamed statement in a later transaction replays its settings' effects") {
-    // One backend: every client below meets the statements and settings the others left on it.
-    Pgtether pooler(pool_config("transaction", 1, {{"query_wait_timeout", "20"}}));
+    // One backend: every client below meets the statements and settings the others left on it
+    // (one worker: with two, a client on the other worker gets the backend lent, i.e. a new one).
+    Pgtether pooler(
+        pool_config("transaction", 1, {{"query_wait_timeout", "20"}, {"workers", "1"}}));
     const TestEnv& env = TestEnv::get();
     const std::string default_work_mem = direct_scalar("SHOW work_mem");
     REQUIRE(default_work_mem != "7MB");

@@ -303,7 +303,8 @@ TEST_CASE("a tethered client that leaves is scrubbed: its locks are released and
     CHECK(backend_count() <= 2);
     CHECK(backend_count() >= 1);  // the filter does see this pooler's backends
     CHECK(pooler.log().find("scrub failed") == std::string::npos);
-    CHECK(pooler.log().find(") backend pid ") == std::string::npos);  // no server was closed
+    // No server was closed (with two workers a lend closes one: see workers_in_this_run).
+    if (workers_in_this_run() == 1) CHECK(pooler.log().find(") backend pid ") == std::string::npos);
 }
 
 TEST_CASE("a backend whose clean-up fails is closed, never reused") {
@@ -403,8 +404,9 @@ TEST_CASE("advisory_lock_tracking = off behaves like PgBouncer: no tether") {
     Conn a = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(800)"));
     CHECK(two_transactions_fit(pooler.conninfo()));
-    // The lock stayed behind on a pooled backend: the PgBouncer failure mode.
-    CHECK(locks_held(800) == 1);
+    // The lock stayed behind on a pooled backend: the PgBouncer failure mode. (With two workers
+    // the backend may have been lent to the other worker since, which closes it, lock and all.)
+    if (workers_in_this_run() == 1) CHECK(locks_held(800) == 1);
     Conn direct = Conn::must(direct_conninfo());
     PGT_REQUIRE_OK(direct.exec(
         "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND "
@@ -517,8 +519,9 @@ TEST_CASE(
     "without statement translation, a Bind of a name the backend got from another client is "
     "probed") {
     // max_prepared_statements = 0: names go to the backends as the clients send them, so a
-    // client's name may stand for another client's statement on the backend it meets.
-    Pgtether pooler(two_backends({{"max_prepared_statements", "0"}}));
+    // client's name may stand for another client's statement on the backend it meets. The
+    // clients below are steered onto given backends, which needs them on one worker.
+    Pgtether pooler(two_backends({{"max_prepared_statements", "0"}, {"workers", "1"}}));
     const std::string conninfo = pooler.conninfo();
     Conn a = Conn::must(conninfo);
     Conn b = Conn::must(conninfo);

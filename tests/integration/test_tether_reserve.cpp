@@ -190,10 +190,13 @@ TEST_CASE("the allowance used up: a client without a lock waits as before; logge
     CHECK(backends_of(role) == 3);  // pool_size + tether_reserve_size, never more
     CHECK(pooler.wait_for_log(
         "tether_reserve_size (1) exhausted: 3 tethered servers leave 0 of pool_size 2"));
-    auto row = pool_row(pooler, role);
-    CHECK(cell(row, "tether_reserve_exhausted") == "1");
+    // One wait, one occurrence. (With two workers c may have waited a moment too, on the worker
+    // without plain's idle backend until it was lent over: another occurrence, counted.)
+    const int first = std::stoi(cell(pool_row(pooler, role), "tether_reserve_exhausted"));
+    if (workers_in_this_run() == 1) CHECK(first == 1);
+    CHECK(first >= 1);
     CHECK(pool_metric(http_get("127.0.0.1", metrics_port, "/metrics").body,
-                      "pgtether_tether_reserve_exhausted_total", role) == 1);
+                      "pgtether_tether_reserve_exhausted_total", role) == first);
 
     // Another wait is another occurrence. When a lock holder lets go, its backend serves the
     // waiting client.
@@ -204,9 +207,9 @@ TEST_CASE("the allowance used up: a client without a lock waits as before; logge
     auto answer = wait_result(waiter, 10s);
     REQUIRE(answer.has_value());
     CHECK(answer->value() == "served after an unlock");
-    CHECK(cell(pool_row(pooler, role), "tether_reserve_exhausted") == "2");
+    CHECK(cell(pool_row(pooler, role), "tether_reserve_exhausted") == std::to_string(first + 1));
     CHECK(pool_metric(http_get("127.0.0.1", metrics_port, "/metrics").body,
-                      "pgtether_tether_reserve_exhausted_total", role) == 2);
+                      "pgtether_tether_reserve_exhausted_total", role) == first + 1);
     CHECK(backends_of(role) <= 3);
     CHECK(scalar(c, "SELECT pg_advisory_unlock(7203)") == "t");
     CHECK(scalar(b, "SELECT pg_advisory_unlock(7202)") == "t");

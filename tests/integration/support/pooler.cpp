@@ -220,6 +220,11 @@ PoolerConfig with_workers_from_environment(PoolerConfig config) {
 
 }  // namespace
 
+int workers_in_this_run() {
+    const char* workers = std::getenv("PGT_WORKERS");
+    return workers && *workers ? std::atoi(workers) : 1;
+}
+
 Pgtether::Pgtether(PoolerConfig config, std::chrono::milliseconds start_timeout, const TestEnv& env)
     : PoolerProcess("pgtether", env.pgtether_bin, env,
                     with_workers_from_environment(std::move(config)), start_timeout) {}

@@ -105,6 +105,13 @@ class PoolerProcess {
     std::unique_ptr<ChildProcess> process_;
 };
 
+// The workers every pgtether of this run has unless a test sets its own: PGT_WORKERS (the
+// *_workers2 ctest entries set 2), else 1. What only one worker does by design is asserted only
+// when this is 1: consecutive clients of a small pool meeting the same backend, no backend ever
+// closed, exact per-pool counts and log lines. With two, a client's worker holds its own share
+// of the pool, and a backend one worker lends to the other is closed and opened anew.
+int workers_in_this_run();
+
 // pgtether from $PGTETHER_BIN.
 class Pgtether : public PoolerProcess {
   public:
