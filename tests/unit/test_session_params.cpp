@@ -77,33 +77,39 @@ TEST_CASE("parameter sync: a client-only encoding's value stays one literal") {
 TEST_CASE("parameter sync: a change of client_encoding is a query of its own, before the rest") {
     // The backend converts each query string from the client_encoding in force when it arrives:
     // the client's values must reach it in a later string than the change.
+    struct Case {
+        const char* what;
+        std::optional<std::string_view> client_encoding;  // unset: the default, UTF8
+        std::string_view application_name;                // "": the default
+        std::string_view backend_encoding;
+        std::string_view encoding_query;
+        std::string_view rest;
+    };
+    const Case cases[] = {
+        {"only the encoding changes", "SJIS", "", "UTF8", "SET client_encoding = E'SJIS';", ""},
+        {"the encoding changes, then the value in it", "SJIS", "\x95\x5c", "UTF8",
+         "SET client_encoding = E'SJIS';", "SET application_name = $pgt$\x95\x5c$pgt$;"},
+        {"the backend already speaks SJIS: one string", "SJIS", "\x95\x5c", "SJIS", "",
+         "SET application_name = $pgt$\x95\x5c$pgt$;"},
+        {"back to the default encoding first", std::nullopt, "caf\xc3\xa9", "SJIS",
+         "SET client_encoding = E'UTF8';", "SET application_name = $pgt$caf\xc3\xa9$pgt$;"},
+    };
     ParamValues defaults;
     defaults.set(TrackedParam::ClientEncoding, "UTF8");
     defaults.set(TrackedParam::ApplicationName, "");
-    ParamValues backend = defaults;
-    ParamValues client;
-    client.set(TrackedParam::ClientEncoding, "SJIS");
-    ParameterSync sync = build_parameter_sync(client, defaults, backend);
-    CHECK(sync.encoding == "SET client_encoding = E'SJIS';");
-    CHECK(sync.rest.empty());
-
-    client.set(TrackedParam::ApplicationName, "\x95\x5c");
-    sync = build_parameter_sync(client, defaults, backend);
-    CHECK(sync.encoding == "SET client_encoding = E'SJIS';");
-    CHECK(sync.rest == "SET application_name = $pgt$\x95\x5c$pgt$;");
-
-    // The backend already speaks SJIS: one string, no encoding change.
-    backend.set(TrackedParam::ClientEncoding, "SJIS");
-    sync = build_parameter_sync(client, defaults, backend);
-    CHECK(sync.encoding.empty());
-    CHECK(sync.rest == "SET application_name = $pgt$\x95\x5c$pgt$;");
-
-    // And back: a client that never chose an encoding gets the default back, first.
-    ParamValues plain;
-    plain.set(TrackedParam::ApplicationName, "caf\xc3\xa9");
-    sync = build_parameter_sync(plain, defaults, backend);
-    CHECK(sync.encoding == "SET client_encoding = E'UTF8';");
-    CHECK(sync.rest == "SET application_name = $pgt$caf\xc3\xa9$pgt$;");
+    for (const Case& c : cases) {
+        CAPTURE(c.what);
+        ParamValues client;
+        if (c.client_encoding) client.set(TrackedParam::ClientEncoding, *c.client_encoding);
+        if (!c.application_name.empty()) {
+            client.set(TrackedParam::ApplicationName, c.application_name);
+        }
+        ParamValues backend = defaults;
+        backend.set(TrackedParam::ClientEncoding, c.backend_encoding);
+        const ParameterSync sync = build_parameter_sync(client, defaults, backend);
+        CHECK(sync.encoding == c.encoding_query);
+        CHECK(sync.rest == c.rest);
+    }
 }
 
 TEST_CASE("parameter sync sends only what differs") {
