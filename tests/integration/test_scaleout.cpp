@@ -600,8 +600,17 @@ TEST_CASE("the shipped docker/ and docker/k8s configurations start, peer and ser
         dir->write_file(own, localized(read_file(source + "/" + own), *dir, port, metrics, port1,
                                        port2));
         processes.push_back(start_shipped(*dir, own, port));
-        auto reply = http_get("127.0.0.1", metrics, "/metrics");
-        CHECK(reply.status == 200);
+        // The client port accepting says the sockets are bound, not that the loop is answering
+        // yet (on a loaded host one GET waiting 5 s once came back empty): what a readiness
+        // probe does, ask again.
+        HttpReply reply;
+        CHECK_MESSAGE(eventually(
+                          [&] {
+                              reply = http_get("127.0.0.1", metrics, "/metrics");
+                              return reply.status == 200;
+                          },
+                          20s),
+                      read_file(dir->path() + "/pgtether.log"));
         CHECK(reply.body.find("pgtether_") != std::string::npos);
         dirs.push_back(std::move(dir));
     }
