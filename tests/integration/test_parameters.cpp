@@ -395,10 +395,7 @@ TEST_CASE("a start-up value cannot escape pgtether's quoting under a client-only
     // workers = 2 a client may get a backend of its own: then the order differs, the answers
     // must not.)
     auto application_name_of = [](const std::vector<BackendMessage>& reply) {
-        for (const auto& message : reply) {
-            if (message.type == 'D' && message.body.size() > 6) return message.body.substr(6);
-        }
-        return std::string("(no row)");
+        return wire::first_value(reply).value_or("(no row)");
     };
     const std::string cafe = "caf\xc3\xa9";
     auto through = run(cafe, "SELECT current_setting('application_name')", "UTF8");

@@ -350,10 +350,7 @@ void run_extended(RawConn& raw, const std::string& name, const std::string& text
 std::string raw_scalar(RawConn& raw, const std::string& sql) {
     REQUIRE(raw.send(wire::query(sql)));
     auto replies = raw.read_until_ready_or_error();
-    for (const auto& m : replies) {
-        // DataRow: Int16 column count, then Int32 length and the bytes of the first value.
-        if (m.type == 'D' && m.body.size() >= 6) return m.body.substr(6);
-    }
+    if (auto value = wire::first_value(replies)) return *value;
     FAIL("no row for " << sql << ": " << wire::describe(replies));
     return {};
 }

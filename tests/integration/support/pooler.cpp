@@ -210,9 +210,15 @@ namespace {
 
 // PGT_WORKERS=N (the ctest entries *_workers2): every pgtether runs with `workers = N` unless the
 // test sets workers itself.
-PoolerConfig with_workers_from_environment(PoolerConfig config) {
+// PGT_WORKERS as set; empty when it is not.
+std::string workers_from_environment() {
     const char* workers = std::getenv("PGT_WORKERS");
-    if (workers && *workers && config.settings.count("workers") == 0) {
+    return workers ? workers : "";
+}
+
+PoolerConfig with_workers_from_environment(PoolerConfig config) {
+    const std::string workers = workers_from_environment();
+    if (!workers.empty() && config.settings.count("workers") == 0) {
         config.settings["workers"] = workers;
     }
     return config;
@@ -221,8 +227,8 @@ PoolerConfig with_workers_from_environment(PoolerConfig config) {
 }  // namespace
 
 int workers_in_this_run() {
-    const char* workers = std::getenv("PGT_WORKERS");
-    return workers && *workers ? std::atoi(workers) : 1;
+    const std::string workers = workers_from_environment();
+    return workers.empty() ? 1 : std::atoi(workers.c_str());
 }
 
 Pgtether::Pgtether(PoolerConfig config, std::chrono::milliseconds start_timeout, const TestEnv& env)

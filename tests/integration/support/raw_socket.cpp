@@ -97,6 +97,20 @@ std::optional<std::string> first_error_sqlstate(const std::vector<BackendMessage
     return std::nullopt;
 }
 
+std::optional<std::string> first_value(const std::vector<BackendMessage>& messages) {
+    for (const auto& msg : messages) {
+        // DataRow: Int16 column count, then Int32 length and the bytes of each value.
+        if (msg.type != 'D' || msg.body.size() < 6) continue;
+        const auto* p = reinterpret_cast<const unsigned char*>(msg.body.data()) + 2;
+        const std::int32_t length =
+            static_cast<std::int32_t>(std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 |
+                                      std::uint32_t{p[2]} << 8 | p[3]);
+        if (length < 0) return std::nullopt;
+        return msg.body.substr(6, static_cast<std::size_t>(length));
+    }
+    return std::nullopt;
+}
+
 std::optional<KeyData> backend_key_data(const std::vector<BackendMessage>& messages) {
     for (const auto& msg : messages) {
         if (msg.type != 'K' || msg.body.size() != 8) continue;

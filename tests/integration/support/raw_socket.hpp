@@ -42,6 +42,8 @@ std::string terminate();                                         // 'X'
 std::map<char, std::string> error_fields(const BackendMessage& msg);
 // The SQLSTATE of the first ErrorResponse in `messages`.
 std::optional<std::string> first_error_sqlstate(const std::vector<BackendMessage>& messages);
+// The first column of the first DataRow in `messages`; nullopt when there is none (or it is NULL).
+std::optional<std::string> first_value(const std::vector<BackendMessage>& messages);
 // "R(8) S(25) ... Z(1)" for assertion messages; ErrorResponses show their code and message.
 std::string describe(const std::vector<BackendMessage>& messages);
 // The cancel key of a greeting's BackendKeyData (protocol §55.7): process id and secret;
