@@ -1,7 +1,9 @@
 #include "proxy/admin/privileges.hpp"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -38,24 +40,45 @@ namespace {
 
 }  // namespace
 
-void switch_user(const std::string& user, const std::vector<std::string>& hand_over) {
+FileOwner lookup_user(const std::string& user) {
     passwd entry{};
     passwd* found = nullptr;
     std::vector<char> buffer(16 * 1024);
     if (getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 || !found) {
         throw std::runtime_error("user \"" + user + "\" does not exist");
     }
-    for (const auto& path : hand_over) {
-        if (!path.empty() && ::chown(path.c_str(), found->pw_uid, found->pw_gid) != 0 &&
-            errno != ENOENT) {
-            fail("cannot give " + path + " to user \"" + user + "\"");
-        }
+    return {found->pw_name, found->pw_uid, found->pw_gid};
+}
+
+void give_unix_socket(const std::string& path, const FileOwner& owner) {
+    // O_PATH | O_NOFOLLOW: the name itself, never what a link put in its place points to;
+    // fchownat(AT_EMPTY_PATH) then changes exactly the inode we checked.
+    int fd = ::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return;
+        fail("cannot give " + path + " to user \"" + owner.name + "\"");
     }
-    if (initgroups(found->pw_name, found->pw_gid) != 0) fail("initgroups for \"" + user + "\"");
-    if (setgid(found->pw_gid) != 0) fail("setgid to the group of \"" + user + "\"");
-    if (setuid(found->pw_uid) != 0) fail("setuid to \"" + user + "\"");
-    if (found->pw_uid != 0 && setuid(0) == 0) {
-        throw std::runtime_error("switched to \"" + user + "\" but could become root again");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        ::close(fd);
+        throw std::runtime_error("cannot give " + path + " to user \"" + owner.name +
+                                 "\": it is no longer the socket pgtether bound");
+    }
+    int rc = ::fchownat(fd, "", owner.uid, owner.gid, AT_EMPTY_PATH);
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    if (rc != 0) fail("cannot give " + path + " to user \"" + owner.name + "\"");
+}
+
+void switch_user(const FileOwner& owner) {
+    if (initgroups(owner.name.c_str(), owner.gid) != 0) {
+        fail("initgroups for \"" + owner.name + "\"");
+    }
+    if (setgid(owner.gid) != 0) fail("setgid to the group of \"" + owner.name + "\"");
+    if (setuid(owner.uid) != 0) fail("setuid to \"" + owner.name + "\"");
+    if (owner.uid != 0 && setuid(0) == 0) {
+        throw std::runtime_error("switched to \"" + owner.name + "\" but could become root again");
     }
 }
 

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/root_files.hpp"
+
 namespace pgtether {
 
 struct PrivilegePlan {
@@ -22,11 +24,19 @@ struct PrivilegePlan {
 PrivilegePlan plan_privileges(bool root, std::string_view wanted_user,
                               std::string_view current_user);
 
-// Switches the process to `user` (its primary group and supplementary groups, then the uid) and
-// checks that root cannot be regained. `hand_over` files (the Unix socket, the logfile, the
-// pidfile) are given to the user first, so it can still remove or reopen them. Throws
+// The user `user` names (uid, primary group); throws std::runtime_error when there is none.
+FileOwner lookup_user(const std::string& user);
+
+// Gives the Unix socket at `path`, which root bound, to `owner` so that it can remove it at exit
+// (in a sticky directory such as /tmp only the owner may). Never follows a link and changes
+// nothing but a socket. Missing: nothing to do. Throws std::runtime_error.
+void give_unix_socket(const std::string& path, const FileOwner& owner);
+
+// Switches the process to `owner` (its primary group and supplementary groups, then the uid) and
+// checks that root cannot be regained. The pidfile and the logfile were handed over when root
+// created them (on their descriptors, see write_pidfile and setup_logging). Throws
 // std::runtime_error naming what failed.
-void switch_user(const std::string& user, const std::vector<std::string>& hand_over);
+void switch_user(const FileOwner& owner);
 
 // The name of the user we run as ("uid N" when it has no name).
 std::string current_user_name();

@@ -6,28 +6,98 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
+#include <string_view>
+#include <vector>
+
+#include "core/config.hpp"
 
 namespace pgtether {
 
-void write_pidfile(const std::string& path) {
-    std::ifstream existing(path);
-    long pid = 0;
-    if (existing >> pid && pid > 0 && pid != getpid() && kill(static_cast<pid_t>(pid), 0) == 0) {
+namespace {
+
+PathFacts facts_of(const struct stat& st) {
+    return {st.st_uid, st.st_gid, st.st_mode, st.st_nlink};
+}
+
+// The pid an existing pidfile names, 0 if none. A symbolic link is not read (rename replaces it).
+long pid_in_pidfile(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char text[32] = {};
+    struct stat st {};
+    ssize_t n =
+        ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? ::read(fd, text, sizeof text - 1) : 0;
+    ::close(fd);
+    return n > 0 ? std::strtol(text, nullptr, 10) : 0;
+}
+
+// Creates `tmp` afresh: never through a link, never an existing file. A leftover from a crash
+// (or anything else under that name) is removed first; unlink never follows a link.
+int create_pidfile_tmp(const std::string& tmp) {
+    constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = ::open(tmp.c_str(), kFlags, 0644);
+    if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) {
+        fd = ::open(tmp.c_str(), kFlags, 0644);
+    }
+    return fd;
+}
+
+}  // namespace
+
+void write_pidfile(const std::string& path, const std::optional<FileOwner>& owner) {
+    long pid = pid_in_pidfile(path);
+    if (pid > 0 && pid != getpid() && kill(static_cast<pid_t>(pid), 0) == 0) {
         throw std::runtime_error("pidfile " + path + " exists and process " +
                                  std::to_string(pid) + " is running");
     }
     std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot write pidfile " + path + ": " + strerror(errno));
+    int fd = create_pidfile_tmp(tmp);
+    if (fd < 0) {
+        throw std::runtime_error("cannot create pidfile " + tmp + ": " + strerror(errno));
+    }
     std::string text = std::to_string(getpid()) + "\n";
     bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    // Handed over on the descriptor, so that the user can remove it at exit.
+    if (ok && owner) ok = ::fchown(fd, owner->uid, owner->gid) == 0;
+    int saved = errno;
     ::close(fd);
+    // rename replaces whatever `path` is, a link included, and never follows it.
     if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+        if (ok) saved = errno;
         ::unlink(tmp.c_str());
-        throw std::runtime_error("cannot write pidfile " + path + ": " + strerror(errno));
+        throw std::runtime_error("cannot write pidfile " + path + ": " + strerror(saved));
+    }
+}
+
+void check_root_paths(const Config& config, const FileOwner& owner) {
+    struct Checked {
+        const char* what;
+        std::string path;
+    };
+    std::vector<Checked> paths;
+    if (!config.pidfile.empty()) {
+        // The pidfile itself is replaced by rename, whatever it is.
+        paths.push_back({"pidfile directory", parent_directory(config.pidfile)});
+    }
+    if (!config.logfile.empty()) {
+        paths.push_back({"logfile directory", parent_directory(config.logfile)});
+        paths.push_back({"logfile", config.logfile});
+    }
+    if (!config.unix_socket_dir.empty()) {
+        paths.push_back({"unix_socket_dir", config.unix_socket_dir});
+    }
+    for (const auto& [what, path] : paths) {
+        struct stat st {};
+        // A file that is not there yet is created safely; a link is refused when opened.
+        if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+        if (S_ISDIR(st.st_mode) || what == std::string_view("logfile")) {
+            if (auto hazard = root_path_hazard(what, path, facts_of(st), owner)) {
+                throw std::runtime_error("refusing to start as root: " + *hazard);
+            }
+        }
     }
 }
 

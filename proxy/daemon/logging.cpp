@@ -1,12 +1,19 @@
 #include "proxy/daemon/logging.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/dist_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
@@ -53,6 +60,74 @@ spdlog::sinks::dist_sink_mt& process_sinks() {
     return *sinks;
 }
 
+// The logfile, appended to through a descriptor we opened ourselves: spdlog's file sink opens by
+// name (fopen follows links) and creates files 0644.
+class LogfileSink final : public spdlog::sinks::base_sink<std::mutex> {
+  public:
+    explicit LogfileSink(int fd) : fd_(fd) {}
+    ~LogfileSink() override { ::close(fd_); }
+    LogfileSink(const LogfileSink&) = delete;
+    LogfileSink& operator=(const LogfileSink&) = delete;
+
+  protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+        spdlog::memory_buf_t line;
+        formatter_->format(msg, line);
+        const char* data = line.data();
+        std::size_t left = line.size();
+        while (left > 0) {
+            ssize_t n = ::write(fd_, data, left);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return;  // a full disk loses the line, as fwrite would
+            data += n;
+            left -= static_cast<std::size_t>(n);
+        }
+    }
+    void flush_() override {}  // unbuffered: every line is written at once
+
+  private:
+    int fd_;
+};
+
+[[noreturn]] void logfile_error(const std::string& path, const std::string& why) {
+    throw std::runtime_error("cannot open logfile " + path + ": " + why);
+}
+
+// Opens (appends to, creates 0640) the logfile. While root (`owner` set) a link is not followed,
+// the file must pass root_path_hazard, and it is handed to the user on the descriptor.
+int open_logfile(const std::string& path, const std::optional<FileOwner>& owner) {
+    int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC;
+    // Not blocking on a FIFO planted under the name; cleared again below.
+    if (owner) flags |= O_NOFOLLOW | O_NONBLOCK;
+    int fd = ::open(path.c_str(), flags, 0640);
+    if (fd < 0) {
+        if (owner && errno == ELOOP) {
+            logfile_error(path,
+                          "it is a symbolic link, which pgtether does not follow while "
+                          "it runs as root");
+        }
+        logfile_error(path, std::strerror(errno));
+    }
+    if (owner) {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) {
+            int saved = errno;
+            ::close(fd);
+            logfile_error(path, std::strerror(saved));
+        }
+        auto hazard = root_path_hazard("logfile", path,
+                                       {st.st_uid, st.st_gid, st.st_mode, st.st_nlink}, *owner);
+        if (hazard || ::fchown(fd, owner->uid, owner->gid) != 0 ||
+            ::fcntl(fd, F_SETFL, O_WRONLY | O_APPEND) != 0) {
+            int saved = errno;
+            ::close(fd);
+            if (hazard) throw std::runtime_error("refusing to start as root: " + *hazard);
+            logfile_error(path, std::strerror(saved));
+        }
+    }
+    return fd;
+}
+
 }  // namespace
 
 void setup_logging(const LogOptions& options) {
@@ -62,7 +137,8 @@ void setup_logging(const LogOptions& options) {
     if (!options.quiet) sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
     if (!options.logfile.empty()) {
         // Opens (appends to) the file: a reload after logrotate moved it starts a new one.
-        sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(options.logfile));
+        sinks.push_back(
+            std::make_shared<LogfileSink>(open_logfile(options.logfile, options.owner)));
     }
     for (auto& sink : sinks) sink->set_pattern(kPattern);
     auto& dist = process_sinks();

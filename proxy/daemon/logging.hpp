@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/root_files.hpp"
+
 namespace pgtether {
 
 struct Config;
@@ -17,6 +19,10 @@ struct LogOptions {
     bool syslog = false;     // also log to syslog
     std::string syslog_ident = "pgbouncer";
     std::string syslog_facility = "daemon";
+    // Set while root, before switching to `user =`: the logfile is opened without following a
+    // link, must be a regular file with one link that no third user can write, and is given to
+    // this user on its descriptor (so that it can reopen it on reload).
+    std::optional<FileOwner> owner;
 };
 
 // The options for `config`, given the command line's -v count and -q / -d.
@@ -24,7 +30,8 @@ LogOptions log_options_for(const Config& config, int command_line_verbose, bool 
 
 // Replaces the default logger. Called again on reload, which reopens the logfile (so logrotate
 // can move it away and send SIGHUP) and applies new verbosity and syslog settings. Throws
-// spdlog::spdlog_ex when the logfile cannot be opened; the previous logger then stays.
+// std::runtime_error naming the logfile when it cannot be opened (or, while root, is refused);
+// the previous logger then stays. A logfile it creates gets mode 0640.
 void setup_logging(const LogOptions& options);
 
 // The LOG_* facility for a syslog_facility name (PgBouncer's names); nullopt if unknown.

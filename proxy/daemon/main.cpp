@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,10 +134,27 @@ int main(int argc, char** argv) {
         }
         return 1;
     };
+    // Root: switch to `user` (or -u) once the sockets are bound; without one, refuse to start.
+    // The files root creates before that are handed to the user on their descriptors.
+    std::string wanted_user;
+    pgtether::PrivilegePlan privileges;
+    std::optional<pgtether::FileOwner> owner;
     try {
         auto first_look = pgtether::load_config(cl.config_file);
-        pgtether::setup_logging(
-            pgtether::log_options_for(*first_look, reloader.command_line_verbose(), cl.quiet));
+        wanted_user = !cl.user.empty() ? cl.user : first_look->user;
+        privileges =
+            pgtether::plan_privileges(geteuid() == 0, wanted_user, pgtether::current_user_name());
+        if (privileges.action == pgtether::PrivilegePlan::Action::Refuse) {
+            return start_up_error(privileges.message);
+        }
+        if (privileges.action == pgtether::PrivilegePlan::Action::Switch) {
+            owner = pgtether::lookup_user(wanted_user);
+            pgtether::check_root_paths(*first_look, *owner);
+        }
+        auto log_options =
+            pgtether::log_options_for(*first_look, reloader.command_line_verbose(), cl.quiet);
+        log_options.owner = owner;
+        pgtether::setup_logging(log_options);
         logging_ready = true;
         loaded = pgtether::load_configuration(cl.config_file);
         if (cl.daemonize && loaded.config->pidfile.empty()) {
@@ -150,14 +168,6 @@ int main(int argc, char** argv) {
     for (const auto& warning : pgtether::configuration_warnings(config))
         spdlog::warn("{}", warning);
 
-    // Root: switch to `user` (or -u) once the sockets are bound; without one, refuse to start.
-    const std::string wanted_user = !cl.user.empty() ? cl.user : config.user;
-    auto privileges = pgtether::plan_privileges(geteuid() == 0, wanted_user,
-                                                pgtether::current_user_name());
-    if (privileges.action == pgtether::PrivilegePlan::Action::Refuse) {
-        return start_up_error(privileges.message);
-    }
-
     // A peer that closes while we write must not kill the process: libuv reports EPIPE instead.
     signal(SIGPIPE, SIG_IGN);
 
@@ -167,7 +177,7 @@ int main(int argc, char** argv) {
     signals.notifier = &notifier;
     try {
         if (cl.daemonize) pgtether::daemonize();
-        if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile);
+        if (!config.pidfile.empty()) pgtether::write_pidfile(config.pidfile, owner);
         std::vector<std::unique_ptr<pgtether::Worker>> workers;
         for (int i = 0; i < config.workers; ++i) {
             workers.push_back(std::make_unique<pgtether::Worker>(loaded.config, loaded.auth_file,
@@ -211,16 +221,16 @@ int main(int argc, char** argv) {
         // Listen only once the signals are handled: a SIGHUP that arrives as soon as the port
         // accepts connections must reload, not kill the process (SIGHUP's default action).
         for (auto& each : workers) each->start();
-        if (privileges.action == pgtether::PrivilegePlan::Action::Switch) {
-            // The sockets are bound; what we made as root goes to the user, so that it can
-            // remove the Unix socket and the pidfile at exit and reopen the logfile on reload.
-            std::vector<std::string> hand_over = {config.pidfile, config.logfile};
+        if (owner) {
+            // The sockets are bound; the Unix socket goes to the user, so that it can remove it
+            // at exit (the pidfile and the logfile were handed over when they were created).
             if (!config.unix_socket_dir.empty()) {
-                hand_over.push_back(config.unix_socket_dir + "/.s.PGSQL." +
-                                    std::to_string(config.listen_port));
+                pgtether::give_unix_socket(
+                    config.unix_socket_dir + "/.s.PGSQL." + std::to_string(config.listen_port),
+                    *owner);
             }
-            pgtether::switch_user(wanted_user, hand_over);
-            spdlog::info("switched to user {}", wanted_user);
+            pgtether::switch_user(*owner);
+            spdlog::info("switched to user {}", owner->name);
         }
         if (workers.size() > 1) {
             spdlog::info("pgtether {} started (pid {}, {} workers)", PGTETHER_VERSION, getpid(),

@@ -53,10 +53,15 @@ void Listener::listen_unix(const std::string& path, int mode, int backlog) {
     // A socket file left by a crashed process would make bind fail; PostgreSQL and PgBouncer
     // remove it too (a live process on it would own the TCP port as well, which we bind first).
     ::unlink(path.c_str());
+    // The socket file gets its mode from the umask at bind: a chmod by name afterwards could
+    // follow a link planted in its place (as root, on any file). The threads of other workers do
+    // not run yet while the Unix socket is bound (only worker 0 binds one), so the process-wide
+    // umask is ours for a moment.
+    const mode_t previous_umask = ::umask(static_cast<mode_t>(~mode & 0777));
     rc = uv_pipe_bind(&handle_.pipe, path.c_str());
+    ::umask(previous_umask);
     if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&handle_.pipe), backlog, on_connection);
     if (rc != 0) fail("listen on", path, rc);
-    ::chmod(path.c_str(), static_cast<mode_t>(mode));
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {
         unix_dev_ = st.st_dev;

@@ -154,6 +154,135 @@ TEST_CASE("started as root: -u switches user once the sockets are bound; no user
     }
 }
 
+namespace {
+
+// A root-owned 0600 file with known contents: what a planted link must not reach.
+struct Victim {
+    std::string path;
+    explicit Victim(std::string at) : path(std::move(at)) {
+        std::ofstream(path) << "root's secret\n";
+        REQUIRE(::chown(path.c_str(), 0, 0) == 0);
+        REQUIRE(::chmod(path.c_str(), 0600) == 0);
+    }
+    // Untouched: same contents, still root's, still 0600.
+    [[nodiscard]] bool untouched() const {
+        struct stat st {};
+        return ::stat(path.c_str(), &st) == 0 && st.st_uid == 0 && (st.st_mode & 0777) == 0600 &&
+               read_file(path) == "root's secret\n";
+    }
+};
+
+// A symbolic link `link` -> `target` as the service account would plant it (owned by it).
+void plant_link(const std::string& target, const std::string& link, const DaemonUser& user) {
+    REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+    REQUIRE(::lchown(link.c_str(), user.uid, user.gid) == 0);
+}
+
+struct Stat {
+    uid_t uid = 0;
+    mode_t mode = 0;
+};
+std::optional<Stat> lstat_of(const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+    return Stat{st.st_uid, st.st_mode};
+}
+
+}  // namespace
+
+TEST_CASE("started as root: links planted where root writes reach nothing; unsafe places refused") {
+    auto user = daemon_user();
+    if (!user) {
+        MESSAGE("not root: nothing to plant links against (skipped)");
+        return;
+    }
+    // `dir` is the service account's, as /run/pgbouncer and /var/log/pgbouncer usually are.
+    TempDir dir("pgt-links", TestEnv::get().tmp_dir);
+    TempDir elsewhere("pgt-victims", TestEnv::get().tmp_dir);
+    dir.write_file("userlist.txt", "\"postgres\" \"\"\n");
+    const std::string pidfile = dir.path() + "/pgtether.pid";
+    const std::string logfile = dir.path() + "/pgtether.log";
+    auto start_as_root = [&](const std::string& name, int port, const std::string& extra = "") {
+        ChildProcess::Options options;
+        options.argv = {
+            TestEnv::get().pgtether_bin,
+            dir.write_file(name + ".ini", hand_ini(dir, port, "user = postgres\n" + extra))};
+        options.log_path = dir.path() + "/" + name + ".out";
+        return std::make_unique<ChildProcess>(options);
+    };
+
+    SUBCASE("<pidfile>.tmp linked to a root file: a fresh file is made, the target untouched") {
+        Victim victim(elsewhere.path() + "/shadow");
+        plant_link(victim.path, pidfile + ".tmp", *user);
+        int port = free_port();
+        auto child = start_as_root("tmp", port);
+        REQUIRE(eventually([&] { return port_accepts("127.0.0.1", port); }));
+        CHECK(victim.untouched());
+        auto pid_stat = lstat_of(pidfile);
+        REQUIRE(pid_stat);
+        CHECK(S_ISREG(pid_stat->mode));
+        CHECK(pid_stat->uid == user->uid);  // handed over, so that the user removes it at exit
+        CHECK(read_file(pidfile) == std::to_string(child->pid()) + "\n");
+        // The logfile it created: the user's, 0640 (statement text may end up in it).
+        auto log_stat = lstat_of(logfile);
+        REQUIRE(log_stat);
+        CHECK(log_stat->uid == user->uid);
+        CHECK((log_stat->mode & 0777) == 0640);
+        // The Unix socket: the user's too, with unix_socket_mode's 0777.
+        auto socket_stat = lstat_of(dir.path() + "/.s.PGSQL." + std::to_string(port));
+        REQUIRE(socket_stat);
+        CHECK(S_ISSOCK(socket_stat->mode));
+        CHECK(socket_stat->uid == user->uid);
+        CHECK((socket_stat->mode & 0777) == 0777);
+        CHECK(exit_code(child->stop()) == 0);
+        CHECK_FALSE(lstat_of(pidfile).has_value());
+        CHECK(victim.untouched());
+    }
+    SUBCASE("logfile linked to a root file: refused with a clear error, the target untouched") {
+        Victim victim(elsewhere.path() + "/secret.log");
+        plant_link(victim.path, logfile, *user);
+        auto child = start_as_root("log", free_port());
+        CHECK(exit_code(child->wait_exit(10s)) == 1);
+        CHECK(read_file(dir.path() + "/log.out")
+                  .find("cannot open logfile " + logfile +
+                        ": it is a symbolic link, which pgtether does not follow while it runs "
+                        "as root") != std::string::npos);
+        CHECK(victim.untouched());
+        CHECK_FALSE(lstat_of(pidfile).has_value());
+    }
+    SUBCASE("a logfile with a second (hard) link is refused") {
+        dir.write_file("pgtether.log", "");
+        REQUIRE(::link(logfile.c_str(), (dir.path() + "/other-name").c_str()) == 0);
+        auto child = start_as_root("hard", free_port());
+        CHECK(exit_code(child->wait_exit(10s)) == 1);
+        CHECK(read_file(dir.path() + "/hard.out")
+                  .find("refusing to start as root: logfile " + logfile + " has 2 hard links") !=
+              std::string::npos);
+    }
+    SUBCASE("a unix_socket_dir that every user may write (no sticky bit) is refused") {
+        TempDir open_dir("pgt-open", TestEnv::get().tmp_dir);
+        REQUIRE(::chmod(open_dir.path().c_str(), 0777) == 0);
+        int port = free_port();
+        auto child = start_as_root("open", port, "unix_socket_dir = " + open_dir.path() + "\n");
+        CHECK(exit_code(child->wait_exit(10s)) == 1);
+        CHECK(read_file(dir.path() + "/open.out")
+                  .find("refusing to start as root: unix_socket_dir " + open_dir.path() +
+                        " is writable by every user") != std::string::npos);
+        CHECK_FALSE(port_accepts("127.0.0.1", port));
+    }
+    SUBCASE("a logfile directory of another user is refused") {
+        TempDir foreign("pgt-foreign", TestEnv::get().tmp_dir);
+        REQUIRE(::chown(foreign.path().c_str(), 65534, 65534) == 0);  // nobody
+        auto child = start_as_root("foreign", free_port(),
+                                   "logfile = " + foreign.path() + "/pgtether.log\n");
+        CHECK(exit_code(child->wait_exit(10s)) == 1);
+        CHECK(read_file(dir.path() + "/foreign.out")
+                  .find("refusing to start as root: logfile directory " + foreign.path() +
+                        " is writable by uid 65534") != std::string::npos);
+        CHECK_FALSE(lstat_of(foreign.path() + "/pgtether.log").has_value());
+    }
+}
+
 TEST_CASE("start-up errors reach the logfile, also with -d; TLS file errors say why") {
     TempDir dir("pgt-starterr", TestEnv::get().tmp_dir);
     dir.write_file("userlist.txt", "\"postgres\" \"\"\n");
