@@ -91,11 +91,6 @@ void append_command_complete(std::string& out, std::string_view tag) {
     w.begin(be::kCommandComplete).cstring(tag).end();
 }
 
-void append_empty_query_response(std::string& out) {
-    MessageWriter w(out);
-    w.begin(be::kEmptyQueryResponse).end();
-}
-
 std::optional<ErrorFields> parse_error_fields(ByteSpan body) {
     ByteReader r(body);
     ErrorFields f;

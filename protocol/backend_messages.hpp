@@ -45,7 +45,6 @@ struct ColumnDescription {
 void append_row_description(std::string& out, const std::vector<ColumnDescription>& columns);
 void append_data_row(std::string& out, const std::vector<std::optional<std::string>>& values);
 void append_command_complete(std::string& out, std::string_view tag);
-void append_empty_query_response(std::string& out);
 
 // ---- readers ----
 [[nodiscard]] std::optional<ErrorFields> parse_error_fields(ByteSpan body);

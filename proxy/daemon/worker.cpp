@@ -196,10 +196,6 @@ int Worker::database_server_count(const std::string& database) const {
     return group_.budget().database_servers(database);
 }
 
-int Worker::user_server_count(const std::string& user) const {
-    return group_.budget().user_servers(user);
-}
-
 void Worker::run() {
     uv_run(&loop_, UV_RUN_DEFAULT);
     // Let every handle's close callback run.

@@ -88,7 +88,6 @@ public:
     [[nodiscard]] uv_loop_t* loop() { return &loop_; }
     [[nodiscard]] std::span<std::uint8_t> scratch() { return scratch_; }
     [[nodiscard]] const Config& config() const { return *config_; }
-    [[nodiscard]] const std::shared_ptr<const Config>& config_ptr() const { return config_; }
     [[nodiscard]] const AuthFile& auth_file() const { return *auth_file_; }
     // TLS contexts and HBA rules of the current configuration.
     [[nodiscard]] const SecuritySetup& security() const { return *security_; }
@@ -158,10 +157,8 @@ public:
     // cancel_wait_timeout are given up.
     void cancels_janitor(std::uint64_t now);
 
-    // Server connections of a database and of a server user, in the whole process (the group's
-    // ServerBudget).
+    // Server connections of a database, in the whole process (the group's ServerBudget).
     [[nodiscard]] int database_server_count(const std::string& database) const;
-    [[nodiscard]] int user_server_count(const std::string& user) const;
 
     // Worker `request.worker` has clients of pool (`database`, `user`) waiting and the
     // process-wide limits are full (`db_full`: max_db_connections, `user_full`:

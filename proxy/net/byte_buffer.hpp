@@ -20,7 +20,6 @@ public:
     [[nodiscard]] bool empty() const { return begin_ == end_; }
     [[nodiscard]] std::size_t size() const { return end_ - begin_; }
     [[nodiscard]] protocol::ByteSpan data() const { return {data_.get() + begin_, size()}; }
-    [[nodiscard]] std::uint8_t* writable_data() { return data_.get() + begin_; }
 
     // Room for at least `n` more bytes at the end; commit() what was actually written there.
     std::span<std::uint8_t> prepare(std::size_t n) {

@@ -83,7 +83,6 @@ public:
     // Offers input kept from earlier reads to the handler again (after it was unable to consume it,
     // e.g. while a client waited for a server). Safe to call from inside on_stream_data.
     void redeliver_pending_input();
-    [[nodiscard]] bool has_pending_input() const { return !input_.empty(); }
     [[nodiscard]] std::size_t pending_input_size() const { return input_.size(); }
     // Whether the peer sent anything the loop has not read yet, or closed the connection: kept
     // input, or a non-blocking peek at the socket (one system call).

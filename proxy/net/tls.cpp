@@ -311,10 +311,8 @@ TlsContext::TlsContext(const Config& config, Side side) : side_(side) {
         SSL_CTX_set_alpn_select_cb(ctx_, alpn_select, nullptr);
         if (verify) {
             SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-            requests_client_certs_ = true;
         } else if (!ca_file.empty()) {
             SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, accept_any_certificate);
-            requests_client_certs_ = true;
         } else {
             SSL_CTX_set_verify(ctx_, SSL_VERIFY_NONE, nullptr);
         }

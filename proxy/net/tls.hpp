@@ -42,16 +42,11 @@ class TlsContext {
     [[nodiscard]] SSL_CTX* native() const { return ctx_; }
     [[nodiscard]] Side side() const { return side_; }
     [[nodiscard]] SslMode mode() const { return mode_; }
-    // Accepting side: whether clients are asked for a certificate at all (verify-ca/verify-full,
-    // or a client_tls_ca_file with a lower mode: the certificate is then optional and its
-    // verification result only matters to cert authentication).
-    [[nodiscard]] bool requests_client_certificates() const { return requests_client_certs_; }
 
   private:
     SSL_CTX* ctx_ = nullptr;
     Side side_;
     SslMode mode_;
-    bool requests_client_certs_ = false;
 };
 
 // The protocol versions of a *_tls_protocols value as an OpenSSL min/max pair plus the versions

@@ -101,7 +101,6 @@ public:
     // waiting come first: an idle server is theirs at the next hand-off.
     [[nodiscard]] Assignment request_server(Client& client);
     void cancel_request(Client& client);
-    [[nodiscard]] std::size_t waiting_count() const { return waiting_.size(); }
     // Clients wait for a server of this pool: here, or on another worker that asked this one to
     // lend a server (lend()).
     [[nodiscard]] bool clients_wait_for_servers() const;
@@ -201,7 +200,6 @@ private:
     Server* idle_server_for(const Client& client);
     Client* waiting_client_for(const Server& server);
     void make_idle(Server& server);
-    void fail_waiting_clients(const protocol::ErrorFields& error);
     // max_db_connections / max_user_connections are reached by other pools: close an idle
     // server of one of them; or the limits are reached by servers of other workers: ask them to
     // lend one (ask_to_lend).

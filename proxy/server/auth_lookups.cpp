@@ -260,11 +260,4 @@ void AuthLookups::close_all() {
     }
 }
 
-std::size_t AuthLookups::connection_count() const {
-    std::size_t n = 0;
-    for (const auto& [key, target] : targets_)
-        n += target.connections.size();
-    return n;
-}
-
 }  // namespace pgtether

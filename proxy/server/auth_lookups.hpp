@@ -65,9 +65,6 @@ class AuthLookups {
     // The connection works but must not serve again (its query left a transaction open).
     void on_connection_retired(AuthQuery& connection);
 
-    // For tests and SHOW-like reporting: open connections over all targets.
-    [[nodiscard]] std::size_t connection_count() const;
-
   private:
     struct Waiting {
         std::uint64_t ticket = 0;
