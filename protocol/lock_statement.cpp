@@ -303,9 +303,10 @@ class ShapeParser {
         if (!take_if([](const Token& t) { return name_is(t, "select"); })) return std::nullopt;
         LockCalls calls;
         do {
-            auto c = call();
+            auto c = parenthesized_call();
             if (!c) return std::nullopt;
             calls.push_back(*c);
+            if (!output_name()) return std::nullopt;
         } while (take(Tok::Comma));
         if (p_ != end_) return std::nullopt;
         return calls;
@@ -322,6 +323,29 @@ class ShapeParser {
     bool take_if(Pred pred) {
         if (p_ == end_ || !pred(*p_)) return false;
         ++p_;
+        return true;
+    }
+
+    // `(pg_try_advisory_lock($1))`: parentheses change neither the call nor its result.
+    std::optional<LockCall> parenthesized_call() {
+        if (!take(Tok::Open)) return call();
+        auto c = parenthesized_call();
+        if (!c || !take(Tok::Close)) return std::nullopt;
+        return c;
+    }
+
+    // An output column name renames the result column and nothing else (migration tools write
+    // `SELECT pg_try_advisory_lock($1) AS locked`): `AS name`, `AS "Name"`, or a bare name
+    // right before the next column or the end. A bare word anywhere else (FROM, IS, ...) is
+    // left unread, so the statement is not exact. Returns false only for an AS without a name.
+    bool output_name() {
+        if (take_if([](const Token& t) { return name_is(t, "as"); })) {
+            return take(Tok::Word) || take(Tok::QuotedIdent);
+        }
+        if ((at(Tok::Word) || at(Tok::QuotedIdent)) &&
+            (p_ + 1 == end_ || (p_ + 1)->kind == Tok::Comma)) {
+            ++p_;
+        }
         return true;
     }
 

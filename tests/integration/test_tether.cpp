@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
@@ -117,6 +118,42 @@ TEST_CASE("failed try-locks and transaction-level locks never tether") {
     PGT_REQUIRE_OK(a.exec("COMMIT"));
     CHECK(two_transactions_fit(pooler.conninfo()));
     CHECK(locks_held(56) == 0);
+}
+
+TEST_CASE("a failed try-lock with an output column name is counted exactly: no tether, no probe") {
+    // graphile-migrate and node-pg-migrate name the column (`AS locked`, `AS "lockObtained"`);
+    // the statement still says everything, so the loser is never tethered and never probed.
+    Pgtether pooler(two_backends({{"tether_probe_delay", "0"}}));
+    Conn holder = Conn::must(pooler.conninfo());
+    Conn loser = Conn::must(pooler.conninfo());
+    Conn admin = Conn::must(pooler.conninfo("", "pgbouncer"));
+    auto probes = [&] {
+        long long total = 0;
+        for (const auto& row : named_rows(admin.exec("SHOW STATS_TOTALS"))) {
+            total += cell_int(row, "probe_count");
+        }
+        return total;
+    };
+    PGT_REQUIRE_OK(holder.exec_params("SELECT pg_try_advisory_lock($1) AS locked", {"5501"}));
+    const long long before = probes();
+    for (int i = 0; i < 5; ++i) {
+        auto r = loser.exec_params("SELECT pg_try_advisory_lock($1) AS locked", {"5501"});
+        PGT_REQUIRE_OK(r);
+        CHECK(r.columns == std::vector<std::string>{"locked"});
+        CHECK(r.value() == "f");
+        auto q = loser.exec("select pg_try_advisory_lock(5501) as \"lockObtained\"");
+        PGT_REQUIRE_OK(q);
+        CHECK(q.value() == "f");
+    }
+    CHECK(probes() == before);
+    // `holder` keeps one backend, `loser` gave its back: a third client fits beside it.
+    Conn c = Conn::must(pooler.conninfo());
+    send_query(c, "BEGIN; SELECT 1");
+    CHECK(wait_result(c, 2s).has_value());
+    PGT_CHECK_OK(c.exec("ROLLBACK"));
+    CHECK(scalar(holder, "SELECT pg_advisory_unlock(5501) AS released") == "t");
+    CHECK(two_transactions_fit(pooler.conninfo()));
+    CHECK(probes() == before);
 }
 
 TEST_CASE("a session lock survives ROLLBACK, so the client stays tethered") {

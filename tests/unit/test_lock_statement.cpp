@@ -44,6 +44,14 @@ TEST_CASE("exact lock SELECTs and their calls") {
         {"SELECT pg_advisory_unlock_all()", {call(LockFunction::UnlockAll, {})}},
         {"/* c */ SELECT -- x\n pg_advisory_lock(1), pg_advisory_unlock(1)",
          {call(LockFunction::Lock, {lit(1)}), call(LockFunction::Unlock, {lit(1)})}},
+        // Output names and parentheses (graphile-migrate, node-pg-migrate).
+        {"SELECT pg_try_advisory_lock($1) AS locked", {call(LockFunction::TryLock, {param(1)})}},
+        {"select pg_try_advisory_lock($1) as \"lockObtained\"",
+         {call(LockFunction::TryLock, {param(1)})}},
+        {"SELECT pg_advisory_lock(1) got, pg_advisory_unlock(2) AS \"released\"",
+         {call(LockFunction::Lock, {lit(1)}), call(LockFunction::Unlock, {lit(2)})}},
+        {"SELECT (pg_try_advisory_lock(5)) AS locked;", {call(LockFunction::TryLock, {lit(5)})}},
+        {"SELECT ((pg_advisory_unlock_all()))", {call(LockFunction::UnlockAll, {})}},
     };
     for (const auto& c : cases) {
         CAPTURE(c.sql);
@@ -57,27 +65,33 @@ TEST_CASE("anything else is not exact") {
     const char* cases[] = {
         "SELECT pg_advisory_lock(1) FROM t",
         "SELECT pg_advisory_lock(1) WHERE true",
-        "SELECT pg_advisory_lock(1) AS got",
+        "SELECT pg_advisory_lock(1) AS",  // no name after AS
+        "SELECT pg_advisory_lock(1) AS got FROM t",
+        "SELECT pg_advisory_lock(1) got extra",
+        "SELECT pg_advisory_lock(1) IS NULL",
+        "SELECT (pg_advisory_lock(1)",
+        "SELECT (pg_advisory_lock(1)) = true",
+        "SELECT pg_advisory_lock(1) AS 'got'",  // a string is not a name
         "SELECT pg_advisory_lock(1 + 1)",
         "SELECT pg_advisory_lock(id) FROM jobs",
         "SELECT pg_advisory_lock('42')",
         "SELECT pg_advisory_lock(1.5)",
         "SELECT pg_advisory_lock(1e3)",
-        "SELECT pg_advisory_lock(9223372036854775808)",     // numeric: no such function
-        "SELECT pg_advisory_lock(3000000000, 1)",          // not int4
-        "SELECT pg_advisory_lock($1::bigint, $2)",         // no (bigint, int4) function
-        "SELECT pg_advisory_lock(70000::smallint)",        // out of range: an error
+        "SELECT pg_advisory_lock(9223372036854775808)",  // numeric: no such function
+        "SELECT pg_advisory_lock(3000000000, 1)",        // not int4
+        "SELECT pg_advisory_lock($1::bigint, $2)",       // no (bigint, int4) function
+        "SELECT pg_advisory_lock(70000::smallint)",      // out of range: an error
         "SELECT pg_advisory_lock(-$1)",
         "SELECT pg_advisory_lock(NULL)",
         "SELECT pg_advisory_lock()",
         "SELECT pg_advisory_lock(1, 2, 3)",
         "SELECT pg_advisory_unlock_all(1)",
         "SELECT myschema.pg_advisory_lock(1)",
-        "SELECT \"PG_ADVISORY_LOCK\"(1)",                  // quoted: case matters
+        "SELECT \"PG_ADVISORY_LOCK\"(1)",  // quoted: case matters
         "SELECT pg_advisory_xact_lock(1)",
         "SELECT acquire_job_lock(1)",
         "SELECT pg_advisory_lock(1)::text",
-        "SELECT pg_advisory_lock(1); SELECT 2",             // two statements in one Parse
+        "SELECT pg_advisory_lock(1); SELECT 2",  // two statements in one Parse
         "VALUES (pg_advisory_lock(1))",
         "SELECT",
         "",
