@@ -104,30 +104,84 @@ std::variant<std::vector<SettingsMap::Entry>, std::string> parse_startup_options
     return settings;
 }
 
+namespace {
+
+// Who the session acts as. Neither is listed in pg_settings, so the probe reads them by name
+// (proxy/server/tether.cpp). They are taken away before anything else is synced, so the rest runs
+// as the login user (a setting only a superuser may change would be refused under a lesser
+// role), and given last, session_authorization before role: SET SESSION AUTHORIZATION resets
+// the role.
+constexpr std::string_view kIdentitySettings[] = {"session_authorization", "role"};
+
+bool is_identity_setting(std::string_view name) {
+    return std::find(std::begin(kIdentitySettings), std::end(kIdentitySettings), name) !=
+           std::end(kIdentitySettings);
+}
+
+std::string quote_ident(std::string_view name) {
+    std::string ident = "\"";
+    for (char c : name) {
+        if (c == '"') ident.push_back('"');
+        ident.push_back(c);
+    }
+    ident.push_back('"');
+    return ident;
+}
+
+void append_set_config(std::string& calls, std::string_view name, std::string_view value) {
+    calls += calls.empty() ? "SELECT " : ", ";
+    calls +=
+        "pg_catalog.set_config(" + quote_literal(name) + ", " + quote_literal(value) + ", false)";
+}
+
+}  // namespace
+
 std::string build_settings_sync(const SettingsMap& wanted, const SettingsMap& applied) {
     std::string calls;
     for (const auto& [name, value] : wanted.entries()) {
+        if (is_identity_setting(name)) continue;
         const std::string* current = applied.find(name);
         if (current && *current == value) continue;
-        calls += calls.empty() ? "SELECT " : ", ";
-        calls += "pg_catalog.set_config(" + quote_literal(name) + ", " + quote_literal(value) +
-                 ", false)";
+        append_set_config(calls, name, value);
     }
-    std::string sql;
-    if (!calls.empty()) sql = calls + ";";
+    std::string rest;
+    if (!calls.empty()) rest = calls + ";";
     for (const auto& [name, value] : applied.entries()) {
-        if (wanted.find(name)) continue;
         // The name comes from the backend itself (pg_settings) or was accepted by it; quoting it
         // as an identifier keeps odd spellings harmless.
-        std::string ident = "\"";
-        for (char c : name) {
-            if (c == '"') ident.push_back('"');
-            ident.push_back(c);
+        if (!is_identity_setting(name) && !wanted.find(name)) {
+            rest += "RESET " + quote_ident(name) + ";";
         }
-        ident.push_back('"');
-        sql += "RESET " + ident + ";";
     }
+    // The identity is taken away and given back when it differs, and also around any other
+    // change on a backend that acts as someone else than the login user.
+    bool cycle_identity = false;
+    for (std::string_view name : kIdentitySettings) {
+        const std::string* want = wanted.find(name);
+        const std::string* have = applied.find(name);
+        if ((want == nullptr) != (have == nullptr) || (want && *want != *have) ||
+            (have && !rest.empty())) {
+            cycle_identity = true;
+        }
+    }
+    if (!cycle_identity) return rest;
+    std::string sql;
+    for (std::string_view name : kIdentitySettings) {
+        if (applied.find(name)) sql += "RESET " + quote_ident(name) + ";";
+    }
+    sql += rest;
+    std::string identity;
+    for (std::string_view name : kIdentitySettings) {
+        if (const std::string* value = wanted.find(name)) append_set_config(identity, name, *value);
+    }
+    if (!identity.empty()) sql += identity + ";";
     return sql;
+}
+
+bool search_path_names_temp_schema(const SettingsMap& startup, const SettingsMap& session) {
+    const std::string* path = session.find("search_path");
+    if (!path) path = startup.find("search_path");
+    return path && lower(*path).find("pg_temp") != std::string::npos;
 }
 
 void collect_custom_setting_names(std::string_view sql, std::vector<std::string>& names,

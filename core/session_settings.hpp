@@ -51,6 +51,11 @@ std::variant<std::vector<SettingsMap::Entry>, std::string> parse_startup_options
 // Empty when nothing differs.
 std::string build_settings_sync(const SettingsMap& wanted, const SettingsMap& applied);
 
+// Whether the search_path in force (`session`'s, else `startup`'s) names the temporary schema
+// (pg_temp, in any case or position): an unqualified CREATE may then make a temporary object
+// without the word TEMP. Over-inclusive on purpose: the cost is a probe after each CREATE.
+bool search_path_names_temp_schema(const SettingsMap& startup, const SettingsMap& session);
+
 // Names with a dot ("myapp.tenant") that `sql` SETs, RESETs or passes to set_config() as a
 // literal: custom settings pg_settings does not list, so the probe asks for them by name. Added
 // to `names` (no duplicates, at most `limit` in all).

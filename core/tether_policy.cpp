@@ -16,6 +16,8 @@ std::uint32_t probe_kinds_for(std::uint32_t effects, std::uint32_t tracked,
     if (effects & protocol::kEffectSet) kinds |= kStateSettings;
     // DISCARD can end any kind of state (DISCARD ALL ends all of them).
     if (effects & protocol::kEffectDiscard) kinds |= kProbedKinds;
+    // A DO block may have done anything its text does not show.
+    if (effects & protocol::kEffectOpaque) kinds |= kProbedKinds;
     return kinds & tracked & kProbedKinds;
 }
 

@@ -144,6 +144,7 @@ enum class Keyword : std::uint8_t {
     Deallocate,
     Declare,
     Discard,
+    Do,
     Drop,
     Execute,
     Extension,
@@ -188,6 +189,7 @@ constexpr KeywordEntry kKeywords[] = {
     {"deallocate", Keyword::Deallocate},
     {"declare", Keyword::Declare},
     {"discard", Keyword::Discard},
+    {"do", Keyword::Do},
     {"drop", Keyword::Drop},
     {"execute", Keyword::Execute},
     {"extension", Keyword::Extension},
@@ -306,6 +308,9 @@ class StatementTracker {
         if (temp_chain_ && (keyword == Keyword::Temp || keyword == Keyword::Temporary)) {
             flags_ |= kEffectTempObject;
         }
+        if (keyword == Keyword::Create || (keyword == Keyword::Into && lead_ != Lead::Insert)) {
+            flags_ |= kEffectCreate;
+        }
         temp_chain_ = keyword == Keyword::Create ||
                       (keyword == Keyword::Into && lead_ != Lead::Insert) ||
                       (temp_chain_ && (keyword == Keyword::Or || keyword == Keyword::Replace ||
@@ -366,6 +371,9 @@ class StatementTracker {
                 return Lead::Other;
             case Keyword::Discard:
                 flags_ |= kEffectDiscard;
+                return Lead::Other;
+            case Keyword::Do:
+                flags_ |= kEffectOpaque;
                 return Lead::Other;
             case Keyword::Drop:
                 // DROP may end a temporary table's life (over-inclusive: any DROP).

@@ -66,6 +66,15 @@ enum SessionEffect : std::uint32_t {
     // functions take advisory locks, so the lock-function discovery should run again
     // (proxy/pool/lock_catalog.hpp). Not session state: it never causes a probe.
     kEffectCatalogChange = 1u << 8,
+    // DO: an anonymous code block whose effects the text does not show (EXECUTE of a string
+    // built at run time can take a lock, LISTEN, SET, or create a temporary table under any
+    // name). Every kind of session state is probed at the transaction's end.
+    kEffectOpaque = 1u << 9,
+    // CREATE (any object, anywhere in the statement) or SELECT ... INTO: may create a relation
+    // in the first schema of the search_path, which is the temporary schema when the path
+    // names pg_temp first. Not session state by itself: the client adds kEffectTempObject
+    // while its search_path names pg_temp (docs/session-state.md).
+    kEffectCreate = 1u << 10,
 };
 
 class SqlScanner {

@@ -241,12 +241,15 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
             }
             for (const auto& [setting, setting_value] :
                  std::get<std::vector<SettingsMap::Entry>>(options)) {
-                take_setting(setting, setting_value);
+                // A parameter ignore_startup_parameters names is ignored inside options too,
+                // as PgBouncer does.
+                if (!ignored(setting)) take_setting(setting, setting_value);
             }
         } else {
             take_setting(name, value);
         }
     }
+    if (settings_) note_search_path();
     if (user_.empty()) {
         fail(protocol::sqlstate::kInvalidAuthorization,
              "no PostgreSQL user name specified in startup packet");
@@ -531,6 +534,11 @@ void Client::set_tether_kinds(std::uint32_t kinds) {
 Client::Settings& Client::settings_state() {
     if (!settings_) settings_ = std::make_unique<Settings>();
     return *settings_;
+}
+
+void Client::note_search_path() {
+    settings_->temp_schema_in_path =
+        search_path_names_temp_schema(settings_->startup, settings_->session);
 }
 
 const std::vector<std::string>& Client::custom_setting_names() const {

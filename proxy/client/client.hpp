@@ -138,7 +138,9 @@ public:
                          : SettingsMap{};
     }
     void set_session_settings(SettingsMap settings) {
-        if (settings_ || !settings.empty()) settings_state().session = std::move(settings);
+        if (!settings_ && settings.empty()) return;
+        settings_state().session = std::move(settings);
+        note_search_path();
     }
     // Whether the client has any settings to replay (most have none).
     [[nodiscard]] bool has_settings() const {
@@ -307,9 +309,12 @@ private:
         SettingsMap startup;
         SettingsMap session;
         std::vector<std::string> custom_names;
+        // The search_path names pg_temp: a CREATE may make a temporary object.
+        bool temp_schema_in_path = false;
     };
     std::unique_ptr<Settings> settings_;
     Settings& settings_state();  // allocates on first use
+    void note_search_path();     // after the start-up or session settings changed
     // The client's named prepared statements (docs/prepared-statements.md).
     ClientStatements statements_;
     std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console

@@ -636,6 +636,11 @@ void Client::remember_query(std::string_view sql) {
 }
 
 void Client::note_effects(std::string_view sql, std::uint32_t effects) {
+    // With pg_temp in the search_path an unqualified CREATE may make a temporary object that
+    // the text does not call one (docs/session-state.md): probe for them too.
+    if ((effects & protocol::kEffectCreate) && settings_ && settings_->temp_schema_in_path) {
+        effects |= protocol::kEffectTempObject;
+    }
     if (effects == 0) return;
     server_->mark_effects(effects);
     if (effects & protocol::kEffectSet) {

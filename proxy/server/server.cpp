@@ -805,7 +805,7 @@ std::string Server::probe_messages(std::uint32_t kinds) {
     static const std::vector<std::string> kNoCustomSettings;
     const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
                                                              : kNoCustomSettings;
-    std::string sql = build_state_probe(kinds, custom);
+    std::string sql = build_state_probe(kinds, custom, pool_.user_name());
     std::string out;
     if (sql.empty()) return out;
     if (!custom.empty() || prepared_probe_refused_) {
@@ -849,7 +849,7 @@ void Server::probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std
     static const std::vector<std::string> kNoCustomSettings;
     const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
                                                              : kNoCustomSettings;
-    std::string sql = build_state_probe(kinds, custom);
+    std::string sql = build_state_probe(kinds, custom, pool_.user_name());
     std::uint32_t probed = sql.empty() ? 0 : kinds;
     if (!sql.empty()) queries.push_back(std::move(sql));
     run_internal(purpose, queries, std::move(prefix), extra_ready, probed);

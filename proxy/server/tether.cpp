@@ -69,8 +69,8 @@ std::uint32_t kinds_to_probe(std::uint32_t effects, const Config& config) {
                            config.advisory_lock_tracking == LockTracking::EveryTransaction);
 }
 
-std::string build_state_probe(std::uint32_t kinds,
-                              const std::vector<std::string>& custom_settings) {
+std::string build_state_probe(std::uint32_t kinds, const std::vector<std::string>& custom_settings,
+                              std::string_view login_user) {
     // Every part yields (kind, a, b, c, d) as text, so they can be UNIONed into one answer.
     std::vector<std::string> parts;
     if (kinds & kStateAdvisoryLock) {
@@ -99,6 +99,17 @@ std::string build_state_probe(std::uint32_t kinds,
                                "FROM pg_catalog.pg_settings WHERE source = 'session' "
                                "AND lower(name) NOT IN (") +
                            kReportedParameters + ")");
+        // Who the session acts as: SET ROLE and SET SESSION AUTHORIZATION (and set_config of
+        // either) are settings pg_settings does not list. 'none' is no role (a role cannot
+        // have that name).
+        parts.emplace_back(
+            "SELECT 'setting', 'role', pg_catalog.current_setting('role'), NULL, NULL "
+            "WHERE pg_catalog.current_setting('role') <> 'none'");
+        parts.emplace_back(
+            "SELECT 'setting', 'session_authorization', "
+            "pg_catalog.current_setting('session_authorization'), NULL, NULL "
+            "WHERE pg_catalog.current_setting('session_authorization') <> " +
+            quote_literal(login_user));
         if (!custom_settings.empty()) {
             std::string array = "ARRAY[";
             for (std::size_t i = 0; i < custom_settings.size(); ++i) {

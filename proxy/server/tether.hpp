@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/departure.hpp"
@@ -44,8 +45,10 @@ struct StateReport {
 
 // The probe for `kinds` (a mask of kProbedKinds): one query, one row per advisory lock and per
 // setting, one summary row per other kind present. `custom_settings` are dotted names to read
-// with current_setting() (pg_settings does not list them).
-std::string build_state_probe(std::uint32_t kinds, const std::vector<std::string>& custom_settings);
+// with current_setting() (pg_settings does not list them). `login_user` is the user the backend
+// logged in as: a session_authorization other than it is the client's setting.
+std::string build_state_probe(std::uint32_t kinds, const std::vector<std::string>& custom_settings,
+                              std::string_view login_user);
 // Decodes the probe's rows; nullopt if a row is not what the probe returns.
 std::optional<StateReport> decode_state_probe(const std::vector<Row>& rows);
 

@@ -340,3 +340,17 @@ TEST_CASE("ignore_startup_parameters = extra_float_digits,options warns that opt
     Conn conn = Conn::must(pooler.conninfo("", "", "", "options='-c work_mem=7MB'"));
     CHECK(scalar(conn, "SHOW work_mem") != "7MB");
 }
+
+TEST_CASE("a parameter ignore_startup_parameters names is ignored inside options too") {
+    // PgBouncer's meaning: extra_float_digits listed, options not: `-c extra_float_digits=2`
+    // inside options is ignored, the rest of options is applied.
+    Pgtether pooler(
+        pool_config("transaction", 2, {{"ignore_startup_parameters", "extra_float_digits"}}));
+    Conn conn = Conn::must(
+        pooler.conninfo("", "", "", "options='-c extra_float_digits=2 -c work_mem=7MB'"));
+    CHECK(scalar(conn, "SHOW extra_float_digits") == "1");
+    CHECK(scalar(conn, "SHOW work_mem") == "7MB");
+    // A value PostgreSQL would refuse is ignored just as well, not a failure at the first query.
+    Conn bad = Conn::must(pooler.conninfo("", "", "", "options='-c extra_float_digits=99'"));
+    CHECK(scalar(bad, "SELECT 1") == "1");
+}

@@ -51,6 +51,63 @@ TEST_CASE("sync SQL sets what differs and resets what the client does not have")
           "RESET \"statement_timeout\";");
 }
 
+TEST_CASE("sync SQL takes the session's identity away first and gives it back last") {
+    // role and session_authorization: reset before the other settings (which then run as the
+    // login user), set after them, session_authorization before role (it resets the role).
+    struct Case {
+        const char* name;
+        std::vector<SettingsMap::Entry> wanted;
+        std::vector<SettingsMap::Entry> applied;
+        const char* sql;
+    };
+    const Case cases[] = {
+        {"same identity on both: nothing", {{"role", "payroll"}}, {{"role", "payroll"}}, ""},
+        {"the backend's role goes", {}, {{"role", "payroll"}}, "RESET \"role\";"},
+        {"the client's role comes",
+         {{"role", "payroll"}},
+         {},
+         "SELECT pg_catalog.set_config(E'role', E'payroll', false);"},
+        {"another role: reset, then set",
+         {{"role", "payroll"}},
+         {{"role", "audit"}},
+         "RESET \"role\";SELECT pg_catalog.set_config(E'role', E'payroll', false);"},
+        {"session authorization and role: authorization first",
+         {{"role", "payroll"}, {"session_authorization", "alice"}},
+         {},
+         "SELECT pg_catalog.set_config(E'session_authorization', E'alice', false), "
+         "pg_catalog.set_config(E'role', E'payroll', false);"},
+        {"a changed authorization re-sets an unchanged role",
+         {{"role", "payroll"}, {"session_authorization", "alice"}},
+         {{"role", "payroll"}, {"session_authorization", "bob"}},
+         "RESET \"session_authorization\";RESET \"role\";"
+         "SELECT pg_catalog.set_config(E'session_authorization', E'alice', false), "
+         "pg_catalog.set_config(E'role', E'payroll', false);"},
+        {"other settings run between: as the login user",
+         {{"work_mem", "8MB"}},
+         {{"role", "payroll"}, {"statement_timeout", "5000"}},
+         "RESET \"role\";SELECT pg_catalog.set_config(E'work_mem', E'8MB', false);"
+         "RESET \"statement_timeout\";"},
+        {"an unchanged identity is cycled around other settings",
+         {{"role", "payroll"}, {"work_mem", "8MB"}},
+         {{"role", "payroll"}},
+         "RESET \"role\";SELECT pg_catalog.set_config(E'work_mem', E'8MB', false);"
+         "SELECT pg_catalog.set_config(E'role', E'payroll', false);"},
+        {"an unchanged identity with nothing else to do: nothing",
+         {{"session_authorization", "alice"}},
+         {{"session_authorization", "alice"}},
+         ""},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        SettingsMap wanted, applied;
+        for (const auto& [n, v] : c.wanted)
+            wanted.set(n, v);
+        for (const auto& [n, v] : c.applied)
+            applied.set(n, v);
+        CHECK(build_settings_sync(wanted, applied) == c.sql);
+    }
+}
+
 TEST_CASE("custom setting names are collected from SET, RESET and set_config") {
     std::vector<std::string> names;
     collect_custom_setting_names("SET myapp.tenant = 'a'; RESET Other.Thing; SET work_mem = 1",
@@ -61,4 +118,28 @@ TEST_CASE("custom setting names are collected from SET, RESET and set_config") {
     CHECK(names == std::vector<std::string>{"myapp.tenant", "other.thing", "x.y"});
     collect_custom_setting_names("SET a.b = 1; SET c.d = 2", names, 4);
     CHECK(names.size() == 4);
+}
+
+TEST_CASE("a search_path that names pg_temp, from the session or the start-up packet") {
+    struct Case {
+        const char* startup;  // nullptr: not set
+        const char* session;
+        bool names_temp;
+    };
+    const Case cases[] = {
+        {nullptr, nullptr, false},
+        {nullptr, "pg_temp, public", true},
+        {nullptr, "public, \"PG_TEMP\"", true},
+        {"pg_temp_3, public", nullptr, true},
+        {"pg_temp, public", "public", false},  // the session's SET overrides the start-up value
+        {"public", "\"$user\", public", false},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.startup ? c.startup : "-");
+        CAPTURE(c.session ? c.session : "-");
+        SettingsMap startup, session;
+        if (c.startup) startup.set("search_path", c.startup);
+        if (c.session) session.set("search_path", c.session);
+        CHECK(search_path_names_temp_schema(startup, session) == c.names_temp);
+    }
 }

@@ -81,6 +81,8 @@ TEST_CASE("what a transaction is probed for") {
           (kStateTempTable | kStateListen));
     CHECK(kinds_to_probe(kEffectSet, config) == kStateSettings);
     CHECK(kinds_to_probe(kEffectDiscard, config) == kProbedKinds);
+    // A DO block may have done anything its text does not show.
+    CHECK(kinds_to_probe(kEffectOpaque, config) == kProbedKinds);
     // LOAD is never probed: it cannot be undone.
     CHECK(kinds_to_probe(kEffectLoad, config) == 0);
 
@@ -93,13 +95,17 @@ TEST_CASE("what a transaction is probed for") {
 }
 
 TEST_CASE("the probe asks only for the kinds requested") {
-    auto sql = build_state_probe(kStateAdvisoryLock, {});
+    auto sql = build_state_probe(kStateAdvisoryLock, {}, "app");
     CHECK(sql.find("pg_locks") != std::string::npos);
     CHECK(sql.find("UNION") == std::string::npos);
-    sql = build_state_probe(kStateTempTable | kStateSettings, {"myapp.tenant"});
+    sql = build_state_probe(kStateTempTable | kStateSettings, {"myapp.tenant"}, "app");
     CHECK(sql.find("pg_my_temp_schema") != std::string::npos);
     CHECK(sql.find("pg_settings") != std::string::npos);
     CHECK(sql.find("E'myapp.tenant'") != std::string::npos);
     CHECK(sql.find("pg_locks") == std::string::npos);
-    CHECK(build_state_probe(0, {}).empty());
+    // Who the session acts as, which pg_settings does not list: a role, and an authorization
+    // other than the login user's.
+    CHECK(sql.find("current_setting('role')") != std::string::npos);
+    CHECK(sql.find("current_setting('session_authorization') <> E'app'") != std::string::npos);
+    CHECK(build_state_probe(0, {}, "app").empty());
 }
