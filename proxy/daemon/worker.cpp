@@ -384,6 +384,50 @@ void Worker::run_hand_offs() {
 
 void Worker::on_janitor(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->janitor(); }
 
+// The tick (every janitor::kIntervalMs; proxy/pool/janitor.hpp lists what it checks): shutdown
+// progress, then every client's, pool's, auth lookup's, cancel's and lock catalog's checks.
+void Worker::janitor() {
+    std::uint64_t now = now_ms();
+    if (draining() && client_count() == 0) {
+        // The last client has left: close the servers and everything else, then stop.
+        spdlog::info("shutting down: all clients have disconnected");
+        shutdown_mode_ = ShutdownMode::Graceful;
+        shutdown_deadline_ms_ = now + janitor::kShutdownGraceMs;
+        close_everything();
+    }
+    // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left.
+    const bool closing_clients = shutting_down();
+    const bool failing_waiters = shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
+    for_each_client([&](Client& client) {
+        if (failing_waiters && client.state() == Client::State::Waiting) {
+            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            return;
+        }
+        if (closing_clients &&
+            (client.state() == Client::State::Idle || client.state() == Client::State::Startup ||
+             client.state() == Client::State::AuthLookup ||
+             client.state() == Client::State::Auth)) {
+            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            return;
+        }
+        client.janitor(now);
+    });
+    for (auto& [key, pool] : pools_) pool->janitor(now);
+    auth_lookups_->janitor(now);
+    cancels_janitor(now);
+    lock_catalog_->tick(now);
+    control_->tick();
+    if (closing_clients) {
+        if (shutdown_deadline_ms_ != 0 && now >= shutdown_deadline_ms_) {
+            for_each_client([&](Client& client) {
+                client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            });
+        }
+        for (auto& [key, pool] : pools_) pool->close_all_servers("shutting down");
+        maybe_finish_shutdown();
+    }
+}
+
 void Worker::on_stats_timer(uv_timer_t* timer) {
     static_cast<Worker*>(timer->data)->stats_tick();
 }

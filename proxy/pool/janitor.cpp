@@ -1,7 +1,8 @@
 // Every timeout of clients and pools, in one place (proxy/pool/janitor.hpp lists them all): the
-// worker's janitor tick and the per-client and per-pool checks it runs. They are members of
-// Worker, Client and Pool (they read those objects' own times and act through their own calls);
-// they live here so that what pgtether gives up on, and when, can be read in one file.
+// per-client and per-pool checks the worker's janitor tick (Worker::janitor, daemon/worker.cpp)
+// runs. They are members of Client and Pool (they read those objects' own times and act through
+// their own calls); they live here so that what pgtether gives up on, and when, can be read in
+// one file.
 #include "proxy/pool/janitor.hpp"
 
 #include <algorithm>
@@ -12,12 +13,9 @@
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin/admin_console.hpp"
-#include "proxy/server/auth_lookups.hpp"
 #include "proxy/client/client.hpp"
-#include "proxy/pool/lock_catalog.hpp"
 #include "proxy/daemon/worker_group.hpp"
 #include "proxy/pool/pool.hpp"
-#include "proxy/pool/pool_control.hpp"
 #include "proxy/server/server.hpp"
 #include "proxy/daemon/worker.hpp"
 
@@ -27,51 +25,6 @@ using janitor::kCleanupTimeoutMs;
 using janitor::kLingerMs;
 using janitor::kTetherSurplusIdleMs;
 using janitor::to_ms;
-
-// ---------------------------------------------------------------------------------------------
-// The worker's tick (every janitor::kIntervalMs): shutdown progress, then every check below
-
-void Worker::janitor() {
-    std::uint64_t now = now_ms();
-    if (draining() && client_count() == 0) {
-        // The last client has left: close the servers and everything else, then stop.
-        spdlog::info("shutting down: all clients have disconnected");
-        shutdown_mode_ = ShutdownMode::Graceful;
-        shutdown_deadline_ms_ = now + janitor::kShutdownGraceMs;
-        close_everything();
-    }
-    // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left.
-    const bool closing_clients = shutting_down();
-    const bool failing_waiters = shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
-    for_each_client([&](Client& client) {
-        if (failing_waiters && client.state() == Client::State::Waiting) {
-            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
-            return;
-        }
-        if (closing_clients &&
-            (client.state() == Client::State::Idle || client.state() == Client::State::Startup ||
-             client.state() == Client::State::AuthLookup ||
-             client.state() == Client::State::Auth)) {
-            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
-            return;
-        }
-        client.janitor(now);
-    });
-    for (auto& [key, pool] : pools_) pool->janitor(now);
-    auth_lookups_->janitor(now);
-    cancels_janitor(now);
-    lock_catalog_->tick(now);
-    control_->tick();
-    if (closing_clients) {
-        if (shutdown_deadline_ms_ != 0 && now >= shutdown_deadline_ms_) {
-            for_each_client([&](Client& client) {
-                client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
-            });
-        }
-        for (auto& [key, pool] : pools_) pool->close_all_servers("shutting down");
-        maybe_finish_shutdown();
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Clients: login, waiting, idleness, queries, transactions, tethers

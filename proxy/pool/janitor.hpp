@@ -1,7 +1,7 @@
 // The janitor: every timeout pgtether enforces, checked on one timer of the worker's loop
-// (every janitor::kIntervalMs): Worker::janitor (the tick, and the shutdown modes) runs
-// Client::janitor for every client and Pool::janitor for every pool, all three in
-// proxy/pool/janitor.cpp; their constants are here. No other code closes a connection for
+// (every janitor::kIntervalMs): Worker::janitor (the tick, and the shutdown modes; in
+// proxy/daemon/worker.cpp) runs Client::janitor for every client and Pool::janitor for every
+// pool, both in proxy/pool/janitor.cpp; their constants are here. No other code closes a connection for
 // taking too long. (docs/architecture.md, "Pools"; docs/configuration.md for the
 // settings.)
 //
