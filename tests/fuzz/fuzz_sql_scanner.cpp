@@ -25,7 +25,8 @@ namespace {
 
 constexpr std::uint32_t kAllEffects = kEffectAdvisoryLock | kEffectDiscard | kEffectTempObject |
                                       kEffectListen | kEffectCursor | kEffectSqlPrepare |
-                                      kEffectLoad | kEffectSet;
+                                      kEffectLoad | kEffectSet | kEffectCatalogChange |
+                                      kEffectOpaque | kEffectCreate;
 
 bool mentions_advisory(std::string_view sql) {
     constexpr std::string_view kWord = "advisory";
