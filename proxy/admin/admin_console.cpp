@@ -15,7 +15,7 @@
 #include "proxy/admin/admin_show.hpp"
 #include "proxy/client/client.hpp"
 #include "core/config_keys.hpp"
-#include "proxy/net/message_reader.hpp"
+#include "protocol/message_reader.hpp"
 #include "proxy/pool/pool_control.hpp"
 #include "proxy/daemon/reload.hpp"
 #include "proxy/daemon/worker.hpp"
@@ -25,6 +25,8 @@ namespace pgtether {
 
 namespace fe = protocol::fe;
 namespace sqlstate = protocol::sqlstate;
+using protocol::MessagesRead;
+using protocol::read_messages;
 
 namespace {
 

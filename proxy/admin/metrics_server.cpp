@@ -8,7 +8,7 @@
 
 #include "proxy/admin/http_request.hpp"
 #include "proxy/admin/metrics.hpp"
-#include "proxy/admin/metrics_text.hpp"
+#include "core/metrics_text.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/net/listener.hpp"
 

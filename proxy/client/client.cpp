@@ -28,6 +28,7 @@ namespace fe = protocol::fe;
 using protocol::ByteSpan;
 using protocol::Frame;
 using protocol::FrameStatus;
+using protocol::MessageReader;
 
 Client::Client(Worker& worker, bool tcp)
     : worker_(worker), stream_(worker, *this), tcp_(tcp), id_(worker.next_id()) {

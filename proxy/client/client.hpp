@@ -13,7 +13,7 @@
 #include "proxy/server/auth_query.hpp"
 #include "core/config.hpp"
 #include "proxy/net/intrusive_list.hpp"
-#include "proxy/net/message_reader.hpp"
+#include "protocol/message_reader.hpp"
 #include "proxy/server/prepared_statements.hpp"
 #include "proxy/server/request_queue.hpp"
 #include "proxy/server/server.hpp"
@@ -233,7 +233,7 @@ private:
     // A message larger than client_buffer_limit whose header has arrived (`partial.bytes`: what
     // of it is here): streamed, discarded or refused (core/message_budget.hpp). False while it
     // waits for the names at the start of its body.
-    bool take_oversized(const MessageReader::Next& partial, Outbound& out);
+    bool take_oversized(const protocol::MessageReader::Next& partial, Outbound& out);
     // Bookkeeping shared by whole and streamed messages: the first request after the server
     // went quiet starts the query clock; a FunctionCall may call a lock function; a message
     // (or the part of it that has arrived) forwarded unchanged.
@@ -287,7 +287,7 @@ private:
     std::unique_ptr<ClientAuth> auth_;
     // The requests: the rest of a CopyData or of a message over client_buffer_limit streamed to
     // the server, or of one pgtether refused or skipped (take_oversized).
-    MessageReader reader_;
+    protocol::MessageReader reader_;
     std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet

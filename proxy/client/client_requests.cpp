@@ -22,6 +22,7 @@ namespace pgtether {
 
 namespace fe = protocol::fe;
 using protocol::ByteSpan;
+using protocol::MessageReader;
 
 namespace {
 

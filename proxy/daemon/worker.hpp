@@ -22,8 +22,8 @@
 #include "core/auth_file.hpp"
 #include "core/config.hpp"
 #include "proxy/server/prepared_statements.hpp"
-#include "proxy/pool/stats.hpp"
-#include "proxy/pool/stats_history.hpp"
+#include "core/stats.hpp"
+#include "core/stats_history.hpp"
 
 namespace pgtether {
 
@@ -201,7 +201,7 @@ public:
     // Worker-wide counters (the per-pool ones live in Pool).
     WorkerStats& stats() { return stats_; }
     // Snapshots at the last stats_period ticks, for SHOW STATS' averages.
-    [[nodiscard]] const StatsHistory& stats_history() const { return stats_history_; }
+    [[nodiscard]] const StatsHistory<Pool>& stats_history() const { return stats_history_; }
 
     // PAUSE, RESUME, KILL, DISABLE ... (the admin console's process control).
     [[nodiscard]] PoolControl& pool_control() { return *control_; }
@@ -264,7 +264,7 @@ private:
     std::function<void()> on_stopped_;
     std::uint64_t shutdown_deadline_ms_ = 0;
     WorkerStats stats_;
-    StatsHistory stats_history_;
+    StatsHistory<Pool> stats_history_;
     std::unique_ptr<PoolControl> control_;
     std::unique_ptr<MetricsServer> metrics_;
     std::unique_ptr<AuthLookups> auth_lookups_;

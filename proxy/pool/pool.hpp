@@ -29,7 +29,7 @@
 #include "proxy/server/server.hpp"
 #include "proxy/server/server_login.hpp"
 #include "core/session_params.hpp"
-#include "proxy/pool/stats.hpp"
+#include "core/stats.hpp"
 
 namespace pgtether {
 

@@ -28,6 +28,9 @@ namespace pgtether {
 
 namespace be = protocol::be;
 using protocol::ByteSpan;
+using protocol::MessageReader;
+using protocol::MessagesRead;
+using protocol::read_messages;
 
 const char* to_string(InternalPurpose purpose) {
     switch (purpose) {

@@ -24,9 +24,9 @@
 #include "core/server_state.hpp"
 #include "proxy/net/intrusive_list.hpp"
 #include "core/login_retry.hpp"
-#include "proxy/net/message_reader.hpp"
+#include "protocol/message_reader.hpp"
 #include "proxy/server/prepared_statements.hpp"
-#include "proxy/server/query_result.hpp"
+#include "core/query_result.hpp"
 #include "proxy/server/request_queue.hpp"
 #include "proxy/net/server_address.hpp"
 #include "core/session_params.hpp"
@@ -294,7 +294,7 @@ private:
     std::unique_ptr<InternalQuery> internal_;
     // The message stream from the backend: the rest of a message streamed to the client, or of
     // one a departed client left behind that is skipped.
-    MessageReader reader_;
+    protocol::MessageReader reader_;
     std::vector<std::pair<std::string, std::string>> welcome_;  // ParameterStatus at login
     sockaddr_storage address_{};
     bool address_is_unix_ = false;

@@ -6,7 +6,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/startup.hpp"
-#include "proxy/net/message_reader.hpp"
+#include "protocol/message_reader.hpp"
 #include "proxy/net/server_address.hpp"
 #include "proxy/server/server_tls.hpp"
 #include "proxy/net/tls.hpp"
@@ -16,6 +16,9 @@ namespace pgtether {
 
 namespace be = protocol::be;
 using protocol::ByteSpan;
+using protocol::MessageReader;
+using protocol::MessagesRead;
+using protocol::read_messages;
 
 SideConnection::SideConnection(Worker& worker, Setup setup)
     : worker_(worker),

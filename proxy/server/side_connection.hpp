@@ -1,7 +1,7 @@
 // A connection of pgtether's own to PostgreSQL that is never a pooled backend: connect (Unix
 // socket, IP literal or a name resolved now; proxy/net/server_address.hpp), TLS as server_tls_*
 // says (proxy/server/server_tls.hpp), log in (proxy/server/server_login.hpp), then run extended-protocol
-// queries one at a time and collect their answers (proxy/server/query_result.hpp). auth_query's pooled
+// queries one at a time and collect their answers (core/query_result.hpp). auth_query's pooled
 // lookup connections (proxy/server/auth_query.hpp) and the one-query side connections of lock discovery
 // (proxy/server/side_query.hpp) are this connection with their own use of the answers.
 //
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/config.hpp"
-#include "proxy/server/query_result.hpp"
+#include "core/query_result.hpp"
 #include "proxy/net/server_address.hpp"
 #include "proxy/server/server_login.hpp"
 #include "proxy/net/stream.hpp"

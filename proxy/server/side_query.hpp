@@ -17,7 +17,7 @@
 #include "core/config.hpp"
 #include "proxy/server/server_login.hpp"
 #include "proxy/server/side_connection.hpp"
-#include "proxy/server/tether.hpp"  // Row
+#include "core/query_result.hpp"  // Row
 
 namespace pgtether {
 

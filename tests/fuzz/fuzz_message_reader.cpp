@@ -1,4 +1,4 @@
-// Fuzzes the message reader (proxy/net/message_reader.hpp) the way a connection uses it: the stream
+// Fuzzes the message reader (protocol/message_reader.hpp) the way a connection uses it: the stream
 // arrives in pieces, what a call leaves unconsumed is offered again with the next piece (as
 // Stream does), messages of one type are streamed (forwarded or skipped as they arrive) and the
 // others fetched whole. The first input byte picks the length limit, the piece size, whether
@@ -20,10 +20,9 @@
 
 #include "protocol/bytes.hpp"
 #include "protocol/framing.hpp"
-#include "proxy/net/message_reader.hpp"
+#include "protocol/message_reader.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
-using pgtether::MessageReader;
 using pgtether::fuzz::require;
 using namespace pgtether::protocol;
 using Step = MessageReader::Step;

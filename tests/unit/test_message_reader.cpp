@@ -1,4 +1,4 @@
-// The message reader's framing decisions (proxy/net/message_reader.hpp): what each step is, how a
+// The message reader's framing decisions (protocol/message_reader.hpp): what each step is, how a
 // streamed or skipped remainder is counted off, and that a stream delivered in pieces of any size
 // comes out byte for byte the same.
 #include <doctest/doctest.h>
@@ -8,11 +8,8 @@
 
 #include "protocol/bytes.hpp"
 #include "protocol/frontend_messages.hpp"
-#include "proxy/net/message_reader.hpp"
+#include "protocol/message_reader.hpp"
 
-using pgtether::MessageReader;
-using pgtether::MessagesRead;
-using pgtether::read_messages;
 using namespace pgtether::protocol;
 using Step = MessageReader::Step;
 

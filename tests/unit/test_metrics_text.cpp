@@ -4,7 +4,7 @@
 #include <string>
 
 #include "proxy/admin/http_request.hpp"
-#include "proxy/admin/metrics_text.hpp"
+#include "core/metrics_text.hpp"
 
 using namespace pgtether;
 

@@ -1,4 +1,4 @@
-// Collecting the answer of one of pgtether's own queries (proxy/server/query_result.hpp): rows of the
+// Collecting the answer of one of pgtether's own queries (core/query_result.hpp): rows of the
 // last result set, the row count beyond what is kept, the first error, and the bounds.
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/bytes.hpp"
-#include "proxy/server/query_result.hpp"
+#include "core/query_result.hpp"
 
 using namespace pgtether;
 

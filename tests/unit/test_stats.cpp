@@ -1,7 +1,8 @@
-// SHOW STATS averages (proxy/pool/stats.hpp), PgBouncer 1.18's arithmetic.
+// SHOW STATS averages (core/stats.hpp), PgBouncer 1.18's arithmetic.
 #include <doctest/doctest.h>
 
-#include "proxy/pool/stats.hpp"
+#include "core/stats.hpp"
+#include "core/stats_history.hpp"
 
 using namespace pgtether;
 
@@ -59,4 +60,32 @@ TEST_CASE("pool stats add up per database") {
     CHECK(a.scrubs == 1);
     CHECK(a.leaks_found == 2);
     CHECK(a.tether_reserve_exhausted == 3);
+}
+
+TEST_CASE("stats history: averages over the last complete period, of the pools selected") {
+    struct FakePool {
+        bool selected;
+    };
+    const FakePool a{true};
+    const FakePool b{false};
+    StatsHistory<FakePool> history(1'000'000);
+    // Before the first tick there is no complete period: nothing to average.
+    CHECK(history.averages([](const FakePool&) { return true; }).xact_count == 0);
+
+    PoolStats a_first;
+    a_first.xact_count = 100;
+    PoolStats b_first;
+    b_first.xact_count = 1000;
+    history.tick({{&a, a_first}, {&b, b_first}}, 2'000'000);
+    // The first tick compares against nothing recorded (zero counters) over 1 s.
+    CHECK(history.averages([](const FakePool& p) { return p.selected; }).xact_count == 100);
+
+    PoolStats a_second = a_first;
+    a_second.xact_count += 40;  // 40 transactions in 2 s
+    PoolStats b_second = b_first;
+    b_second.xact_count += 400;
+    history.tick({{&a, a_second}, {&b, b_second}}, 4'000'000);
+    CHECK(history.averages([](const FakePool& p) { return p.selected; }).xact_count == 20);
+    CHECK(history.averages([](const FakePool&) { return true; }).xact_count == 220);
+    CHECK(history.averages([](const FakePool&) { return false; }).xact_count == 0);
 }

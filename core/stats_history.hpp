@@ -6,12 +6,13 @@
 #include <functional>
 #include <map>
 
-#include "proxy/pool/stats.hpp"
+#include "core/stats.hpp"
 
 namespace pgtether {
 
-class Pool;
-
+// Keyed by the objects whose counters they are (proxy/ passes its Pool): core/ only compares
+// their addresses and hands them to the caller's filter.
+template <typename Pool>
 class StatsHistory {
   public:
     explicit StatsHistory(std::uint64_t start_us) : newer_us_(start_us), older_us_(start_us) {}

@@ -13,9 +13,11 @@
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/bytes.hpp"
-#include "proxy/server/tether.hpp"  // Row
 
 namespace pgtether {
+
+// One row of a result: each value as text, NULL as nullopt.
+using Row = std::vector<std::optional<std::string>>;
 
 struct QueryResult {
     bool failed = false;          // an ErrorResponse came
@@ -45,8 +47,9 @@ enum class Collected {
 
 // Takes in one backend message of a query's answer: RowDescription and BindComplete begin a new
 // result set (a prepared statement's Bind/Execute sends no RowDescription), DataRow adds a row,
-// CommandComplete completes it, ErrorResponse marks the query failed (the first one is kept). Other messages are left to the
-// caller (ReadyForQuery ends the answer, ParameterStatus and notices belong to the session).
+// CommandComplete completes it, ErrorResponse marks the query failed (the first one is kept). Other
+// messages are left to the caller (ReadyForQuery ends the answer, ParameterStatus and notices
+// belong to the session).
 [[nodiscard]] Collected collect_result(QueryResult& result, char type, protocol::ByteSpan body,
                                        const ResultLimits& limits = {});
 

@@ -1,4 +1,4 @@
-#include "proxy/server/query_result.hpp"
+#include "core/query_result.hpp"
 
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"

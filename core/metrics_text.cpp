@@ -1,4 +1,4 @@
-#include "proxy/admin/metrics_text.hpp"
+#include "core/metrics_text.hpp"
 
 namespace pgtether {
 

@@ -5,7 +5,7 @@
 // The reader owns what outlives one read: the rest of a message whose first part was already
 // forwarded (a large DataRow or CopyData streamed as it arrives) or skipped (a departed client's
 // results). It never copies or allocates: every step points into the bytes it was given, so
-// forwarded bodies leave straight from the receive buffer (proxy/net/forward_batch.hpp). Every length
+// forwarded bodies leave straight from the receive buffer (the proxy batches them). Every length
 // it reads is bounded by the caller's limit (max_packet_size, or a fixed limit for login and
 // pgtether's own queries): a longer one is Invalid, never waited for.
 //
@@ -18,7 +18,7 @@
 #include "protocol/bytes.hpp"
 #include "protocol/framing.hpp"
 
-namespace pgtether {
+namespace pgtether::protocol {
 
 class MessageReader {
   public:
@@ -40,17 +40,15 @@ class MessageReader {
         // Forward, Skip: the remainder's bytes at the start of the data (already consumed by the
         // reader: the caller advances past them); Message: the whole message, header included;
         // Partial: what has arrived of it; NeedMore: what has arrived of the header.
-        protocol::ByteSpan bytes;
+        ByteSpan bytes;
 
         // Message only: the body after type byte and length.
-        [[nodiscard]] protocol::ByteSpan body() const {
-            return bytes.subspan(protocol::kTypedHeaderSize);
-        }
+        [[nodiscard]] ByteSpan body() const { return bytes.subspan(kTypedHeaderSize); }
     };
 
     // What the start of `data` is. A Forward or Skip step counts its bytes off the remainder;
     // for every other step the caller decides how much to consume.
-    [[nodiscard]] Next next(protocol::ByteSpan data, std::uint32_t max_length) {
+    [[nodiscard]] Next next(ByteSpan data, std::uint32_t max_length) {
         if (remaining_ > 0) {
             const std::size_t n = remaining_ < data.size() ? remaining_ : data.size();
             remaining_ -= n;
@@ -61,22 +59,22 @@ class MessageReader {
 
     // The next message at the start of `data`, without a remainder (login, pgtether's own
     // queries, the admin console: nothing there is streamed).
-    [[nodiscard]] static Next examine(protocol::ByteSpan data, std::uint32_t max_length) {
-        const protocol::Frame frame = protocol::frame_message(data, max_length);
+    [[nodiscard]] static Next examine(ByteSpan data, std::uint32_t max_length) {
+        const Frame frame = frame_message(data, max_length);
         Next next;
         next.type = frame.type;
         next.length = frame.length;
         next.total = frame.total;
         switch (frame.status) {
-            case protocol::FrameStatus::Complete:
+            case FrameStatus::Complete:
                 next.step = Step::Message;
                 next.bytes = data.first(frame.total);
                 return next;
-            case protocol::FrameStatus::Invalid:
+            case FrameStatus::Invalid:
                 next.step = Step::Invalid;
                 next.total = 0;
                 return next;
-            case protocol::FrameStatus::NeedMore:
+            case FrameStatus::NeedMore:
                 next.step = frame.has_header() ? Step::Partial : Step::NeedMore;
                 next.bytes = data;
                 return next;
@@ -126,7 +124,7 @@ struct MessagesRead {
 // header. For the readers that forward nothing: login, pgtether's own queries, idle servers, the
 // admin console.
 template <typename OnMessage>
-[[nodiscard]] MessagesRead read_messages(protocol::ByteSpan data, std::uint32_t max_length,
+[[nodiscard]] MessagesRead read_messages(ByteSpan data, std::uint32_t max_length,
                                          OnMessage&& on_message) {
     MessagesRead read;
     while (read.consumed < data.size()) {
@@ -144,4 +142,4 @@ template <typename OnMessage>
     return read;
 }
 
-}  // namespace pgtether
+}  // namespace pgtether::protocol

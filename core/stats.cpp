@@ -1,4 +1,4 @@
-#include "proxy/pool/stats.hpp"
+#include "core/stats.hpp"
 
 namespace pgtether {
 

@@ -22,9 +22,9 @@ struct PoolStats {
     std::uint64_t probes = 0;           // pg_locks probes run at transaction ends
     // Lock-relevant transaction ends decided by exact accounting alone (no advisory-lock probe).
     std::uint64_t ledger_decisions = 0;
-    std::uint64_t scrubs = 0;           // backends cleaned after a tethered/dirty client left
-    std::uint64_t scrub_failures = 0;   // backends closed because cleaning failed
-    std::uint64_t leaks_found = 0;      // idle pooled backends found holding advisory locks
+    std::uint64_t scrubs = 0;          // backends cleaned after a tethered/dirty client left
+    std::uint64_t scrub_failures = 0;  // backends closed because cleaning failed
+    std::uint64_t leaks_found = 0;     // idle pooled backends found holding advisory locks
     // Times clients had to wait because more clients were tethered than tether_reserve_size
     // covers (once per occurrence, core/pool_capacity.hpp).
     std::uint64_t tether_reserve_exhausted = 0;
