@@ -484,6 +484,7 @@ const std::vector<GlobalKey>& global_keys() {
             .among(kTetherChoices),
         key<C>("session_settings", Kind::Choice, kHonoured, "replay", &C::session_settings)
             .among(kReplayChoices),
+        key<C>("log_statement_text", Kind::Bool, kHonoured, "0", &C::log_statement_text),
         key<C>("metrics_listen_addr", Kind::List, kHonoured, "127.0.0.1", &C::metrics_listen_addr)
             .fixed(),
         key<C>("metrics_listen_port", Kind::Int, kHonoured, "0", &C::metrics_listen_port)

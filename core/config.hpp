@@ -144,6 +144,9 @@ struct Config {
     bool log_disconnections = true;
     bool log_pooler_errors = true;
     bool log_stats = true;
+    // pgtether's own: log lines that quote a client's statement keep its literals (strings,
+    // numbers, dollar bodies); off, they show `?` (protocol/statement_redaction.hpp).
+    bool log_statement_text = false;
     int verbose = 0;
     std::vector<std::string> admin_users;
     std::vector<std::string> stats_users;

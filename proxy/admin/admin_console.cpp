@@ -12,6 +12,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
+#include "protocol/statement_redaction.hpp"
 #include "proxy/admin/admin_show.hpp"
 #include "proxy/client/client.hpp"
 #include "core/config_keys.hpp"
@@ -227,7 +228,9 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
 
 void AdminSession::execute(std::string_view query) {
     worker_.stats().admin_queries++;
-    spdlog::debug("{}: admin query: {}", client_.describe(), query.substr(0, kQueryEcho));
+    spdlog::debug("{}: admin query: {}", client_.describe(),
+                  protocol::statement_for_log(query.substr(0, kQueryEcho),
+                                              worker_.config().log_statement_text));
     auto parsed = protocol::parse_admin_command(query);
     if (parsed.error == protocol::AdminParseError::TooLong) {
         send_error(sqlstate::kInvalidParameterValue,
@@ -482,7 +485,8 @@ void AdminSession::show(const std::string& argument) {
         send_error(sqlstate::kInsufficientPrivilege, "admin access needed");
         return;
     }
-    switch (append_show(worker_, what, pending_)) {
+    const ShowAudience audience = role() == Role::Admin ? ShowAudience::Admin : ShowAudience::Stats;
+    switch (append_show(worker_, what, audience, pending_)) {
         case ShowOutcome::Done:
             complete("SHOW");
             return;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "protocol/backend_messages.hpp"
+#include "protocol/statement_redaction.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/pool/lock_catalog.hpp"
 #include "proxy/net/listener.hpp"
@@ -750,7 +751,7 @@ void show_state(Worker& worker, ShowTable& out) {
     rs.row({text("suspended"), text("no")});
 }
 
-void show_locks(Worker& worker, ShowTable& out) {
+void show_locks(Worker& worker, ShowAudience audience, ShowTable& out) {
     ResultSet rs(out, {{"client_id", kInt8},
                        {"database", kText},
                        {"user", kText},
@@ -779,8 +780,10 @@ void show_locks(Worker& worker, ShowTable& out) {
                 text(pairs), text(clock.format(client.tethered_since_ms())),
                 unsigned_number(
                     (clock.now_ms() - std::min(clock.now_ms(), client.tethered_since_ms())) / 1000),
-                text(client.last_query()), text(client.describe_tether()),
-                text(client.lock_ledger().describe())});
+                text(audience == ShowAudience::Admin
+                         ? client.last_query()
+                         : protocol::redact_statement_literals(client.last_query())),
+                text(client.describe_tether()), text(client.lock_ledger().describe())});
     });
 }
 
@@ -864,7 +867,8 @@ void show_peer_pools(const Worker& worker, ShowTable& out) {
 
 }  // namespace
 
-ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& out) {
+ShowOutcome collect_show(Worker& worker, std::string_view what, ShowAudience audience,
+                         ShowTable& out) {
     if (what == "clients") {
         show_clients(worker, out);
     } else if (what == "servers") {
@@ -894,7 +898,7 @@ ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& out) 
     } else if (what == "state") {
         show_state(worker, out);
     } else if (what == "locks") {
-        show_locks(worker, out);
+        show_locks(worker, audience, out);
     } else if (what == "lock_functions") {
         show_lock_functions(worker, out);
     } else if (what == "dns_hosts" || what == "dns_zones") {
@@ -913,13 +917,15 @@ ShowOutcome collect_show(Worker& worker, std::string_view what, ShowTable& out) 
     return ShowOutcome::Done;
 }
 
-ShowOutcome append_show(Worker& worker, std::string_view what, std::string& out) {
+ShowOutcome append_show(Worker& worker, std::string_view what, ShowAudience audience,
+                        std::string& out) {
     std::vector<ShowTable> tables(worker.group().size());
-    const ShowOutcome outcome = collect_show(worker, what, tables.at(worker.index()));
+    const ShowOutcome outcome = collect_show(worker, what, audience, tables.at(worker.index()));
     if (outcome != ShowOutcome::Done) return outcome;
     if (tables.size() > 1) {
         worker.group().gather(worker, [&](Worker& other) {
-            if (&other != &worker) (void)collect_show(other, what, tables.at(other.index()));
+            if (&other != &worker)
+                (void)collect_show(other, what, audience, tables.at(other.index()));
         });
         // The caller's rows first, as they were before there was more than one worker.
         std::rotate(tables.begin(), tables.begin() + static_cast<long>(worker.index()),

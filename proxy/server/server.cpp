@@ -14,6 +14,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
+#include "protocol/statement_redaction.hpp"
 #include "core/departure.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/net/forward_batch.hpp"
@@ -1119,12 +1120,15 @@ void Server::finish_internal() {
             }
             if (report->present != 0) {
                 pool_.stats().leaks_found++;
-                spdlog::warn("S-{} {}/{}: leaked session state on idle backend {}: {} (last used "
-                             "by {}: {})",
-                             id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
-                             describe_state(report->present, describe_locks(report->locks),
-                                            report->summaries),
-                             last_client_description_, last_statement_);
+                spdlog::warn(
+                    "S-{} {}/{}: leaked session state on idle backend {}: {} (last used "
+                    "by {}: {})",
+                    id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
+                    describe_state(report->present, describe_locks(report->locks),
+                                   report->summaries),
+                    last_client_description_,
+                    protocol::statement_for_log(last_statement_,
+                                                worker_.config().log_statement_text));
                 scrub();
                 return;
             }

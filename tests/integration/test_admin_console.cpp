@@ -319,6 +319,33 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
           "0");
 }
 
+TEST_CASE("SHOW LOCKS: statement text whole for admin_users, literals redacted for stats_users") {
+    Pgtether pooler(console_config());
+    Conn admin = console(pooler);
+    Conn stats = console(pooler, kStatsUser);
+    REQUIRE_MESSAGE(stats.ok(), stats.error());
+    Conn a = app_client(pooler, "locker");
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_lock(4351)"));
+    // A statement with a secret in it, as the issue's probe had (ALTER ROLE ... PASSWORD '...'),
+    // run by the tethered client; a harmless one keeps the test free of role changes.
+    const std::string secret_query =
+        "SELECT 'hunter2-secret' AS password, 31337 AS pin, $$dollar-secret$$ /* why */";
+    PGT_REQUIRE_OK(a.exec(secret_query));
+
+    auto last_query = [&](Conn& console_conn) {
+        auto rows = named_rows(must_show(console_conn, "LOCKS"));
+        REQUIRE(rows.size() == 1);
+        return cell(rows[0], "last_query");
+    };
+    CHECK(last_query(admin) == secret_query);
+    const std::string seen_by_stats = last_query(stats);
+    CHECK(seen_by_stats == "SELECT ? AS password, ? AS pin, ? /* why */");
+    CHECK(seen_by_stats.find("hunter2") == std::string::npos);
+    CHECK(seen_by_stats.find("31337") == std::string::npos);
+    CHECK(seen_by_stats.find("dollar-secret") == std::string::npos);
+    PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
+}
+
 TEST_CASE("admin_users run every command, stats_users only SHOW, anyone else is refused") {
     Pgtether pooler(console_config());
     Conn app = app_client(pooler, "app");

@@ -477,13 +477,27 @@ TEST_CASE("locks taken inside functions: advisory_lock_functions and every_trans
     }
     SUBCASE("with neither (nor discovery), the leak sweep scrubs the lock left on an idle backend") {
         // Discovery would find take_job_lock (tests/integration/test_lock_discovery.cpp).
-        Pgtether pooler(two_backends({{"server_check_delay", "1"}, {"advisory_lock_discovery", "off"}}));
+        bool whole = false;
+        SUBCASE("the statement in the report has its literals redacted by default") {}
+        SUBCASE("log_statement_text = 1 logs it whole") {
+            whole = true;
+        }
+        Pgtether pooler(two_backends({{"server_check_delay", "1"},
+                                      {"advisory_lock_discovery", "off"},
+                                      {"log_statement_text", whole ? "1" : "0"}}));
         Conn a = Conn::must(pooler.conninfo());
-        PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(902)"));
+        PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(902) /* 'pin-4711' */, 'secret-literal'"));
         CHECK(locks_held(902) == 1);  // invisible to the trigger: leaked on a pooled backend
         CHECK(lock_released_within(902, 4s));
         CHECK(pooler.wait_for_log("leaked session state"));
-        CHECK(pooler.log().find("take_job_lock(902)") != std::string::npos);
+        if (whole) {
+            CHECK(pooler.log().find("take_job_lock(902) /* 'pin-4711' */, 'secret-literal'") !=
+                  std::string::npos);
+        } else {
+            CHECK(pooler.log().find("take_job_lock(?) /* 'pin-4711' */, ?)") != std::string::npos);
+            CHECK(pooler.log().find("secret-literal") == std::string::npos);
+            CHECK(pooler.log().find("take_job_lock(902)") == std::string::npos);
+        }
         // The report names the client that left the lock (kept by the backend since the link).
         const TestEnv& env = TestEnv::get();
         CHECK(pooler.log().find("(last used by C-") != std::string::npos);

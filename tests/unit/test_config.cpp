@@ -600,6 +600,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "admin_users",
                                             "stats_users",
                                             "log_stats",
+                                            "log_statement_text",
                                             "syslog",
                                             "syslog_ident",
                                             "syslog_facility",
