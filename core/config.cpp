@@ -469,6 +469,9 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("max_prepared_statement_bytes", Kind::Int, kHonoured, "8388608",
                &C::max_prepared_statement_bytes)
             .range(1024, kIntMax),
+        key<C>("max_prepared_statement_bytes_total", Kind::Int, kHonoured, "134217728",
+               &C::max_prepared_statement_bytes_total)
+            .range(1024, kIntMax),
         key<C>("session_state_temp_tables", Kind::Choice, kHonoured, "tether",
                &C::session_state_temp_tables)
             .among(kTetherChoices),

@@ -222,6 +222,9 @@ struct Config {
     // and one server connection may hold prepared.
     int client_buffer_limit = 1048576;
     int max_prepared_statement_bytes = 8388608;
+    // The bytes of statement text the whole process keeps for named prepared statements, all
+    // clients and workers together (a Parse that would pass it is refused with 54000).
+    int max_prepared_statement_bytes_total = 134217728;
     // Other session state (docs/session-state.md).
     StateHandling session_state_temp_tables = StateHandling::Keep;
     StateHandling session_state_listen = StateHandling::Keep;

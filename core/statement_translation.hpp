@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -18,12 +19,27 @@ namespace pgtether {
 // cannot grow pgtether's memory without bound.
 inline constexpr std::size_t kMaxClientStatements = 10000;
 
+// Backend statement names are pgtether's: `pgtether_<random token>_<n>`, the token drawn per
+// worker at start-up, so that no client can guess one (docs/prepared-statements.md). Client names
+// with this prefix are refused with 42939 (reserved_name) under translation -- in Parse, Bind,
+// Describe and Close, and in SQL PREPARE, EXECUTE and DEALLOCATE -- so a client can neither run,
+// describe nor drop another client's statement by its backend name, nor take a name pgtether
+// will use.
+inline constexpr std::string_view kReservedStatementPrefix = "pgtether_";
+[[nodiscard]] bool is_reserved_statement_name(std::string_view name);
+// The backend name of the statement numbered `id` by a registry whose token is `token`.
+[[nodiscard]] std::string backend_statement_name(std::string_view token, std::uint64_t id);
+
 // What the maps say about a named Parse.
 struct ParseFacts {
     bool translates = false;  // max_prepared_statements > 0 (else names go to the backend as sent)
     bool name_known = false;  // the client has a statement of this name already
     bool count_full = false;  // the client has kMaxClientStatements names
     bool bytes_full = false;  // its kept text plus this one exceed max_prepared_statement_bytes
+    bool reserved_name = false;  // the name begins with kReservedStatementPrefix
+    // The text pgtether keeps for the whole process plus this one would exceed
+    // max_prepared_statement_bytes_total.
+    bool process_full = false;
 };
 
 enum class ParseAction {
@@ -42,6 +58,11 @@ enum class ParseAction {
     // With translation, beyond the client's count or bytes: ERROR 53400, then discard to Sync.
     RefuseTooMany,
     RefuseTooLarge,
+    // With translation, a name with the reserved prefix: ERROR 42939, then discard to Sync.
+    RefuseReservedName,
+    // With translation, beyond max_prepared_statement_bytes_total: ERROR 54000, then discard to
+    // Sync.
+    RefuseProcessFull,
     // With translation: the name is the client's; the statement is prepared afresh on the
     // backend under its backend name (an existing copy there is closed first: it was planned in
     // another client's session).
@@ -56,6 +77,7 @@ struct UseFacts {
     bool name_known = false;     // the client prepared the name (and has not closed it)
     bool text_withheld = false;  // pgtether did not keep its text (streamed over the budget)
     bool on_backend = false;     // the linked backend has the statement prepared (not stale)
+    bool reserved_name = false;  // the name begins with kReservedStatementPrefix
 };
 
 enum class UseAction {
@@ -68,6 +90,9 @@ enum class UseAction {
     // Rewritten to the backend name behind an injected Parse of it (and the Closes that make
     // room: least recently used first, never a statement a queued message still needs).
     PrepareAndRewrite,
+    // With translation, a name with the reserved prefix: ERROR 42939 in the backend's place,
+    // then discard to Sync.
+    RefuseReservedName,
 };
 
 [[nodiscard]] UseAction decide_use(const UseFacts& facts);
@@ -79,18 +104,31 @@ enum class CloseAction {
     // until evicted); pgtether answers CloseComplete in the backend's place. PostgreSQL answers
     // CloseComplete for a name that does not exist too.
     AnswerCloseComplete,
+    // With translation, a name with the reserved prefix: ERROR 42939, then discard to Sync.
+    RefuseReservedName,
 };
 
 // A Close of a named statement, with or without translation.
-[[nodiscard]] CloseAction decide_close(bool translates);
+[[nodiscard]] CloseAction decide_close(bool translates, bool reserved_name);
 
-// The error text of a refused Parse (RefuseDuplicate, RefuseTooMany, RefuseTooLarge) and its
-// SQLSTATE.
+// The Query pgtether sends in place of a client's SQL that PREPAREs, EXECUTEs or DEALLOCATEs a
+// reserved name (protocol/deallocate_statement.hpp): a DO block that raises
+// reserved_name_refusal's error, so that the backend itself fails the statement -- the
+// transaction block aborted, ReadyForQuery's status and the reply order exactly as for any other
+// failing statement.
+[[nodiscard]] std::string reserved_name_refusal_query();
+
+// The error text of a refused Parse (the Refuse* actions) and its SQLSTATE. `byte_limit`:
+// max_prepared_statement_bytes for RefuseTooLarge, max_prepared_statement_bytes_total for
+// RefuseProcessFull.
 struct Refusal {
     const char* sqlstate;
     std::string message;
 };
 [[nodiscard]] Refusal parse_refusal(ParseAction action, std::string_view name,
                                     std::size_t byte_limit);
+// The error for a Bind, Describe or Close, or an SQL PREPARE / EXECUTE / DEALLOCATE, of a name
+// with the reserved prefix (empty `name`: the SQL text is not quoted back).
+[[nodiscard]] Refusal reserved_name_refusal(std::string_view name);
 
 }  // namespace pgtether

@@ -23,5 +23,6 @@ inline constexpr const char* kUndefinedObject = "42704";
 inline constexpr const char* kInvalidParameterValue = "22023";
 inline constexpr const char* kSyntaxError = "42601";
 inline constexpr const char* kConfigFileError = "F0000";
+inline constexpr const char* kInvalidSqlStatementName = "26000";
 
 }  // namespace pgtether::protocol::sqlstate

@@ -230,6 +230,12 @@ private:
     // read, and a rewritten head announces them).
     bool route_bind(protocol::ByteSpan body, Outbound& out, std::size_t body_missing = 0);
     bool route_describe_or_close(protocol::ByteSpan body, char type, Outbound& out);
+    // Whether the translator took the message (not forwarded as sent); a refusal starts the
+    // discard up to Sync.
+    bool routed(StatementTranslator::Routed how);
+    // A Query that PREPAREs, EXECUTEs or DEALLOCATEs a reserved name: replaced by one that
+    // fails with 42939 on the backend.
+    void refuse_reserved_query(Outbound& out);
     // A message larger than client_buffer_limit whose header has arrived (`partial.bytes`: what
     // of it is here): streamed, discarded or refused (core/message_budget.hpp). False while it
     // waits for the names at the start of its body.

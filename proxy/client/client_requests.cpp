@@ -249,6 +249,12 @@ std::size_t Client::handle_requests(ByteSpan data) {
                     fail(protocol::sqlstate::kProtocolViolation, "invalid Query message");
                     return data.size();
                 }
+                if (server_->translates_statements() &&
+                    protocol::names_statement_with_prefix(*sql, kReservedStatementPrefix)) {
+                    refuse_reserved_query(out);
+                    routed = true;
+                    break;
+                }
                 const std::uint32_t effects = pool_->lock_trigger().scan(*sql);
                 note_effects(*sql, effects);
                 // A simple Query destroys the backend's unnamed statement (protocol §55.2.3).
@@ -358,7 +364,13 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
             take_unscanned_parse(first_name,
                                  protocol::as_chars(body.subspan(first_name.size() + 1)), out);
             break;
-        case fe::kBind: routed = route_bind(body, out, missing); break;
+        case fe::kBind:
+            routed = route_bind(body, out, missing);
+            if (skip_until_sync_) {  // refused (a reserved name): the rest is dropped
+                reader_.skip_rest(partial);
+                return true;
+            }
+            break;
         case fe::kFunctionCall: note_function_call(); break;
         default: break;  // CopyData, CopyFail: only forwarded
     }
@@ -368,6 +380,18 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
     server_->tracker().set_frontend_partial(true);
     reader_.forward_rest(partial);
     return true;
+}
+
+void Client::refuse_reserved_query(Outbound& out) {
+    // The backend fails it itself (core/statement_translation.hpp): a transaction block is
+    // aborted and the replies keep their order, as for any failing statement. Nothing of the
+    // client's text runs, so it has no effects to note.
+    server_->note_unnamed_statement(nullptr);  // a simple Query destroys it (§55.2.3)
+    std::string query;
+    protocol::MessageWriter(query).begin(fe::kQuery).cstring(reserved_name_refusal_query()).end();
+    server_->tracker().on_frontend(fe::kQuery);
+    out.add_owned(std::move(query));
+    if (server_->translates_statements()) server_->requests().push_forwarded(fe::kQuery);
 }
 
 void Client::note_request_start() {
@@ -443,6 +467,8 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
         case ParseAction::RefuseDuplicate:
         case ParseAction::RefuseTooMany:
         case ParseAction::RefuseTooLarge:
+        case ParseAction::RefuseReservedName:
+        case ParseAction::RefuseProcessFull:
             statements.refuse_parse(action, parse.statement);
             skip_until_sync_ = true;
             return true;
@@ -510,11 +536,17 @@ bool Client::route_bind(ByteSpan body, Outbound& out, std::size_t body_missing) 
         server_->lock_accounting().forget_portal(names->portal);
     }
     // Unknown names go as they are: the backend reports them with the client's name.
-    return statements.bind(*names, statement, body, body_missing);
+    return routed(statements.bind(*names, statement, body, body_missing));
 }
 
 bool Client::route_describe_or_close(ByteSpan body, char type, Outbound& out) {
-    return translator(out).describe_or_close(body, type);
+    return routed(translator(out).describe_or_close(body, type));
+}
+
+bool Client::routed(StatementTranslator::Routed how) {
+    // PostgreSQL discards the rest of a batch after an error, up to Sync (protocol §55.2.3).
+    if (how == StatementTranslator::Routed::Refused) skip_until_sync_ = true;
+    return how != StatementTranslator::Routed::AsSent;
 }
 
 StatementTranslator Client::translator(Outbound& out) {

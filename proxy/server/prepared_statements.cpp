@@ -1,8 +1,51 @@
 #include "proxy/server/prepared_statements.hpp"
 
+#include <openssl/rand.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <stdexcept>
+
+#include "core/statement_translation.hpp"
 
 namespace pgtether {
+
+namespace {
+// Workers are threads: one counter for all of them.
+std::atomic<std::size_t> process_client_statement_bytes{0};
+}  // namespace
+
+std::size_t client_statement_bytes_in_process() {
+    return process_client_statement_bytes.load(std::memory_order_relaxed);
+}
+
+ClientStatements::Names::~Names() {
+    process_client_statement_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+void ClientStatements::Names::add_bytes(std::size_t n) {
+    bytes += n;
+    process_client_statement_bytes.fetch_add(n, std::memory_order_relaxed);
+}
+
+void ClientStatements::Names::remove_bytes(std::size_t n) {
+    bytes -= n;
+    process_client_statement_bytes.fetch_sub(n, std::memory_order_relaxed);
+}
+
+StatementRegistry::StatementRegistry() {
+    unsigned char random[8];
+    if (RAND_bytes(random, sizeof random) != 1) {
+        // Only at start-up (a worker's registry): the daemon refuses to run without it.
+        throw std::runtime_error("cannot draw random bytes for prepared statement names");
+    }
+    char hex[2 * sizeof random + 1];
+    for (std::size_t i = 0; i < sizeof random; ++i) {
+        std::snprintf(hex + 2 * i, 3, "%02x", random[i]);
+    }
+    token_.assign(hex, 2 * sizeof random);
+}
 
 StatementPtr StatementRegistry::intern(std::string_view query,
                                        protocol::ByteSpan parameter_types, std::uint32_t effects,
@@ -17,7 +60,7 @@ StatementPtr StatementRegistry::intern(std::string_view query,
     }
     auto statement = std::make_shared<PreparedStatement>();
     statement->id = ++next_id_;
-    statement->server_name = "pgtether_" + std::to_string(statement->id);
+    statement->server_name = backend_statement_name(token_, statement->id);
     statement->query = std::string(query);
     statement->parameter_types = std::string(protocol::as_chars(parameter_types));
     statement->effects = effects;
@@ -45,10 +88,10 @@ StatementPtr ClientStatements::find(std::string_view name) const {
 
 void ClientStatements::add(std::string_view name, StatementPtr statement) {
     if (!by_name_) by_name_ = std::make_unique<Names>();
-    by_name_->bytes += statement_bytes(*statement);
+    by_name_->add_bytes(statement_bytes(*statement));
     auto it = by_name_->map.find(name);
     if (it != by_name_->map.end()) {
-        by_name_->bytes -= statement_bytes(*it->second);
+        by_name_->remove_bytes(statement_bytes(*it->second));
         it->second = std::move(statement);
     } else {
         by_name_->map.emplace(std::string(name), std::move(statement));
@@ -60,7 +103,7 @@ StatementPtr ClientStatements::remove(std::string_view name) {
     auto it = by_name_->map.find(name);
     if (it == by_name_->map.end()) return nullptr;
     StatementPtr removed = std::move(it->second);
-    by_name_->bytes -= statement_bytes(*removed);
+    by_name_->remove_bytes(statement_bytes(*removed));
     by_name_->map.erase(it);
     if (by_name_->map.empty()) by_name_.reset();
     return removed;

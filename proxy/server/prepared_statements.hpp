@@ -28,9 +28,15 @@
 
 namespace pgtether {
 
+// The bytes of statement text all clients' names stand for, all workers together
+// (ClientStatements::bytes summed; max_prepared_statement_bytes_total bounds it: a Parse that
+// would pass it is refused). Server connections' prepared sets are bounded per connection instead
+// (max_prepared_statement_bytes).
+[[nodiscard]] std::size_t client_statement_bytes_in_process();
+
 struct PreparedStatement {
     std::uint64_t id = 0;
-    std::string server_name;      // the name it has on every backend: "pgtether_<id>"
+    std::string server_name;  // its name on every backend: "pgtether_<token>_<id>"
     std::string query;
     std::string parameter_types;  // the Parse message's Int16 count + Int32 OIDs, as sent
     std::uint32_t effects = 0;    // the tether's trigger findings in the query text
@@ -55,15 +61,19 @@ using StatementPtr = std::shared_ptr<const PreparedStatement>;
 
 class StatementRegistry {
 public:
-    // The statement for this text and these parameter types, created on first use.
-    StatementPtr intern(std::string_view query, protocol::ByteSpan parameter_types,
-                        std::uint32_t effects,
-                        std::shared_ptr<const protocol::SqlScanner> scanned_with = nullptr);
-    [[nodiscard]] std::size_t size() const { return by_text_.size(); }
+  // Draws the token of its backend names (core/statement_translation.hpp) from the OpenSSL
+  // random generator: 64 bits, so a name can be neither guessed nor found by trying.
+  StatementRegistry();
+  // The statement for this text and these parameter types, created on first use.
+  StatementPtr intern(std::string_view query, protocol::ByteSpan parameter_types,
+                      std::uint32_t effects,
+                      std::shared_ptr<const protocol::SqlScanner> scanned_with = nullptr);
+  [[nodiscard]] std::size_t size() const { return by_text_.size(); }
 
 private:
     // Weak: a statement lives as long as a client names it or a backend has it prepared.
     std::unordered_map<std::string, std::weak_ptr<const PreparedStatement>> by_text_;
+    std::string token_;
     std::uint64_t next_id_ = 0;
     std::size_t interned_since_sweep_ = 0;
 };
@@ -91,6 +101,14 @@ private:
     struct Names {
         Map map;
         std::size_t bytes = 0;
+        Names() = default;
+        Names(const Names&) = delete;
+        Names& operator=(const Names&) = delete;
+        // Its bytes leave client_statement_bytes_in_process() with it (a client that goes, a
+        // DEALLOCATE ALL).
+        ~Names();
+        void add_bytes(std::size_t n);
+        void remove_bytes(std::size_t n);
     };
     // Allocated on first use: most clients never name a statement, and an empty unordered_map
     // would cost every client 56 bytes (idle memory per client, docs/benchmarks.md).

@@ -410,6 +410,15 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
                     failed_sqlstate_ == protocol::sqlstate::kFeatureNotSupported) {
                     statements_.mark_stale(done.request.statement);
                 }
+                // "prepared statement does not exist" for a name pgtether gave: the backend lost
+                // it (dynamic SQL deallocated it, say). Forgotten here, it is prepared again the
+                // next time a client uses it on this backend instead of failing for good.
+                if ((done.request.type == protocol::fe::kBind ||
+                     done.request.type == protocol::fe::kDescribe) &&
+                    done.request.statement &&
+                    failed_sqlstate_ == protocol::sqlstate::kInvalidSqlStatementName) {
+                    statements_.remove(*done.request.statement);
+                }
                 undo_request(done.request, client_ ? &client_->statements() : nullptr,
                              statements_);
                 break;

@@ -35,6 +35,9 @@ ParseAction StatementTranslator::decide_parse(const protocol::ParseMessage& pars
     facts.bytes_full = names_.bytes() + bytes > byte_limit;
     // Looked up only where the answer matters (it usually does not without translation).
     facts.name_known = (facts.translates || facts.count_full) && names_.find(parse.statement);
+    facts.reserved_name = is_reserved_statement_name(parse.statement);
+    facts.process_full = client_statement_bytes_in_process() + bytes >
+                         static_cast<std::size_t>(config_.max_prepared_statement_bytes_total);
     return pgtether::decide_parse(facts);
 }
 
@@ -43,8 +46,10 @@ void StatementTranslator::remember(std::string_view name, StatementPtr statement
 }
 
 void StatementTranslator::refuse_parse(ParseAction action, std::string_view name) {
-    Refusal refusal =
-        parse_refusal(action, name, static_cast<std::size_t>(config_.max_prepared_statement_bytes));
+    const int limit = action == ParseAction::RefuseProcessFull
+                          ? config_.max_prepared_statement_bytes_total
+                          : config_.max_prepared_statement_bytes;
+    Refusal refusal = parse_refusal(action, name, static_cast<std::size_t>(limit));
     answer(QueuedRequest::Kind::Answered, fe::kParse,
            error_message(refusal.sqlstate, std::move(refusal.message)));
 }
@@ -65,11 +70,16 @@ void StatementTranslator::translate_parse(std::string_view name, StatementPtr st
                              std::move(statement)});
 }
 
-bool StatementTranslator::bind(const protocol::BindNames& names, const StatementPtr& statement,
-                               ByteSpan body, std::size_t body_missing) {
-    if (names.statement.empty()) return false;  // the backend's own unnamed statement
-    const UseAction action = decide_use_of(statement);
-    if (action == UseAction::ForwardAsSent) return false;
+StatementTranslator::Routed StatementTranslator::bind(const protocol::BindNames& names,
+                                                      const StatementPtr& statement, ByteSpan body,
+                                                      std::size_t body_missing) {
+    if (names.statement.empty()) return Routed::AsSent;  // the backend's own unnamed statement
+    const UseAction action = decide_use_of(statement, names.statement);
+    if (action == UseAction::ForwardAsSent) return Routed::AsSent;
+    if (action == UseAction::RefuseReservedName) {
+        refuse_reserved(fe::kBind, names.statement);
+        return Routed::Refused;
+    }
     ensure_prepared(action, statement);
     // Same Bind, with the backend's name for the statement; the parameters are copied as sent.
     std::size_t names_length = names.portal.size() + 1 + names.statement.size() + 1;
@@ -84,17 +94,21 @@ bool StatementTranslator::bind(const protocol::BindNames& names, const Statement
     server_.tracker().on_frontend(fe::kBind);
     server_.requests().push(
         {fe::kBind, QueuedRequest::Kind::Forwarded, QueuedRequest::kUndoNone, {}, {}, statement});
-    return true;
+    return Routed::Rewritten;
 }
 
-bool StatementTranslator::describe_or_close(ByteSpan body, char type) {
+StatementTranslator::Routed StatementTranslator::describe_or_close(ByteSpan body, char type) {
     auto target = protocol::parse_describe_or_close(body);
-    if (!target || target->kind != 'S' || target->name.empty()) return false;
+    if (!target || target->kind != 'S' || target->name.empty()) return Routed::AsSent;
     if (type == fe::kClose) {
-        switch (decide_close(server_.translates_statements())) {
+        switch (decide_close(server_.translates_statements(),
+                             is_reserved_statement_name(target->name))) {
+            case CloseAction::RefuseReservedName:
+                refuse_reserved(fe::kClose, target->name);
+                return Routed::Refused;
             case CloseAction::ForwardForget:
                 names_.remove(target->name);
-                return false;
+                return Routed::AsSent;
             case CloseAction::AnswerCloseComplete: {
                 std::string name(target->name);
                 StatementPtr removed = names_.remove(name);
@@ -103,14 +117,18 @@ bool StatementTranslator::describe_or_close(ByteSpan body, char type) {
                      removed ? QueuedRequest::kUndoClientRemove : QueuedRequest::kUndoNone,
                      simple_message(protocol::be::kCloseComplete), std::move(name), removed});
                 server_.settle_requests();
-                return true;
+                return Routed::Rewritten;
             }
         }
     }
-    if (!server_.translates_statements()) return false;
+    if (!server_.translates_statements()) return Routed::AsSent;
     StatementPtr statement = names_.find(target->name);
-    const UseAction action = decide_use_of(statement);
-    if (action == UseAction::ForwardAsSent) return false;
+    const UseAction action = decide_use_of(statement, target->name);
+    if (action == UseAction::ForwardAsSent) return Routed::AsSent;
+    if (action == UseAction::RefuseReservedName) {
+        refuse_reserved(fe::kDescribe, target->name);
+        return Routed::Refused;
+    }
     ensure_prepared(action, statement);
     std::string rewritten;
     protocol::MessageWriter(rewritten)
@@ -122,7 +140,13 @@ bool StatementTranslator::describe_or_close(ByteSpan body, char type) {
     server_.tracker().on_frontend(fe::kDescribe);
     server_.requests().push({fe::kDescribe, QueuedRequest::Kind::Forwarded,
                              QueuedRequest::kUndoNone, {}, {}, statement});
-    return true;
+    return Routed::Rewritten;
+}
+
+void StatementTranslator::refuse_reserved(char type, std::string_view name) {
+    Refusal refusal = reserved_name_refusal(name);
+    answer(QueuedRequest::Kind::Answered, type,
+           error_message(refusal.sqlstate, std::move(refusal.message)));
 }
 
 void StatementTranslator::answer(QueuedRequest::Kind kind, char type, std::string reply) {
@@ -130,8 +154,10 @@ void StatementTranslator::answer(QueuedRequest::Kind kind, char type, std::strin
     server_.settle_requests();
 }
 
-UseAction StatementTranslator::decide_use_of(const StatementPtr& statement) const {
+UseAction StatementTranslator::decide_use_of(const StatementPtr& statement,
+                                             std::string_view name) const {
     UseFacts facts;
+    facts.reserved_name = is_reserved_statement_name(name);
     facts.translates = server_.translates_statements();
     facts.name_known = statement != nullptr;
     facts.text_withheld = statement && statement->text_withheld;

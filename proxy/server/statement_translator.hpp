@@ -54,13 +54,19 @@ class StatementTranslator {
     // Translate: the name stands for `statement`, prepared afresh on the backend.
     void translate_parse(std::string_view name, StatementPtr statement);
 
+    // What became of a client's Bind, Describe or Close.
+    enum class Routed {
+        AsSent,     // the caller forwards it unchanged
+        Rewritten,  // the translator wrote what goes instead (or answered it)
+        Refused,    // a reserved name: the error is queued; the caller discards up to Sync
+    };
     // A Bind of `statement` (what the client named, null if unknown): rewritten to the backend
     // name, behind a Parse if the backend lacks it. `body_missing`: bytes of a streamed Bind's
-    // body still to come. False when it goes as sent.
-    bool bind(const protocol::BindNames& names, const StatementPtr& statement,
-              protocol::ByteSpan body, std::size_t body_missing);
-    // A Describe or Close (`type`) of a statement or portal. False when it goes as sent.
-    bool describe_or_close(protocol::ByteSpan body, char type);
+    // body still to come.
+    Routed bind(const protocol::BindNames& names, const StatementPtr& statement,
+                protocol::ByteSpan body, std::size_t body_missing);
+    // A Describe or Close (`type`) of a statement or portal.
+    Routed describe_or_close(protocol::ByteSpan body, char type);
 
     // Queues a reply pgtether gives itself, in its place in the reply stream.
     void answer(QueuedRequest::Kind kind, char type, std::string reply);
@@ -77,8 +83,12 @@ class StatementTranslator {
     }
 
   private:
-    // What a Bind or Describe of `statement` (null: a name the client never prepared) gets.
-    [[nodiscard]] UseAction decide_use_of(const StatementPtr& statement) const;
+    // What a Bind or Describe of `statement` (null: a name the client never prepared) named
+    // `name` gets.
+    [[nodiscard]] UseAction decide_use_of(const StatementPtr& statement,
+                                          std::string_view name) const;
+    // The 42939 error for a reserved `name` in the backend's place.
+    void refuse_reserved(char type, std::string_view name);
     // Rewrite: the backend has it (now its most recently used); PrepareAndRewrite: prepares
     // it there first, evicting if over capacity.
     void ensure_prepared(UseAction action, const StatementPtr& statement);

@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <memory>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -393,4 +395,151 @@ TEST_CASE("a shared statement meets another session's temporary table of the sam
     const std::string pooled = node_postgres_sessions(pooler.host(), pooler.port(), sessions);
     CHECK(direct.find("E ") == std::string::npos);  // no errors on a direct connection
     CHECK_MESSAGE(direct == pooled, "PostgreSQL:\n" << direct << "\npgtether:\n" << pooled);
+}
+
+namespace {
+
+// Every reply up to and including ReadyForQuery (an error does not end the batch: the Sync does).
+std::string reply_types_until_ready(RawConn& raw, std::vector<BackendMessage>* messages = nullptr) {
+    std::string types;
+    while (auto message = raw.read_message()) {
+        types.push_back(message->type);
+        if (messages) messages->push_back(*message);
+        if (message->type == 'Z') break;
+    }
+    return types;
+}
+
+std::string bind_message(const std::string& statement) {
+    return wire::message(
+        'B', wire::cstr("") + wire::cstr(statement) + wire::i16(0) + wire::i16(0) + wire::i16(0));
+}
+
+}  // namespace
+
+TEST_CASE("backend statement names are unguessable, and clients may not use the reserved prefix") {
+    Pgtether pooler(alternating_backends(
+        {{"default_pool_size", "1"}, {"min_pool_size", "1"}, {"workers", "1"}}));
+    Conn victim = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(victim.prepare("mine", "SELECT 'victim'::text AS whose"));
+    PGT_REQUIRE_OK(victim.exec_prepared("mine", {}));
+    // The backend's name for it: pgtether_<16 random hex digits>_<n>, not pgtether_1.
+    const std::string backend_name =
+        victim.exec("SELECT name FROM pg_prepared_statements WHERE NOT from_sql").value();
+    CAPTURE(backend_name);
+    CHECK(std::regex_match(backend_name, std::regex("pgtether_[0-9a-f]{16}_[0-9]+")));
+
+    // Another client of the same pool (one backend: the victim's) tries the name by protocol.
+    const TestEnv& env = TestEnv::get();
+    RawConn raw(pooler.host(), pooler.port());
+    REQUIRE(raw.startup(env.superuser, env.database).back().type == 'Z');
+    for (const std::string& name : {backend_name, std::string("pgtether_1")}) {
+        CAPTURE(name);
+        struct Probe {
+            const char* what;
+            std::string batch;
+        };
+        const Probe probes[] = {
+            {"Bind + Execute",
+             bind_message(name) + wire::message('E', wire::cstr("") + wire::i32(0))},
+            {"Describe", wire::message('D', "S" + wire::cstr(name))},
+            {"Close", wire::message('C', "S" + wire::cstr(name))},
+            {"Parse",
+             wire::message('P', wire::cstr(name) + wire::cstr("SELECT 'thief'") + wire::i16(0))},
+        };
+        for (const Probe& probe : probes) {
+            CAPTURE(probe.what);
+            // The rest of the batch (a harmless Parse of its own) is discarded up to the Sync.
+            REQUIRE(raw.send(
+                probe.batch +
+                wire::message('P', wire::cstr("after") + wire::cstr("SELECT 1") + wire::i16(0)) +
+                wire::sync()));
+            std::vector<BackendMessage> replies;
+            CHECK(reply_types_until_ready(raw, &replies) == "EZ");
+            CHECK(wire::first_error_sqlstate(replies) == "42939");
+            CHECK(wire::error_fields(replies[0])['M'].find("reserved") != std::string::npos);
+        }
+    }
+    // The Parse of "after" was discarded each time: the name is free.
+    REQUIRE(
+        raw.send(wire::message('P', wire::cstr("after") + wire::cstr("SELECT 1") + wire::i16(0)) +
+                 wire::sync()));
+    CHECK(reply_types_until_ready(raw) == "1Z");
+
+    // And by SQL, alone, in a multi-statement text, and inside a transaction block (which the
+    // refusal aborts, as any failing statement would).
+    Conn thief = Conn::must(pooler.conninfo());
+    for (const std::string& sql : std::vector<std::string>{
+             "EXECUTE " + backend_name, "DEALLOCATE " + backend_name,
+             "DEALLOCATE PREPARE \"" + backend_name + "\"", "PREPARE pgtether_squat AS SELECT 1",
+             "SELECT 1; EXPLAIN ANALYZE EXECUTE " + backend_name, "execute PGTETHER_1"}) {
+        CAPTURE(sql);
+        PGT_CHECK_SQLSTATE(thief.exec(sql), "42939");
+    }
+    PGT_REQUIRE_OK(thief.exec("BEGIN"));
+    PGT_CHECK_SQLSTATE(thief.exec("DEALLOCATE " + backend_name), "42939");
+    PGT_CHECK_SQLSTATE(thief.exec("SELECT 1"), "25P02");  // the block was aborted
+    PGT_REQUIRE_OK(thief.exec("ROLLBACK"));
+    // A name that merely contains the prefix elsewhere is the client's own business.
+    PGT_CHECK_OK(thief.exec("SELECT 'EXECUTE pgtether_1' AS text"));
+
+    // The victim's statement survived all of it.
+    auto mine = victim.exec_prepared("mine", {});
+    PGT_CHECK_OK(mine);
+    CHECK(mine.value() == "victim");
+}
+
+TEST_CASE("a statement the backend lost is prepared again at its next use") {
+    // One backend: the client that drops statements by dynamic SQL shares it with the victim.
+    Pgtether pooler(alternating_backends(
+        {{"default_pool_size", "1"}, {"min_pool_size", "1"}, {"workers", "1"}}));
+    Conn victim = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(victim.prepare("mine", "SELECT 'still here'::text AS v"));
+    PGT_REQUIRE_OK(victim.exec_prepared("mine", {}));
+
+    Conn vandal = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(vandal.exec(
+        "DO $$DECLARE n text; BEGIN FOR n IN SELECT name FROM pg_prepared_statements LOOP "
+        "EXECUTE format('DEALLOCATE %I', n); END LOOP; END$$"));
+    // Gone (pgtether's own probe, prepared after the DO block, is all that is left).
+    CHECK(vandal
+              .exec("SELECT count(*) FROM pg_prepared_statements WHERE name NOT LIKE "
+                    "'pgtether\\_probe\\_%'")
+              .value() == "0");
+
+    // The first use meets the gap (26000, not retried); every later one works again.
+    auto first = victim.exec_prepared("mine", {});
+    if (first.is_error()) CHECK(first.sqlstate == "26000");
+    for (int i = 0; i < 3; ++i) {
+        auto again = victim.exec_prepared("mine", {});
+        PGT_CHECK_OK(again);
+        if (again.ok()) CHECK(again.value() == "still here");
+    }
+    auto described = victim.describe_prepared("mine");
+    PGT_CHECK_OK(described);
+}
+
+TEST_CASE("max_prepared_statement_bytes_total bounds all clients together: 54000 beyond it") {
+    Pgtether pooler(alternating_backends({{"max_prepared_statement_bytes_total", "1048576"}}));
+    // 300 kB of statement text per statement: a comment keeps the query trivial.
+    auto big_query = [](int n) {
+        return "SELECT " + std::to_string(n) + " AS n /* " + std::string(300 * 1024, 'x') + " */";
+    };
+    auto a = std::make_unique<Conn>(Conn::must(pooler.conninfo()));
+    for (int i = 0; i < 3; ++i) {
+        PGT_REQUIRE_OK(a->prepare("a" + std::to_string(i), big_query(i)));  // 900 kB in all
+    }
+    Conn b = Conn::must(pooler.conninfo());
+    // Each client is well within max_prepared_statement_bytes (8 MiB); together they are not.
+    PGT_CHECK_SQLSTATE(b.prepare("b0", big_query(10)), "54000");
+    PGT_CHECK_OK(b.exec("SELECT 1"));  // the connection stays usable
+    PGT_CHECK_OK(b.prepare("small", "SELECT 2 AS two"));
+    // Room again once a goes.
+    a.reset();
+    bool room = false;
+    for (int i = 0; i < 50 && !room; ++i) {
+        room = b.prepare("b" + std::to_string(i + 1), big_query(11)).ok();
+        if (!room) std::this_thread::sleep_for(20ms);
+    }
+    CHECK(room);
 }

@@ -591,6 +591,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "workers",
                                             "client_buffer_limit",
                                             "max_prepared_statement_bytes",
+                                            "max_prepared_statement_bytes_total",
                                             "session_state_temp_tables",
                                             "session_state_listen",
                                             "session_state_cursors",

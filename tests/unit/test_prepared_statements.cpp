@@ -36,7 +36,13 @@ TEST_CASE("the registry gives one statement per distinct text and parameter type
     CHECK(a != c);
     CHECK(a->server_name != c->server_name);
     CHECK(d->effects == 1);
+    // pgtether_<the registry's random token>_<n>: another registry (worker, process) has
+    // another token, so no client can guess a backend name.
     CHECK(a->server_name.starts_with("pgtether_"));
+    CHECK(a->server_name.size() >= std::string_view("pgtether_0123456789abcdef_1").size());
+    StatementRegistry other;
+    auto e = other.intern("SELECT $1", as_bytes(kNoTypes), 0);
+    CHECK(e->server_name.substr(0, 26) != a->server_name.substr(0, 26));
     // Forgotten once nobody holds it: the same text then gets a fresh statement.
     auto old_id = d->id;
     d.reset();
@@ -321,6 +327,44 @@ TEST_CASE("DEALLOCATE of one name is recognised, anything else is not") {
     CHECK_FALSE(parse_lone_deallocate("DEALLOCATE"));
     CHECK_FALSE(parse_lone_deallocate("DEALLOCATE \"unterminated"));
     CHECK_FALSE(parse_lone_deallocate("SELECT 1"));
+}
+
+TEST_CASE("SQL that prepares, executes or deallocates a reserved name is recognised") {
+    struct Case {
+        const char* sql;
+        bool names_reserved;
+    };
+    static constexpr Case kCases[] = {
+        {"EXECUTE pgtether_0a1b_1", true},
+        {"execute PGTETHER_0a1b_1(1, 2)", true},  // unquoted: folded to lower case
+        {"DEALLOCATE pgtether_x", true},
+        {"DEALLOCATE PREPARE pgtether_x", true},
+        {"deallocate prepare \"pgtether_x\"", true},
+        {"PREPARE pgtether_mine AS SELECT 1", true},
+        {"SELECT 1; EXPLAIN ANALYZE EXECUTE pgtether_1", true},
+        {"CREATE TABLE t AS EXECUTE /* c */ pgtether_1", true},
+        {"BEGIN; DEALLOCATE -- a comment\n pgtether_1; COMMIT", true},
+        // Under standard_conforming_strings = off the literal ends later and the DEALLOCATE is
+        // code: either reading counts.
+        {"SELECT 'a\\'; DEALLOCATE pgtether_1; --'", true},
+        {"SELECT E'a\\' DEALLOCATE pgtether_1 '", false},  // E'': always an escape
+        // Not a statement name, or not the prefix.
+        {"EXECUTE \"PGTETHER_1\"", false},  // quoted: verbatim, and names are case-sensitive
+        {"EXECUTE s1", false},
+        {"DEALLOCATE ALL", false},
+        {"SELECT * FROM pgtether_stats", false},
+        {"SELECT 'EXECUTE pgtether_1'", false},
+        {"SELECT $$DEALLOCATE pgtether_1$$", false},
+        {"SELECT 1 /* EXECUTE pgtether_1 */", false},
+        {"GRANT EXECUTE ON FUNCTION pgtether_f() TO x", false},
+        {"PREPARE TRANSACTION 'pgtether_1'", false},
+        {"SELECT execute, prepare FROM t", false},
+    };
+    for (const auto& c : kCases) {
+        CAPTURE(c.sql);
+        CHECK(pgtether::protocol::names_statement_with_prefix(c.sql, "pgtether_") ==
+              c.names_reserved);
+    }
 }
 
 TEST_CASE("undo_request: a request that never took effect is taken back on both sides") {

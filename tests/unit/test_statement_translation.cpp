@@ -12,7 +12,8 @@ using U = UseAction;
 TEST_CASE("a named Parse: forwarded and remembered, refused, or translated") {
     struct Case {
         const char* name;
-        ParseFacts facts;  // translates, name_known, count_full, bytes_full
+        ParseFacts facts;  // translates, name_known, count_full, bytes_full, reserved_name,
+                           // process_full
         ParseAction want;
     };
     const Case cases[] = {
@@ -42,6 +43,26 @@ TEST_CASE("a named Parse: forwarded and remembered, refused, or translated") {
          {true, false, true, true},
          P::RefuseTooMany},
         {"translated, bytes full: 53400", {true, false, false, true}, P::RefuseTooLarge},
+        // The process-wide bound comes after the client's own.
+        {"translated, process full: 54000",
+         {true, false, false, false, false, true},
+         P::RefuseProcessFull},
+        {"translated, client bytes and process full: the client's bound is named",
+         {true, false, false, true, false, true},
+         P::RefuseTooLarge},
+        {"no translation, process full: effects only",
+         {false, false, false, false, false, true},
+         P::ForwardRememberEffects},
+        // A reserved name is refused before anything else is looked at.
+        {"translated, reserved name: 42939",
+         {true, false, false, false, true, false},
+         P::RefuseReservedName},
+        {"translated, reserved name beats everything",
+         {true, true, true, true, true, true},
+         P::RefuseReservedName},
+        {"no translation, reserved name: the client's own, as sent",
+         {false, false, false, false, true, false},
+         P::ForwardRemember},
     };
     for (const auto& c : cases) {
         CAPTURE(c.name);
@@ -52,7 +73,7 @@ TEST_CASE("a named Parse: forwarded and remembered, refused, or translated") {
 TEST_CASE("a Bind or Describe of a named statement: as sent, rewritten, or prepared first") {
     struct Case {
         const char* name;
-        UseFacts facts;  // translates, name_known, text_withheld, on_backend
+        UseFacts facts;  // translates, name_known, text_withheld, on_backend, reserved_name
         UseAction want;
     };
     const Case cases[] = {
@@ -71,6 +92,12 @@ TEST_CASE("a Bind or Describe of a named statement: as sent, rewritten, or prepa
          U::ForwardAsSent},
         {"the backend has it", {true, true, false, true}, U::Rewrite},
         {"the backend lacks it", {true, true, false, false}, U::PrepareAndRewrite},
+        {"reserved name (another client's backend name): 42939",
+         {true, false, false, false, true},
+         U::RefuseReservedName},
+        {"reserved name, no translation: as sent",
+         {false, false, false, false, true},
+         U::ForwardAsSent},
     };
     for (const auto& c : cases) {
         CAPTURE(c.name);
@@ -79,8 +106,38 @@ TEST_CASE("a Bind or Describe of a named statement: as sent, rewritten, or prepa
 }
 
 TEST_CASE("a Close of a named statement") {
-    CHECK(decide_close(false) == CloseAction::ForwardForget);
-    CHECK(decide_close(true) == CloseAction::AnswerCloseComplete);
+    CHECK(decide_close(false, false) == CloseAction::ForwardForget);
+    CHECK(decide_close(false, true) == CloseAction::ForwardForget);
+    CHECK(decide_close(true, false) == CloseAction::AnswerCloseComplete);
+    CHECK(decide_close(true, true) == CloseAction::RefuseReservedName);
+}
+
+TEST_CASE("reserved statement names: the prefix, backend names, the refusals") {
+    CHECK(is_reserved_statement_name("pgtether_1"));
+    CHECK(is_reserved_statement_name("pgtether_"));
+    CHECK_FALSE(is_reserved_statement_name("PGTETHER_1"));  // protocol names are case-sensitive
+    CHECK_FALSE(is_reserved_statement_name("pgtether"));
+    CHECK_FALSE(is_reserved_statement_name("s_pgtether_1"));
+    CHECK_FALSE(is_reserved_statement_name(""));
+    CHECK(backend_statement_name("0a1b2c3d4e5f6789", 42) == "pgtether_0a1b2c3d4e5f6789_42");
+    CHECK(is_reserved_statement_name(backend_statement_name("x", 1)));
+
+    const Refusal named = reserved_name_refusal("pgtether_1");
+    CHECK(std::string(named.sqlstate) == "42939");
+    CHECK(named.message ==
+          "prepared statement names beginning with \"pgtether_\" are reserved "
+          "for pgtether's own statements (\"pgtether_1\")");
+    CHECK(parse_refusal(P::RefuseReservedName, "pgtether_1", 0).message == named.message);
+    const Refusal total = parse_refusal(P::RefuseProcessFull, "s1", 4096);
+    CHECK(std::string(total.sqlstate) == "54000");
+    CHECK(total.message.find("4096 bytes") != std::string::npos);
+    CHECK(total.message.find("max_prepared_statement_bytes_total") != std::string::npos);
+
+    // The backend raises the error itself; the quote in the message is doubled.
+    CHECK(reserved_name_refusal_query() ==
+          "DO $pgtether$BEGIN RAISE EXCEPTION USING ERRCODE = '42939', MESSAGE = 'prepared "
+          "statement names beginning with \"pgtether_\" are reserved for pgtether''s own "
+          "statements'; END$pgtether$");
 }
 
 TEST_CASE("a refused Parse names PostgreSQL's SQLSTATE and the limit") {
