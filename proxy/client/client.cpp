@@ -17,6 +17,7 @@
 #include "proxy/server/auth_lookups.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/client_auth.hpp"
+#include "proxy/client/key_derivations.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_control.hpp"
@@ -291,6 +292,11 @@ void Client::add_host_to_application_name() {
 }
 
 std::size_t Client::handle_auth(ByteSpan data) {
+    if (key_derivation_ != 0) {
+        // The exchange waits for its keys (carry_out): held, like input during a lookup.
+        hold_input(data.size());
+        return 0;
+    }
     const MessageReader::Next message = MessageReader::examine(data, kMaxAuthMessage);
     if (message.step == MessageReader::Step::Invalid) {
         fail(protocol::sqlstate::kProtocolViolation, "invalid authentication message length");
@@ -303,17 +309,8 @@ std::size_t Client::handle_auth(ByteSpan data) {
                  std::to_string(static_cast<int>(message.type)));
         return data.size();
     }
-    auto step = auth_->on_password_message(message.body());
-    if (!step.reply.empty()) stream_.write(step.reply);
-    if (step.outcome == ClientAuth::Outcome::Failure) {
-        if (!auth_->failure_log().empty()) {
-            spdlog::warn("{}: login refused: {}", describe(), auth_->failure_log());
-        }
-        fail_authentication(step.sqlstate, step.message);
-        return data.size();
-    }
-    if (step.outcome == ClientAuth::Outcome::Success) on_authenticated();
-    return message.total;
+    carry_out(auth_->on_password_message(message.body()));
+    return state_ == State::Closing ? data.size() : message.total;
 }
 
 void Client::on_authenticated() {
@@ -647,6 +644,10 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         has_cancel_key_ = false;
     }
     auth_.reset();
+    if (key_derivation_) {
+        worker_.key_derivations().cancel(key_derivation_);
+        key_derivation_ = 0;
+    }
     if (auth_lookup_) {
         worker_.auth_lookups().cancel(auth_lookup_);
         auth_lookup_ = 0;

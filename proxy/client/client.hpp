@@ -10,6 +10,7 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/startup.hpp"
+#include "proxy/client/client_auth.hpp"
 #include "proxy/server/auth_query.hpp"
 #include "core/config.hpp"
 #include "proxy/net/intrusive_list.hpp"
@@ -184,6 +185,10 @@ private:
     void start_password_authentication(AuthType method);
     void on_secret_fetched(AuthType method, AuthQuery::Result&& result);
     void run_password_authentication();
+    // Sends a step's reply and acts on its outcome: a failure, success, or a key derivation to
+    // start off the loop (input is held until it is done).
+    void carry_out(ClientAuth::Step step);
+    void on_key_derived(const protocol::ScramSecret& derived);
     // Sends the step's error and closes, logging PgBouncer's reason (ClientAuth::failure_reason,
     // or "no such user" after an auth_query that found none).
     void fail_authentication(const std::string& sqlstate, const std::string& message);
@@ -295,6 +300,7 @@ private:
     // the server, or of one pgtether refused or skipped (take_oversized).
     protocol::MessageReader reader_;
     std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
+    std::uint64_t key_derivation_ = 0;  // ticket of a running login's key derivation (State::Auth)
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
     // The tether.

@@ -65,18 +65,21 @@ const char* ClientAuth::failure_reason() const {
 }
 
 ClientAuth::Step ClientAuth::fail_password() const {
-    return {Outcome::Failure, {}, protocol::sqlstate::kInvalidPassword,
-            "password authentication failed for user \"" + user_ + "\""};
+    return {Outcome::Failure,
+            {},
+            protocol::sqlstate::kInvalidPassword,
+            "password authentication failed for user \"" + user_ + "\"",
+            {}};
 }
 
 ClientAuth::Step ClientAuth::start() {
     Step step;
     switch (type_) {
         case AuthType::Any:
-            return {Outcome::Success, {}, {}, {}};
+            return {Outcome::Success, {}, {}, {}, {}};
         case AuthType::Trust:
             if (auth_file_configured_ && !user_listed_) return fail_password();
-            return {Outcome::Success, {}, {}, {}};
+            return {Outcome::Success, {}, {}, {}, {}};
         case AuthType::Plain:
             method_ = Method::Cleartext;
             protocol::append_authentication(step.reply, protocol::AuthRequest::CleartextPassword);
@@ -90,9 +93,12 @@ ClientAuth::Step ClientAuth::start() {
         case AuthType::ScramSha256:
             return begin_scram();
         default:
-            return {Outcome::Failure, {}, protocol::sqlstate::kInvalidAuthorization,
+            return {Outcome::Failure,
+                    {},
+                    protocol::sqlstate::kInvalidAuthorization,
                     std::string("authentication method \"") + to_string(type_) +
-                        "\" is not supported by pgtether"};
+                        "\" is not supported by pgtether",
+                    {}};
     }
 }
 
@@ -100,16 +106,33 @@ ClientAuth::Step ClientAuth::begin_scram() {
     method_ = Method::Scram;
     Step step;
     protocol::append_auth_sasl(step.reply, {"SCRAM-SHA-256"});
-    // Build the ScramServer now so an unknown user goes through the same exchange as a known one
+    // One derivation, whoever the user: the keys of a plain-text password, or the same work on a
+    // random password whose result is dropped (a SCRAM secret needs none, an md5 secret or an
+    // unknown user gets a mock secret). Sent with AuthenticationSASL, it runs while the client
+    // answers; its client-first-message waits for it.
+    auto salt = random_bytes<16>();
+    KeyDerivation derivation;
+    derivation.salt = std::string(bytes_view(salt));
+    derivation.iterations = kScramIterations;
+    if (secret_ && secret_->kind == SecretKind::Plain) {
+        derivation.password = secret_->secret;
+    } else {
+        derivation.password = std::string(bytes_view(random_bytes<16>()));
+    }
+    awaiting_ = Awaiting::ScramSecret;
+    step.derive = std::move(derivation);
+    return step;
+}
+
+void ClientAuth::build_scram_server(const protocol::ScramSecret& derived) {
+    // Built for every user alike, so an unknown one goes through the same exchange as a known one
     // and fails only at the proof (no user-name probing through timing or message shape).
     std::optional<protocol::ScramSecret> secret;
     if (secret_) {
         if (secret_->kind == SecretKind::Scram) {
             secret = protocol::parse_scram_secret(secret_->secret);
         } else if (secret_->kind == SecretKind::Plain) {
-            auto salt = random_bytes<16>();
-            secret = protocol::make_scram_secret(secret_->secret, bytes_view(salt),
-                                                 kScramIterations);
+            secret = derived;
         }
         // An md5 secret cannot verify a SCRAM proof: fall through to a mock secret.
     }
@@ -125,7 +148,43 @@ ClientAuth::Step ClientAuth::begin_scram() {
     }
     auto nonce = random_bytes<18>();
     scram_ = std::make_unique<protocol::ScramServer>(*secret, bytes_view(nonce));
-    return step;
+}
+
+ClientAuth::Step ClientAuth::on_derived(const protocol::ScramSecret& derived) {
+    const Awaiting awaiting = awaiting_;
+    awaiting_ = Awaiting::Nothing;
+    switch (awaiting) {
+        case Awaiting::ScramSecret:
+            build_scram_server(derived);
+            return {};
+        case Awaiting::CleartextCheck: {
+            bool ok = false;
+            if (secret_ && secret_->kind == SecretKind::Scram) {
+                auto stored = protocol::parse_scram_secret(secret_->secret);
+                ok = stored && derived.iterations > 0 &&
+                     CRYPTO_memcmp(derived.stored_key.data(), stored->stored_key.data(),
+                                   stored->stored_key.size()) == 0 &&
+                     CRYPTO_memcmp(derived.server_key.data(), stored->server_key.data(),
+                                   stored->server_key.size()) == 0;
+            } else {
+                ok = check_cleartext(pending_password_);
+            }
+            if (!ok) {
+                pending_password_.clear();
+                return fail_password();
+            }
+            cleartext_ = std::move(pending_password_);
+            pending_password_.clear();
+            return {Outcome::Success, {}, {}, {}, {}};
+        }
+        case Awaiting::Nothing:
+            break;
+    }
+    return {Outcome::Failure,
+            {},
+            protocol::sqlstate::kInternalError,
+            "unexpected key derivation result",
+            {}};
 }
 
 ClientAuth::Step ClientAuth::on_password_message(protocol::ByteSpan body) {
@@ -135,8 +194,11 @@ ClientAuth::Step ClientAuth::on_password_message(protocol::ByteSpan body) {
         case Method::Scram: return on_scram(body);
         case Method::None: break;
     }
-    return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
-            "unexpected password message"};
+    return {Outcome::Failure,
+            {},
+            protocol::sqlstate::kProtocolViolation,
+            "unexpected password message",
+            {}};
 }
 
 bool ClientAuth::check_cleartext(const std::string& password) const {
@@ -146,13 +208,8 @@ bool ClientAuth::check_cleartext(const std::string& password) const {
             return equal_secrets(password, secret_->secret);
         case SecretKind::Md5:
             return equal_secrets(protocol::md5_password_secret(user_, password), secret_->secret);
-        case SecretKind::Scram: {
-            auto stored = protocol::parse_scram_secret(secret_->secret);
-            if (!stored) return false;
-            auto derived = protocol::make_scram_secret(password, stored->salt, stored->iterations);
-            return derived.stored_key == stored->stored_key &&
-                   derived.server_key == stored->server_key;
-        }
+        case SecretKind::Scram:
+            return false;  // derived off the loop: on_derived
     }
     return false;
 }
@@ -160,15 +217,21 @@ bool ClientAuth::check_cleartext(const std::string& password) const {
 ClientAuth::Step ClientAuth::on_cleartext(protocol::ByteSpan body) {
     auto password = protocol::parse_password_message(body);
     if (!password) {
-        return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
-                "invalid password packet"};
+        return {Outcome::Failure,
+                {},
+                protocol::sqlstate::kProtocolViolation,
+                "invalid password packet",
+                {}};
     }
     std::string pw(*password);
+    if (pw.empty()) return fail_password();  // for every user alike, without any work
+    KeyDerivation derivation;
     if (secret_ && secret_->kind == SecretKind::Scram) {
         // Checking a cleartext password against a SCRAM secret runs PBKDF2 with the secret's
-        // iteration count on the event loop; any role can store a secret with 2^31 iterations
-        // (ALTER ROLE ... PASSWORD 'SCRAM-SHA-256$2000000000:...'). Beyond the cap the login fails
-        // like a wrong password, without computing anything.
+        // iteration count; any role can store a secret with 2^31 iterations (ALTER ROLE ...
+        // PASSWORD 'SCRAM-SHA-256$2000000000:...'). Off the loop it would still hold a pool
+        // thread for an hour: beyond the cap the login fails like a wrong password, without
+        // computing anything.
         auto stored = protocol::parse_scram_secret(secret_->secret);
         if (stored && stored->iterations > protocol::kScramMaxIterations) {
             failure_log_ = "the stored SCRAM secret of user \"" + user_ + "\" has " +
@@ -178,23 +241,35 @@ ClientAuth::Step ClientAuth::on_cleartext(protocol::ByteSpan body) {
                            std::to_string(protocol::kScramMaxIterations) + ")";
             return fail_password();
         }
+        if (!stored) return fail_password();
+        derivation = {pw, stored->salt, stored->iterations};
+    } else {
+        // A plain or md5 secret, or no such user: the same work as for a SCRAM secret of the
+        // default iteration count, dropped, so that timing does not tell them apart.
+        derivation = {std::string(bytes_view(random_bytes<16>())),
+                      std::string(bytes_view(random_bytes<16>())), kScramIterations};
     }
-    if (pw.empty() || !check_cleartext(pw)) return fail_password();
-    cleartext_ = std::move(pw);
-    return {Outcome::Success, {}, {}, {}};
+    pending_password_ = std::move(pw);
+    awaiting_ = Awaiting::CleartextCheck;
+    Step step;
+    step.derive = std::move(derivation);
+    return step;
 }
 
 ClientAuth::Step ClientAuth::on_md5(protocol::ByteSpan body) {
     auto response = protocol::parse_password_message(body);
     if (!response) {
-        return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
-                "invalid password packet"};
+        return {Outcome::Failure,
+                {},
+                protocol::sqlstate::kProtocolViolation,
+                "invalid password packet",
+                {}};
     }
     if (!secret_ || secret_->kind == SecretKind::Scram ||
         !protocol::md5_verify(user_, secret_->secret, md5_salt_, *response)) {
         return fail_password();
     }
-    return {Outcome::Success, {}, {}, {}};
+    return {Outcome::Success, {}, {}, {}, {}};
 }
 
 ClientAuth::Step ClientAuth::on_scram(protocol::ByteSpan body) {
@@ -202,17 +277,24 @@ ClientAuth::Step ClientAuth::on_scram(protocol::ByteSpan body) {
     if (!scram_started_) {
         auto initial = protocol::parse_sasl_initial_response(body);
         if (!initial || !initial->data) {
-            return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
-                    "malformed SASL initial response"};
+            return {Outcome::Failure,
+                    {},
+                    protocol::sqlstate::kProtocolViolation,
+                    "malformed SASL initial response",
+                    {}};
         }
         if (initial->mechanism != "SCRAM-SHA-256") {
-            return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation,
-                    "client selected an invalid SASL authentication mechanism"};
+            return {Outcome::Failure,
+                    {},
+                    protocol::sqlstate::kProtocolViolation,
+                    "client selected an invalid SASL authentication mechanism",
+                    {}};
         }
         scram_started_ = true;
         auto first = scram_->client_first(*initial->data);
         if (first.status != protocol::ScramServer::Status::Continue) {
-            return {Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation, first.message};
+            return {
+                Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation, first.message, {}};
         }
         protocol::append_authentication(step.reply, protocol::AuthRequest::SaslContinue,
                                         first.message);

@@ -7,6 +7,13 @@
 //   scram-sha-256 — SCRAM against a plain or SCRAM secret.
 // A wrong password and an unknown user get the same 28P01 error, as from PostgreSQL, so that user
 // names cannot be probed.
+//
+// PBKDF2 never runs here: where a step needs keys derived (a SCRAM exchange, a cleartext password
+// against a SCRAM secret) it returns the derivation, the caller runs it off the event loop
+// (proxy/client/key_derivations.hpp) and hands the result to on_derived. Every SCRAM exchange and
+// every cleartext check derives exactly once, whatever the user -- a plain-text password, a
+// SCRAM or md5 secret, or no such user (a random password then) -- so that timing tells no user
+// from another (docs/tls-and-auth.md, "Password hashing").
 #pragma once
 
 #include <memory>
@@ -17,6 +24,7 @@
 #include "protocol/scram.hpp"
 #include "core/auth_file.hpp"
 #include "core/config.hpp"
+#include "proxy/client/key_derivations.hpp"
 
 namespace pgtether {
 
@@ -28,6 +36,9 @@ public:
         std::string reply;    // bytes to send to the client (authentication requests)
         std::string sqlstate; // on failure
         std::string message;  // on failure
+        // Continue, once this is derived: nothing more is fed to the exchange until
+        // on_derived has the result.
+        std::optional<KeyDerivation> derive;
     };
 
     ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_configured,
@@ -41,6 +52,8 @@ public:
     Step start();
     // A PasswordMessage / SASLInitialResponse / SASLResponse body from the client.
     Step on_password_message(protocol::ByteSpan body);
+    // The result of the derivation the last step asked for.
+    Step on_derived(const protocol::ScramSecret& derived);
 
     // How PgBouncer names a failure of this exchange in its log ("closing because: ..."):
     // "\"trust\" authentication failed", "SASL authentication failed" or "password
@@ -67,7 +80,12 @@ private:
     Step on_cleartext(protocol::ByteSpan body);
     Step on_md5(protocol::ByteSpan body);
     Step on_scram(protocol::ByteSpan body);
+    // Plain and md5 secrets; SCRAM secrets are checked in on_derived.
     bool check_cleartext(const std::string& password) const;
+    // The ScramServer, once the exchange's derivation is done.
+    void build_scram_server(const protocol::ScramSecret& derived);
+    // What the pending derivation is for.
+    enum class Awaiting { Nothing, ScramSecret, CleartextCheck };
 
     AuthType type_;
     std::string user_;
@@ -80,6 +98,8 @@ private:
     bool scram_started_ = false;
     std::optional<std::string> cleartext_;
     std::string failure_log_;
+    Awaiting awaiting_ = Awaiting::Nothing;
+    std::string pending_password_;  // CleartextCheck: what the client sent
 };
 
 }  // namespace pgtether

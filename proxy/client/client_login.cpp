@@ -338,11 +338,45 @@ void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
 void Client::run_password_authentication() {
     auto step = auth_->start();
     set_state(State::Auth);
+    carry_out(std::move(step));
+}
+
+void Client::carry_out(ClientAuth::Step step) {
     if (!step.reply.empty()) stream_.write(step.reply);
-    if (step.outcome == ClientAuth::Outcome::Failure) {
-        fail_authentication(step.sqlstate, step.message);
-    } else if (step.outcome == ClientAuth::Outcome::Success) {
-        on_authenticated();
+    switch (step.outcome) {
+        case ClientAuth::Outcome::Failure:
+            if (!auth_->failure_log().empty()) {
+                spdlog::warn("{}: login refused: {}", describe(), auth_->failure_log());
+            }
+            fail_authentication(step.sqlstate, step.message);
+            return;
+        case ClientAuth::Outcome::Success:
+            on_authenticated();
+            return;
+        case ClientAuth::Outcome::Continue:
+            break;
+    }
+    if (!step.derive) return;
+    // PBKDF2 on a pool thread; the loop goes on serving everyone else meanwhile.
+    auto ticket = worker_.key_derivations().derive(
+        std::move(*step.derive),
+        [this](const protocol::ScramSecret& derived) { on_key_derived(derived); });
+    if (!ticket) {
+        fail(protocol::sqlstate::kTooManyConnections,
+             "too many logins waiting for password hashing");
+        return;
+    }
+    key_derivation_ = *ticket;
+}
+
+void Client::on_key_derived(const protocol::ScramSecret& derived) {
+    key_derivation_ = 0;
+    if (state_ != State::Auth || !auth_) return;
+    carry_out(auth_->on_derived(derived));
+    // What the client sent meanwhile was held (handle_auth).
+    if (state_ != State::Closing && key_derivation_ == 0) {
+        stream_.start_reading();
+        stream_.redeliver_pending_input();
     }
 }
 

@@ -11,6 +11,7 @@
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/sqlstate.hpp"
+#include "proxy/client/key_derivations.hpp"
 #include "proxy/server/auth_lookups.hpp"
 #include "proxy/server/cancel_forwarder.hpp"
 #include "proxy/server/peer_cancels.hpp"
@@ -52,6 +53,7 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       stats_history_(now_us()),
       control_(std::make_unique<PoolControl>(*this)),
       auth_lookups_(std::make_unique<AuthLookups>(*this)),
+      key_derivations_(std::make_unique<KeyDerivations>(&loop_)),
       peer_cancels_(std::make_unique<PeerCancels>(*this)) {
     // pkt_buf sizes the shared receive buffer; tiny values would only multiply read calls.
     constexpr int kMinReadBuffer = 1024;

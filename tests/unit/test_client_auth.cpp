@@ -2,6 +2,8 @@
 // pgtether compute.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "protocol/backend_messages.hpp"
@@ -33,12 +35,27 @@ struct Attempt {
     std::string log;
 };
 
-Attempt cleartext_login(const UserSecret& secret, const std::string& password) {
+// What the event loop does with a step that asks for a derivation (proxy/client/key_derivations):
+// derive, hand the result back. `derivations` counts them.
+ClientAuth::Step derive_if_asked(ClientAuth& auth, ClientAuth::Step step, int* derivations) {
+    while (step.derive) {
+        if (derivations) ++*derivations;
+        const KeyDerivation what = *step.derive;
+        step =
+            auth.on_derived(protocol::make_scram_secret(what.password, what.salt, what.iterations));
+    }
+    return step;
+}
+
+Attempt cleartext_login(const UserSecret& secret, const std::string& password,
+                        int* derivations = nullptr) {
     ClientAuth auth(AuthType::Plain, secret, "alice");
     auto start = auth.start();
     REQUIRE(start.outcome == ClientAuth::Outcome::Continue);
+    CHECK_FALSE(start.derive);
     std::string body = password_body(password);
-    auto step = auth.on_password_message(protocol::as_bytes(body));
+    auto step =
+        derive_if_asked(auth, auth.on_password_message(protocol::as_bytes(body)), derivations);
     return {step, auth.failure_log()};
 }
 
@@ -70,5 +87,69 @@ TEST_CASE("client_auth: a SCRAM secret beyond the cap fails like a wrong passwor
         CHECK(step.sqlstate == protocol::sqlstate::kInvalidPassword);
         CHECK(step.message == "password authentication failed for user \"alice\"");
         CHECK(log.find(std::string(iterations) + " iterations") != std::string::npos);
+    }
+}
+
+TEST_CASE("client_auth: PBKDF2 is asked for, never run, and once for every user alike") {
+    // Cleartext: a SCRAM secret's own iterations; plain, md5 and unknown users the default work.
+    auto scram = scram_user_secret("pw", 4096);
+    UserSecret plain{"alice", "pw", SecretKind::Plain};
+    UserSecret md5{"alice", "md5" + std::string(32, '0'), SecretKind::Md5};
+    struct Case {
+        const char* name;
+        std::optional<UserSecret> secret;
+        const char* password;
+        ClientAuth::Outcome outcome;
+    };
+    const Case cases[] = {
+        {"scram, right", scram, "pw", ClientAuth::Outcome::Success},
+        {"scram, wrong", scram, "nope", ClientAuth::Outcome::Failure},
+        {"plain, right", plain, "pw", ClientAuth::Outcome::Success},
+        {"plain, wrong", plain, "nope", ClientAuth::Outcome::Failure},
+        {"md5, wrong", md5, "nope", ClientAuth::Outcome::Failure},
+        {"unknown user", std::nullopt, "pw", ClientAuth::Outcome::Failure},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.name);
+        ClientAuth auth(AuthType::Plain, c.secret, "alice");
+        REQUIRE(auth.start().outcome == ClientAuth::Outcome::Continue);
+        std::string body = password_body(c.password);
+        auto step = auth.on_password_message(protocol::as_bytes(body));
+        REQUIRE(step.derive);
+        CHECK(step.outcome == ClientAuth::Outcome::Continue);
+        CHECK(step.derive->iterations == 4096);
+        int derivations = 0;
+        CHECK(derive_if_asked(auth, step, &derivations).outcome == c.outcome);
+        CHECK(derivations == 1);
+    }
+
+    // SCRAM: the derivation comes with AuthenticationSASL, for a plain-text password, a SCRAM
+    // secret and an unknown user alike; the exchange goes on once it is done.
+    for (const std::optional<UserSecret>& secret :
+         {std::optional<UserSecret>(plain), std::optional<UserSecret>(scram),
+          std::optional<UserSecret>()}) {
+        ClientAuth auth(AuthType::ScramSha256, secret, "alice");
+        auto start = auth.start();
+        CHECK(start.outcome == ClientAuth::Outcome::Continue);
+        CHECK_FALSE(start.reply.empty());
+        REQUIRE(start.derive);
+        CHECK(start.derive->iterations == 4096);
+        CHECK(start.derive->salt.size() == 16);
+        auto after = derive_if_asked(auth, start, nullptr);
+        CHECK(after.outcome == ClientAuth::Outcome::Continue);
+        CHECK(after.reply.empty());
+        // The exchange proceeds: the client-first-message gets a server-first-message.
+        const std::string client_first = "n,,n=,r=abcdefgh";
+        std::string initial = "SCRAM-SHA-256";
+        initial.push_back('\0');
+        const auto length = static_cast<std::uint32_t>(client_first.size());
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            initial.push_back(static_cast<char>((length >> shift) & 0xff));
+        }
+        initial += client_first;
+        auto first = auth.on_password_message(protocol::as_bytes(initial));
+        CHECK(first.outcome == ClientAuth::Outcome::Continue);
+        CHECK_FALSE(first.reply.empty());
+        CHECK_FALSE(first.derive);
     }
 }
