@@ -35,6 +35,8 @@ struct PoolStats {
 struct WorkerStats {
     std::uint64_t clients_accepted = 0;
     std::uint64_t clients_refused = 0;
+    // accept() failed for want of file descriptors (EMFILE, ENFILE; each pause of a listener).
+    std::uint64_t accept_fd_exhausted = 0;
     std::uint64_t servers_opened = 0;
     std::uint64_t login_failures = 0;
     std::uint64_t admin_queries = 0;  // commands run on the admin console

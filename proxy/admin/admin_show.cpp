@@ -584,13 +584,22 @@ void show_totals(Worker& worker, ShowTable& out) {
     t.query_count += worker.stats().admin_queries;
     auto a = worker.stats_history().averages([](const Pool&) { return true; });
     const std::pair<const char*, std::uint64_t> rows[] = {
-        {"total_xact_count", t.xact_count},       {"total_query_count", t.query_count},
-        {"total_client_bytes", t.bytes_received}, {"total_server_bytes", t.bytes_sent},
-        {"total_xact_time", t.xact_time_us},      {"total_query_time", t.query_time_us},
-        {"total_wait_time", t.wait_time_us},      {"avg_xact_count", a.xact_count},
-        {"avg_query_count", a.query_count},       {"avg_client_bytes", a.bytes_received},
-        {"avg_server_bytes", a.bytes_sent},       {"avg_xact_time", a.xact_time_us},
-        {"avg_query_time", a.query_time_us},      {"avg_wait_time", a.wait_time_us},
+        {"total_xact_count", t.xact_count},
+        {"total_query_count", t.query_count},
+        {"total_client_bytes", t.bytes_received},
+        {"total_server_bytes", t.bytes_sent},
+        {"total_xact_time", t.xact_time_us},
+        {"total_query_time", t.query_time_us},
+        {"total_wait_time", t.wait_time_us},
+        {"avg_xact_count", a.xact_count},
+        {"avg_query_count", a.query_count},
+        {"avg_client_bytes", a.bytes_received},
+        {"avg_server_bytes", a.bytes_sent},
+        {"avg_xact_time", a.xact_time_us},
+        {"avg_query_time", a.query_time_us},
+        {"avg_wait_time", a.wait_time_us},
+        // pgtether's: accept() failures for want of file descriptors (the listener paused).
+        {"total_accept_fd_exhausted", worker.stats().accept_fd_exhausted},
     };
     for (const auto& [name, value] : rows)
         rs.row({text(name), unsigned_number(value)});

@@ -207,6 +207,10 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
     w.family("pgtether_client_connections_refused", "counter",
              "Client connections refused by max_client_conn");
     w.sample({}, ws.clients_refused);
+    w.family("pgtether_accept_fd_exhausted", "counter",
+             "Times accept() failed for want of file descriptors (EMFILE/ENFILE); the listener "
+             "paused for 100 ms each time, the connections stayed queued");
+    w.sample({}, ws.accept_fd_exhausted);
     w.family("pgtether_server_connections_opened", "counter", "Server connections opened");
     w.sample({}, ws.servers_opened);
     w.family("pgtether_server_login_failures", "counter", "Server logins that failed");

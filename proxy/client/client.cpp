@@ -39,13 +39,13 @@ Client::Client(Worker& worker, bool tcp)
 
 Client::~Client() { worker_.unregister_client(*this); }
 
-bool Client::accept(uv_stream_t* listener, int accepted_fd) {
+bool Client::accept(int fd) {
     int rc = tcp_ ? stream_.init_tcp() : stream_.init_pipe();
     if (rc != 0) {
-        if (accepted_fd >= 0) ::close(accepted_fd);
+        ::close(fd);
         return false;
     }
-    if ((accepted_fd >= 0 ? stream_.adopt(accepted_fd) : stream_.accept_from(listener)) != 0) {
+    if (stream_.adopt(fd) != 0) {
         stream_.close();
         return false;
     }

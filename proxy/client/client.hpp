@@ -49,9 +49,9 @@ public:
     Client(Worker& worker, bool tcp);
     ~Client();
 
-    // Accepts from the listener (or takes `accepted_fd`, a connection the listener accepted
-    // itself while draining) and starts reading. Returns false (and closes) on failure.
-    bool accept(uv_stream_t* listener, int accepted_fd = -1);
+    // Takes `fd`, a connection the listener accepted, and starts reading. Returns false (and
+    // closes) on failure.
+    bool accept(int fd);
     // Accepted while the worker drains (SHUTDOWN WAIT_FOR_CLIENTS): only the admin console may
     // log in.
     void restrict_to_console() { console_only_ = true; }

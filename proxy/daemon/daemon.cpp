@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +13,10 @@
 #include <string_view>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "core/config.hpp"
+#include "core/fd_budget.hpp"
 
 namespace pgtether {
 
@@ -99,6 +103,29 @@ void check_root_paths(const Config& config, const FileOwner& owner) {
             }
         }
     }
+}
+
+void raise_fd_limit(const Config& config, std::size_t auth_file_users) {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+        spdlog::warn("could not get RLIMIT_NOFILE: {}", strerror(errno));
+        return;
+    }
+    if (limit.rlim_cur < limit.rlim_max) {
+        rlimit raised = limit;
+        raised.rlim_cur = limit.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+            spdlog::info("raised the file descriptor limit from {} to {} (the hard limit)",
+                         limit.rlim_cur, raised.rlim_cur);
+            limit = raised;
+        } else {
+            spdlog::warn("could not raise the file descriptor limit from {} to {}: {}",
+                         limit.rlim_cur, limit.rlim_max, strerror(errno));
+        }
+    }
+    const FdBudget budget = expected_fd_use(config, auth_file_users);
+    spdlog::info("{}", fd_budget_line(limit.rlim_cur, limit.rlim_max, config, budget));
+    if (auto warning = fd_budget_warning(limit.rlim_cur, budget)) spdlog::warn("{}", *warning);
 }
 
 void remove_pidfile(const std::string& path) {

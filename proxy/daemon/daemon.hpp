@@ -19,6 +19,11 @@ void write_pidfile(const std::string& path, const std::optional<FileOwner>& owne
 // logfile's directory, an existing logfile, or unix_socket_dir is writable by a user other than
 // root and `owner` (core/root_files.hpp says why).
 void check_root_paths(const Config& config, const FileOwner& owner);
+// Raises the soft RLIMIT_NOFILE to the hard limit, logs the budget (PgBouncer's "kernel file
+// descriptor limit: ... max expected fd use: N") and warns when it does not fit
+// (core/fd_budget.hpp).
+void raise_fd_limit(const Config& config, std::size_t auth_file_users);
+
 void remove_pidfile(const std::string& path);
 
 // Forks into the background, detaches from the terminal and points stdio at /dev/null.

@@ -171,6 +171,8 @@ int main(int argc, char** argv) {
     for (const auto& warning : pgtether::configuration_warnings(config))
         spdlog::warn("{}", warning);
 
+    pgtether::raise_fd_limit(config, loaded.auth_file ? loaded.auth_file->size() : 0);
+
     // A peer that closes while we write must not kill the process: libuv reports EPIPE instead.
     signal(SIGPIPE, SIG_IGN);
 

@@ -207,15 +207,15 @@ void Worker::run() {
 // ---------------------------------------------------------------------------------------------
 // Clients and servers
 
-void Worker::accept_client(uv_stream_t* listener, bool tcp, int accepted_fd) {
+void Worker::accept_client(int fd, bool tcp, bool drained) {
     auto* client = new Client(*this, tcp);
-    if (!client->accept(listener, accepted_fd)) return;  // closed and freed by the client itself
+    if (!client->accept(fd)) return;  // closed and freed by the client itself
     stats_.clients_accepted++;
     // While draining (SHUTDOWN WAIT_FOR_CLIENTS), clients the listeners had already queued are
     // served, and the Unix socket stays open for the admin console (Client::on_authenticated
     // refuses everything else).
-    if (draining() && accepted_fd < 0 && !tcp) client->restrict_to_console();
-    if (shutting_down_ && !(draining() && (accepted_fd >= 0 || !tcp))) {
+    if (draining() && !drained && !tcp) client->restrict_to_console();
+    if (shutting_down_ && !(draining() && (drained || !tcp))) {
         client->fail(protocol::sqlstate::kCannotConnectNow, "pgtether is shutting down");
         return;
     }
@@ -226,6 +226,11 @@ void Worker::accept_client(uv_stream_t* listener, bool tcp, int accepted_fd) {
         client->fail(protocol::sqlstate::kTooManyConnections,
                      "no more connections allowed (max_client_conn)");
     }
+}
+
+void Worker::on_accept_out_of_descriptors(const std::string& error) {
+    stats_.accept_fd_exhausted++;
+    if (auto line = accept_failure_reports_.on_failure(now_ms(), error)) spdlog::error("{}", *line);
 }
 
 std::optional<DatabaseConfig> Worker::resolve_database(const std::string& name) const {

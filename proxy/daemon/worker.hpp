@@ -21,6 +21,7 @@
 #include "protocol/startup.hpp"
 #include "core/auth_file.hpp"
 #include "core/config.hpp"
+#include "core/fd_budget.hpp"
 #include "proxy/server/prepared_statements.hpp"
 #include "core/stats.hpp"
 #include "core/stats_history.hpp"
@@ -124,9 +125,12 @@ public:
     [[nodiscard]] const std::vector<std::unique_ptr<Listener>>& listeners() const {
         return listeners_;
     }
-    // Accepted connection from a listener (or `accepted_fd`, one it accepted itself while
-    // draining).
-    void accept_client(uv_stream_t* listener, bool tcp, int accepted_fd = -1);
+    // A connection a listener accepted (`drained`: while it drains before closing, SHUTDOWN
+    // WAIT_FOR_CLIENTS).
+    void accept_client(int fd, bool tcp, bool drained);
+    // A listener's accept() failed for want of descriptors (it pauses): counted, and logged at
+    // most every few seconds (core/fd_budget.hpp).
+    void on_accept_out_of_descriptors(const std::string& error);
 
     // The [databases] entry clients reach under `name`: its own, or the "*" fallback turned into
     // an entry for the database of that name. nullopt when neither exists.
@@ -267,6 +271,7 @@ private:
     std::function<void()> on_stopped_;
     std::uint64_t shutdown_deadline_ms_ = 0;
     WorkerStats stats_;
+    AcceptFailureReports accept_failure_reports_;
     StatsHistory<Pool> stats_history_;
     std::unique_ptr<PoolControl> control_;
     std::unique_ptr<MetricsServer> metrics_;

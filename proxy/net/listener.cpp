@@ -1,11 +1,18 @@
 #include "proxy/net/listener.hpp"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "core/fd_budget.hpp"
 
 #include "proxy/daemon/worker.hpp"
 
@@ -17,39 +24,54 @@ namespace {
     throw std::runtime_error("cannot " + what + " " + name + ": " + uv_strerror(rc));
 }
 
+// Connections accepted per wake-up before the loop serves others again.
+constexpr int kAcceptBatch = 256;
+
+bool out_of_descriptors(int error) {
+    return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM;
+}
+
 }  // namespace
 
 void Listener::listen_tcp(const sockaddr* address, const std::string& name, int backlog,
                           bool reuseport) {
     tcp_ = true;
     name_ = name;
-    // uv_tcp_init_ex creates the socket now, so that options can be set before bind (libuv 1.44
-    // has no UV_TCP_REUSEPORT flag).
-    int rc = uv_tcp_init_ex(worker_.loop(), &handle_.tcp, address->sa_family);
-    if (rc != 0) fail("create socket for", name, rc);
+    fd_ = ::socket(address->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) fail("create socket for", name, -errno);
     open_ = true;
-    handle_.tcp.data = this;
-    if (reuseport) {
-        int on = 1;
-        if (::setsockopt(fd(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
-            fail("set SO_REUSEPORT on", name, -errno);
-        }
+    int on = 1;
+    // As libuv's uv_tcp_bind: a restart may bind while old connections are in TIME_WAIT.
+    if (::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0) {
+        fail("set SO_REUSEADDR on", name, -errno);
+    }
+    if (reuseport && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+        fail("set SO_REUSEPORT on", name, -errno);
     }
     // IPv6 sockets only take IPv6 so that "*" can bind 0.0.0.0 and :: side by side.
-    unsigned flags = address->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0;
-    rc = uv_tcp_bind(&handle_.tcp, address, flags);
-    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&handle_.tcp), backlog, on_connection);
-    if (rc != 0) fail("listen on", name, rc);
+    if (address->sa_family == AF_INET6 &&
+        ::setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0) {
+        fail("set IPV6_V6ONLY on", name, -errno);
+    }
+    const socklen_t length =
+        address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (::bind(fd_, address, length) != 0 || ::listen(fd_, backlog) != 0) {
+        fail("listen on", name, -errno);
+    }
+    watch(name);
 }
 
 void Listener::listen_unix(const std::string& path, int mode, int backlog) {
     tcp_ = false;
     name_ = path;
     unix_path_ = path;
-    int rc = uv_pipe_init(worker_.loop(), &handle_.pipe, 0);
-    if (rc != 0) fail("create socket for", path, rc);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (path.size() >= sizeof address.sun_path) fail("listen on", path, UV_ENAMETOOLONG);
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) fail("create socket for", path, -errno);
     open_ = true;
-    handle_.pipe.data = this;
     // A socket file left by a crashed process would make bind fail; PostgreSQL and PgBouncer
     // remove it too (a live process on it would own the TCP port as well, which we bind first).
     ::unlink(path.c_str());
@@ -58,39 +80,78 @@ void Listener::listen_unix(const std::string& path, int mode, int backlog) {
     // not run yet while the Unix socket is bound (only worker 0 binds one), so the process-wide
     // umask is ours for a moment.
     const mode_t previous_umask = ::umask(static_cast<mode_t>(~mode & 0777));
-    rc = uv_pipe_bind(&handle_.pipe, path.c_str());
+    int rc = ::bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+    int saved = errno;
     ::umask(previous_umask);
-    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&handle_.pipe), backlog, on_connection);
-    if (rc != 0) fail("listen on", path, rc);
+    if (rc != 0 || ::listen(fd_, backlog) != 0) fail("listen on", path, -(rc != 0 ? saved : errno));
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {
         unix_dev_ = st.st_dev;
         unix_ino_ = st.st_ino;
     }
+    watch(path);
 }
 
-void Listener::on_connection(uv_stream_t* handle, int status) {
+void Listener::watch(const std::string& name) {
+    int rc = uv_poll_init_socket(worker_.loop(), &poll_, fd_);
+    if (rc != 0) fail("watch", name, rc);
+    uv_timer_init(worker_.loop(), &pause_timer_);
+    watching_ = true;
+    poll_.data = this;
+    pause_timer_.data = this;
+    rc = uv_poll_start(&poll_, UV_READABLE, on_readable);
+    if (rc != 0) fail("watch", name, rc);
+}
+
+void Listener::on_readable(uv_poll_t* handle, int status, int) {
     auto* self = static_cast<Listener*>(handle->data);
-    if (status < 0) return;  // e.g. EMFILE: libuv retries on the next event
-    self->worker_.accept_client(handle, self->tcp_);
+    if (status < 0) return;  // an error on a listening socket shows again at accept()
+    self->accept_queued();
 }
 
-int Listener::fd() const {
-    uv_os_fd_t fd = -1;
-    if (!open_ || uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd) != 0) return -1;
-    return fd;
+void Listener::accept_queued() {
+    for (int i = 0; i < kAcceptBatch && open_; ++i) {
+        int client_fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (client_fd >= 0) {
+            worker_.accept_client(client_fd, tcp_, false);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+        if (out_of_descriptors(errno)) {
+            pause_accepting(errno);
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            spdlog::warn("accept() failed on {}: {}", name_, std::strerror(errno));
+        }
+        return;
+    }
+}
+
+void Listener::pause_accepting(int error) {
+    worker_.on_accept_out_of_descriptors(std::strerror(error));
+    uv_poll_stop(&poll_);
+    uv_timer_start(&pause_timer_, on_pause_over, kAcceptPauseMs, 0);
+}
+
+void Listener::on_pause_over(uv_timer_t* handle) {
+    auto* self = static_cast<Listener*>(handle->data);
+    if (!self->open_) return;
+    uv_poll_start(&self->poll_, UV_READABLE, on_readable);
 }
 
 bool Listener::local_address(sockaddr_storage& out) const {
-    int len = sizeof out;
-    return open_ && tcp_ &&
-           uv_tcp_getsockname(&handle_.tcp, reinterpret_cast<sockaddr*>(&out), &len) == 0;
+    socklen_t len = sizeof out;
+    return open_ && tcp_ && ::getsockname(fd_, reinterpret_cast<sockaddr*>(&out), &len) == 0;
 }
 
 void Listener::close() {
     if (!open_) return;
     open_ = false;
-    uv_close(reinterpret_cast<uv_handle_t*>(&handle_), nullptr);
+    if (watching_) {
+        uv_close(reinterpret_cast<uv_handle_t*>(&poll_), nullptr);
+        uv_close(reinterpret_cast<uv_handle_t*>(&pause_timer_), nullptr);
+    }
+    // uv_close has taken the descriptor out of the loop's epoll set; the socket is ours to close.
+    ::close(fd_);
     struct stat st {};
     if (!unix_path_.empty() && ::stat(unix_path_.c_str(), &st) == 0 && st.st_dev == unix_dev_ &&
         st.st_ino == unix_ino_) {
@@ -99,17 +160,20 @@ void Listener::close() {
 }
 
 void Listener::drain_and_close() {
-    int listen_fd = fd();
-    if (listen_fd < 0) return;
+    if (!open_) return;
     // Bounded, so that a flood of connections cannot keep the loop here.
     constexpr int kMaxDrained = 10'000;
     for (int i = 0; i < kMaxDrained; ++i) {
-        int client_fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int client_fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (client_fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (out_of_descriptors(errno)) {
+                // What is still queued is reset at close: say so rather than drop it unseen.
+                worker_.on_accept_out_of_descriptors(std::strerror(errno));
+            }
             break;  // EAGAIN: the queue is empty (or an error we cannot help)
         }
-        worker_.accept_client(reinterpret_cast<uv_stream_t*>(&handle_), tcp_, client_fd);
+        worker_.accept_client(client_fd, tcp_, true);
     }
     close();
 }

@@ -13,6 +13,11 @@ namespace pgtether {
 
 class Worker;
 
+// The listening socket is pgtether's own descriptor, watched with a uv_poll handle, and accepted
+// from with accept4 here: libuv's own accept path, at EMFILE, accepts and closes the pending
+// connections to make room (its "EMFILE trick"), which dropped clients without a word. Here, when
+// accept fails for want of descriptors, the listener counts it, logs it (rate-limited) and stops
+// watching the socket for kAcceptPauseMs; the connections stay queued in the kernel.
 class Listener {
 public:
     explicit Listener(Worker& worker) : worker_(worker) {}
@@ -32,27 +37,34 @@ public:
     void drain_and_close();
     [[nodiscard]] const std::string& name() const { return name_; }
     // The listening socket's descriptor, -1 once closed (SHOW FDS).
-    [[nodiscard]] int fd() const;
+    [[nodiscard]] int fd() const { return open_ ? fd_ : -1; }
     [[nodiscard]] bool is_tcp() const { return tcp_; }
     // The bound TCP address (false for a Unix socket or when unknown).
     [[nodiscard]] bool local_address(sockaddr_storage& out) const;
 
 private:
-    static void on_connection(uv_stream_t* handle, int status);
+  static void on_readable(uv_poll_t* handle, int status, int events);
+  static void on_pause_over(uv_timer_t* handle);
+  // Starts watching `fd_` (bound and listening).
+  void watch(const std::string& name);
+  // Accepts what is queued, at most a batch (so that a flood cannot hold the loop).
+  void accept_queued();
+  // accept() failed with EMFILE / ENFILE (or ENOBUFS / ENOMEM): count, report, pause.
+  void pause_accepting(int error);
 
-    Worker& worker_;
-    union {
-        uv_tcp_t tcp;
-        uv_pipe_t pipe;
-    } handle_{};
-    bool tcp_ = true;
-    bool open_ = false;
-    std::string name_;
-    std::string unix_path_;
-    // The socket file we bound (device, inode): at close it is removed only if it is still
-    // ours, not one a successor bound at the same path meanwhile.
-    dev_t unix_dev_ = 0;
-    ino_t unix_ino_ = 0;
+  Worker& worker_;
+  uv_poll_t poll_{};
+  uv_timer_t pause_timer_{};
+  int fd_ = -1;
+  bool tcp_ = true;
+  bool open_ = false;
+  bool watching_ = false;  // poll_ and pause_timer_ are initialized (and closed by close())
+  std::string name_;
+  std::string unix_path_;
+  // The socket file we bound (device, inode): at close it is removed only if it is still
+  // ours, not one a successor bound at the same path meanwhile.
+  dev_t unix_dev_ = 0;
+  ino_t unix_ino_ = 0;
 };
 
 // The hosts one entry of listen_addr or metrics_listen_addr stands for: "*" is every IPv4 and

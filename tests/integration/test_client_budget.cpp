@@ -5,12 +5,16 @@
 // pgtether would have to keep it (a named Parse: 54000); a client pipelining while no server is
 // free is not read beyond pkt_buf; named statements are bounded in bytes per client and per
 // server connection. pgtether's RSS is checked against the documented bound, and other clients
-// keep being served.
+// keep being served. And file descriptors: at the limit, accept() failing is logged, counted and
+// waited out, without losing the queued connections.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
@@ -309,4 +313,46 @@ TEST_CASE("without translation, a statement named beyond the tracked count still
     CHECK(scalar(other, "SELECT pg_try_advisory_lock(77124)") == "f");
     conn.send(wire::terminate());
     CHECK(eventually([] { return advisory_locks_held(77124) == 0; }));
+}
+
+// Issue 27, item 11: out of file descriptors, pgtether used to lose connections without a word
+// (libuv's accept path closes what is queued to make room). Now the start-up log states the
+// budget, accept() failing is logged and counted, the listener pauses, and the queued connections
+// are served once descriptors are free again.
+TEST_CASE(
+    "out of file descriptors: budget logged, accept failure logged and counted, nobody lost") {
+    PoolerConfig config = pool_config("transaction", 1, {{"max_client_conn", "500"}});
+    config.fd_limit = 64;
+    Pgtether pooler(config);
+    CHECK(
+        pooler.wait_for_log("kernel file descriptor limit: 64 (hard: 64); max_client_conn: 500, "
+                            "max expected fd use: "));
+    CHECK(pooler.wait_for_log("file descriptor limit 64 is below the expected use of"));
+
+    // More connections than descriptors: the kernel queues them all (listen_backlog 128).
+    constexpr int kConnections = 90;
+    std::vector<std::unique_ptr<RawConn>> conns;
+    for (int i = 0; i < kConnections; ++i) {
+        conns.push_back(std::make_unique<RawConn>(pooler.host(), pooler.port()));
+    }
+    CHECK(
+        pooler.wait_for_log("accept() failed: Too many open files; not accepting new "
+                            "connections for 100 ms"));
+    // Most of them leave; the last ones, queued while pgtether had no descriptor to spare, are
+    // accepted now and log in (with descriptors left for a server connection).
+    conns.erase(conns.begin(), conns.end() - 10);
+    for (int i = 1; i <= 3; ++i) {
+        auto& late = *conns[conns.size() - static_cast<std::size_t>(i)];
+        auto reply = late.startup(TestEnv::get().superuser, TestEnv::get().database, 10s);
+        CHECK_MESSAGE(!reply.empty(), "queued connection got no reply");
+        if (!reply.empty()) CHECK_MESSAGE(reply.back().type == 'Z', wire::describe(reply));
+    }
+    conns.clear();
+    Conn after = Conn::must(pooler.conninfo());
+    CHECK(scalar(after, "SELECT 1") == "1");
+    Conn admin = console(pooler);
+    auto totals = admin.exec("SHOW TOTALS");
+    auto row = find_row(totals, "name", "total_accept_fd_exhausted");
+    REQUIRE(row.has_value());
+    CHECK(cell_int(*row, "value") >= 1);
 }

@@ -129,6 +129,7 @@ void PoolerProcess::start(std::chrono::milliseconds timeout) {
         options.log_path = dir() + "/" + name_ + ".log";
         options.as_daemon_user = true;
         options.netns_fd = config_.netns_fd;
+        options.fd_limit = config_.fd_limit;
         process_ = std::make_unique<ChildProcess>(options);
 
         auto accepts = [&] {

@@ -39,6 +39,8 @@ struct PoolerConfig {
     // Run the pooler inside this network namespace (support/netns.hpp; not owned). Its TCP
     // listener is then reachable only from inside; its Unix socket from anywhere.
     int netns_fd = -1;
+    // RLIMIT_NOFILE (soft and hard) to start the pooler with; nullopt: the test's own.
+    std::optional<unsigned long> fd_limit = std::nullopt;
 };
 
 // The usual test pool: `pool_mode = mode`, `default_pool_size = size`, then `extra` (which may

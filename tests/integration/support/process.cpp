@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -194,6 +195,10 @@ ChildProcess::ChildProcess(const Options& options) {
         if (::dup2(null_fd, STDIN_FILENO) < 0 || ::dup2(log_fd, STDOUT_FILENO) < 0 ||
             ::dup2(log_fd, STDERR_FILENO) < 0) {
             fail(errno);
+        }
+        if (options.fd_limit) {
+            const rlimit limit{*options.fd_limit, *options.fd_limit};
+            if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) fail(errno);
         }
         if (user) {
             if (::setgroups(1, &user->gid) != 0 || ::setgid(user->gid) != 0 ||

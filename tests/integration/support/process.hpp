@@ -61,6 +61,8 @@ class ChildProcess {
         bool as_daemon_user = false;  // drop to daemon_user() when running as root
         // A network namespace (an open /proc/.../ns/net) the child enters before exec; -1: ours.
         int netns_fd = -1;
+        // RLIMIT_NOFILE, soft and hard, for the child (nullopt: inherited).
+        std::optional<unsigned long> fd_limit = std::nullopt;
     };
 
     // Throws std::runtime_error if fork or exec fails (exec errors are reported back over a
