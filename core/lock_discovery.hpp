@@ -18,7 +18,8 @@
 // bodies in other languages (PL/Python, PL/Perl, ...) are searched as text, and reported as unknown
 // when nothing is found (their code can build a name the search cannot see).
 //
-// Pure (core/): proxy/pool/lock_catalog.hpp runs the query on a side connection and applies the result.
+// Pure (core/): proxy/pool/lock_catalog.hpp runs the query on a side connection and applies the
+// result.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "core/query_result.hpp"  // Row
 
 namespace pgtether {
-
-// A result row in text format, NULL as nullopt (as proxy/server/tether.hpp's Row).
-using Row = std::vector<std::optional<std::string>>;
 
 struct CatalogFunction {
     std::string oid;

@@ -107,7 +107,7 @@ std::variant<std::vector<SettingsMap::Entry>, std::string> parse_startup_options
 namespace {
 
 // Who the session acts as. Neither is listed in pg_settings, so the probe reads them by name
-// (proxy/server/tether.cpp). They are taken away before anything else is synced, so the rest runs
+// (core/state_probe.cpp). They are taken away before anything else is synced, so the rest runs
 // as the login user (a setting only a superuser may change would be refused under a lesser
 // role), and given last, session_authorization before role: SET SESSION AUTHORIZATION resets
 // the role.

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/metrics_merge.hpp"
-#include "proxy/server/tether.hpp"
+#include "core/state_probe.hpp"
 
 #include "proxy/client/client.hpp"
 #include "proxy/pool/lock_catalog.hpp"

@@ -21,7 +21,7 @@
 #include "proxy/server/statement_translator.hpp"
 #include "core/session_params.hpp"
 #include "core/session_settings.hpp"
-#include "proxy/server/tether.hpp"
+#include "core/state_probe.hpp"
 #include "proxy/net/stream.hpp"
 
 namespace pgtether {

@@ -31,7 +31,7 @@
 #include "proxy/net/server_address.hpp"
 #include "core/session_params.hpp"
 #include "proxy/net/stream.hpp"
-#include "proxy/server/tether.hpp"
+#include "core/state_probe.hpp"
 
 namespace pgtether {
 

@@ -1,4 +1,4 @@
-// Fuzzes the decoder of the tether's state probe (decode_state_probe, proxy/server/tether.hpp): the rows a
+// Fuzzes the decoder of the tether's state probe (decode_state_probe, core/state_probe.hpp): the rows a
 // backend returns to pgtether's probe of its session state. A backend is trusted, but what it
 // returns decides whether a client stays tethered, so a row the probe would never return must be
 // refused, not misread.
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/lock_ledger.hpp"
-#include "proxy/server/tether.hpp"
+#include "core/state_probe.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 using namespace pgtether;

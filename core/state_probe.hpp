@@ -12,12 +12,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/config.hpp"
 #include "core/departure.hpp"
 #include "core/lock_ledger.hpp"
+#include "core/query_result.hpp"  // Row
+#include "core/session_settings.hpp"
 #include "core/tether_policy.hpp"
 #include "protocol/sql_scanner.hpp"
-#include "core/config.hpp"
-#include "core/session_settings.hpp"
 
 namespace pgtether {
 
@@ -31,8 +32,6 @@ const char* state_kind_label(std::uint32_t kind);
 std::uint32_t tracked_kinds(const Config& config);
 // Which kinds a transaction must be probed for, given the scanner's findings in its statements.
 std::uint32_t kinds_to_probe(std::uint32_t scanner_effects, const Config& config);
-
-using Row = std::vector<std::optional<std::string>>;
 
 // What a probe found.
 struct StateReport {

@@ -3,8 +3,8 @@
 // objsubid 1; two int4 keys are classid, objid with objsubid 2).
 #include <doctest/doctest.h>
 
+#include "core/state_probe.hpp"
 #include "protocol/sql_scanner.hpp"
-#include "proxy/server/tether.hpp"
 
 using namespace pgtether;
 using namespace pgtether::protocol;

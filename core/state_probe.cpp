@@ -1,4 +1,4 @@
-#include "proxy/server/tether.hpp"
+#include "core/state_probe.hpp"
 
 #include <charconv>
 
