@@ -95,19 +95,31 @@ Worker::~Worker() {
 void Worker::start() {
     const auto& config = *config_;
     const std::string port = std::to_string(config.listen_port);
-    // Every worker listens on the TCP addresses itself and the kernel spreads new connections
-    // over their sockets (SO_REUSEPORT, which they then all need). The Unix socket and the
-    // metrics endpoint are worker 0's (docs/architecture.md, "Workers").
-    const bool reuseport = config.so_reuseport || group_.size() > 1;
+    // Every worker listens on the TCP addresses itself. With so_reuseport each binds a socket of
+    // its own and the kernel spreads new connections over them; without it worker 0 binds the
+    // one socket per address and the others watch duplicates of it (SO_REUSEPORT only when the
+    // operator asked: it also lets any other process of our uid bind the port and take a share
+    // of the clients). The Unix socket and the metrics endpoint are worker 0's
+    // (docs/architecture.md, "Workers").
     const bool first = index_ == 0;
-    for (const auto& spec : config.listen_addr) {
+    if (!first && !config.so_reuseport) {
+        for (const auto& shared : group_.at(0).listeners()) {
+            if (!shared->is_tcp()) continue;
+            auto listener = std::make_unique<Listener>(*this);
+            listener->listen_shared(*shared);
+            listeners_.push_back(std::move(listener));
+        }
+    }
+    const std::vector<std::string> none;
+    const auto& own_addresses = first || config.so_reuseport ? config.listen_addr : none;
+    for (const auto& spec : own_addresses) {
         for (const auto& host : listen_hosts(spec)) {
             const AddrinfoList addresses = resolve_listen_address(host, port, "listen_addr");
             for (addrinfo* ai = addresses.get(); ai; ai = ai->ai_next) {
                 auto listener = std::make_unique<Listener>(*this);
                 try {
                     listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog,
-                                         reuseport);
+                                         config.so_reuseport);
                 } catch (...) {
                     listener->close();
                     listeners_.push_back(std::move(listener));

@@ -1,5 +1,6 @@
 #include "proxy/net/listener.hpp"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -90,6 +91,15 @@ void Listener::listen_unix(const std::string& path, int mode, int backlog) {
         unix_ino_ = st.st_ino;
     }
     watch(path);
+}
+
+void Listener::listen_shared(const Listener& other) {
+    tcp_ = other.tcp_;
+    name_ = other.name_;
+    fd_ = ::fcntl(other.fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) fail("share the socket of", name_, -errno);
+    open_ = true;
+    watch(name_);
 }
 
 void Listener::watch(const std::string& name) {

@@ -29,6 +29,10 @@ public:
     // pgtether, PgBouncer) may listen on the same address and the kernel spreads connections.
     void listen_tcp(const sockaddr* address, const std::string& name, int backlog, bool reuseport);
     void listen_unix(const std::string& path, int mode, int backlog);
+    // Watches a duplicate of `other`'s listening socket (another worker's): workers > 1 without
+    // so_reuseport share one socket per address, each loop accepting from it. Throws
+    // std::runtime_error.
+    void listen_shared(const Listener& other);
     // Stops accepting; the object may be destroyed after the loop ran once more.
     void close();
     // Stops accepting without dropping anyone: first accepts, as clients, the connections the

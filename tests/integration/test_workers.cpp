@@ -1,9 +1,9 @@
 // `workers = 2`: two event loops on two threads in one pgtether (docs/architecture.md, "Workers").
 // Pool limits stay limits of the process however clients spread over the workers; a client gets
 // a backend that the other worker holds idle; a cancel, PAUSE/RESUME, RELOAD and SHOW reach every
-// worker. Which worker a client is on: worker 0 owns the Unix socket; over TCP the kernel picks
-// (SO_REUSEPORT), and SHOW CLIENTS' id says which it picked (worker i of N hands out i+1, i+1+N,
-// ...).
+// worker. Which worker a client is on: worker 0 owns the Unix socket; over TCP the worker whose
+// loop accepts first from the shared listening socket (with so_reuseport: the kernel picks), and
+// SHOW CLIENTS' id says which (worker i of N hands out i+1, i+1+N, ...).
 #include <doctest/doctest.h>
 
 #include <sys/socket.h>
@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -333,4 +334,36 @@ TEST_CASE("clients logging in on both workers before either knows the server's g
         CHECK_MESSAGE(failures.count() == 0, failures.text());
         CHECK(served == kClients);
     }
+}
+
+// Issue 27, item 8: workers > 1 used to set SO_REUSEPORT by itself, so a second process of the
+// same uid could bind the port without error and take a share of the clients. Without
+// so_reuseport the workers now share one listening socket, and the port stays ours.
+TEST_CASE("workers = 2 without so_reuseport: one shared socket, a second instance cannot bind") {
+    const auto& env = TestEnv::get();
+    Pgtether pooler(two_workers(env.superuser, 2));
+    Conn admin = console(pooler);
+    // Both workers accept from the shared socket.
+    Conn zero = on_worker_0(pooler, env.superuser, "w0");
+    Conn one = on_worker_1(pooler, admin, env.superuser, "w1");
+    CHECK(scalar(one, "SELECT 1") == "1");
+    CHECK(scalar(zero, "SELECT 2") == "2");
+
+    auto impostor = two_workers(env.superuser, 2, {{"listen_port", std::to_string(pooler.port())}});
+    std::string outcome;
+    try {
+        Pgtether second(impostor);
+        // The port answers (the first one's), so the harness may see a start: it must exit.
+        const bool exited = eventually([&] { return !second.running(); });
+        outcome = (exited ? "" : "still running: ") + second.log();
+    } catch (const std::runtime_error& e) {
+        outcome = e.what();
+    }
+    CHECK_MESSAGE(outcome.find("cannot listen on 127.0.0.1:" + std::to_string(pooler.port()) +
+                               ": address already in use") != std::string::npos,
+                  "the second instance: " << outcome);
+    // The first one still serves, on both workers.
+    Conn later = Conn::must(pooler.conninfo());
+    CHECK(scalar(later, "SELECT 3") == "3");
+    CHECK(scalar(one, "SELECT 4") == "4");
 }
