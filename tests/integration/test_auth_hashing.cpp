@@ -192,7 +192,9 @@ TEST_CASE("a bystander stays fast while a flood of logins derives keys") {
         const auto p50 = median(latencies);
         MESSAGE("wrong-password flood: ", flood.attempts(), " attempts, bystander p50 ",
                 p50.count(), " us over ", latencies.size(), " queries");
-        CHECK(flood.attempts() > 4);
+        // Each attempt derives 100,000 iterations: a few per second (one per second or two under
+        // the sanitizers), 2 at a time.
+        CHECK(flood.attempts() >= 2);
         CHECK(p50 < 50ms);
         // The right password still works against that secret.
         Conn slow = Conn::must(pooler.conninfo(roles.slow, "", "pw-slow"));
