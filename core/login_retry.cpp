@@ -30,6 +30,10 @@ std::uint64_t login_retry_delay_ms(LoginFailureKind kind, int failures,
     return std::min(delay, cap);
 }
 
+bool fail_queued_clients(bool login_fails_clients, int working_servers) {
+    return login_fails_clients && working_servers == 0;
+}
+
 void LoginBackoff::on_failure(LoginFailureKind kind, std::uint64_t now_ms,
                               std::uint64_t server_login_retry_ms) {
     if (failures_ == 0) failing_since_ms_ = now_ms;

@@ -32,12 +32,25 @@ enum class LoginFailureKind {
 [[nodiscard]] std::uint64_t login_retry_delay_ms(LoginFailureKind kind, int failures,
                                                  std::uint64_t server_login_retry_ms);
 
+// After a failed login that fails the clients waiting for the pool's first greeting
+// (LoginBackoff::fail_clients): whether the clients queued for a server are failed too, with the
+// login error. They are when no server of the pool can serve them any more -- none logged in
+// that is not retired (RECONNECT, changed settings) -- as PgBouncer does since 1.22 (its fast
+// fail covers "no working connection exists and none can be established"); while one can, they
+// keep waiting for it.
+[[nodiscard]] bool fail_queued_clients(bool login_fails_clients, int working_servers);
+
 // A pool's record of failed logins since the last successful one.
 class LoginBackoff {
 public:
     void on_failure(LoginFailureKind kind, std::uint64_t now_ms,
                     std::uint64_t server_login_retry_ms);
     void on_success() { *this = LoginBackoff(); }
+    // Something a login is made from changed (a RELOAD or a console SET of the server's address,
+    // credentials or TLS settings): the change may be the fix, so the failure is forgotten and
+    // the next client gets a new attempt at once instead of the old error for the rest of
+    // server_login_retry (PgBouncer connects with the new settings at once too).
+    void on_login_settings_changed() { *this = LoginBackoff(); }
 
     [[nodiscard]] bool failing() const { return failures_ > 0; }
     // Whether a new login may be attempted now.

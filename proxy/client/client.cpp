@@ -169,6 +169,13 @@ std::size_t Client::handle_startup(ByteSpan data) {
         return data.size();
     }
     const auto& packet = *parsed.packet;
+    const bool encryption_request = packet.kind == protocol::StartupKind::SslRequest ||
+                                    packet.kind == protocol::StartupKind::GssEncRequest;
+    if (over_client_limit_ && !encryption_request) {
+        fail(protocol::sqlstate::kTooManyConnections,
+             "no more connections allowed (max_client_conn)");
+        return data.size();
+    }
     switch (packet.kind) {
         case protocol::StartupKind::SslRequest:
         case protocol::StartupKind::GssEncRequest:

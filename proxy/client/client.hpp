@@ -55,6 +55,11 @@ public:
     // Accepted while the worker drains (SHUTDOWN WAIT_FOR_CLIENTS): only the admin console may
     // log in.
     void restrict_to_console() { console_only_ = true; }
+    // Accepted beyond max_client_conn: refused with 53300 once its first packet after any
+    // SSLRequest/GSSENCRequest arrives, as PgBouncer does. A TLS client (libpq's default
+    // sslmode=prefer too) completes its handshake first and so reads the refusal, where an
+    // ErrorResponse in place of the 'S' would only be "an error response during SSL exchange".
+    void refuse_over_client_limit() { over_client_limit_ = true; }
     // Closes the connection after sending `error` (when given) and logs the reason. With an
     // error, or with `flush`, what is queued for the client is sent before the socket closes.
     void close(const std::string& reason, const protocol::ErrorFields* error = nullptr,
@@ -271,6 +276,7 @@ private:
     bool tcp_ : 1 = true;
     bool own_user_ : 1 = false;
     bool console_only_ : 1 = false;  // restrict_to_console()
+    bool over_client_limit_ : 1 = false;  // refuse_over_client_limit()
     bool auth_query_found_no_user_ : 1 = false;
     bool input_paused_ : 1 = false;  // the server's socket is backed up
     bool has_cancel_key_ : 1 = false;

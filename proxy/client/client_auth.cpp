@@ -48,12 +48,10 @@ ClientAuth::ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_
     }
 }
 
-ClientAuth::ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, std::string user)
-    : type_(type), user_(std::move(user)), auth_file_configured_(false) {
-    if (fetched_secret && !fetched_secret->secret.empty()) {
-        user_listed_ = true;
-        secret_ = std::move(fetched_secret);
-    }
+ClientAuth::ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, bool user_found,
+                       std::string user)
+    : type_(type), user_(std::move(user)), auth_file_configured_(true), user_listed_(user_found) {
+    if (fetched_secret && !fetched_secret->secret.empty()) secret_ = std::move(fetched_secret);
 }
 
 ClientAuth::~ClientAuth() = default;

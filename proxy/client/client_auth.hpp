@@ -45,7 +45,10 @@ public:
                std::string user);
     // For a user not in auth_file whose secret auth_query fetched (nullopt: no usable secret;
     // the exchange then runs against a mock secret and fails like a wrong password).
-    ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, std::string user);
+    // `user_found`: auth_query returned the user's row (trust logs such a user in, with or
+    // without a secret, as PgBouncer does; a user it did not find fails).
+    ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, bool user_found,
+               std::string user);
     ~ClientAuth();
 
     // The first step: an authentication request, or an immediate verdict (trust, unknown method).

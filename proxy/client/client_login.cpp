@@ -228,8 +228,10 @@ void Client::start_authentication() {
 
 void Client::start_password_authentication(AuthType method) {
     const auto& config = worker_.config();
-    const bool wants_secret =
-        method == AuthType::Plain || method == AuthType::Md5 || method == AuthType::ScramSha256;
+    // trust too: a user missing from auth_file is looked up with auth_query, and logged in when
+    // found (PgBouncer does; the server login then uses the secret found).
+    const bool wants_secret = method == AuthType::Plain || method == AuthType::Md5 ||
+                              method == AuthType::ScramSha256 || method == AuthType::Trust;
     // The admin console's users are in auth_file, as in PgBouncer: its database has no server to
     // ask.
     if (wants_secret && worker_.auth_file().count(user_) == 0 &&
@@ -307,6 +309,8 @@ void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
         case Outcome::Found:
             break;
         case Outcome::NoPassword:
+            // trust asks for no password: the user exists, which is all it needs.
+            if (method == AuthType::Trust) break;
             // The default auth_query returns NULL once VALID UNTIL has passed (CVE-2025-2291).
             // The client hears what PostgreSQL would say; the reason goes to the log only.
             spdlog::info(
@@ -327,7 +331,8 @@ void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
     }
     // Without a secret the exchange runs against a mock one and ends in the same 28P01 as a
     // wrong password: no way to tell a missing user from a wrong guess.
-    auth_ = std::make_unique<ClientAuth>(method, std::move(result.secret), user_);
+    const bool user_found = result.outcome != Outcome::NotFound;
+    auth_ = std::make_unique<ClientAuth>(method, std::move(result.secret), user_found, user_);
     run_password_authentication();
     if (state_ == State::Auth) {
         stream_.start_reading();

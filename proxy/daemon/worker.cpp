@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include <stdexcept>
 
@@ -235,8 +236,7 @@ void Worker::accept_client(int fd, bool tcp, bool drained) {
     // the process).
     if (group_.clients() > static_cast<std::size_t>(config_->max_client_conn)) {
         stats_.clients_refused++;
-        client->fail(protocol::sqlstate::kTooManyConnections,
-                     "no more connections allowed (max_client_conn)");
+        client->refuse_over_client_limit();
     }
 }
 
@@ -497,6 +497,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     // Server connections made with other TLS settings are replaced (PgBouncer does the same):
     // otherwise an old, maybe weaker, setting would live on in the pool indefinitely.
     const bool server_tls_changed = server_tls_settings_differ(*config_, *config);
+    const std::shared_ptr<const AuthFile> old_auth_file = auth_file_;
     config_ = std::move(config);
     auth_file_ = std::move(auth_file);
     security_ = std::move(security);
@@ -515,9 +516,23 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
         bool target_changed = old.host != resolved->host || old.port != resolved->port ||
                               old.dbname != resolved->dbname || old.user != resolved->user ||
                               old.password != resolved->password;
+        // The user's secret in auth_file, which the pool's logins use when the database entry
+        // names no password.
+        auto secret_of = [&](const AuthFile* file) -> std::optional<std::string> {
+            if (!file) return std::nullopt;
+            auto it = file->find(key.second);
+            if (it == file->end()) return std::nullopt;
+            return std::to_string(static_cast<int>(it->second.kind)) + ":" + it->second.secret;
+        };
+        const bool credentials_changed =
+            secret_of(old_auth_file.get()) != secret_of(auth_file_.get());
+        const bool connect_query_changed = old.connect_query != resolved->connect_query;
         pool->apply_config(*resolved);
         if (target_changed) pool->close_all_servers("connection settings changed");
         else if (server_tls_changed) pool->close_all_servers("server TLS settings changed");
+        if (target_changed || server_tls_changed || credentials_changed || connect_query_changed) {
+            pool->on_login_settings_changed();
+        }
     }
 }
 

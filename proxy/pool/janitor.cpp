@@ -41,6 +41,13 @@ void Client::janitor(std::uint64_t now) {
         case State::WelcomeWait:
             if (expired(connected_at_ms_, config.client_login_timeout)) {
                 fail(protocol::sqlstate::kProtocolViolation, "client_login_timeout");
+            } else if (state_ == State::WelcomeWait &&
+                       expired(connected_at_ms_, config.query_timeout)) {
+                // Waiting for the pool's first server to log in (PgBouncer's CL_WAITING_LOGIN):
+                // PgBouncer's janitor applies query_timeout to every waiting client, counted
+                // from its request -- here the connection -- so a server that is slow to log
+                // in does not hold the client until client_login_timeout.
+                fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
             } else if (state_ == State::AuthLookup &&
                        expired(state_since_ms_, config.server_connect_timeout)) {
                 fail(protocol::sqlstate::kConnectionFailure,
@@ -48,7 +55,11 @@ void Client::janitor(std::uint64_t now) {
             }
             break;
         case State::Waiting:
-            if (expired(state_since_ms_, config.query_wait_timeout)) {
+            // Queued for a server since state_since_ms_: PgBouncer applies both limits to a
+            // waiting client, from the same start, query_timeout first.
+            if (expired(state_since_ms_, config.query_timeout)) {
+                fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
+            } else if (expired(state_since_ms_, config.query_wait_timeout)) {
                 fail(protocol::sqlstate::kProtocolViolation, "query_wait_timeout");
             }
             break;

@@ -318,6 +318,13 @@ void Pool::on_login_recovered_elsewhere() {
     retry_waiting();
 }
 
+void Pool::on_login_settings_changed() {
+    if (!last_login_error_) return;
+    login_backoff_.on_login_settings_changed();
+    last_login_error_.reset();
+    retry_waiting();
+}
+
 void Pool::retry_waiting() {
     launch_if_needed();
     if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty()) (void)launch_server(true);
@@ -325,15 +332,15 @@ void Pool::retry_waiting() {
 
 void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& error,
                                   LoginFailureKind kind) {
-    (void)server;
     --connecting_;
     login_backoff_.on_failure(kind, worker_.now_ms(), to_ms(worker_.config().server_login_retry));
     last_login_error_ = error;
     // A server that is restarting is waited for (core/login_retry.hpp): its clients are served
     // once it is back, unless it stays away longer than server_login_retry.
-    if (!login_fails_clients()) return;
+    const bool fail_clients = login_fails_clients();
+    if (!fail_clients) return;
     while (Client* client = welcome_waiting_.pop_front()) client->on_login_failed(error);
-    if (server_count_ <= 1) {
+    if (fail_queued_clients(fail_clients, working_servers(server))) {
         // No other server can serve the queued clients: fail them now (fast fail) rather than
         // let them sit until query_wait_timeout.
         protocol::ErrorFields fatal = error;
@@ -342,6 +349,20 @@ void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& e
             client->close("server login failed: " + error.message, &fatal);
         }
     }
+}
+
+int Pool::working_servers(const Server& except) {
+    int count = 0;
+    auto count_working = [&](Server& server) {
+        const auto state = server.state();
+        const bool logged_in = state != ServerState::Connecting &&
+                               state != ServerState::TlsAnswer && state != ServerState::Login &&
+                               state != ServerState::Closing;
+        if (&server != &except && logged_in && !server.retired()) ++count;
+    };
+    idle_.for_each(count_working);
+    used_.for_each(count_working);
+    return count;
 }
 
 void Pool::forget_server(Server& server) {

@@ -119,6 +119,9 @@ public:
                                 LoginFailureKind kind);
     // The same pool on another worker logged in after failed logins: the server is back.
     void on_login_recovered_elsewhere();
+    // A reload changed what this pool's logins are made from: failed logins are forgotten and
+    // waiting clients get a new attempt (core/login_retry.hpp).
+    void on_login_settings_changed();
     // A server is being destroyed (it has left the lists on its way to Closing).
     void forget_server(Server& server);
     // Server::transition(): move the server to the list of its new state, count it there.
@@ -210,6 +213,9 @@ private:
     bool pays_lend_owed_with(Server& server);
     // Whether this worker may lend one of its servers of the pool to worker `requester` now.
     [[nodiscard]] bool can_spare_for(std::size_t requester) const;
+    // Servers other than `except` that are logged in and not retired: those that can still serve
+    // a queued client (core/login_retry.hpp: fail_queued_clients).
+    [[nodiscard]] int working_servers(const Server& except);
     // Closes `server` with its slot handed to `request`'s pool.
     void close_for(Server& server, const LendRequest& request);
     // How long a lend request is honoured: the requester repeats it every janitor tick while

@@ -273,6 +273,26 @@ TEST_CASE("auth_query: valid, expired, missing and NOLOGIN users") {
     (void)env;
 }
 
+TEST_CASE("auth_type = trust with auth_user: users missing from auth_file are looked up") {
+    // PgBouncer logs in a user auth_query finds, without a password (trust), and logs in to the
+    // server with the secret found; a user it does not find is refused.
+    const std::string passwordless = private_role("pgt_trust_lookup");
+    PoolerConfig config = on_shared_server();
+    config.settings = {{"auth_type", "trust"}, {"auth_user", "postgres"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+    config.extra_args = {"-v"};
+    Pgtether pgtether(config);
+    // md5_user's md5 secret answers PostgreSQL's md5 challenge; the client sends no password.
+    CHECK(try_connect(pgtether.conninfo("md5_user")).error == "md5_user");
+    // A role without a password (NULL from auth_query) that the server trusts.
+    CHECK(try_connect(pgtether.conninfo(passwordless)).error == passwordless);
+    auto refused = try_connect(pgtether.conninfo("no_such_user"));
+    CHECK_FALSE(refused.ok);
+    CHECK_MESSAGE(contains(refused.error, "authentication failed for user \"no_such_user\""),
+                  refused.error);
+    CHECK(pgtether.wait_for_log("no such user \"no_such_user\""));
+}
+
 TEST_CASE("auth_query: the lookup connection carries nothing of the client's") {
     // CVE-2025-12819: client start-up parameters (options=-c search_path=...) reached the
     // connection that ran the auth query. The query here records the settings it runs with.

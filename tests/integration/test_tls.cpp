@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/integration/support/admin.hpp"
+#include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/raw_socket.hpp"
@@ -152,6 +153,51 @@ TEST_CASE("every libpq sslmode against every client_tls_sslmode (libpq and psql)
             }
         }
     }
+}
+
+TEST_CASE("over max_client_conn, a TLS client reads the refusal after its handshake") {
+    // PgBouncer answers the SSLRequest ('S' and the handshake, or 'N' with TLS off) and refuses
+    // at the start-up packet; an ErrorResponse in place of the 'S' reaches libpq only as "an error
+    // response during SSL exchange" (or not at all, with sslmode=require).
+    auto refusal = [](const std::string& conninfo) {
+        PGconn* raw = PQconnectStart(conninfo.c_str());
+        PQsetErrorVerbosity(raw, PQERRORS_VERBOSE);
+        while (PQconnectPoll(raw) != PGRES_POLLING_FAILED && PQstatus(raw) != CONNECTION_OK) {
+            std::this_thread::sleep_for(5ms);
+        }
+        const bool connected = PQstatus(raw) == CONNECTION_OK;
+        std::string error = PQerrorMessage(raw);
+        PQfinish(raw);
+        CHECK_FALSE(connected);
+        return error;
+    };
+    const std::string kRefused = "53300: no more connections allowed (max_client_conn)";
+    // The one client allowed. The start-up check's own connection may still count for a moment.
+    auto first_client = [](const std::string& conninfo) {
+        std::optional<Conn> conn;
+        REQUIRE(eventually([&] {
+            conn.emplace(conninfo);
+            return conn->ok();
+        }, 5s));
+        return std::move(*conn);
+    };
+    for (const char* server_mode : {"prefer", "require"}) {
+        CAPTURE(server_mode);
+        Pgtether pgtether(client_tls(server_mode, {{"max_client_conn", "1"}}), 10s, tls_env());
+        Conn first = first_client(tls_conninfo(pgtether, "require"));
+        for (const char* client_mode : {"prefer", "require", "verify-full"}) {
+            CAPTURE(client_mode);
+            std::string error = refusal(tls_conninfo(pgtether, client_mode));
+            CHECK_MESSAGE(contains(error, kRefused), error);
+            CHECK_MESSAGE(!contains(error, "SSL exchange"), error);
+        }
+        CHECK(first.exec_ok("SELECT 1").value() == "1");
+    }
+    // TLS off: the SSLRequest gets its 'N', then the refusal in plaintext.
+    Pgtether plain(client_tls("disable", {{"max_client_conn", "1"}}), 10s, tls_env());
+    Conn first = first_client(tls_conninfo(plain, "disable"));
+    std::string error = refusal(tls_conninfo(plain, "prefer"));
+    CHECK_MESSAGE(contains(error, kRefused), error);
 }
 
 TEST_CASE("client certificates towards pgtether") {

@@ -49,7 +49,7 @@ ClientAuth::Step derive_if_asked(ClientAuth& auth, ClientAuth::Step step, int* d
 
 Attempt cleartext_login(const UserSecret& secret, const std::string& password,
                         int* derivations = nullptr) {
-    ClientAuth auth(AuthType::Plain, secret, "alice");
+    ClientAuth auth(AuthType::Plain, secret, true, "alice");
     auto start = auth.start();
     REQUIRE(start.outcome == ClientAuth::Outcome::Continue);
     CHECK_FALSE(start.derive);
@@ -111,7 +111,7 @@ TEST_CASE("client_auth: PBKDF2 is asked for, never run, and once for every user 
     };
     for (const Case& c : cases) {
         CAPTURE(c.name);
-        ClientAuth auth(AuthType::Plain, c.secret, "alice");
+        ClientAuth auth(AuthType::Plain, c.secret, true, "alice");
         REQUIRE(auth.start().outcome == ClientAuth::Outcome::Continue);
         std::string body = password_body(c.password);
         auto step = auth.on_password_message(protocol::as_bytes(body));
@@ -128,7 +128,7 @@ TEST_CASE("client_auth: PBKDF2 is asked for, never run, and once for every user 
     for (const std::optional<UserSecret>& secret :
          {std::optional<UserSecret>(plain), std::optional<UserSecret>(scram),
           std::optional<UserSecret>()}) {
-        ClientAuth auth(AuthType::ScramSha256, secret, "alice");
+        ClientAuth auth(AuthType::ScramSha256, secret, true, "alice");
         auto start = auth.start();
         CHECK(start.outcome == ClientAuth::Outcome::Continue);
         CHECK_FALSE(start.reply.empty());
@@ -152,4 +152,20 @@ TEST_CASE("client_auth: PBKDF2 is asked for, never run, and once for every user 
         CHECK_FALSE(first.reply.empty());
         CHECK_FALSE(first.derive);
     }
+}
+
+TEST_CASE("trust with a user auth_query looked up: found logs in, not found fails") {
+    // PgBouncer: auth_type = trust with auth_user looks up users missing from auth_file.
+    CHECK(ClientAuth(AuthType::Trust, std::nullopt, true, "bob").start().outcome ==
+          ClientAuth::Outcome::Success);
+    UserSecret secret;
+    secret.user = "bob";
+    secret.secret = "md5" + std::string(32, '0');
+    secret.kind = SecretKind::Md5;
+    ClientAuth found(AuthType::Trust, secret, true, "bob");
+    CHECK(found.start().outcome == ClientAuth::Outcome::Success);
+    REQUIRE(found.secret().has_value());  // the server login uses it
+    auto missing = ClientAuth(AuthType::Trust, std::nullopt, false, "nobody").start();
+    CHECK(missing.outcome == ClientAuth::Outcome::Failure);
+    CHECK(missing.sqlstate == "28P01");
 }

@@ -85,3 +85,35 @@ TEST_CASE("LoginBackoff: attempts and failing clients") {
         CHECK(backoff.may_attempt(16'100));
     }
 }
+
+TEST_CASE("LoginBackoff: changed login settings forget the failure") {
+    const std::uint64_t retry = 15'000;
+    LoginBackoff backoff;
+    backoff.on_failure(LoginFailureKind::Refused, 1000, retry);
+    CHECK(backoff.fail_clients(1070, retry));
+    CHECK_FALSE(backoff.may_attempt(1070));
+    backoff.on_login_settings_changed();
+    CHECK_FALSE(backoff.failing());
+    CHECK_FALSE(backoff.fail_clients(1070, retry));
+    CHECK(backoff.may_attempt(1070));
+}
+
+TEST_CASE("queued clients are failed with the login error when no server can serve them") {
+    struct Row {
+        bool login_fails_clients;
+        int working_servers;
+        bool fail;
+    };
+    const Row rows[] = {
+        {true, 0, true},    // the only server retired (RECONNECT) or gone: fail them now
+        {true, 1, false},   // a logged-in server will serve them: they wait
+        {true, 3, false},
+        {false, 0, false},  // a restarting server is waited for
+        {false, 2, false},
+    };
+    for (const auto& row : rows) {
+        CAPTURE(row.login_fails_clients);
+        CAPTURE(row.working_servers);
+        CHECK(fail_queued_clients(row.login_fails_clients, row.working_servers) == row.fail);
+    }
+}
