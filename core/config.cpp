@@ -419,7 +419,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("server_tls_ciphers", Kind::String, kHonoured, "fast", &C::server_tls_ciphers),
         key<C>("server_tls_key_file", Kind::String, kHonoured, "", &C::server_tls_key_file),
         key<C>("server_tls_protocols", Kind::String, kHonoured, "secure", &C::server_tls_protocols),
-        key<C>("server_tls_sslmode", Kind::Choice, kHonoured, "disable", &C::server_tls_sslmode)
+        key<C>("server_tls_sslmode", Kind::Choice, kHonoured, "prefer", &C::server_tls_sslmode)
             .among(kSslModes),
         key<C>("service_name", Kind::String, kIgnored, "pgbouncer").fixed(),  // Windows only
         key<C>("so_reuseport", Kind::Bool, kHonoured, "0", &C::so_reuseport).fixed(),

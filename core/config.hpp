@@ -193,7 +193,7 @@ struct Config {
     std::string client_tls13_ciphers;
     std::string client_tls_dheparams = "auto";
     std::string client_tls_ecdhcurve = "auto";
-    SslMode server_tls_sslmode = SslMode::Disable;
+    SslMode server_tls_sslmode = SslMode::Prefer;  // PgBouncer 1.20+
     std::string server_tls_key_file;
     std::string server_tls_cert_file;
     std::string server_tls_ca_file;

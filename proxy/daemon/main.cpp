@@ -40,6 +40,7 @@ struct Signals {
     uv_timer_t status_timer{};  // systemd STATUS= updates
     uv_signal_t interrupt{};
     uv_signal_t terminate{};
+    uv_signal_t quit{};
     uv_signal_t hangup{};
     uv_signal_t pause{};
     uv_signal_t resume{};
@@ -69,11 +70,30 @@ void on_status_timer(uv_timer_t* handle) {
     signals->notifier->notify("STATUS=" + status_line(*signals->worker));
 }
 
+// PgBouncer 1.23+'s meanings (and its log words): SIGTERM waits for every client to disconnect
+// (SHUTDOWN WAIT_FOR_CLIENTS: rolling restarts), SIGINT for every server connection to be
+// released (SHUTDOWN WAIT_FOR_SERVERS), SIGQUIT exits at once; a second SIGTERM or SIGINT stops
+// waiting. (PgBouncer 1.18 and pgtether before made SIGTERM a shutdown after 10 s at most.)
 void on_shutdown_signal(uv_signal_t* handle, int signum) {
+    using Mode = pgtether::Worker::ShutdownMode;
     auto* signals = static_cast<Signals*>(handle->data);
-    spdlog::info("got signal {}: shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    const char* name = signum == SIGINT ? "SIGINT" : signum == SIGQUIT ? "SIGQUIT" : "SIGTERM";
+    Mode mode = Mode::Immediate;
+    if (signum == SIGQUIT) {
+        spdlog::info("got SIGQUIT, fast exit");
+    } else if (signals->worker->shutting_down() || signals->worker->draining()) {
+        spdlog::info("got {} while shutting down, fast exit", name);
+    } else if (signum == SIGTERM) {
+        spdlog::info("got SIGTERM, shutting down, waiting for all clients disconnect");
+        mode = Mode::WaitForClients;
+    } else {
+        spdlog::info("got SIGINT, shutting down, waiting for all servers connections to be "
+                     "released");
+        mode = Mode::WaitForServers;
+    }
     signals->notifier->notify("STOPPING=1\nSTATUS=shutting down");
-    for_every_worker(*signals->worker, [](pgtether::Worker& worker) { worker.begin_shutdown(); });
+    for_every_worker(*signals->worker,
+                     [mode](pgtether::Worker& worker) { worker.begin_shutdown(mode); });
 }
 
 // PgBouncer's SIGUSR1 / SIGUSR2: PAUSE / RESUME of every database, as on the console (without a
@@ -207,13 +227,16 @@ int main(int argc, char** argv) {
         signals.status_timer.data = &signals;
         uv_signal_init(worker.loop(), &signals.interrupt);
         uv_signal_init(worker.loop(), &signals.terminate);
+        uv_signal_init(worker.loop(), &signals.quit);
         uv_signal_init(worker.loop(), &signals.hangup);
         uv_signal_init(worker.loop(), &signals.pause);
         uv_signal_init(worker.loop(), &signals.resume);
         signals.interrupt.data = signals.terminate.data = signals.hangup.data = &signals;
+        signals.quit.data = &signals;
         signals.pause.data = signals.resume.data = &signals;
         uv_signal_start(&signals.interrupt, on_shutdown_signal, SIGINT);
         uv_signal_start(&signals.terminate, on_shutdown_signal, SIGTERM);
+        uv_signal_start(&signals.quit, on_shutdown_signal, SIGQUIT);
         uv_signal_start(&signals.hangup, on_reload_signal, SIGHUP);
         uv_signal_start(&signals.pause, on_pause_signal, SIGUSR1);
         uv_signal_start(&signals.resume, on_pause_signal, SIGUSR2);
@@ -222,6 +245,7 @@ int main(int argc, char** argv) {
             uv_close(reinterpret_cast<uv_handle_t*>(&s->status_timer), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&s->interrupt), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&s->terminate), nullptr);
+            uv_close(reinterpret_cast<uv_handle_t*>(&s->quit), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&s->hangup), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&s->pause), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&s->resume), nullptr);

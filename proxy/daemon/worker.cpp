@@ -537,6 +537,14 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
 }
 
 void Worker::begin_shutdown(ShutdownMode mode) {
+    if (mode == ShutdownMode::Immediate && !shutting_down_) {
+        shutting_down_ = true;
+        shutdown_mode_ = ShutdownMode::Graceful;
+        shutdown_deadline_ms_ = now_ms();
+        close_everything();
+        janitor();
+        return;
+    }
     if (shutting_down_) {
         // A second signal or command: stop waiting (PgBouncer: an immediate shutdown).
         if (shutdown_mode_ == ShutdownMode::WaitForClients) close_everything();

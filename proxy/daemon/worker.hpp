@@ -72,9 +72,11 @@ public:
     void serve_gathers();
     // How a shutdown waits (docs/admin.md, SHUTDOWN).
     enum class ShutdownMode {
-        Graceful,        // SIGINT/SIGTERM, SHUTDOWN: running transactions get 10 s
-        WaitForServers,  // SHUTDOWN WAIT_FOR_SERVERS: as Graceful, without the bound
-        WaitForClients,  // SHUTDOWN WAIT_FOR_CLIENTS: serve the clients until the last has left
+        Graceful,        // SHUTDOWN: running transactions get 10 s
+        WaitForServers,  // SIGINT, SHUTDOWN WAIT_FOR_SERVERS: as Graceful, without the bound
+        WaitForClients,  // SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS: serve the clients until the last
+                         // has left
+        Immediate,       // SIGQUIT: every client closed (57P01) at once, then exit
     };
     // Stop accepting, wait as `mode` says, then stop. A second call stops waiting.
     void begin_shutdown(ShutdownMode mode = ShutdownMode::Graceful);

@@ -2,8 +2,9 @@
 // on and a realistic production pgbouncer.ini start as they are; an invalid value or unknown key
 // stops start-up with "FILE:LINE: KEY: ..." and a non-zero exit; -V and -h; -d with a pidfile
 // daemonizes and SIGTERM stops it and removes the pidfile; SIGHUP reloads a changed pool size and
-// keeps the old configuration when the new one is broken; SIGINT lets a running transaction
-// finish, bounded, while new connections are refused.
+// keeps the old configuration when the new one is broken; PgBouncer 1.23's signals: SIGINT lets
+// running transactions finish while new connections are refused (a second SIGINT cuts them
+// off), SIGTERM serves the connected clients until they leave, SIGQUIT exits at once.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -117,7 +118,15 @@ TEST_CASE("conf/pgtether.ini with every documented setting starts and serves md5
     CHECK(read_file(dir.path() + "/example.pid") == std::to_string(daemon.pid()) + "\n");
     Conn wrong(make_conninfo("127.0.0.1", port, env.superuser, "app", "wrong"));
     CHECK_FALSE(wrong.ok());
-    auto status = daemon.stop();
+    // SIGTERM waits for the connected client (PgBouncer 1.23+), then exits on its own.
+    REQUIRE(daemon.signal(SIGTERM));
+    REQUIRE(eventually([&] { return read_file(options.log_path).find("got SIGTERM") !=
+                                    std::string::npos; }, 5s));
+    std::this_thread::sleep_for(300ms);
+    CHECK(daemon.running());
+    CHECK(scalar(conn, "SELECT 'still served'") == "still served");
+    conn.close();
+    auto status = daemon.wait_exit(10s);
     REQUIRE(status.has_value());
     CHECK(WIFEXITED(*status));
     CHECK(WEXITSTATUS(*status) == 0);
@@ -346,17 +355,69 @@ TEST_CASE("SIGINT: a running transaction may finish, new connections are refused
     CHECK(WEXITSTATUS(*status) == 0);
 }
 
-TEST_CASE("SIGINT: a transaction that never ends is cut off after a bound") {
+TEST_CASE("SIGINT waits for a transaction that never ends; a second SIGINT cuts it off") {
+    // PgBouncer 1.23+: SIGINT is SHUTDOWN WAIT_FOR_SERVERS (no time bound); a second SIGINT (or
+    // SIGTERM) while shutting down is the fast exit.
     PoolerConfig config;
     config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "1"}};
     Pgtether pooler(config);
     Conn stuck = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(stuck.exec("BEGIN"));
+    REQUIRE(kill(pooler.pid(), SIGINT) == 0);
+    REQUIRE(pooler.wait_for_log("got SIGINT, shutting down"));
+    std::this_thread::sleep_for(1500ms);
+    CHECK(pooler.running());
+    CHECK(scalar(stuck, "SELECT 'still in it'") == "still in it");
     auto started = std::chrono::steady_clock::now();
     REQUIRE(kill(pooler.pid(), SIGINT) == 0);
-    CHECK(eventually([&] { return !pooler.running(); }, 30s));
-    CHECK(std::chrono::steady_clock::now() - started < 25s);
+    CHECK(pooler.wait_for_log("got SIGINT while shutting down, fast exit"));
+    CHECK(eventually([&] { return !pooler.running(); }, 10s));
+    CHECK(std::chrono::steady_clock::now() - started < 5s);
     // The client was told (57P01 admin_shutdown) rather than just cut.
     Result r = first_error(stuck.exec_all("SELECT 1"));
     CHECK(r.is_error());
+}
+
+TEST_CASE("SIGTERM waits for every client to leave (PgBouncer 1.23+); SIGQUIT exits at once") {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "2"}};
+    SUBCASE("SIGTERM: connected clients are served, new ones refused, exit when they leave") {
+        Pgtether pooler(config);
+        Conn idle = Conn::must(pooler.conninfo());
+        Conn in_tx = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(in_tx.exec("BEGIN"));
+        REQUIRE(kill(pooler.pid(), SIGTERM) == 0);
+        REQUIRE(pooler.wait_for_log("got SIGTERM, shutting down, waiting for all clients"));
+        CHECK(eventually([&] { return !Conn(pooler.conninfo()).ok(); }, 3s));
+        std::this_thread::sleep_for(1500ms);
+        CHECK(pooler.running());
+        // Both keep their sessions: the transaction goes on, the idle client starts new ones.
+        CHECK(scalar(in_tx, "SELECT 'in tx'") == "in tx");
+        PGT_CHECK_OK(in_tx.exec("COMMIT"));
+        CHECK(scalar(idle, "SELECT 'idle'") == "idle");
+        CHECK(scalar(in_tx, "SELECT 'after commit'") == "after commit");
+        idle.close();
+        CHECK(pooler.running());
+        in_tx.close();
+        CHECK(eventually([&] { return !pooler.running(); }, 10s));
+        auto status = pooler.stop();
+        REQUIRE(status.has_value());
+        CHECK(WIFEXITED(*status));
+        CHECK(WEXITSTATUS(*status) == 0);
+    }
+    SUBCASE("SIGQUIT: every client is closed at once") {
+        Pgtether pooler(config);
+        Conn in_tx = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(in_tx.exec("BEGIN"));
+        auto started = std::chrono::steady_clock::now();
+        REQUIRE(kill(pooler.pid(), SIGQUIT) == 0);
+        CHECK(pooler.wait_for_log("got SIGQUIT, fast exit"));
+        CHECK(eventually([&] { return !pooler.running(); }, 10s));
+        CHECK(std::chrono::steady_clock::now() - started < 5s);
+        CHECK(first_error(in_tx.exec_all("SELECT 1")).is_error());
+        auto status = pooler.stop();
+        REQUIRE(status.has_value());
+        CHECK(WIFEXITED(*status));
+        CHECK(WEXITSTATUS(*status) == 0);
+    }
 }

@@ -30,12 +30,15 @@ bool contains(const std::string& s, const std::string& part) {
 
 }  // namespace
 
-TEST_CASE("security: nothing configured, nothing built") {
+TEST_CASE("security: nothing configured, only the server side's TLS built") {
+    // server_tls_sslmode defaults to prefer (PgBouncer 1.20+): TLS is asked of every server.
     Config config;
     auto setup = load_security(config);
     CHECK_FALSE(setup->client_tls);
-    CHECK_FALSE(setup->server_tls);
+    CHECK(setup->server_tls);
     CHECK_FALSE(setup->hba);
+    config.server_tls_sslmode = SslMode::Disable;
+    CHECK_FALSE(load_security(config)->server_tls);
 }
 
 TEST_CASE("security: auth_type = cert needs verified client certificates") {

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -192,6 +193,12 @@ void PoolerProcess::reload() {
 
 std::optional<int> PoolerProcess::stop(std::chrono::milliseconds grace) {
     if (!process_) return std::nullopt;
+    // SIGTERM waits for the clients to disconnect (pgtether, PgBouncer 1.23+); a test's clients
+    // have usually gone by now, and if some are still connected, a second SIGTERM stops
+    // waiting. (PgBouncer 1.18 exits at the first.)
+    if (process_->signal(SIGTERM) && !process_->wait_exit(std::min(grace, kClientsLeaveMs))) {
+        process_->signal(SIGTERM);
+    }
     return process_->stop(grace);
 }
 

@@ -2,7 +2,8 @@
 //
 // Both are configured the same way: a generated PgBouncer-format ini and userlist.txt in a fresh
 // temp dir, listening on 127.0.0.1 at a free port. The constructor returns once the port accepts
-// TCP connections; the destructor sends SIGTERM and waits (SIGKILL after a bound).
+// TCP connections; the destructor stops it with SIGTERM (twice if clients are still connected,
+// SIGKILL after a bound).
 #pragma once
 
 #include <chrono>
@@ -77,8 +78,10 @@ class PoolerProcess {
     void reload(const PoolerConfig& config);
     // Sends SIGHUP without touching the ini.
     void reload();
-    // SIGTERM, wait up to `grace`, SIGKILL; the wait status. Idempotent.
+    // SIGTERM; a second SIGTERM if clients are still connected after kClientsLeaveMs (SIGTERM
+    // waits for them to leave); SIGKILL after `grace`. The wait status. Idempotent.
     std::optional<int> stop(std::chrono::milliseconds grace = 10s);
+    static constexpr std::chrono::milliseconds kClientsLeaveMs{2000};
 
     // libpq conninfo for connecting through this pooler over TCP (sslmode/gssencmode disabled).
     [[nodiscard]] std::string conninfo(const std::string& user = "", const std::string& dbname = "",
