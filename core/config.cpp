@@ -457,9 +457,9 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("advisory_lock_discovery_interval", Kind::IntSeconds, kHonoured, "60",
                &C::advisory_lock_discovery_interval)
             .range(1, kIntMax),
-        key<C>("workers", Kind::Workers, kHonoured, "1", &C::workers)
-            .range(1, kMaxWorkers)
-            .fixed(),
+        key<C>("advisory_lock_catalog_check_interval", Kind::Seconds, kHonoured, "1",
+               &C::advisory_lock_catalog_check_interval),
+        key<C>("workers", Kind::Workers, kHonoured, "1", &C::workers).range(1, kMaxWorkers).fixed(),
         key<C>("tethered_idle_timeout", Kind::Seconds, kHonoured, "0", &C::tethered_idle_timeout),
         key<C>("tether_probe_delay", Kind::Seconds, kHonoured, "1", &C::tether_probe_delay),
         key<C>("tether_reserve_size", Kind::Int, kHonoured, "-1", &C::tether_reserve_size)

@@ -209,6 +209,8 @@ struct Config {
     // Lock-wrapper discovery from each database's catalog (docs/advisory-locks.md).
     bool advisory_lock_discovery = true;
     Duration advisory_lock_discovery_interval = std::chrono::seconds(60);
+    // How often each database's catalog watch asks whether the catalog moved (0: no watch).
+    Duration advisory_lock_catalog_check_interval{std::chrono::seconds(1)};
     Duration tethered_idle_timeout{0};                 // 0 = never
     // How long a tethered client whose locks pgtether could not count stays idle before its
     // backend is probed (docs/advisory-locks.md); 0 = probe at every such transaction's end.

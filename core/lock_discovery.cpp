@@ -27,6 +27,18 @@ bool mentions_lock(const protocol::SqlScanner& scanner, std::string_view text) {
     return (scanner.scan(text) & protocol::kEffectAdvisoryLock) != 0;
 }
 
+// Each row version of a catalog has its own xmin: a created, replaced, altered or dropped
+// function, trigger or view changes the count or the sum. A sequential scan of pg_proc (a few
+// thousand rows) and two small catalogs: about a millisecond. Not pg_class: temporary tables
+// come and go with traffic, and a new table is no new lock wrapper.
+constexpr const char* kFingerprint =
+    "(SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) "
+    "FROM pg_catalog.pg_proc) || '/' || "
+    "(SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) "
+    "FROM pg_catalog.pg_trigger) || '/' || "
+    "(SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) "
+    "FROM pg_catalog.pg_rewrite)";
+
 }  // namespace
 
 const char* lock_discovery_query() {
@@ -34,29 +46,49 @@ const char* lock_discovery_query() {
     // form is in prosqlbody: pg_get_functiondef() deparses it on every version that has it, and
     // the query needs no version check. Aggregates and window functions (prokind 'a', 'w') have
     // no body of their own.
-    return "SELECT 'f', p.oid::text, n.nspname::text, p.proname::text, l.lanname::text, "
-           "p.prokind::text, CASE WHEN l.lanname = 'sql' AND p.prosrc = '' "
-           "THEN pg_catalog.pg_get_functiondef(p.oid) ELSE p.prosrc END "
-           "FROM pg_catalog.pg_proc p "
-           "JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
-           "JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
-           "WHERE p.prokind IN ('f', 'p') "
-           "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
-           "AND n.nspname NOT LIKE 'pg\\_toast%' "
-           "UNION ALL "
-           "SELECT 't', t.tgfoid::text, n.nspname::text, c.relname::text, t.tgname::text, "
-           "NULL, NULL "
-           "FROM pg_catalog.pg_trigger t "
-           "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
-           "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-           "WHERE NOT t.tgisinternal "
-           "UNION ALL "
-           "SELECT 'v', c.oid::text, n.nspname::text, c.relname::text, NULL, NULL, "
-           "pg_catalog.pg_get_viewdef(c.oid) "
-           "FROM pg_catalog.pg_class c "
-           "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-           "WHERE c.relkind IN ('v', 'm') "
-           "AND n.nspname NOT IN ('pg_catalog', 'information_schema')";
+    static const std::string query =
+        "SELECT 'f', p.oid::text, n.nspname::text, p.proname::text, l.lanname::text, "
+        "p.prokind::text, CASE WHEN l.lanname = 'sql' AND p.prosrc = '' "
+        "THEN pg_catalog.pg_get_functiondef(p.oid) ELSE p.prosrc END "
+        "FROM pg_catalog.pg_proc p "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+        "JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
+        "WHERE p.prokind IN ('f', 'p') "
+        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+        "AND n.nspname NOT LIKE 'pg\\_toast%' "
+        "UNION ALL "
+        "SELECT 't', t.tgfoid::text, n.nspname::text, c.relname::text, t.tgname::text, "
+        "NULL, NULL "
+        "FROM pg_catalog.pg_trigger t "
+        "JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE NOT t.tgisinternal "
+        "UNION ALL "
+        "SELECT 'v', c.oid::text, n.nspname::text, c.relname::text, NULL, NULL, "
+        "pg_catalog.pg_get_viewdef(c.oid) "
+        "FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind IN ('v', 'm') "
+        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+        // Every name a statement may put right before '(' without calling a function the
+        // catalog does not know (protocol/known_names.hpp).
+        "UNION ALL "
+        "SELECT 'n', '', '', k.name, NULL, NULL, NULL FROM ("
+        "SELECT proname::text AS name FROM pg_catalog.pg_proc "
+        "UNION SELECT relname::text FROM pg_catalog.pg_class "
+        "UNION SELECT typname::text FROM pg_catalog.pg_type "
+        "UNION SELECT amname::text FROM pg_catalog.pg_am "
+        "UNION SELECT word FROM pg_catalog.pg_get_keywords()) AS k "
+        // The fingerprint of this very snapshot (one statement, one snapshot): the catalog
+        // watch compares its later readings with it.
+        "UNION ALL SELECT 'c', '', '', " +
+        std::string(kFingerprint) + ", NULL, NULL, NULL";
+    return query.c_str();
+}
+
+const char* catalog_fingerprint_query() {
+    static const std::string query = std::string("SELECT ") + kFingerprint;
+    return query.c_str();
 }
 
 std::optional<CatalogSnapshot> decode_lock_discovery(const std::vector<Row>& rows) {
@@ -74,6 +106,10 @@ std::optional<CatalogSnapshot> decode_lock_discovery(const std::vector<Row>& row
         } else if (kind == "v") {
             // A view whose definition cannot be shown has none to search: an empty text.
             snapshot.views.push_back({*row[2], *row[3], row[6].value_or("")});
+        } else if (kind == "n") {
+            snapshot.known_names.push_back(*row[3]);
+        } else if (kind == "c") {
+            snapshot.fingerprint = *row[3];
         } else {
             return std::nullopt;
         }
@@ -161,6 +197,12 @@ LockDiscovery discover_lock_names(const CatalogSnapshot& snapshot,
 
     LockDiscovery discovery;
     discovery.complete = !changed;
+    discovery.fingerprint = snapshot.fingerprint;
+    // Without the catalog's names (an older snapshot, or too many to hold) calls are not looked
+    // at, and a wrapper created since the last discovery waits for the next one.
+    if (!snapshot.known_names.empty() && snapshot.known_names.size() <= kMaxKnownNames) {
+        discovery.known_names = std::make_shared<const protocol::KnownNames>(snapshot.known_names);
+    }
     std::vector<LockName>& result = discovery.names;
     for (std::size_t i = 0; i < functions.size(); ++i) {
         const CatalogFunction& f = functions[i];

@@ -23,11 +23,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/query_result.hpp"  // Row
+#include "protocol/known_names.hpp"
 
 namespace pgtether {
 
@@ -57,12 +59,23 @@ struct CatalogSnapshot {
     std::vector<CatalogFunction> functions;
     std::vector<CatalogTrigger> triggers;
     std::vector<CatalogView> views;
+    // Every function, relation, type, access method and keyword name, for spotting calls of a
+    // function created since (protocol/known_names.hpp).
+    std::vector<std::string> known_names;
+    // catalog_fingerprint_query()'s value in the same snapshot.
+    std::string fingerprint;
 };
 
 // One query for the whole snapshot: seven text columns, the first saying which kind of row it is
-// ('f' function, 't' trigger, 'v' view). System schemas (pg_catalog, information_schema, pg_toast)
-// are left out: their functions are the built-in ones. Works on PostgreSQL 11 and later.
+// ('f' function, 't' trigger, 'v' view, 'n' a known name, 'c' the catalog's fingerprint in the
+// same snapshot). System schemas (pg_catalog,
+// information_schema, pg_toast) are left out of the functions and views: their functions are the
+// built-in ones. Works on PostgreSQL 11 and later.
 const char* lock_discovery_query();
+// One text value that changes whenever a function, procedure, trigger or view is created,
+// replaced, altered or dropped: checked every advisory_lock_catalog_check_interval on a
+// long-lived side connection, so that discovery runs again only when it moves.
+const char* catalog_fingerprint_query();
 // nullopt when a row is not what the query returns.
 std::optional<CatalogSnapshot> decode_lock_discovery(const std::vector<Row>& rows);
 
@@ -90,8 +103,17 @@ struct LockName {
 // The session lock functions the scanner always matches.
 const std::vector<std::string>& builtin_lock_functions();
 
+// A database with more names than this (relations, mostly) keeps no known-names set: the memory
+// would grow with the schema, and the change check still catches new wrappers within a second.
+inline constexpr std::size_t kMaxKnownNames = 200'000;
+
 struct LockDiscovery {
     std::vector<LockName> names;
+    // The snapshot's known names (null: none, or more than kMaxKnownNames). Immutable and
+    // shared by every worker's scanner of the database.
+    std::shared_ptr<const protocol::KnownNames> known_names;
+    // The catalog's fingerprint when it was read: the catalog watch's baseline.
+    std::string fingerprint;
     // False when the fixed point was cut short (more than kMaxDiscoveryRounds rounds, or names
     // past kMaxTriggerNameBytes): the names are incomplete, so every transaction in the database
     // must be probed.

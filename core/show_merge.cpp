@@ -100,6 +100,11 @@ ShowTable merge_show_tables(std::string_view what, std::vector<ShowTable> tables
             }
             if (what == "lists" && !(row.at(0) && lists_row_adds_up(*row.at(0)))) continue;
             for (std::size_t i = rule.key_columns; i < row.size() && i < merges.size(); ++i) {
+                if (merges[i] == ColumnMerge::First) {
+                    // The first worker's value, unless it has none and another has.
+                    if (!(*it)[i] && row[i]) (*it)[i] = std::move(row[i]);
+                    continue;
+                }
                 auto mine = as_number((*it)[i]);
                 auto theirs = as_number(row[i]);
                 if (!mine || !theirs || merges[i] == ColumnMerge::First) continue;

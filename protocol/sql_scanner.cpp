@@ -410,8 +410,12 @@ class Lexer {
   public:
     // `plain_backslash_escapes`: lex '...' as if standard_conforming_strings were off, i.e. with
     // the backslash escapes of E'...' (§4.1.2.2).
-    Lexer(const SubstringMatcher& matcher, std::string_view sql, bool plain_backslash_escapes)
-        : matcher_(matcher), sql_(sql), plain_backslash_escapes_(plain_backslash_escapes) {}
+    Lexer(const SubstringMatcher& matcher, const KnownNames* known, std::string_view sql,
+          bool plain_backslash_escapes)
+        : matcher_(matcher),
+          known_(known),
+          sql_(sql),
+          plain_backslash_escapes_(plain_backslash_escapes) {}
 
     std::uint32_t run() {
         const std::size_t n = sql_.size();
@@ -441,8 +445,19 @@ class Lexer {
                     break;
                 case Char::DoubleQuote: {
                     MatchCursor cursor(matcher_);
-                    pos_ = quoted_body(pos_ + 1, '"', -1, cursor);
+                    const std::size_t body = pos_ + 1;
+                    pos_ = quoted_body(body, '"', -1, cursor);
                     hits_ |= cursor.hits();
+                    if (known_ && called_at(pos_)) {
+                        // The name between the quotes; "" inside stands for one quote, which
+                        // no catalog name here is worth unescaping for: unknown.
+                        const std::string_view name =
+                            sql_.substr(body, pos_ > body ? pos_ - body - 1 : 0);
+                        if (name.find('"') != std::string_view::npos ||
+                            !known_->contains_exact(name)) {
+                            hits_ |= kEffectUnknownCall | kEffectAdvisoryLock;
+                        }
+                    }
                     statement_.token(Keyword::Other);
                     break;
                 }
@@ -531,8 +546,17 @@ class Lexer {
         }
         const std::string_view text(sql_.data() + start, i - start);  // no bounds check: i <= n
         if (word.hit) hits_ |= matcher_.find_all(text);
+        if (known_ && called_at(i) && !known_->contains_word(text)) {
+            hits_ |= kEffectUnknownCall | kEffectAdvisoryLock;
+        }
         statement_.token(classify(text));
         pos_ = i;
+    }
+
+    // Whether the name that ends at `i` is called: '(' follows, after blanks and comments.
+    [[nodiscard]] bool called_at(std::size_t i) const {
+        i = skip_blanks(i);
+        return i < sql_.size() && at(i) == '(';
     }
 
     // '...' or E'...' from just after the opening quote; returns the position after the closing
@@ -828,6 +852,7 @@ class Lexer {
     }
 
     const SubstringMatcher& matcher_;
+    const KnownNames* known_;  // null: calls are not looked at
     std::string_view sql_;
     bool plain_backslash_escapes_;
     bool plain_literal_backslash_ = false;
@@ -863,14 +888,15 @@ SubstringMatcher build_matcher(const std::vector<std::string>& extra_lock_functi
 
 }  // namespace
 
-SqlScanner::SqlScanner(const std::vector<std::string>& extra_lock_functions)
-    : matcher_(build_matcher(extra_lock_functions)) {}
+SqlScanner::SqlScanner(const std::vector<std::string>& extra_lock_functions,
+                       std::shared_ptr<const KnownNames> known_names)
+    : matcher_(build_matcher(extra_lock_functions)), known_names_(std::move(known_names)) {}
 
 std::uint32_t SqlScanner::scan(std::string_view sql) const {
-    Lexer standard(matcher_, sql, false);
+    Lexer standard(matcher_, known_names_.get(), sql, false);
     std::uint32_t flags = standard.run();
     if (standard.plain_literal_had_backslash()) {
-        Lexer backslash(matcher_, sql, true);
+        Lexer backslash(matcher_, known_names_.get(), sql, true);
         flags |= backslash.run();
     }
     return flags;

@@ -29,10 +29,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "protocol/known_names.hpp"
 #include "protocol/substring_matcher.hpp"
 
 namespace pgtether::protocol {
@@ -75,19 +77,31 @@ enum SessionEffect : std::uint32_t {
     // names pg_temp first. Not session state by itself: the client adds kEffectTempObject
     // while its search_path names pg_temp (docs/session-state.md).
     kEffectCreate = 1u << 10,
+    // A call (a name right before '(') of a name the database's catalog did not know when it was
+    // last read (KnownNames): maybe a lock wrapper created since. Comes with kEffectAdvisoryLock,
+    // so the transaction is probed; the caller also asks for the catalog to be read again. Only
+    // from a scanner given known names.
+    kEffectUnknownCall = 1u << 11,
 };
 
 class SqlScanner {
   public:
     // `extra_lock_functions`: names (unqualified, any case) that also count as kEffectAdvisoryLock,
-    // for user functions that take session locks internally.
-    explicit SqlScanner(const std::vector<std::string>& extra_lock_functions = {});
+    // for user functions that take session locks internally. `known_names`: the database's
+    // catalog names; with them, a top-level call of any other name is kEffectUnknownCall.
+    explicit SqlScanner(const std::vector<std::string>& extra_lock_functions = {},
+                        std::shared_ptr<const KnownNames> known_names = nullptr);
 
     // Scans one statement text (a Query string, possibly with many statements, or a Parse query).
     [[nodiscard]] std::uint32_t scan(std::string_view sql) const;
 
+    [[nodiscard]] const std::shared_ptr<const KnownNames>& known_names() const {
+        return known_names_;
+    }
+
   private:
     SubstringMatcher matcher_;  // the function names, and which flag each one sets
+    std::shared_ptr<const KnownNames> known_names_;
 };
 
 }  // namespace pgtether::protocol

@@ -804,26 +804,33 @@ void show_lock_functions(Worker& worker, ShowTable& out) {
                        {"name", kText},
                        {"kind", kText},
                        {"found", kText},
-                       {"discovered_at", kText}});
+                       {"discovered_at", kText},
+                       {"checked_at", kText}});
     Clock clock(worker);
     const LockCatalog& catalog = worker.lock_catalog();
     for (const auto& [name, db] : catalog.databases()) {
+        // Facts of the database, on each of its rows: when its catalog was last discovered, and
+        // when the catalog watch last found it unchanged or moved (only one worker runs
+        // watches; merged, its time shows).
+        const Value at =
+            db->discovered_at_ms == 0 ? kNull : text(clock.format(db->discovered_at_ms));
+        const Value checked =
+            db->checked_at_ms == 0 ? kNull : text(clock.format(db->checked_at_ms));
         for (const std::string& builtin : builtin_lock_functions()) {
             rs.row({text(name), text("pg_catalog"), text(builtin), text("function"),
-                    text(to_string(LockNameSource::Builtin)), kNull});
+                    text(to_string(LockNameSource::Builtin)), at, checked});
         }
         for (const std::string& configured : catalog.configured()) {
             const auto dot = configured.rfind('.');
-            rs.row({text(name),
-                    dot == std::string::npos ? kNull : text(configured.substr(0, dot)),
+            rs.row({text(name), dot == std::string::npos ? kNull : text(configured.substr(0, dot)),
                     text(dot == std::string::npos ? configured : configured.substr(dot + 1)),
-                    text("function"), text(to_string(LockNameSource::Configured)), kNull});
+                    text("function"), text(to_string(LockNameSource::Configured)), at, checked});
         }
-        const Value at = db->discovered_at_ms == 0 ? kNull : text(clock.format(db->discovered_at_ms));
         for (const LockName& n : db->names) {
             std::string found = to_string(n.source);
             if (!n.detail.empty()) found += " " + n.detail;
-            rs.row({text(name), text(n.schema), text(n.name), text(n.kind), text(found), at});
+            rs.row(
+                {text(name), text(n.schema), text(n.name), text(n.kind), text(found), at, checked});
         }
     }
 }

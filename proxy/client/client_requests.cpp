@@ -675,6 +675,11 @@ void Client::note_effects(std::string_view sql, std::uint32_t effects) {
         effects |= protocol::kEffectTempObject;
     }
     if (effects == 0) return;
+    // A call of a name the catalog did not know: maybe a wrapper created a moment ago. This
+    // transaction is probed (the effect comes with kEffectAdvisoryLock); the catalog is checked.
+    if (effects & protocol::kEffectUnknownCall) {
+        worker_.lock_catalog().on_unknown_call(pool_->database_name());
+    }
     server_->mark_effects(effects);
     if (effects & protocol::kEffectSet) {
         collect_custom_setting_names(sql, settings_state().custom_names, kMaxCustomSettings);

@@ -13,6 +13,7 @@
 
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/pool/server_budget.hpp"
+#include "proxy/pool/watch_claims.hpp"
 
 namespace pgtether {
 
@@ -31,6 +32,8 @@ public:
 
     [[nodiscard]] CancelRegistry& cancels() { return cancels_; }
     [[nodiscard]] ServerBudget& budget() { return budget_; }
+    // Which worker runs each database's catalog watch.
+    [[nodiscard]] WatchClaims& catalog_watches() { return catalog_watches_; }
     // Client connections of every worker (max_client_conn is a limit of the process).
     [[nodiscard]] std::atomic<std::size_t>& clients() { return clients_; }
 
@@ -47,6 +50,7 @@ private:
     std::vector<Worker*> workers_;
     CancelRegistry cancels_;
     ServerBudget budget_;
+    WatchClaims catalog_watches_;
     std::atomic<std::size_t> clients_{0};
 };
 

@@ -5,10 +5,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "proxy/pool/pool.hpp"
-#include "proxy/server/side_query.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"
+#include "proxy/pool/catalog_watch.hpp"
+#include "proxy/pool/pool.hpp"
+#include "proxy/server/side_query.hpp"
 
 namespace pgtether {
 
@@ -24,6 +25,22 @@ constexpr std::uint32_t kMaxMessage = 64u << 20;  // one function body
 
 std::uint64_t interval_ms(const Config& config) {
     return static_cast<std::uint64_t>(config.advisory_lock_discovery_interval.count() / 1000);
+}
+
+std::uint64_t check_interval_ms(const Config& config) {
+    return static_cast<std::uint64_t>(config.advisory_lock_catalog_check_interval.count() / 1000);
+}
+
+// A catalog watch whose connection failed is opened again after this long.
+constexpr std::uint64_t kWatchRetryMs = 5'000;
+// Checks asked for by calls of unknown names, at most one per this long: a name that stays
+// unknown (a CTE's, say) must not turn the watch into a busy loop.
+constexpr std::uint64_t kRequestedCheckGapMs = 250;
+
+bool same_names(const std::shared_ptr<const protocol::KnownNames>& a,
+                const std::shared_ptr<const protocol::KnownNames>& b) {
+    if (!a || !b) return a == b;
+    return a == b || *a == *b;
 }
 
 // Names listed in one log line; the rest are counted (SHOW LOCK_FUNCTIONS has them all).
@@ -118,6 +135,24 @@ void LockCatalog::on_catalog_change_elsewhere(const std::string& database) {
     databases_.at(database)->trigger.probe_all = true;
 }
 
+void LockCatalog::on_unknown_call(const std::string& database) {
+    if (!enabled() || stopped_) return;
+    auto it = databases_.find(database);
+    if (it == databases_.end()) return;
+    Database& db = *it->second;
+    const std::uint64_t now = worker_.now_ms();
+    if (db.check_requested || now < db.check_asked_ms + kRequestedCheckGapMs) return;
+    db.check_asked_ms = now;
+    if (db.watch) {
+        db.check_requested = true;
+        watch_tick(db, now);
+    } else if (worker_.group().size() > 1) {
+        // The worker that runs the database's watch checks; the others ignore it.
+        worker_.group().post_to_others(
+            worker_, [database](Worker& other) { other.lock_catalog().on_unknown_call(database); });
+    }
+}
+
 void LockCatalog::on_catalog_change(const std::string& database) {
     if (!enabled() || stopped_) return;
     auto it = databases_.find(database);
@@ -139,6 +174,7 @@ void LockCatalog::on_catalog_change(const std::string& database) {
 void LockCatalog::apply_config() {
     base_ = std::make_shared<protocol::SqlScanner>(worker_.config().advisory_lock_functions);
     for (auto& [name, db] : databases_) {
+        if (!runs_watches()) stop_watch(*db);
         if (!enabled()) {
             if (db->running) {
                 db->running->cancel();
@@ -150,6 +186,7 @@ void LockCatalog::apply_config() {
             db->overflow = false;
             db->trigger.scanner = base_;
             db->trigger.probe_all = false;
+            db->known_names.reset();
             continue;
         }
         // The configured names seed the fixed point: rediscover with them. Meanwhile the old
@@ -170,12 +207,97 @@ void LockCatalog::tick(std::uint64_t now_ms) {
         if (db->connected && !db->running && db->next_run_ms != 0 && now_ms >= db->next_run_ms) {
             start(*db);
         }
+        if (db->connected) watch_tick(*db, now_ms);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The catalog watch
+
+bool LockCatalog::runs_watches() const {
+    return enabled() && !stopped_ && check_interval_ms(worker_.config()) > 0;
+}
+
+void LockCatalog::watch_tick(Database& db, std::uint64_t now_ms) {
+    if (!runs_watches()) return;
+    if (!db.watch) {
+        // One watch per database and process: the first worker to get here with a pool of the
+        // database runs it (its discoveries reach the others).
+        if (now_ms < db.next_check_ms ||
+            !worker_.group().catalog_watches().claim(db.name, worker_.index())) {
+            return;
+        }
+        start_watch(db);
+        return;
+    }
+    if (!db.watch->idle()) return;
+    if (db.check_requested || now_ms >= db.next_check_ms) {
+        db.check_requested = false;
+        db.next_check_ms = now_ms + check_interval_ms(worker_.config());
+        db.watch->check();
+    }
+}
+
+void LockCatalog::start_watch(Database& db) {
+    const Pool* pool = pool_of(db.name);
+    if (!pool) {
+        // No pool of the database is logged in here (any more): another worker may watch it.
+        worker_.group().catalog_watches().release(db.name, worker_.index());
+        db.connected = false;
+        return;
+    }
+    SideConnection::Setup setup;
+    setup.database = pool->database();
+    setup.credentials = pool->server_credentials();
+    setup.application_name = "pgtether catalog watch";
+    setup.max_message = 64 * 1024;
+    setup.limits = ResultLimits{1, 4096};
+    Database* target = &db;
+    CatalogWatch::Events events;
+    events.fingerprint = [this, target](std::string fingerprint) {
+        on_fingerprint(*target, std::move(fingerprint));
+    };
+    events.notified = [this, target]() {
+        // The optional event trigger: DDL has just been committed. Checked at once, so that
+        // the fingerprint moves with the discovery it starts (one discovery, not two).
+        spdlog::debug("catalog of database \"{}\": notified of DDL", target->name);
+        target->check_requested = true;
+        watch_tick(*target, worker_.now_ms());
+    };
+    events.failed = [this, target](const std::string& why) {
+        target->watch = nullptr;
+        target->next_check_ms = worker_.now_ms() + kWatchRetryMs;
+        spdlog::warn("catalog watch of database \"{}\" failed: {}; reconnecting in {} s",
+                     target->name, why, kWatchRetryMs / 1000);
+    };
+    // The connection may fail inside begin(): the pointer is set first and cleared there.
+    db.watch = CatalogWatch::create(worker_, std::move(setup), std::move(events));
+    db.next_check_ms = 0;  // the first check as soon as it listens
+    db.watch->begin();
+}
+
+void LockCatalog::on_fingerprint(Database& db, std::string fingerprint) {
+    db.checks++;
+    db.checked_at_ms = worker_.now_ms();
+    // The baseline is the fingerprint of the last discovery's own snapshot. A discovery running
+    // now brings its own; one that failed is retried on its timer, not at every check.
+    if (fingerprint == db.fingerprint || db.running || !db.last_error.empty()) return;
+    db.changes_seen++;
+    spdlog::info("catalog of database \"{}\" changed; discovering lock functions again", db.name);
+    on_catalog_change(db.name);
+}
+
+void LockCatalog::stop_watch(Database& db) {
+    if (!db.watch) return;
+    db.watch->stop();
+    db.watch = nullptr;
+    worker_.group().catalog_watches().release(db.name, worker_.index());
 }
 
 void LockCatalog::shutdown() {
     stopped_ = true;
     for (auto& [name, db] : databases_) {
+        stop_watch(*db);
         if (db->running) {
             db->running->cancel();
             db->running = nullptr;
@@ -275,8 +397,11 @@ void LockCatalog::install(Database& db, LockDiscovery found) {
     const std::size_t unknown = names.size() - count_known(names);
     const std::size_t unknown_before = db.names.size() - count_known(db.names);
     const bool overflow_before = db.overflow;
+    const bool names_moved = !same_names(db.known_names, found.known_names);
+    db.known_names = std::move(found.known_names);
+    db.fingerprint = std::move(found.fingerprint);
     if (!added.empty() || !removed.empty() || unknown != unknown_before || first ||
-        overflow_before != !found.complete) {
+        overflow_before != !found.complete || names_moved) {
         rebuild_scanner(db, names, found.complete);
         if (db.overflow && !overflow_before) {
             spdlog::warn(
@@ -302,7 +427,8 @@ void LockCatalog::install(Database& db, LockDiscovery found) {
 void LockCatalog::rebuild_scanner(Database& db, const std::vector<LockName>& names, bool complete) {
     std::vector<std::string> trigger = trigger_names(configured(), names);
     db.overflow = !complete || trigger_too_large(trigger);
-    db.trigger.scanner = db.overflow ? base_ : std::make_shared<protocol::SqlScanner>(trigger);
+    db.trigger.scanner =
+        db.overflow ? base_ : std::make_shared<protocol::SqlScanner>(trigger, db.known_names);
 }
 
 }  // namespace pgtether

@@ -7,10 +7,13 @@
 // wrapper). Pools hold a pointer to their database's trigger, so a client's statement costs one
 // scan, as with the single worker-wide scanner before.
 //
-// Discovery runs on a side connection (proxy/server/side_query.hpp) logged in as a pool's server user:
-// when the database's first pool logs in, on RELOAD/SIGHUP, every
-// advisory_lock_discovery_interval, and right after a transaction through pgtether that created,
-// altered or dropped a function, procedure, trigger or view (protocol::kEffectCatalogChange).
+// Discovery runs on a side connection (proxy/server/side_query.hpp) logged in as a pool's server
+// user: when the database's first pool logs in, on RELOAD/SIGHUP, every
+// advisory_lock_discovery_interval, right after a transaction through pgtether that created,
+// altered or dropped a function, procedure, trigger or view (protocol::kEffectCatalogChange),
+// and whenever the database's catalog watch (catalog_watch.hpp) sees the catalog move, wherever
+// it was moved. A statement that calls a name the last discovery did not know is probed
+// (protocol::kEffectUnknownCall) and makes the watch check at once.
 // From such a transaction's end until the run that follows it finishes, every transaction in the
 // database counts as lock-relevant (probe_all): a wrapper created a moment ago is tethered even
 // before discovery has seen it. A failed run is
@@ -30,6 +33,7 @@
 
 namespace pgtether {
 
+class CatalogWatch;
 class Pool;
 class SideQuery;
 class Worker;
@@ -84,6 +88,21 @@ class LockCatalog {
         bool overflow = false;
         SideQuery* running = nullptr;
         std::uint64_t run_started_us = 0;
+        // The catalog's names: a call of any other name is probed and asks for a check.
+        std::shared_ptr<const protocol::KnownNames> known_names;
+
+        // The catalog's fingerprint in the last discovery's snapshot: what the catalog watch
+        // compares its readings with.
+        std::string fingerprint;
+        // The catalog watch (catalog_watch.hpp), if this worker runs the database's: its
+        // connection, when it last answered, and when the next check (or reconnect) is due.
+        CatalogWatch* watch = nullptr;
+        std::uint64_t checked_at_ms = 0;   // loop time of the last answer; 0: none yet
+        std::uint64_t next_check_ms = 0;   // the next periodic check, or reconnect
+        std::uint64_t checks = 0;          // answers
+        std::uint64_t changes_seen = 0;    // answers that moved
+        bool check_requested = false;      // an unknown call asked for a check now
+        std::uint64_t check_asked_ms = 0;  // when one last did (rate limit)
     };
 
     explicit LockCatalog(Worker& worker);
@@ -104,6 +123,10 @@ class LockCatalog {
     // discovery is adopted).
     void adopt(const std::string& database, LockDiscovery found);
     void on_catalog_change_elsewhere(const std::string& database);
+    // A statement in `database` called a name its catalog did not know at the last discovery
+    // (protocol::kEffectUnknownCall): the catalog watch checks at once (rate-limited), on
+    // whichever worker runs it.
+    void on_unknown_call(const std::string& database);
     // The configuration was reloaded: new configured names, maybe discovery turned on or off;
     // every connected database is discovered again.
     void apply_config();
@@ -120,6 +143,12 @@ class LockCatalog {
     [[nodiscard]] const std::vector<std::string>& configured() const;
 
   private:
+    // The catalog watch of `database`: connects, checks when due, reconnects after a failure.
+    void watch_tick(Database& database, std::uint64_t now_ms);
+    void start_watch(Database& database);
+    void on_fingerprint(Database& database, std::string fingerprint);
+    void stop_watch(Database& database);
+    [[nodiscard]] bool runs_watches() const;
     void start(Database& database);
     void finished(Database& database, std::vector<Row>&& rows, std::string error);
     void install(Database& database, LockDiscovery found);

@@ -181,6 +181,12 @@ bool SideConnection::handle_login(char type, ByteSpan body) {
 }
 
 bool SideConnection::handle_answer(char type, ByteSpan body) {
+    if (type == be::kNotificationResponse) {
+        // Asynchronous (protocol §55.2.7): between queries or in the middle of one.
+        if (on_notification(body)) return true;
+        fail("unexpected notification from server");
+        return false;
+    }
     if (phase_ == Phase::Ready && type != be::kParameterStatus && type != be::kNoticeResponse) {
         // Between queries a server only reports; anything else (a FATAL from an administrator's
         // pg_terminate_backend, a stray reply) means the connection is not what it should be.

@@ -85,6 +85,12 @@ class SideConnection : public Stream::Handler, public ResolveClient {
     // Connecting, TLS, login or a query failed, or the server misbehaved; `during_query`: a
     // query was running. The connection is closing.
     virtual void on_failed(const std::string& why, bool during_query) = 0;
+    // A NotificationResponse (the connection LISTENs): true if it was expected. The default
+    // expects none, and the connection fails.
+    virtual bool on_notification(protocol::ByteSpan body) {
+        (void)body;
+        return false;
+    }
 
     Worker& worker_;
     const Setup setup_;

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/helpers.hpp"
@@ -24,7 +25,18 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* kSchema = R"sql(
+// What the wrappers below need: the unlock wrapper and the table the trigger goes on.
+constexpr const char* kBaseSchema = R"sql(
+-- The unlock wrapper.
+CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql
+  AS 'SELECT pg_advisory_unlock(k)';
+CREATE TABLE jobs (id bigint);
+-- Neither a wrapper nor unknown.
+CREATE FUNCTION harmless(k bigint) RETURNS bigint LANGUAGE sql AS 'SELECT k + 1';
+)sql";
+
+// Every kind of wrapper, and how a client takes the lock `key` through it.
+constexpr const char* kWrapperSchema = R"sql(
 CREATE SCHEMA app;
 -- PL/pgSQL wrapper, schema-qualified.
 CREATE FUNCTION app.acquire_job_lock(k bigint) RETURNS void LANGUAGE plpgsql
@@ -40,20 +52,41 @@ CREATE FUNCTION "Outer_Lock"(k bigint) RETURNS void LANGUAGE plpgsql
 -- A procedure.
 CREATE PROCEDURE take_lock_proc(k bigint) LANGUAGE plpgsql
   AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$;
--- The unlock wrapper.
-CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql
-  AS 'SELECT pg_advisory_unlock(k)';
 -- A trigger that locks the row's id on INSERT.
-CREATE TABLE jobs (id bigint);
 CREATE FUNCTION lock_job_row() RETURNS trigger LANGUAGE plpgsql
   AS $$ BEGIN PERFORM pg_advisory_lock(NEW.id); RETURN NEW; END $$;
 CREATE TRIGGER jobs_lock AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION lock_job_row();
 -- A view that calls a wrapper (a try-lock wrapper: a view column cannot be void).
 CREATE FUNCTION grab(k bigint) RETURNS boolean LANGUAGE sql AS 'SELECT pg_try_advisory_lock(k)';
 CREATE VIEW job_locker AS SELECT grab(731900) AS locked;
--- Neither a wrapper nor unknown.
-CREATE FUNCTION harmless(k bigint) RETURNS bigint LANGUAGE sql AS 'SELECT k + 1';
 )sql";
+
+const std::string kSchema = std::string(kBaseSchema) + kWrapperSchema;
+
+struct WrapperCall {
+    const char* kind;
+    const char* sql;  // takes the lock `key`
+    long long key;
+};
+// One call per wrapper kind of kWrapperSchema; `offset` keeps keys apart between test cases.
+std::vector<WrapperCall> wrapper_calls(long long offset) {
+    return {
+        {"PL/pgSQL, schema-qualified", "SELECT app.acquire_job_lock({key})", offset + 1},
+        {"SQL", "SELECT sql_lock({key})", offset + 2},
+        {"SQL-standard body", "select STD_LOCK({key})", offset + 3},
+        {"a wrapper calling a wrapper, quoted", "SELECT \"Outer_Lock\"({key})", offset + 4},
+        {"a procedure", "CALL take_lock_proc({key})", offset + 5},
+        {"a trigger", "INSERT INTO jobs VALUES ({key})", offset + 6},
+        {"a view (its key is fixed)", "SELECT * FROM job_locker", 731900},
+    };
+}
+
+std::string with_key(const WrapperCall& call) {
+    std::string sql = call.sql;
+    const auto at = sql.find("{key}");
+    if (at != std::string::npos) sql.replace(at, 5, std::to_string(call.key));
+    return sql;
+}
 
 // A database of its own, created on a direct superuser connection and dropped (with whatever
 // is still connected) when the test ends.
@@ -103,6 +136,12 @@ bool found_as(const Pgtether& pooler, const std::string& database, const std::st
               const std::string& found_prefix) {
     auto row = lock_function(pooler, database, name);
     return row && cell(*row, "found").rfind(found_prefix, 0) == 0;
+}
+
+// The catalog watch of `database` has read the catalog (SHOW LOCK_FUNCTIONS' checked_at).
+bool watch_has_checked(const Pgtether& pooler, const std::string& database) {
+    auto row = lock_function(pooler, database, "release_job_lock");
+    return row && row->count("checked_at") && row->at("checked_at").has_value();
 }
 
 // `lock_sql`, run by a client through pgtether, takes the session lock `key` without naming a
@@ -291,15 +330,13 @@ TEST_CASE("a wrapper created and dropped through pgtether is discovered without 
     CHECK(pooler.wait_for_log("removed: public.late_lock"));
     CHECK(found_as(pooler, name, "other_lock", "discovered"));
 
-    // A wrapper created behind pgtether's back (a direct connection) waits for the interval...
+    // A wrapper created behind pgtether's back (a direct connection) is seen by the catalog
+    // watch, without a RELOAD (test cases below: every kind, and how fast).
     db.exec_ok(
         "CREATE FUNCTION direct_lock(k bigint) RETURNS void LANGUAGE sql "
         "AS 'SELECT pg_advisory_lock(k)'");
-    std::this_thread::sleep_for(500ms);
-    CHECK_FALSE(lock_function(pooler, name, "direct_lock"));
-    // ... or for a RELOAD.
-    pooler.reload();
-    CHECK(eventually([&] { return found_as(pooler, name, "direct_lock", "discovered"); }));
+    CHECK(eventually([&] { return found_as(pooler, name, "direct_lock", "discovered"); }, 5s));
+    CHECK(pooler.wait_for_log("catalog of database \"" + name + "\" changed"));
     check_tethered_by(pooler, name, "SELECT direct_lock(731022)", 731022);
 }
 
@@ -363,4 +400,89 @@ TEST_CASE("a database whose discovery fails keeps serving, and discovery is retr
         return count >= 2;
     }));
     CHECK(scalar(holder, "SELECT 1") == "1");
+}
+
+TEST_CASE("wrappers created behind pgtether's back are tethered a second later, every kind") {
+    // On a direct connection (what PgBouncer users are told to run migrations on), or through
+    // another pgtether instance: the catalog watch sees the catalog move and discovery runs
+    // again, with no RELOAD and a discovery interval that never comes.
+    ScratchDatabase db("behind");
+    db.exec_ok(kBaseSchema);
+    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"},
+                                  {"advisory_lock_catalog_check_interval", "0.5"}}));
+    const std::string& name = db.name();
+    PGT_REQUIRE_OK(Conn::must(pooler.conninfo("", name)).exec("SELECT 1"));
+    REQUIRE(eventually([&] { return found_as(pooler, name, "release_job_lock", "discovered"); }));
+    // The watch has read the catalog once (SHOW LOCK_FUNCTIONS says when).
+    REQUIRE(eventually([&] { return watch_has_checked(pooler, name); }));
+
+    SUBCASE("on a direct connection") {
+        db.exec_ok(kWrapperSchema);
+    }
+    SUBCASE("through another pgtether instance") {
+        Pgtether other(two_backends());
+        Conn ddl = Conn::must(other.conninfo("", name));
+        ddl.exec_ok(kWrapperSchema);
+    }
+    std::this_thread::sleep_for(1s);
+    for (const auto& call : wrapper_calls(731100)) {
+        const std::string kind = call.kind;
+        CAPTURE(kind);
+        check_tethered_by(pooler, name, with_key(call), call.key);
+    }
+    CHECK(pooler.wait_for_log("catalog of database \"" + name + "\" changed"));
+}
+
+TEST_CASE("a wrapper created 10 ms before its first call is tethered: an unknown name is probed") {
+    // No catalog watch and no interval: only the call of a name the last discovery did not know
+    // can tell pgtether to look.
+    ScratchDatabase db("unknown");
+    db.exec_ok(kBaseSchema);
+    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"},
+                                  {"advisory_lock_catalog_check_interval", "0"}}));
+    const std::string& name = db.name();
+    const std::string conninfo = pooler.conninfo("", name);
+    Conn holder = Conn::must(conninfo);
+    Conn other = Conn::must(conninfo);
+    PGT_REQUIRE_OK(holder.exec("SELECT harmless(1)"));
+    REQUIRE(eventually([&] { return found_as(pooler, name, "release_job_lock", "discovered"); }));
+    // Ordinary statements call only known names: no probe for them.
+    PGT_REQUIRE_OK(holder.exec("INSERT INTO jobs (id) VALUES (harmless(1))"));
+    CHECK(two_transactions_fit(conninfo));
+
+    db.exec_ok(
+        "CREATE FUNCTION fresh_lock(k bigint) RETURNS void LANGUAGE plpgsql "
+        "AS $$ BEGIN PERFORM pg_advisory_lock(k); END $$");
+    std::this_thread::sleep_for(10ms);
+    PGT_REQUIRE_OK(holder.exec("SELECT fresh_lock(731200)"));
+    check_holder_tethered(conninfo, holder, other, 731200);
+    // The extended protocol too.
+    PGT_REQUIRE_OK(holder.exec_params("SELECT fresh_lock($1)", {"731201"}));
+    check_holder_tethered(conninfo, holder, other, 731201);
+}
+
+TEST_CASE("the optional event trigger: a DDL notification makes the watch look at once") {
+    ScratchDatabase db("event");
+    db.exec_ok(kBaseSchema);
+    // The event trigger of docs/advisory-locks.md, as a DBA would install it.
+    db.exec_ok(
+        "CREATE FUNCTION pgtether_catalog_notify() RETURNS event_trigger LANGUAGE plpgsql "
+        "AS $$ BEGIN PERFORM pg_notify('pgtether_catalog', tg_tag); END $$");
+    db.exec_ok(
+        "CREATE EVENT TRIGGER pgtether_catalog ON ddl_command_end "
+        "EXECUTE FUNCTION pgtether_catalog_notify()");
+    // Periodic checks that never come: only the notification explains a discovery.
+    Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"},
+                                  {"advisory_lock_catalog_check_interval", "3600"}}));
+    const std::string& name = db.name();
+    PGT_REQUIRE_OK(Conn::must(pooler.conninfo("", name)).exec("SELECT 1"));
+    REQUIRE(eventually([&] { return watch_has_checked(pooler, name); }));
+    // A trigger wrapper is called by no name: nothing but the catalog can tell.
+    db.exec_ok(
+        "CREATE FUNCTION lock_job_row() RETURNS trigger LANGUAGE plpgsql "
+        "AS $$ BEGIN PERFORM pg_advisory_lock(NEW.id); RETURN NEW; END $$; "
+        "CREATE TRIGGER jobs_lock AFTER INSERT ON jobs FOR EACH ROW "
+        "EXECUTE FUNCTION lock_job_row()");
+    CHECK(eventually([&] { return found_as(pooler, name, "jobs", "via trigger"); }, 3s));
+    check_tethered_by(pooler, name, "INSERT INTO jobs VALUES (731300)", 731300);
 }

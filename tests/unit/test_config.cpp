@@ -468,6 +468,7 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
     CHECK(cfg->advisory_lock_functions.empty());
     CHECK(cfg->advisory_lock_discovery);
     CHECK(cfg->advisory_lock_discovery_interval == 60s);
+    CHECK(cfg->advisory_lock_catalog_check_interval == 1s);
     CHECK(cfg->tethered_idle_timeout == 0s);
 
     // Exactly these, in file order, once per key. Keys set to the value that asks for nothing
@@ -585,6 +586,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "advisory_lock_functions",
                                             "advisory_lock_discovery",
                                             "advisory_lock_discovery_interval",
+                                            "advisory_lock_catalog_check_interval",
                                             "tethered_idle_timeout",
                                             "tether_probe_delay",
                                             "tether_reserve_size",

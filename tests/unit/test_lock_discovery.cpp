@@ -232,6 +232,9 @@ TEST_CASE("lock discovery: decoding the query's rows") {
         R{"f", "2", "app", "p", "plpgsql", "p", std::nullopt},
         R{"t", "1", "public", "jobs", "jobs_lock", std::nullopt, std::nullopt},
         R{"v", "3", "public", "v", std::nullopt, std::nullopt, " SELECT 1;"},
+        R{"n", "", "", "count", std::nullopt, std::nullopt, std::nullopt},
+        R{"n", "", "", "Orders", std::nullopt, std::nullopt, std::nullopt},
+        R{"c", "", "", "3301:9120/4:40/150:600", std::nullopt, std::nullopt, std::nullopt},
     };
     auto snapshot = decode_lock_discovery(rows);
     REQUIRE(snapshot);
@@ -245,9 +248,23 @@ TEST_CASE("lock discovery: decoding the query's rows") {
     CHECK(snapshot->triggers[0].trigger_name == "jobs_lock");
     REQUIRE(snapshot->views.size() == 1);
     CHECK(snapshot->views[0].definition == " SELECT 1;");
+    CHECK(snapshot->known_names == std::vector<std::string>{"count", "Orders"});
+    CHECK(snapshot->fingerprint == "3301:9120/4:40/150:600");
+    CHECK(discover_lock_names(*snapshot, {}).fingerprint == "3301:9120/4:40/150:600");
 
     CHECK_FALSE(decode_lock_discovery({R{"x", "1", "s", "n", "", "", ""}}));
     CHECK_FALSE(decode_lock_discovery({R{"f", "1", "s"}}));
     CHECK_FALSE(decode_lock_discovery({R{"f", "1", "s", "n", std::nullopt, "f", ""}}));
     CHECK(decode_lock_discovery({})->functions.empty());
+}
+
+TEST_CASE("lock discovery: the catalog's known names come with the result, within a bound") {
+    CatalogSnapshot snapshot;
+    CHECK_FALSE(discover_lock_names(snapshot, {}).known_names);  // none read: calls not looked at
+    snapshot.known_names = {"values", "count", "orders", "count"};
+    const auto found = discover_lock_names(snapshot, {});
+    REQUIRE(found.known_names);
+    CHECK(found.known_names->names() == std::vector<std::string>{"count", "orders", "values"});
+    snapshot.known_names.assign(kMaxKnownNames + 1, "x");
+    CHECK_FALSE(discover_lock_names(snapshot, {}).known_names);
 }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,6 +29,7 @@ constexpr std::uint32_t S = kEffectSet;
 constexpr std::uint32_t F = kEffectCatalogChange;
 constexpr std::uint32_t U = kEffectOpaque;
 constexpr std::uint32_t K = kEffectCreate;
+constexpr std::uint32_t W = kEffectUnknownCall;
 
 // Names the flags, so a failing case prints "AdvisoryLock|Set" instead of a number.
 std::string describe(std::uint32_t flags) {
@@ -569,4 +571,34 @@ TEST_CASE("sql scanner: statements that may create a relation in the search_path
                     {"SELECT 'create table x'", 0},
                 },
                 ~0u);
+}
+
+TEST_CASE("sql scanner: with the catalog's names, a call of any other name is an unknown call") {
+    constexpr std::uint32_t X = W | L;
+    const auto known = std::make_shared<const KnownNames>(
+        std::vector<std::string>{"count", "now", "values", "in", "exists", "pgbench_history",
+                                 "Orders", "numeric", "pg_advisory_lock", "coalesce"});
+    check_cases(SqlScanner({}, known),
+                {
+                    {"SELECT count(*), now() FROM t", 0},
+                    {"SELECT COUNT (*) FROM t WHERE x IN (1, 2) AND EXISTS (SELECT 1)", 0},
+                    {"INSERT INTO pgbench_history (tid) VALUES (1)", 0},
+                    {"SELECT 1::numeric(10, 2)", 0},
+                    {"SELECT coalesce(a, b) /* take_lock( */ FROM t -- take_lock(", 0},
+                    {"INSERT INTO \"Orders\"(n) VALUES (1)", 0},
+                    // A wrapper created since the catalog was read.
+                    {"SELECT take_job_lock(42)", X},
+                    {"SELECT app.take_job_lock (42)", X},
+                    {"SELECT take_job_lock/* c */(42)", X},
+                    {"CALL \"TakeJobLock\"(42)", X},
+                    {"INSERT INTO orders(n) VALUES (1)", X},  // "Orders" is another name
+                    {"SELECT pg_advisory_lock(1)", L},
+                    // Not a call: no '(' after the name; inside literals and bodies nothing is.
+                    {"SELECT take_job_lock FROM t", 0},
+                    {"SELECT 'take_job_lock(1)'", 0},
+                    {"SELECT $$ take_job_lock(1) $$", 0},
+                },
+                ~K & ~kEffectOpaque);
+    // Without known names (no discovery yet, or too many names), calls are not looked at.
+    check_cases(SqlScanner{}, {{"SELECT take_job_lock(42)", 0}});
 }

@@ -138,7 +138,8 @@ int backends_of(const std::string& user, const std::string& extra_condition) {
     std::string sql =
         "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND "
         "pid <> pg_backend_pid() AND usename = $1 AND "
-        "application_name IS DISTINCT FROM 'pgtether lock discovery'";
+        "coalesce(application_name, '') NOT IN ('pgtether lock discovery', "
+        "'pgtether catalog watch')";
     if (!extra_condition.empty()) sql += " AND (" + extra_condition + ")";
     Result r = conn.exec_params(sql, {user});
     if (!r.ok()) throw std::runtime_error("pg_stat_activity: " + r.describe());
@@ -162,7 +163,8 @@ std::vector<int> backend_pids_of(const std::string& user) {
     Result r = conn.exec_params(
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND "
         "pid <> pg_backend_pid() AND usename = $1 AND "
-        "application_name IS DISTINCT FROM 'pgtether lock discovery' ORDER BY pid",
+        "coalesce(application_name, '') NOT IN ('pgtether lock discovery', "
+        "'pgtether catalog watch') ORDER BY pid",
         {user});
     if (!r.ok()) throw std::runtime_error("pg_stat_activity: " + r.describe());
     std::vector<int> pids;

@@ -77,15 +77,15 @@ bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
 std::string direct_scalar(const std::string& sql);
 
 // Server connections currently open to the test database by `user` from anything but the direct
-// superuser connection doing the counting and pgtether's short-lived lock-discovery connections
-// (pg_stat_activity, client backends only).
+// superuser connection doing the counting, pgtether's short-lived lock-discovery connections and
+// its catalog watch (pg_stat_activity, client backends only).
 int backends_of(const std::string& user, const std::string& extra_condition = "");
 // Waits until `user` has no backends (those of a pooler stopped a moment ago take a moment to
 // go); false after `timeout`. Tests that count a role's backends start with it.
 bool settled(const std::string& user, std::chrono::milliseconds timeout = 10s);
 // Session advisory locks on the bigint key `key` held by anyone (pg_locks on a direct connection).
 int advisory_locks_held(long long key);
-// Backend pids of `user` (client backends), sorted.
+// Backend pids of `user` (client backends, not pgtether's side connections), sorted.
 std::vector<int> backend_pids_of(const std::string& user);
 
 // A memory figure of a process in kB from /proc/<pid>/status: "VmRSS" (resident now) or

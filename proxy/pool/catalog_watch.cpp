@@ -1,0 +1,58 @@
+#include "proxy/pool/catalog_watch.hpp"
+
+#include "core/lock_discovery.hpp"
+
+namespace pgtether {
+
+CatalogWatch* CatalogWatch::create(Worker& worker, Setup setup, Events events) {
+    return new CatalogWatch(worker, std::move(setup), std::move(events));
+}
+
+CatalogWatch::CatalogWatch(Worker& worker, Setup setup, Events events)
+    : SideConnection(worker, std::move(setup)), events_(std::move(events)) {}
+
+void CatalogWatch::on_logged_in() {
+    // The channel name is a fixed identifier: nothing of anyone's is spliced in.
+    run(std::string("LISTEN ") + kChannel, {});
+}
+
+void CatalogWatch::check() {
+    if (idle()) run(catalog_fingerprint_query(), {});
+}
+
+void CatalogWatch::stop() {
+    events_ = {};
+    abandon();
+}
+
+void CatalogWatch::on_answer(QueryResult&& answer, bool idle) {
+    if (answer.failed || !idle) {
+        fail(answer.failed ? "catalog watch query failed: " + answer.error_text()
+                           : std::string("catalog watch query left a transaction open"));
+        return;
+    }
+    if (!listening_) {
+        listening_ = true;
+        return;
+    }
+    if (answer.rows.size() != 1 || answer.rows[0].size() != 1 || !answer.rows[0][0]) {
+        fail("unexpected answer to the catalog fingerprint query");
+        return;
+    }
+    if (events_.fingerprint) events_.fingerprint(std::move(*answer.rows[0][0]));
+}
+
+void CatalogWatch::on_failed(const std::string& why, bool during_query) {
+    (void)during_query;
+    auto failed = std::move(events_.failed);
+    events_ = {};
+    if (failed) failed(why);
+}
+
+bool CatalogWatch::on_notification(protocol::ByteSpan body) {
+    (void)body;  // only our channel is listened to; the payload (the command tag) is not needed
+    if (events_.notified) events_.notified();
+    return true;
+}
+
+}  // namespace pgtether
