@@ -52,6 +52,8 @@ usage: tests/bench/compare.sh [options]
                         client, the setup lock users run today; baseline = the --baseline
                         binary with pgtether's ini), pgtether:discovery_on and
                         pgtether:discovery_off (advisory_lock_discovery = on / off),
+                        pgtether:watch_on and pgtether:watch_off (the catalog watch every
+                        second / none: advisory_lock_catalog_check_interval = 1 / 0),
                         relay:epoll and relay:uring (tests/bench/relay_floor.cpp: one server
                         connection per client, bytes copied both ways, nothing parsed -- the
                         floor under any pooler's CPU, with read/write per message or with
@@ -171,6 +173,7 @@ for target in $targets; do
     case "$target" in
     direct | pgbouncer | pgbouncer:session | pgtether | pgtether:on | pgtether:off) ;;
     pgtether:every_transaction | pgtether:discovery_on | pgtether:discovery_off) ;;
+    pgtether:watch_on | pgtether:watch_off) ;;
     baseline) [[ -x ${baseline_bin:-} ]] || pgt_die "the target baseline needs --baseline PATH" ;;
     relay:epoll | relay:uring | relay:pool | relay:pool:[1-9]) ;;
     *) usage ;;
@@ -250,6 +253,8 @@ for target in $targets; do
         case "$target" in
         pgtether:discovery_on) printf 'advisory_lock_discovery = on\n' ;;
         pgtether:discovery_off) printf 'advisory_lock_discovery = off\n' ;;
+        pgtether:watch_on) printf 'advisory_lock_catalog_check_interval = 1\n' ;;
+        pgtether:watch_off) printf 'advisory_lock_catalog_check_interval = 0\n' ;;
         pgtether:*) printf 'advisory_lock_tracking = %s\n' "${target#pgtether:}" ;;
         esac
         if ((count_probes)); then printf 'stats_period = 1\n'; fi

@@ -7,13 +7,17 @@
 //    U&'' which needs '&') could spell it;
 //  * keywords and names are case-insensitive: without backslashes (escapes such as \x and \X
 //    differ) and '$' (dollar tags are case-sensitive), changing the case of every ASCII letter
-//    changes nothing.
+//    changes nothing;
+//  * with the catalog's known names, the only difference is kEffectUnknownCall, which comes with
+//    kEffectAdvisoryLock and needs a '(' in the text; without them it never appears.
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/sql_scanner.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
@@ -26,7 +30,7 @@ namespace {
 constexpr std::uint32_t kAllEffects = kEffectAdvisoryLock | kEffectDiscard | kEffectTempObject |
                                       kEffectListen | kEffectCursor | kEffectSqlPrepare |
                                       kEffectLoad | kEffectSet | kEffectCatalogChange |
-                                      kEffectOpaque | kEffectCreate;
+                                      kEffectOpaque | kEffectCreate | kEffectUnknownCall;
 
 bool mentions_advisory(std::string_view sql) {
     constexpr std::string_view kWord = "advisory";
@@ -55,6 +59,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     const std::uint32_t flags = plain.scan(sql);
     require((flags & ~kAllEffects) == 0, "only defined flags");
+    require((flags & kEffectUnknownCall) == 0, "no unknown calls without known names");
+
+    static const SqlScanner known({}, std::make_shared<const KnownNames>(std::vector<std::string>{
+                                          "count", "values", "Orders", "pg_advisory_lock"}));
+    const std::uint32_t with_known = known.scan(sql);
+    require(((with_known ^ flags) & ~(kEffectUnknownCall | kEffectAdvisoryLock)) == 0,
+            "known names only add an unknown call");
+    if ((with_known & kEffectUnknownCall) != 0) {
+        require((with_known & kEffectAdvisoryLock) != 0, "an unknown call is lock-relevant");
+        require(sql.find('(') != std::string_view::npos, "an unknown call needs a '('");
+    } else {
+        require(with_known == flags, "no unknown call, no difference");
+    }
 
     const std::uint32_t with_extras = extras.scan(sql);
     require((with_extras & flags) == flags, "extra names keep every flag");

@@ -1,0 +1,1 @@
+SELECT take_job_lock(1), "Orders"(2), count (*), app.x /* c */ (3) FROM t WHERE n IN (VALUES (1))
