@@ -53,6 +53,10 @@ public:
     void on_login_settings_changed() { *this = LoginBackoff(); }
 
     [[nodiscard]] bool failing() const { return failures_ > 0; }
+    // The streak's kind (its last failure's), when it began and its last failure (readiness).
+    [[nodiscard]] LoginFailureKind kind() const { return kind_; }
+    [[nodiscard]] std::uint64_t failing_since_ms() const { return failing_since_ms_; }
+    [[nodiscard]] std::uint64_t last_failure_ms() const { return last_failure_ms_; }
     // Whether a new login may be attempted now.
     [[nodiscard]] bool may_attempt(std::uint64_t now_ms) const {
         return now_ms >= next_attempt_ms_;

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "proxy/admin/health.hpp"
 #include "proxy/admin/http_request.hpp"
 #include "proxy/admin/metrics.hpp"
 #include "core/metrics_text.hpp"
@@ -22,6 +23,7 @@ constexpr std::uint64_t kConnectionTimeoutMs = 10'000;
 // slow or idle client (slowloris): closed, so it does not hold a place.
 constexpr std::uint64_t kRequestHeadTimeoutMs = 2'000;
 constexpr std::uint64_t kTimerIntervalMs = 500;
+constexpr const char* kPlainText = "text/plain; charset=utf-8";
 // Scrapers open one connection at a time; more than this at once is a flood, not monitoring.
 constexpr std::size_t kMaxConnections = 64;
 // Connections from one IP address at once. Beyond it (and beyond kMaxConnections) a new
@@ -76,11 +78,11 @@ std::size_t MetricsConnection::on_stream_data(protocol::ByteSpan data) {
         case HttpParseStatus::NeedMore:
             return 0;  // kept by the stream until the rest of the head arrives
         case HttpParseStatus::TooLarge:
-            respond(431, "Request Header Fields Too Large", "text/plain; charset=utf-8",
+            respond(431, "Request Header Fields Too Large", kPlainText,
                     "request head too large\n", false);
             return data.size();
         case HttpParseStatus::Invalid:
-            respond(400, "Bad Request", "text/plain; charset=utf-8", "bad request\n", false);
+            respond(400, "Bad Request", kPlainText, "bad request\n", false);
             return data.size();
         case HttpParseStatus::Complete:
             break;
@@ -88,10 +90,23 @@ std::size_t MetricsConnection::on_stream_data(protocol::ByteSpan data) {
     const HttpRequest& request = *parsed.request;
     bool head = request.method == "HEAD";
     if (request.method != "GET" && !head) {
-        respond(405, "Method Not Allowed", "text/plain; charset=utf-8", "use GET\n", false,
+        respond(405, "Method Not Allowed", kPlainText, "use GET\n", false,
                 "Allow: GET, HEAD\r\n");
+    } else if (request.path == "/healthz") {
+        // The loop answered: the process serves (docs/admin.md, "Health endpoints").
+        respond(200, "OK", kPlainText, "ok\n", head);
+    } else if (request.path == "/readyz") {
+        const Readiness readiness = check_readiness(worker_);
+        if (readiness.ready) {
+            respond(200, "OK", kPlainText, "ready\n", head);
+        } else {
+            std::string body;
+            for (const auto& problem : readiness.problems) body += problem + "\n";
+            respond(503, "Service Unavailable", kPlainText, body, head);
+        }
     } else if (request.path != "/metrics") {
-        respond(404, "Not Found", "text/plain; charset=utf-8", "metrics are at /metrics\n", head);
+        respond(404, "Not Found", kPlainText,
+                "metrics are at /metrics, health at /healthz and /readyz\n", head);
     } else {
         auto format = wants_openmetrics(request.accept) ? MetricsFormat::OpenMetrics
                                                         : MetricsFormat::Prometheus;

@@ -1,6 +1,7 @@
 // The metrics endpoint: a minimal HTTP/1.1 server on the worker's loop that answers
 // GET /metrics (and HEAD) with the numbers of proxy/admin/metrics.hpp, in Prometheus text format or,
-// when the scraper's Accept header asks for it, OpenMetrics. Each connection serves one request
+// when the scraper's Accept header asks for it, OpenMetrics; and GET /healthz and /readyz, the
+// health checks of proxy/admin/health.hpp. Each connection serves one request
 // and is closed (Connection: close), which every Prometheus scraper handles. Enabled by
 // metrics_listen_port (docs/admin.md).
 #pragma once

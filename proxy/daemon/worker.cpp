@@ -581,7 +581,6 @@ void Worker::begin_shutdown(ShutdownMode mode) {
 void Worker::close_everything() {
     lock_catalog_->shutdown();
     for (auto& listener : listeners_) listener->close();
-    if (metrics_) metrics_->close();
     auth_lookups_->close_all();
     peer_cancels_->clear();
 }
@@ -595,6 +594,8 @@ void Worker::maybe_finish_shutdown() {
     }
     stopped_ = true;
     spdlog::info("shutdown complete");
+    // Open until now so that /readyz answers 503 and /healthz 200 while the shutdown waits.
+    if (metrics_) metrics_->close();
     uv_close(reinterpret_cast<uv_handle_t*>(&janitor_timer_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&stats_timer_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_check_), nullptr);

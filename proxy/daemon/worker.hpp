@@ -234,7 +234,8 @@ private:
     void log_stats(const StatsAverages& total);
     void restart_stats_timer();
     void maybe_finish_shutdown();
-    // Listeners, metrics endpoint, lock discovery and auth_query connections: closed at shutdown.
+    // Listeners, lock discovery and auth_query connections: closed when a shutdown begins (the
+    // metrics endpoint stays open until it completes, for /healthz and /readyz).
     void close_everything();
 
     std::shared_ptr<const Config> config_;

@@ -637,6 +637,18 @@ bool Pool::login_fails_clients() const {
                                        to_ms(worker_.config().server_login_retry));
 }
 
+PoolLoginRecord Pool::login_record() const {
+    PoolLoginRecord record;
+    record.database = database_.name;
+    record.user = user_;
+    if (!login_backoff_.failing()) return record;
+    record.failing_unreachable = login_backoff_.kind() == LoginFailureKind::Unreachable;
+    record.failing_since_ms = login_backoff_.failing_since_ms();
+    record.last_failure_ms = login_backoff_.last_failure_ms();
+    if (last_login_error_) record.error = last_login_error_->message;
+    return record;
+}
+
 bool Pool::empty() const { return server_count_ == 0 && waiting_.empty(); }
 
 }  // namespace pgtether

@@ -26,6 +26,7 @@
 #include "proxy/pool/lock_catalog.hpp"
 #include "core/login_retry.hpp"
 #include "core/pool_capacity.hpp"
+#include "core/readiness.hpp"
 #include "proxy/server/server.hpp"
 #include "proxy/server/server_login.hpp"
 #include "core/session_params.hpp"
@@ -157,6 +158,9 @@ public:
     // the clients waiting here, or give it back when none wait any more.
     void use_lent_slot();
     [[nodiscard]] bool empty() const;
+
+    // The pool's failed logins since its last successful one (GET /readyz, core/readiness.hpp).
+    [[nodiscard]] PoolLoginRecord login_record() const;
 
     [[nodiscard]] int server_count() const { return server_count_; }
     [[nodiscard]] std::size_t idle_count() const { return idle_.size(); }

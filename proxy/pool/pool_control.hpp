@@ -50,6 +50,9 @@ class PoolControl {
     [[nodiscard]] bool disabled(const std::string& database) const {
         return disabled_.count(database) != 0;
     }
+    // The databases paused on their own (PAUSE db, KILL db) and disabled (GET /readyz).
+    [[nodiscard]] const std::set<std::string>& paused_databases() const { return paused_; }
+    [[nodiscard]] const std::set<std::string>& disabled_databases() const { return disabled_; }
 
     // ---- commands; `database` nullopt means every database ----
     void pause(const std::optional<std::string>& database);

@@ -159,32 +159,11 @@ double version_info(const Exposition& e) {
     return count == 1 ? value : 0;
 }
 
-PoolerConfig metrics_config(int port) {
+MetricsPooler start_with_metrics() {
     PoolerConfig config;
     config.databases = {isolated_database("*")};
-    config.settings = {{"pool_mode", "transaction"},
-                       {"default_pool_size", "2"},
-                       {"metrics_listen_addr", "127.0.0.1"},
-                       {"metrics_listen_port", std::to_string(port)}};
-    return config;
-}
-
-// pgtether with the metrics endpoint on a free port. Tests running in parallel draw ports from
-// the same range, so a port found free may be taken before pgtether binds it; then pgtether stops
-// with "cannot listen for metrics" and this tries another port.
-struct MetricsPooler {
-    std::unique_ptr<Pgtether> pooler;
-    int port = 0;
-};
-
-MetricsPooler start_with_metrics() {
-    for (int attempt = 1;; ++attempt) {
-        MetricsPooler m;
-        m.port = free_port();
-        m.pooler = std::make_unique<Pgtether>(metrics_config(m.port));
-        if (m.pooler->wait_for_log("metrics on http://") && m.pooler->running()) return m;
-        REQUIRE_MESSAGE(attempt < 3, m.pooler->log());
-    }
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "2"}};
+    return pgtether::itest::start_with_metrics(config);
 }
 
 Exposition scrape(int port) {

@@ -117,4 +117,16 @@ HttpReply http_get(const std::string& host, int port, const std::string& path,
         host, port, "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n" + extra_headers + "\r\n");
 }
 
+MetricsPooler start_with_metrics(PoolerConfig config) {
+    for (int attempt = 1;; ++attempt) {
+        MetricsPooler m;
+        m.port = free_port();
+        config.settings["metrics_listen_addr"] = "127.0.0.1";
+        config.settings["metrics_listen_port"] = std::to_string(m.port);
+        m.pooler = std::make_unique<Pgtether>(config);
+        if (m.pooler->wait_for_log("metrics on http://") && m.pooler->running()) return m;
+        REQUIRE_MESSAGE(attempt < 3, m.pooler->log());
+    }
+}
+
 }  // namespace pgtether::itest

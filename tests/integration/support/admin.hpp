@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,15 @@ HttpReply http_exchange(const std::string& host, int port, const std::string& re
                         std::chrono::milliseconds timeout = 5s);
 HttpReply http_get(const std::string& host, int port, const std::string& path,
                    const std::string& extra_headers = "");
+
+// pgtether with `config` plus the metrics endpoint on 127.0.0.1 at a free port. Tests running
+// in parallel draw ports from the same range, so a port found free may be taken before pgtether
+// binds it; then pgtether stops with "cannot listen for metrics" and this tries another port.
+struct MetricsPooler {
+    std::unique_ptr<Pgtether> pooler;
+    int port = 0;
+};
+MetricsPooler start_with_metrics(PoolerConfig config);
 
 }  // namespace pgtether::itest
 
