@@ -355,7 +355,7 @@ const std::vector<GlobalKey>& global_keys() {
             .among(kSslModes),
         key<C>("conffile", Kind::String, kIgnored, ""),
         key<C>("default_pool_size", Kind::Int, kHonoured, "20", &C::default_pool_size),
-        key<C>("disable_pqexec", Kind::Bool, kIgnored, "0").fixed(),
+        key<C>("disable_pqexec", Kind::Bool, kHonoured, "0", &C::disable_pqexec).fixed(),
         key<C>("dns_max_ttl", Kind::Seconds, kIgnored, "15"),
         key<C>("dns_nxdomain_ttl", Kind::Seconds, kIgnored, "15"),
         key<C>("dns_zone_check_period", Kind::Seconds, kIgnored, "0"),

@@ -136,6 +136,9 @@ struct Config {
     bool server_round_robin = false;
     std::vector<std::string> ignore_startup_parameters;
     bool application_name_add_host = false;
+    // A client's simple Query message ends its connection (PgBouncer's disable_pqexec): only the
+    // extended protocol, which carries one statement per Parse, is served. Fixed at start-up.
+    bool disable_pqexec = false;
     Duration stats_period = std::chrono::seconds(60);
     bool syslog = false;
     std::string syslog_ident = "pgbouncer";

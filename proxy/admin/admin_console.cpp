@@ -163,6 +163,10 @@ std::size_t AdminSession::on_data(protocol::ByteSpan data) {
     const MessagesRead read = read_messages(data, kMaxAdminMessage, [&](const auto& message) {
         switch (message.type) {
             case fe::kQuery: {
+                if (client_.refuse_simple_query()) {
+                    discard_rest = true;
+                    return false;
+                }
                 auto sql = protocol::parse_query(message.body());
                 if (!sql) {
                     client_.fail(sqlstate::kProtocolViolation, "invalid Query message");

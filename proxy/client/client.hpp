@@ -66,6 +66,10 @@ public:
                bool flush = false);
     // Sends a FATAL error with this SQLSTATE and message, then closes.
     void fail(const char* sqlstate, const std::string& message);
+    // With disable_pqexec, a simple Query ends the connection as in PgBouncer (08P01 "PQexec
+    // disallowed", logged as `client used "Query" packet type`); true if it did. The admin
+    // console asks too: PgBouncer refuses the Query before it tells the console apart.
+    bool refuse_simple_query();
 
     [[nodiscard]] State state() const { return state_; }
     [[nodiscard]] std::uint64_t id() const { return id_; }

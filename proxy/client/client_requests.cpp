@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <list>
 
+#include <spdlog/spdlog.h>
+
 #include "core/message_budget.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/framing.hpp"
@@ -136,6 +138,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 close("client close request");
                 return data.size();
             }
+            if (first.type == fe::kQuery && refuse_simple_query()) return data.size();
             if (first.type == fe::kQuery && answer_deallocate(data.first(first.total))) {
                 return first.total;
             }
@@ -243,6 +246,11 @@ std::size_t Client::handle_requests(ByteSpan data) {
         bool routed = false;
         switch (type) {
             case fe::kQuery: {
+                if (worker_.config().disable_pqexec) {
+                    out.flush();  // what came before it goes through, as in PgBouncer
+                    refuse_simple_query();
+                    return data.size();
+                }
                 auto sql = protocol::parse_query(body);
                 if (!sql) {
                     out.flush();
@@ -379,6 +387,15 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
     if (!routed) forward_as_sent(partial.type, rest, out);
     server_->tracker().set_frontend_partial(true);
     reader_.forward_rest(partial);
+    return true;
+}
+
+bool Client::refuse_simple_query() {
+    if (!worker_.config().disable_pqexec) return false;
+    // PgBouncer's words: its error line, then the close with "PQexec disallowed" (FATAL, its
+    // default SQLSTATE for a pooler's disconnect, 08P01).
+    spdlog::error("{}: client used \"Query\" packet type", describe());
+    fail(protocol::sqlstate::kProtocolViolation, "PQexec disallowed");
     return true;
 }
 

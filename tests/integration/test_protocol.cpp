@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/differential.hpp"
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
@@ -551,4 +552,68 @@ TEST_CASE("a backend is not handed on while a client's message to it is only par
     bool saw_a = false;
     for (const auto& m : reply) saw_a = saw_a || (m.type == 'D' && m.body.find('a') != std::string::npos);
     CHECK_MESSAGE(saw_a, wire::describe(reply));
+}
+
+TEST_CASE(
+    "disable_pqexec = 1: a simple Query ends the connection, the extended protocol is "
+    "served (PgBouncer's words, the console included, fixed at start-up)") {
+    const std::string role = private_role("protocol_pqexec");
+    PoolerConfig config = pooled("transaction", 2);
+    config.settings["disable_pqexec"] = "1";
+    config.userlist = std::vector<std::pair<std::string, std::string>>{
+        {TestEnv::get().superuser, ""}, {role, ""}};
+    Pgtether pooler(config);
+    CHECK(pooler.log().find("disable_pqexec: recognised but not supported") == std::string::npos);
+
+    // The extended protocol works: unnamed and named statements, in and out of a transaction.
+    Conn conn = Conn::must(pooler.conninfo(role));
+    auto sum = conn.exec_params("SELECT $1::int + 1", {"41"});
+    PGT_REQUIRE_OK(sum);
+    CHECK(sum.value() == "42");
+    PGT_REQUIRE_OK(conn.prepare("twice", "SELECT $1::int * 2"));
+    auto twice = conn.exec_prepared("twice", {"21"});
+    PGT_REQUIRE_OK(twice);
+    CHECK(twice.value() == "42");
+
+    // A Query while no server is linked: refused before one is borrowed.
+    // libpq keeps only the last result of PQexec (the lost connection): the first is the error.
+    auto refused = first_error(conn.exec_all("SELECT 1"));
+    CHECK(refused.is_error());
+    CHECK(refused.severity == "FATAL");
+    CHECK(refused.sqlstate == "08P01");
+    CHECK(refused.message == "PQexec disallowed");
+    CHECK(PQstatus(conn.raw()) == CONNECTION_BAD);
+    CHECK(pooler.wait_for_log("client used \"Query\" packet type"));
+    CHECK(pooler.wait_for_log("closing because: PQexec disallowed"));
+
+    // A Query inside a transaction opened with the extended protocol: the connection ends and
+    // the backend does not stay idle in that transaction.
+    Conn in_tx = Conn::must(pooler.conninfo(role));
+    PGT_REQUIRE_OK(in_tx.exec_params("BEGIN", {}));
+    PGT_REQUIRE_OK(in_tx.exec_params("SELECT 1", {}));
+    CHECK(in_tx.transaction_status() == PQTRANS_INTRANS);
+    auto refused_in_tx = first_error(in_tx.exec_all("COMMIT"));
+    CHECK(refused_in_tx.sqlstate == "08P01");
+    CHECK(refused_in_tx.message == "PQexec disallowed");
+    CHECK(eventually([&] { return backends_of(role, "state = 'idle in transaction'") == 0; }));
+    // Another client of the pool is served as before.
+    Conn next = Conn::must(pooler.conninfo(role));
+    auto served = next.exec_params("SELECT 'served'", {});
+    PGT_REQUIRE_OK(served);
+    CHECK(served.value() == "served");
+
+    // The admin console speaks only the simple protocol, and PgBouncer refuses the Query before
+    // it tells the console apart: the console is closed too.
+    Conn admin = console(pooler);
+    REQUIRE(admin.ok());
+    auto show = first_error(admin.exec_all("SHOW POOLS"));
+    CHECK(show.sqlstate == "08P01");
+    CHECK(show.message == "PQexec disallowed");
+
+    // Fixed at start-up, as PgBouncer's CF_NO_RELOAD: a reload to 0 keeps refusing.
+    config.settings["disable_pqexec"] = "0";
+    pooler.reload(config);
+    CHECK(pooler.wait_for_log("disable_pqexec: cannot be changed while pgtether runs"));
+    Conn after_reload = Conn::must(pooler.conninfo(role));
+    CHECK(first_error(after_reload.exec_all("SELECT 1")).message == "PQexec disallowed");
 }

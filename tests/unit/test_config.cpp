@@ -610,6 +610,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "metrics_listen_addr",
                                             "metrics_listen_port",
                                             "application_name_add_host",
+                                            "disable_pqexec",
                                             "server_fast_close",
                                             "so_reuseport",
                                             "peer_id",
@@ -653,6 +654,7 @@ TEST_CASE("every [pgbouncer] key at its neutral value changes nothing") {
     CHECK(cfg->server_round_robin == d.server_round_robin);
     CHECK(cfg->ignore_startup_parameters == d.ignore_startup_parameters);
     CHECK(cfg->application_name_add_host == d.application_name_add_host);
+    CHECK(cfg->disable_pqexec == d.disable_pqexec);
     CHECK(cfg->stats_period == d.stats_period);
     CHECK(cfg->syslog == d.syslog);
     CHECK(cfg->syslog_ident == d.syslog_ident);
@@ -1050,6 +1052,16 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
     cfg = load_config((tmp.path() / "main.ini").string());
     REQUIRE(cfg->unsupported_keys.size() == 2);  // names the files as given
     CHECK(contains(cfg->unsupported_keys[1], (tmp.path() / "main.ini").string() + ":19:"));
+}
+
+TEST_CASE("disable_pqexec: off by default, a boolean fixed at start-up as PgBouncer's") {
+    CHECK_FALSE(load_text("[pgbouncer]\n")->disable_pqexec);
+    CHECK(load_text("[pgbouncer]\ndisable_pqexec = 1\n")->disable_pqexec);
+    CHECK(load_text("[pgbouncer]\ndisable_pqexec = 1\n")->unsupported_keys.empty());
+    auto running = load_text("[pgbouncer]\ndisable_pqexec = 1\n");
+    Config next = *load_text("[pgbouncer]\ndisable_pqexec = 0\n");
+    CHECK(keep_fixed_settings(*running, next) == std::vector<std::string>{"disable_pqexec"});
+    CHECK(next.disable_pqexec);
 }
 
 TEST_CASE("cancel_wait_timeout: PgBouncer 1.22's default of 10 s; 0 is no limit") {
