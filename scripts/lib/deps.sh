@@ -2,10 +2,17 @@
 # Install the Debian 12 packages pgtether needs to build, test, benchmark and demo, and nothing
 # else: each package is checked with dpkg-query first, apt-get runs only for what is missing.
 #
-#   scripts/lib/deps.sh           # build + test + demo + bench dependencies
-#   scripts/lib/deps.sh --fuzz    # the same plus clang and its libFuzzer/sanitizer runtimes
-#   scripts/lib/deps.sh --bench   # the same plus liburing (tests/bench/relay_floor.cpp's io_uring mode)
-#   scripts/lib/deps.sh --check [--fuzz]   # only list what is missing (exit 1 if anything is)
+#   scripts/lib/deps.sh           # build + test dependencies (the demo's are a subset)
+#   scripts/lib/deps.sh --demo    # only what scripts/demo needs: the pgtether build and PostgreSQL
+#   scripts/lib/deps.sh --demo --pgbouncer   # the same plus PgBouncer (PGT_DEMO_POOLER=pgbouncer)
+#   scripts/lib/deps.sh --fuzz    # the test set plus clang and its libFuzzer/sanitizer runtimes
+#   scripts/lib/deps.sh --bench   # the test set plus liburing (tests/bench/relay_floor.cpp's io_uring mode)
+#   scripts/lib/deps.sh --check [--demo|--fuzz]   # only list what is missing (exit 1 if anything is)
+#   scripts/lib/deps.sh --list [--demo|--fuzz|--bench]   # print the wanted packages, one a line
+#
+# Packages with system services (postgresql, pgbouncer, haproxy, and whatever they pull in) are
+# installed without starting them and are then disabled at boot: we run throwaway servers of our
+# own, and a newcomer's machine must not gain a PgBouncer or an haproxy that starts at every boot.
 #
 # PGT_DEPS_SIMULATE=1 passes --simulate to apt-get install (shows what would happen, installs
 # nothing).
@@ -15,13 +22,22 @@ set -euo pipefail
 # shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-PGT_DEPS_CORE=(
+# What scripts/demo needs: the pgtether target alone (PGTETHER_TESTS=OFF needs neither doctest nor
+# libpq), PostgreSQL 15 (initdb, pg_ctl, psql, pgbench), ss for free ports, /proc tools.
+PGT_DEPS_DEMO=(
     build-essential cmake pkg-config
-    libuv1-dev libssl-dev libspdlog-dev libpq-dev doctest-dev
-    postgresql postgresql-contrib pgbouncer python3-psycopg
-    procps iproute2 openssl nftables
-    haproxy
+    libuv1-dev libssl-dev libspdlog-dev
+    postgresql procps iproute2
 )
+# Everything scripts/test needs besides the demo's set: the test code's libraries, PgBouncer and
+# haproxy (reference and scale-out tests), nftables (network faults), openssl (TLS test certs),
+# psycopg (the compat suite).
+PGT_DEPS_TEST=(
+    libpq-dev doctest-dev
+    postgresql-contrib pgbouncer python3-psycopg
+    openssl nftables haproxy
+)
+PGT_DEPS_CORE=("${PGT_DEPS_DEMO[@]}" "${PGT_DEPS_TEST[@]}")
 # Only needed for the libFuzzer targets (PGTETHER_FUZZ=ON): clang's fuzzer and sanitizer runtimes.
 PGT_DEPS_FUZZ=(clang libclang-rt-14-dev)
 # Only needed by the benchmark's relay:uring target (tests/bench/compare.sh builds relay_floor.cpp
@@ -41,9 +57,15 @@ pgt_deps_install() {
     ((${#missing[@]} == 0)) && return 0
 
     pgt_log "installing missing Debian packages: ${missing[*]}"
+    pgt_apt_install_no_start "${missing[@]}"
+}
+
+# apt-get install "$@" (package names or ./file.deb) with no service started, and the services
+# of every package it adds disabled at boot. PGT_APT_NO_UPDATE=1 skips apt-get update.
+pgt_apt_install_no_start() {
     local sudo=()
     if ! pgt_is_root; then
-        command -v sudo >/dev/null || pgt_die "must be root to install: ${missing[*]}"
+        command -v sudo >/dev/null || pgt_die "must be root to install: $*"
         sudo=(sudo)
     fi
 
@@ -62,26 +84,63 @@ pgt_deps_install() {
         "${sudo[@]}" tee "$policy" >/dev/null
     "${sudo[@]}" chmod 755 "$policy"
 
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    local simulate=()
+    [[ -n ${PGT_APT_NO_UPDATE:-} ]] || "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    local simulate=() before
     [[ -z ${PGT_DEPS_SIMULATE:-} ]] || simulate=(--simulate)
+    before="$(pgt_installed_packages)"
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -q --no-install-recommends "${simulate[@]}" "${missing[@]}"
+        apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=120 "${simulate[@]}" "$@"
 
     pgt_deps_restore_policy "$policy" "$backup"
     trap - EXIT INT TERM
 
-    # On a systemd machine the units are still enabled for the next boot: disable the ones whose
-    # package we just installed (a service the admin already had is left alone).
-    if [[ -d /run/systemd/system && -z ${PGT_DEPS_SIMULATE:-} ]]; then
-        for pkg in "${missing[@]}"; do
-            case "$pkg" in
-            postgresql | pgbouncer | haproxy)
-                "${sudo[@]}" systemctl disable --now "$pkg" >/dev/null 2>&1 || true
-                ;;
-            esac
-        done
+    # policy-rc.d kept the services from starting, but their packages still enabled them for the
+    # next boot (postinst: deb-systemd-helper enable, update-rc.d defaults). Disable the services
+    # of every package this install added, dependencies included (postgresql.service belongs to
+    # postgresql-common); a service the admin already had is left alone.
+    if [[ -z ${PGT_DEPS_SIMULATE:-} ]]; then
+        local added=()
+        mapfile -t added < <(comm -13 <(printf '%s\n' "$before") <(pgt_installed_packages))
+        ((${#added[@]} == 0)) || pgt_deps_no_boot_start "${added[@]}"
     fi
+}
+
+# Package names of everything installed, sorted (for comm).
+pgt_installed_packages() {
+    dpkg-query -W -f='${db:Status-Status} ${Package}\n' | sed -n 's/^installed //p' | sort
+}
+
+# The system services packages "$@" ship: "systemd UNIT" and "sysv NAME" lines. Template units
+# (foo@.service) are enabled per instance, never by a postinst, so they are skipped.
+pgt_package_services() {
+    dpkg-query -L "$@" 2>/dev/null | sort -u | sed -n -E \
+        -e 's#^(/usr)?/lib/systemd/system/([^/@]+\.service)$#systemd \2#p' \
+        -e 's#^/etc/init\.d/([^/]+)$#sysv \1#p'
+}
+
+# Disable at boot (and stop, under a running systemd) the services packages "$@" ship.
+pgt_deps_no_boot_start() {
+    local sudo=() kind name now=()
+    pgt_is_root || sudo=(sudo)
+    [[ -d /run/systemd/system ]] && now=(--now)
+    while read -r kind name; do
+        case "$kind" in
+        systemd)
+            if command -v systemctl >/dev/null; then
+                # Works without a running systemd too (a container, a chroot): it removes the
+                # .wants links the postinst made and syncs the SysV links.
+                "${sudo[@]}" systemctl disable "${now[@]}" "$name" >/dev/null 2>&1 || true
+            else
+                # No systemctl, yet deb-systemd-helper made the links for a later systemd.
+                "${sudo[@]}" find /etc/systemd/system -path '*.wants/*' -name "$name" -type l -delete
+            fi
+            ;;
+        sysv)
+            "${sudo[@]}" update-rc.d "$name" disable >/dev/null 2>&1 || true
+            ;;
+        esac
+        pgt_log "disabled at boot: $name ($kind)"
+    done < <(pgt_package_services "$@")
 }
 
 pgt_deps_restore_policy() {
@@ -106,18 +165,31 @@ pgt_deps_missing() {
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-    check=0 fuzz=0 bench=0
+    check=0 list=0 demo=0 pgbouncer=0 fuzz=0 bench=0
     for arg in "$@"; do
         case "$arg" in
         --check) check=1 ;;
+        --list) list=1 ;;
+        --demo) demo=1 ;;
+        --pgbouncer) pgbouncer=1 ;;
         --fuzz) fuzz=1 ;;
         --bench) bench=1 ;;
-        *) pgt_die "usage: $0 [--check] [--fuzz] [--bench]" ;;
+        *) pgt_die "usage: $0 [--check|--list] [--demo [--pgbouncer]|--fuzz|--bench]" ;;
         esac
     done
-    wanted=("${PGT_DEPS_CORE[@]}")
+    if ((demo)); then
+        ((fuzz + bench == 0)) || pgt_die "--demo does not combine with --fuzz or --bench"
+        wanted=("${PGT_DEPS_DEMO[@]}")
+        ((pgbouncer)) && wanted+=(pgbouncer)
+    else
+        wanted=("${PGT_DEPS_CORE[@]}")
+    fi
     ((fuzz)) && wanted+=("${PGT_DEPS_FUZZ[@]}")
     ((bench)) && wanted+=("${PGT_DEPS_BENCH[@]}")
+    if ((list)); then
+        printf '%s\n' "${wanted[@]}"
+        exit 0
+    fi
     if ((check)); then
         missing_list="$(pgt_deps_missing "${wanted[@]}")"
         [[ -z $missing_list ]] || { printf "missing: %s\n" "$(tr "\n" " " <<<"$missing_list")"; exit 1; }
