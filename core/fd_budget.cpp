@@ -56,18 +56,10 @@ std::optional<std::string> fd_budget_warning(std::uint64_t soft, const FdBudget&
 
 std::optional<std::string> AcceptFailureReports::on_failure(std::uint64_t now_ms,
                                                             const std::string& error) {
-    if (last_report_ms_ && now_ms - *last_report_ms_ < kAcceptFailureReportMs) {
-        ++unreported_;
-        return std::nullopt;
-    }
-    std::string line = "accept() failed: " + error;
-    if (unreported_ > 0) {
-        line += " (" + std::to_string(unreported_) + " more since the last report)";
-    }
-    line += "; not accepting new connections for " + std::to_string(kAcceptPauseMs) + " ms";
-    last_report_ms_ = now_ms;
-    unreported_ = 0;
-    return line;
+    const auto left_out = rate_.occurrence(now_ms);
+    if (!left_out) return std::nullopt;
+    return "accept() failed: " + error + ReportRate::left_out_note(*left_out) +
+           "; not accepting new connections for " + std::to_string(kAcceptPauseMs) + " ms";
 }
 
 }  // namespace pgtether

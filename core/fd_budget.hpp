@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "core/report_rate.hpp"
+
 namespace pgtether {
 
 struct Config;
@@ -50,8 +52,7 @@ class AcceptFailureReports {
                                                         const std::string& error);
 
   private:
-    std::optional<std::uint64_t> last_report_ms_;
-    std::uint64_t unreported_ = 0;
+    ReportRate rate_{kAcceptFailureReportMs};
 };
 
 }  // namespace pgtether

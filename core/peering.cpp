@@ -1,5 +1,6 @@
 #include "core/peering.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace pgtether {
@@ -58,6 +59,25 @@ CancelRoute route_cancel(const protocol::CancelKey& key, int own_peer_id) {
     if ((b[7] & kCancelTtlMask) == 0) return {CancelRoute::Action::Drop, peer, key};
     b[7] = static_cast<std::uint8_t>(b[7] - 1);  // the TTL is the lowest bits: no borrow
     return {CancelRoute::Action::Forward, peer, from_bytes(b)};
+}
+
+int peer_cancel_queue_limit(int max_client_conn, std::size_t workers) {
+    const auto share =
+        static_cast<std::size_t>(std::max(max_client_conn, 0)) / std::max<std::size_t>(workers, 1);
+    return static_cast<int>(std::max<std::size_t>(share, 1));
+}
+
+CancelForwardExpiry cancel_forward_expiry(const CancelForwardTimes& times, std::uint64_t now_ms,
+                                          std::uint64_t timeout_ms) {
+    if (timeout_ms == 0) return CancelForwardExpiry::Keep;  // cancel_wait_timeout = 0: no limit
+    if (!times.sent_ms) {
+        return now_ms - times.arrived_ms >= timeout_ms ? CancelForwardExpiry::NotSent
+                                                       : CancelForwardExpiry::Keep;
+    }
+    if (times.to_peer && now_ms - *times.sent_ms >= timeout_ms) {
+        return CancelForwardExpiry::SentToPeerUnanswered;
+    }
+    return CancelForwardExpiry::Keep;
 }
 
 }  // namespace pgtether

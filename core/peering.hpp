@@ -18,7 +18,9 @@
 //   all others    random
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "protocol/startup.hpp"
 
@@ -51,5 +53,34 @@ struct CancelRoute {
 // is looked up with its TTL bits restored (a peer may have decremented them); another peer's is
 // forwarded while its TTL lasts.
 [[nodiscard]] CancelRoute route_cancel(const protocol::CancelKey& key, int own_peer_id);
+
+// How many cancel requests for peers one worker keeps waiting for a turn, all peers together:
+// max_client_conn split over the workers, at least 1. PgBouncer holds each waiting request as a
+// client connection, counted against max_client_conn; pgtether holds only its key, within the
+// same bound, and drops a request that finds the queue full.
+[[nodiscard]] int peer_cancel_queue_limit(int max_client_conn, std::size_t workers);
+
+// Whether a CancelRequest on its way (to a postmaster or a peer) is given up, by the janitor.
+enum class CancelForwardExpiry {
+    Keep,
+    // Not sent within cancel_wait_timeout of its arrival: the receiver does not accept.
+    NotSent,
+    // Sent to a peer, whose close has not come within cancel_wait_timeout of the sending. The
+    // bytes are the peer's: closing our end takes nothing back, so a late cancel is no likelier;
+    // it only frees the peer's slot here. A request sent to a postmaster is never given up: its
+    // backend stays out of the pool until the postmaster closes (a late cancel must not hit the
+    // next client's query).
+    SentToPeerUnanswered,
+};
+
+struct CancelForwardTimes {
+    bool to_peer = false;
+    std::uint64_t arrived_ms = 0;
+    std::optional<std::uint64_t> sent_ms;  // nullopt: still resolving or connecting
+};
+
+[[nodiscard]] CancelForwardExpiry cancel_forward_expiry(const CancelForwardTimes& times,
+                                                        std::uint64_t now_ms,
+                                                        std::uint64_t timeout_ms);
 
 }  // namespace pgtether

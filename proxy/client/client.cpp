@@ -6,22 +6,23 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/peering.hpp"
 #include "core/departure.hpp"
+#include "core/peering.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin/admin_console.hpp"
-#include "proxy/server/auth_lookups.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/client_auth.hpp"
 #include "proxy/client/key_derivations.hpp"
+#include "proxy/daemon/worker.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_control.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/server/auth_lookups.hpp"
+#include "proxy/server/peer_cancels.hpp"
 
 namespace pgtether {
 
@@ -434,11 +435,9 @@ void Client::handle_cancel_request(const protocol::CancelKey& received) {
     if (route.action != CancelRoute::Action::Local) {
         auto peer = config.peers.find(route.peer);
         if (route.action == CancelRoute::Action::Drop) {
-            spdlog::warn("{}: failed to forward cancel request because its TTL was exhausted",
-                         describe());
+            worker_.peer_cancels().warn_ttl_exhausted(describe());
         } else if (peer == config.peers.end()) {
-            spdlog::warn("{}: could not find peer {} to forward cancel request to", describe(),
-                         route.peer);
+            worker_.peer_cancels().warn_unknown_peer(describe(), route.peer);
         } else {
             spdlog::debug("{}: forwarding cancel request to peer {}", describe(), route.peer);
             worker_.forward_cancel_to_peer(peer->second, route.key);

@@ -3,10 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include "core/config.hpp"
-#include "proxy/server/server.hpp"
-#include "proxy/net/server_address.hpp"
+#include "core/peering.hpp"
 #include "proxy/daemon/worker.hpp"
+#include "proxy/net/server_address.hpp"
 #include "proxy/server/peer_cancels.hpp"
+#include "proxy/server/server.hpp"
 
 namespace pgtether {
 
@@ -37,10 +38,23 @@ CancelForwarder::~CancelForwarder() {
 }
 
 void CancelForwarder::janitor(std::uint64_t now_ms) {
+    if (finished_) return;
     const auto timeout_ms =
         static_cast<std::uint64_t>(worker_.config().cancel_wait_timeout.count() / 1000);
-    if (sent_ || finished_ || timeout_ms == 0 || now_ms - started_ms_ < timeout_ms) return;
-    fail("not forwarded within cancel_wait_timeout");
+    CancelForwardTimes times;
+    times.to_peer = peer_id_ != 0;
+    times.arrived_ms = started_ms_;
+    if (sent_) times.sent_ms = sent_ms_;
+    switch (cancel_forward_expiry(times, now_ms, timeout_ms)) {
+        case CancelForwardExpiry::Keep:
+            break;
+        case CancelForwardExpiry::NotSent:
+            fail("not forwarded within cancel_wait_timeout");
+            break;
+        case CancelForwardExpiry::SentToPeerUnanswered:
+            fail("sent, but the peer did not close the connection within cancel_wait_timeout");
+            break;
+    }
 }
 
 void CancelForwarder::start() {
@@ -86,6 +100,7 @@ void CancelForwarder::on_stream_connected(int status) {
     }
     stream_.write(request_);
     sent_ = true;
+    sent_ms_ = worker_.now_ms();
     // The postmaster (or the peer) closes the connection once it has handled the request.
     stream_.start_reading();
 }
@@ -96,8 +111,7 @@ void CancelForwarder::fail(const std::string& why) {
     if (peer_host_.empty()) {
         spdlog::warn("cannot forward a cancel request: {}", why);
     } else {
-        spdlog::warn("cannot forward a cancel request to peer {} ({}:{}): {}", peer_id_, peer_host_,
-                     peer_port_, why);
+        worker_.peer_cancels().warn_forward_failed(peer_id_, peer_host_, peer_port_, why);
     }
     finish();
 }

@@ -36,7 +36,8 @@ public:
     // being resolved or connected).
     [[nodiscard]] bool sent() const { return sent_; }
     // Gives up on a request not sent within cancel_wait_timeout (a peer or postmaster that does
-    // not accept); one already sent is left to finish (PgBouncer 1.22).
+    // not accept, PgBouncer 1.22), and on one sent to a peer that has not closed within
+    // cancel_wait_timeout since (core/peering.hpp: cancel_forward_expiry).
     void janitor(std::uint64_t now_ms);
 
     ListHook worker_hook_;
@@ -62,6 +63,7 @@ private:
     bool finished_ = false;
     bool sent_ = false;
     std::uint64_t started_ms_ = 0;
+    std::uint64_t sent_ms_ = 0;
     bool resolving_ = false;
     bool stream_closed_ = false;
 };

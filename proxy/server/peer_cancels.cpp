@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/config.hpp"
+#include "core/peering.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"
 #include "proxy/server/cancel_forwarder.hpp"
@@ -35,7 +36,49 @@ void PeerCancels::forward(const PeerConfig& peer, const protocol::CancelKey& key
         start(peer, key);
         return;
     }
+    const int queue_limit =
+        peer_cancel_queue_limit(worker_.config().max_client_conn, worker_.group().size());
+    if (queued_total() >= static_cast<std::size_t>(queue_limit)) {
+        if (auto left_out = queue_full_reports_.occurrence(worker_.now_ms())) {
+            spdlog::warn(
+                "dropped a cancel request for peer {}: {} cancel requests already wait "
+                "for a turn, the most for max_client_conn{}",
+                peer.id, queued_total(), ReportRate::left_out_note(*left_out));
+        }
+        return;
+    }
     queued.push_back({key, worker_.now_ms()});
+}
+
+std::size_t PeerCancels::queued_total() const {
+    std::size_t total = 0;
+    for (const auto& [peer_id, queued] : queued_)
+        total += queued.size();
+    return total;
+}
+
+void PeerCancels::warn_ttl_exhausted(const std::string& from) {
+    // PgBouncer's words for the first; how many followed on the next line.
+    if (auto left_out = ttl_reports_.occurrence(worker_.now_ms())) {
+        spdlog::warn("{}: failed to forward cancel request because its TTL was exhausted{}", from,
+                     ReportRate::left_out_note(*left_out));
+    }
+}
+
+void PeerCancels::warn_unknown_peer(const std::string& from, int peer_id) {
+    if (auto left_out = unknown_peer_reports_.occurrence(worker_.now_ms())) {
+        spdlog::warn("{}: could not find peer {} to forward cancel request to{}", from, peer_id,
+                     ReportRate::left_out_note(*left_out));
+    }
+}
+
+void PeerCancels::warn_forward_failed(int peer_id, const std::string& host, int port,
+                                      const std::string& why) {
+    auto rate = failure_reports_.try_emplace(peer_id, kReportIntervalMs).first;
+    if (auto left_out = rate->second.occurrence(worker_.now_ms())) {
+        spdlog::warn("cannot forward a cancel request to peer {} ({}:{}): {}{}", peer_id, host,
+                     port, why, ReportRate::left_out_note(*left_out));
+    }
 }
 
 void PeerCancels::start(const PeerConfig& peer, const protocol::CancelKey& key) {

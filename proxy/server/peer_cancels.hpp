@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <string>
 
+#include "core/report_rate.hpp"
 #include "protocol/startup.hpp"
 
 namespace pgtether {
@@ -39,6 +41,15 @@ class PeerCancels {
     // Shutting down: nothing queued goes out any more.
     void clear() { queued_.clear(); }
 
+    // The warnings about cancel requests for peers, rate-limited (core/report_rate.hpp): at most
+    // one line of each kind per kReportIntervalMs, with the count of those left out. Anyone who
+    // can connect may send CancelRequests, so one line per request would let them flood the log.
+    void warn_ttl_exhausted(const std::string& from);
+    void warn_unknown_peer(const std::string& from, int peer_id);
+    void warn_forward_failed(int peer_id, const std::string& host, int port,
+                             const std::string& why);
+    static constexpr std::uint64_t kReportIntervalMs = 10'000;
+
   private:
     struct Queued {
         protocol::CancelKey key;
@@ -53,8 +64,15 @@ class PeerCancels {
     // configuration by a reload: then they are dropped).
     void pump(int peer_id);
 
+    [[nodiscard]] std::size_t queued_total() const;
+
     Worker& worker_;
     std::map<int, std::deque<Queued>> queued_;  // by peer id
+    ReportRate ttl_reports_{kReportIntervalMs};
+    ReportRate unknown_peer_reports_{kReportIntervalMs};
+    // Per peer (configured ones only): one peer that is down must not hide another's failures.
+    std::map<int, ReportRate> failure_reports_;
+    ReportRate queue_full_reports_{kReportIntervalMs};
 };
 
 }  // namespace pgtether

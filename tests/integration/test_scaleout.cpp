@@ -103,6 +103,14 @@ KeyData key_data(const std::vector<BackendMessage>& hello) {
     return key.value_or(KeyData{});
 }
 
+// How many times `needle` occurs in `text`.
+int count_of(const std::string& text, const std::string& needle) {
+    int count = 0;
+    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+        ++count;
+    return count;
+}
+
 void send_cancel(const std::string& host, int port, KeyData key) {
     RawConn raw(host, port);
     REQUIRE(raw.send(wire::cancel_request(key.pid, key.key)));
@@ -375,13 +383,60 @@ TEST_CASE(
     CHECK(eventually([&] { return peer_pool(admin, 2) == capped; }));
     CHECK(pooler.wait_for_log("cannot forward a cancel request to peer 3"));
     CHECK(peer_pool(admin, 3) == none);
-    // After cancel_wait_timeout every request not sent is given up; the sent one is not.
-    const std::vector<long long> one_sent{1, 0, 1, 0};
-    CHECK(eventually([&] { return peer_pool(admin, 2) == one_sent; }, 10s));
+    // After cancel_wait_timeout every request is given up: those not sent, and the sent one,
+    // whose peer is still there but never closes (issue 27: it used to stay until the peer went
+    // away, and with it the peer's slot).
+    CHECK(eventually([&] { return peer_pool(admin, 2) == none; }, 10s));
     CHECK(pooler.wait_for_log("not forwarded within cancel_wait_timeout"));
-    // The peer goes away: the sent request ends too.
-    silent.close();
-    CHECK(eventually([&] { return peer_pool(admin, 2) == none; }));
+    // The failures of one peer within the report interval make one line.
+    CHECK(count_of(pooler.log(), "cannot forward a cancel request to peer 2") == 1);
+}
+
+TEST_CASE(
+    "cancel requests for peers: the waiting ones bounded by max_client_conn, and floods of "
+    "them (full queue, unknown peer, TTL used up) logged once per interval") {
+    SilentListener silent(0);  // a peer that never answers
+    const int port = free_port();
+    auto config = pool_config("transaction", 2,
+                              {{"peer_id", "1"},
+                               {"listen_port", std::to_string(port)},
+                               {"cancel_wait_timeout", "60"},
+                               {"max_client_conn", "4"},
+                               {"workers", "1"}});
+    config.peers = {peer_line(1, port), peer_line(2, silent.port()) + " pool_size=1"};
+    Pgtether pooler(config);
+    Conn admin = console(pooler);
+    auto key_of = [](std::uint32_t peer) {
+        return KeyData{static_cast<std::int32_t>((0x12u << 24) | (peer << 16)), 0x3};
+    };
+
+    // One is sent (the silent peer's accept queue takes it) and holds the pool_size of 1; four
+    // wait (max_client_conn = 4 with one worker); the other eight are dropped, with one line.
+    for (int i = 0; i < 13; ++i)
+        send_cancel("127.0.0.1", port, key_of(2));
+    const std::vector<long long> bounded{1, 4, 1, 0};
+    CHECK(eventually([&] { return peer_pool(admin, 2) == bounded; }));
+    CHECK(
+        pooler.wait_for_log("dropped a cancel request for peer 2: 4 cancel requests already "
+                            "wait for a turn"));
+    CHECK(count_of(pooler.log(), "dropped a cancel request for peer 2") == 1);
+
+    // 200 requests for a peer that is not configured, 50 whose TTL is used up: a line each at
+    // first, then at most one per 10 s (the loop takes well under that; allow for a slow host).
+    const std::int32_t unknown_peer = static_cast<std::int32_t>((0x12u << 24) | (7u << 16));
+    for (int i = 0; i < 200; ++i)
+        send_cancel("127.0.0.1", port, {unknown_peer, 0x3});
+    for (int i = 0; i < 50; ++i)
+        send_cancel("127.0.0.1", port, {unknown_peer, 0x0});
+    CHECK(pooler.wait_for_log("could not find peer 7 to forward cancel request to"));
+    CHECK(pooler.wait_for_log("failed to forward cancel request because its TTL was exhausted"));
+    const std::string log = pooler.log();
+    CHECK(count_of(log, "could not find peer 7") >= 1);
+    CHECK(count_of(log, "could not find peer 7") <= 2);
+    CHECK(count_of(log, "TTL was exhausted") <= 2);
+    // pgtether is still serving.
+    Conn client = Conn::must(pooler.conninfo());
+    CHECK(scalar(client, "SELECT 'still serving'") == "still serving");
 }
 
 namespace {

@@ -106,3 +106,44 @@ TEST_CASE("cancel requests in flight to a peer: its pool_size split over the wor
     CHECK(PeerCancels::limit(1, 4) == 1);
     CHECK(PeerCancels::limit(1, 0) == 1);
 }
+
+TEST_CASE(
+    "cancel requests waiting for a peer: max_client_conn split over the workers, at least 1") {
+    CHECK(peer_cancel_queue_limit(100, 1) == 100);
+    CHECK(peer_cancel_queue_limit(100, 2) == 50);
+    CHECK(peer_cancel_queue_limit(1, 2) == 1);
+    CHECK(peer_cancel_queue_limit(0, 1) == 1);
+    CHECK(peer_cancel_queue_limit(7, 0) == 7);
+}
+
+TEST_CASE("cancel_forward_expiry: unsent ones after the timeout, sent ones only to a peer") {
+    using E = CancelForwardExpiry;
+    struct Row {
+        bool to_peer;
+        std::optional<std::uint64_t> sent_ms;
+        std::uint64_t now_ms;
+        std::uint64_t timeout_ms;
+        E expected;
+    };
+    // Every request arrived at 1000 ms.
+    const Row rows[] = {
+        {false, std::nullopt, 1'000, 3'000, E::Keep},
+        {false, std::nullopt, 3'999, 3'000, E::Keep},
+        {false, std::nullopt, 4'000, 3'000, E::NotSent},
+        {true, std::nullopt, 4'000, 3'000, E::NotSent},
+        {true, std::nullopt, 99'000, 0, E::Keep},  // cancel_wait_timeout = 0: no limit
+        // Sent: the timeout counts from the sending.
+        {true, 2'000, 4'999, 3'000, E::Keep},
+        {true, 2'000, 5'000, 3'000, E::SentToPeerUnanswered},
+        {true, 2'000, 99'000, 0, E::Keep},
+        // Sent to a postmaster: never given up (its backend waits for the close).
+        {false, 2'000, 99'000, 3'000, E::Keep},
+    };
+    for (const Row& row : rows) {
+        CAPTURE(row.to_peer);
+        CAPTURE(row.now_ms);
+        CAPTURE(row.timeout_ms);
+        CancelForwardTimes times{row.to_peer, 1'000, row.sent_ms};
+        CHECK(cancel_forward_expiry(times, row.now_ms, row.timeout_ms) == row.expected);
+    }
+}
