@@ -303,6 +303,7 @@ constexpr std::array<std::string_view, 12> kSyslogFacilities = {
     "local2", "local3",   "local4", "local5", "local6", "local7"};
 constexpr std::array<std::string_view, 3> kLockTracking = {"on", "every_transaction", "off"};
 constexpr std::array<std::string_view, 2> kTetherChoices = {"tether", "ignore"};
+constexpr std::array<std::string_view, 2> kListenModes = {"multiplex", "tether"};
 // A boolean spelt like pgtether's other switches (advisory_lock_tracking = on | off), with
 // PgBouncer's 1 and 0 accepted too.
 constexpr std::array<std::string_view, 4> kOnOff = {"on", "off", "1", "0"};
@@ -477,6 +478,11 @@ const std::vector<GlobalKey>& global_keys() {
             .among(kTetherChoices),
         key<C>("session_state_listen", Kind::Choice, kHonoured, "tether", &C::session_state_listen)
             .among(kTetherChoices),
+        key<C>("listen_mode", Kind::Choice, kHonoured, "multiplex", &C::listen_mode)
+            .among(kListenModes),
+        key<C>("listen_client_buffer", Kind::Int, kHonoured, "1048576", &C::listen_client_buffer)
+            .range(8192, kIntMax),
+        key<C>("listen_stall_timeout", Kind::Seconds, kHonoured, "10", &C::listen_stall_timeout),
         key<C>("session_state_cursors", Kind::Choice, kHonoured, "tether",
                &C::session_state_cursors)
             .among(kTetherChoices),

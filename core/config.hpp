@@ -233,6 +233,17 @@ struct Config {
     // Other session state (docs/session-state.md).
     StateHandling session_state_temp_tables = StateHandling::Keep;
     StateHandling session_state_listen = StateHandling::Keep;
+    // LISTEN (docs/session-state.md, "LISTEN and NOTIFY"): "multiplex" answers a client's lone
+    // LISTEN/UNLISTEN itself and delivers through one listening connection per pool; "tether"
+    // lets the backend run them and tethers the listener to it.
+    std::string listen_mode = "multiplex";
+    [[nodiscard]] bool multiplexes_listen() const { return listen_mode == "multiplex"; }
+    // The notification bytes one client may leave unread (held or unsent) before it is
+    // disconnected, as PostgreSQL would drop a listener that never reads.
+    int listen_client_buffer = 1048576;
+    // A listener whose socket stays backed up this long without taking anything is disconnected:
+    // meanwhile its pool's listening connection waits for it (0: never).
+    Duration listen_stall_timeout = std::chrono::seconds(10);
     StateHandling session_state_cursors = StateHandling::Keep;
     StateHandling session_state_prepare = StateHandling::Keep;  // SQL-level PREPARE
     StateHandling session_state_load = StateHandling::Keep;

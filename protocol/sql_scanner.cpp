@@ -871,6 +871,9 @@ constexpr SubstringMatcher::Pattern kBuiltinPatterns[] = {
     {"pg_advisory_unlock", kEffectAdvisoryLock},
     {"set_config", kEffectSet},
     {"pg_temp", kEffectTempObject},
+    // What a session listens to: with LISTEN multiplexed, pgtether holds the answer, not the
+    // backend (docs/session-state.md).
+    {"pg_listening_channels", kEffectListen},
 };
 
 SubstringMatcher build_matcher(const std::vector<std::string>& extra_lock_functions) {

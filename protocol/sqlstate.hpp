@@ -13,6 +13,7 @@ inline constexpr const char* kIdleInTransactionTimeout = "25P03";
 inline constexpr const char* kInvalidPassword = "28P01";
 inline constexpr const char* kInvalidAuthorization = "28000";
 inline constexpr const char* kTooManyConnections = "53300";
+inline constexpr const char* kConfigurationLimitExceeded = "53400";
 inline constexpr const char* kInvalidCatalogName = "3D000";
 inline constexpr const char* kFeatureNotSupported = "0A000";
 inline constexpr const char* kInsufficientPrivilege = "42501";

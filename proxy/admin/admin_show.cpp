@@ -15,6 +15,7 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/statement_redaction.hpp"
 #include "proxy/client/client.hpp"
+#include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/lock_catalog.hpp"
 #include "proxy/net/listener.hpp"
 #include "proxy/pool/pool.hpp"
@@ -835,6 +836,31 @@ void show_lock_functions(Worker& worker, ShowTable& out) {
     }
 }
 
+// LISTEN multiplexed (docs/session-state.md): per pool and channel, its clients listening through
+// the pool's listening connection, the notifications handed to them and those dropped with a
+// client past its listen_client_buffer. With several workers each worker has its own listening
+// connection: one row per worker.
+void show_listens(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"database", kText},
+                       {"user", kText},
+                       {"channel", kText},
+                       {"listeners", kInt4},
+                       {"delivered", kInt8},
+                       {"dropped", kInt8},
+                       {"listening", kText},
+                       {"connection", kText}});
+    for (const auto& [key, pool] : worker.pools()) {
+        const ListenHub* hub = pool->listen_hub_if_any();
+        if (!hub) continue;
+        for (const auto& channel : hub->channels()) {
+            rs.row({text(pool->database_name()), text(pool->user_name()), text(channel.channel),
+                    number(channel.listeners), unsigned_number(channel.delivered),
+                    unsigned_number(channel.dropped), text(channel.listening ? "yes" : "no"),
+                    text(hub->connection_state())});
+        }
+    }
+}
+
 void show_dns(ShowTable& out, bool hosts) {
     // pgtether resolves host names at connect time and keeps no DNS cache: always empty.
     if (hosts) {
@@ -917,6 +943,8 @@ ShowOutcome collect_show(Worker& worker, std::string_view what, ShowAudience aud
         show_locks(worker, audience, out);
     } else if (what == "lock_functions") {
         show_lock_functions(worker, out);
+    } else if (what == "listens") {
+        show_listens(worker, out);
     } else if (what == "dns_hosts" || what == "dns_zones") {
         show_dns(out, what == "dns_hosts");
     } else if (what == "sockets" || what == "active_sockets") {
@@ -954,7 +982,7 @@ ShowOutcome append_show(Worker& worker, std::string_view what, ShowAudience audi
 std::string admin_help_text() {
     return "\n"
            "\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION\n"
-           "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS\n"
+           "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS|LISTENS\n"
            "\tSHOW SOCKETS|ACTIVE_SOCKETS|FDS\n"
            "\tSHOW PEERS|PEER_POOLS|DNS_HOSTS|DNS_ZONES\n"
            "\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n"

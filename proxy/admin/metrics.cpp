@@ -10,6 +10,7 @@
 
 #include "proxy/client/client.hpp"
 #include "proxy/pool/lock_catalog.hpp"
+#include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_census.hpp"
 #include "proxy/pool/pool_control.hpp"
@@ -151,6 +152,40 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
     summary("pgtether_client_wait_seconds", "Time clients waited for a server",
             [](const PoolRow& r) { return std::pair(r.stats.wait_time_us, r.stats.wait_count); });
 
+    // LISTEN multiplexed (docs/session-state.md).
+    const auto hub_value = [](const PoolRow& r, auto value) -> std::uint64_t {
+        const ListenHub* hub = r.pool->listen_hub_if_any();
+        return hub ? static_cast<std::uint64_t>(value(*hub)) : 0;
+    };
+    per_pool_gauge("pgtether_listen_channels",
+                   "Channels the pool's listening connection LISTENs on for its clients",
+                   [&](const PoolRow& r) {
+                       return hub_value(r, [](const ListenHub& h) { return h.channels().size(); });
+                   });
+    per_pool_gauge("pgtether_listen_subscriptions",
+                   "Client-channel pairs listening through the pool's listening connection",
+                   [&](const PoolRow& r) {
+                       return hub_value(r, [](const ListenHub& h) {
+                           std::uint64_t n = 0;
+                           for (const auto& c : h.channels()) n += static_cast<std::uint64_t>(c.listeners);
+                           return n;
+                       });
+                   });
+    per_pool_counter("pgtether_notifications_delivered",
+                     "Notifications handed to listening clients (one per client and notification)",
+                     [&](const PoolRow& r) {
+                         return hub_value(r, [](const ListenHub& h) { return h.delivered(); });
+                     });
+    per_pool_counter("pgtether_notifications_dropped",
+                     "Notifications not delivered: the client was past its listen_client_buffer",
+                     [&](const PoolRow& r) {
+                         return hub_value(r, [](const ListenHub& h) { return h.dropped(); });
+                     });
+    per_pool_counter("pgtether_listen_reconnects",
+                     "Times the pool's listening connection failed and was opened again",
+                     [&](const PoolRow& r) {
+                         return hub_value(r, [](const ListenHub& h) { return h.reconnects(); });
+                     });
     per_pool_counter("pgtether_tethers", "Clients that became tethered",
                      [](const PoolRow& r) { return r.stats.tether_events; });
     per_pool_counter("pgtether_untethers", "Tethered clients that released their last lock",

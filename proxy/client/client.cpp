@@ -120,6 +120,7 @@ void Client::on_stream_end(int status) {
 }
 
 void Client::on_stream_drained() {
+    on_listener_drained();
     if (server_) server_->resume_input_from_client();
     if (admin_) admin_->on_output_drained();
 }
@@ -486,6 +487,7 @@ void Client::on_server_assigned(Server& server) {
 
 void Client::on_server_ready() {
     if (state_ != State::Active) return;
+    if (has_held_notifications() && between_transactions()) send_held_notifications();
     stream_.start_reading();
     stream_.redeliver_pending_input();
 }
@@ -497,6 +499,7 @@ void Client::on_server_released() {
     // The rest of a message being skipped (take_oversized) is still the client's to drop, should
     // its server be released before it is all in.
     if (reader_.forwarding()) reader_.reset();
+    if (has_held_notifications() && between_transactions()) send_held_notifications();
     input_paused_ = false;
     stream_.start_reading();
     stream_.redeliver_pending_input();
@@ -510,6 +513,7 @@ void Client::on_server_lost(const std::string& reason, bool server_saw_requests,
         // The server failed before it served us anything (a failed check or parameter sync):
         // quietly ask for another one.
         set_state(State::Idle);
+        if (has_held_notifications() && between_transactions()) send_held_notifications();
         stream_.start_reading();
         stream_.redeliver_pending_input();
         return;
@@ -639,6 +643,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         stream_.write(out);
     }
     if (admin_) admin_->on_close();
+    leave_listens();
     if (pool_) {
         if (previous == State::Waiting) pool_->cancel_request(*this);
         if (previous == State::WelcomeWait) pool_->cancel_welcome_wait(*this);

@@ -21,6 +21,7 @@
 #include "proxy/server/statement_translator.hpp"
 #include "core/session_params.hpp"
 #include "core/session_settings.hpp"
+#include "core/listen_channels.hpp"
 #include "core/state_probe.hpp"
 #include "proxy/net/stream.hpp"
 
@@ -160,6 +161,26 @@ public:
     [[nodiscard]] const std::vector<std::string>& custom_setting_names() const;
     [[nodiscard]] ClientStatements& statements() { return statements_; }
 
+    // ---- LISTEN multiplexed (docs/session-state.md; proxy/client/client_listen.cpp) ----
+    // A notification, or the listening connection's notice, for this listener: sent now when
+    // the client is between transactions, held while it is in one. False when it would pass the
+    // client's listen_client_buffer: the client is disconnected.
+    bool deliver_to_listener(std::string_view message);
+    // The listening connection listens on every channel this client's LISTEN waits for.
+    [[nodiscard]] bool listen_channels_ready() const;
+    // ... then its answer goes out and its input is read again.
+    void on_listen_ready();
+    // The listening connection failed before it listened: the client's LISTEN fails.
+    void on_listen_failed(const std::string& why);
+    // Notifications held while the client was in a transaction: its server sends them right
+    // before the ReadyForQuery that ends it, where PostgreSQL sends them.
+    [[nodiscard]] bool has_held_notifications() const { return listen_ && !listen_->held.empty(); }
+    std::string take_held_notifications();
+    // For the parameter sync of the server linked next, when the client is about to run a
+    // LISTEN/UNLISTEN pgtether does not answer (or asks pg_listening_channels()): LISTENs of its
+    // channels on that backend, which from then on holds them (the tether). Empty otherwise.
+    std::string take_listen_replay();
+
     // The periodic timeouts (login, idle, wait, transaction idle, tethered idle).
     void janitor(std::uint64_t now_ms);
     // A CancelRequest with this client's key arrived (on connection `from`, described): cancel
@@ -267,6 +288,26 @@ private:
     [[nodiscard]] StatementTranslator translator(Outbound& out);
     // A lone `DEALLOCATE name` of one of the client's protocol-level statements, while idle.
     bool answer_deallocate(protocol::ByteSpan message);
+    // LISTEN multiplexed (client_listen.cpp), between transactions: a Query, or an extended
+    // batch up to its Sync, of nothing but LISTEN/UNLISTEN, answered by pgtether. Returns the
+    // bytes taken (0: not such a request; it goes to a backend).
+    std::size_t answer_listen(protocol::ByteSpan data);
+    std::size_t answer_listen_batch(protocol::ByteSpan data);
+    // The channels change; the answer goes out once the listening connection listens on them.
+    void take_listen_ops(const std::vector<protocol::ListenOp>& ops, std::string reply);
+    // A request pgtether does not answer may LISTEN, UNLISTEN or read pg_listening_channels():
+    // the client's channels move to the backend that runs it.
+    void note_unanswered_listen(protocol::ByteSpan data);
+    [[nodiscard]] bool multiplexes_listen() const;
+    [[nodiscard]] bool between_transactions() const;
+    [[nodiscard]] bool awaiting_listen() const { return listen_ && listen_->awaiting; }
+    void send_held_notifications();
+    void leave_listens();
+    // Back-pressure (ListenHub::listener_backed_up): after a write, and when the socket drained.
+    void note_listener_output();
+    void on_listener_drained();
+    // From the janitor: a backed-up listener that takes nothing for listen_stall_timeout goes.
+    void check_listener_stall(std::uint64_t now_ms);
 
     // Authentication messages are small; anything larger is refused before it is buffered.
     static constexpr std::uint32_t kMaxAuthMessage = 16 * 1024;
@@ -337,6 +378,21 @@ private:
     std::unique_ptr<Settings> settings_;
     Settings& settings_state();  // allocates on first use
     void note_search_path();     // after the start-up or session settings changed
+    // LISTEN multiplexed, allocated at the first LISTEN: most clients never listen.
+    struct ListenState {
+        ChannelSet channels;      // what the client listens on through the pool's hub
+        std::string held;         // notifications waiting for the client's transaction to end
+        std::string reply;        // the answer to a LISTEN waiting for the hub
+        std::vector<std::string> awaited;  // channels that answer waits for
+        bool awaiting = false;
+        bool replay_on_link = false;  // take_listen_replay() has the channels for the backend
+        // The socket is backed up past half the budget: the hub waits for it to drain.
+        bool backed_up = false;
+        std::uint64_t backed_up_since_ms = 0;  // or since it last took anything
+        std::size_t unsent_seen = 0;           // at that time
+    };
+    std::unique_ptr<ListenState> listen_;
+    ListenState& listen_state();  // allocates on first use
     // The client's named prepared statements (docs/prepared-statements.md).
     ClientStatements statements_;
     std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console

@@ -130,6 +130,15 @@ std::size_t Client::handle_requests(ByteSpan data) {
              "invalid frontend message type " + std::to_string(data[0]));
         return data.size();
     }
+    if (awaiting_listen()) {
+        hold_input(data.size());  // the answer to a LISTEN waits for the listening connection
+        return 0;
+    }
+    if (state_ == State::Active && !reader_.in_message() && multiplexes_listen() &&
+        server_->client_between_transactions()) {
+        // A tethered client between its transactions: its LISTEN needs no backend either.
+        if (const std::size_t answered = answer_listen(data)) return answered;
+    }
     if (state_ == State::Idle) {
         const MessageReader::Next first = MessageReader::examine(data, kMaxAuthMessage);
         if (first.step == MessageReader::Step::Message) {
@@ -142,6 +151,10 @@ std::size_t Client::handle_requests(ByteSpan data) {
             if (first.type == fe::kQuery && answer_deallocate(data.first(first.total))) {
                 return first.total;
             }
+        }
+        if (!reader_.in_message() && multiplexes_listen()) {
+            if (const std::size_t answered = answer_listen(data)) return answered;
+            note_unanswered_listen(data);
         }
         set_state(State::Waiting);
         switch (pool_->request_server(*this)) {

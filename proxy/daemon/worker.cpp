@@ -596,6 +596,8 @@ void Worker::maybe_finish_shutdown() {
     spdlog::info("shutdown complete");
     // Open until now so that /readyz answers 503 and /healthz 200 while the shutdown waits.
     if (metrics_) metrics_->close();
+    // The pools' listening connections would keep the loop running.
+    for (auto& [key, pool] : pools_) pool->stop_listening();
     uv_close(reinterpret_cast<uv_handle_t*>(&janitor_timer_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&stats_timer_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&hand_off_check_), nullptr);

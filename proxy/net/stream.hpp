@@ -92,6 +92,10 @@ public:
     bool write(protocol::ByteSpan data);
     bool write(std::string_view data) { return write(protocol::as_bytes(data)); }
     bool writev(const uv_buf_t* bufs, unsigned count);
+    // Bytes written and not yet taken by the kernel.
+    [[nodiscard]] std::size_t pending_output_size() const {
+        return write_ ? write_->data.size() + write_->queued.size() : 0;
+    }
     [[nodiscard]] bool write_pending() const {
         return write_in_flight_ || (write_ && !write_->queued.empty());
     }

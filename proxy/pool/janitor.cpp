@@ -15,6 +15,7 @@
 #include "proxy/admin/admin_console.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/daemon/worker_group.hpp"
+#include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
 #include "proxy/daemon/worker.hpp"
@@ -31,6 +32,8 @@ using janitor::to_ms;
 
 void Client::janitor(std::uint64_t now) {
     const auto& config = worker_.config();
+    check_listener_stall(now);
+    if (state_ == State::Closing) return;
     auto expired = [&](std::uint64_t since, Duration limit) {
         return limit.count() > 0 && now - since >= to_ms(limit);
     };
@@ -129,6 +132,7 @@ void Client::janitor(std::uint64_t now) {
 
 void Pool::janitor(std::uint64_t now) {
     const auto& config = worker_.config();
+    if (listen_hub_) listen_hub_->tick(now);
     // Reserve pool: a client has waited longer than reserve_pool_timeout.
     if (Client* first = waiting_.front()) {
         if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&

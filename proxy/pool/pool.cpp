@@ -6,6 +6,7 @@
 #include "protocol/sqlstate.hpp"
 #include "proxy/client/client_auth.hpp"
 #include "proxy/pool/janitor.hpp"
+#include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool_control.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/daemon/worker.hpp"
@@ -28,6 +29,15 @@ Pool::Pool(Worker& worker, DatabaseConfig database, std::string user)
 }
 
 Pool::~Pool() = default;
+
+ListenHub& Pool::listen_hub() {
+    if (!listen_hub_) listen_hub_ = std::make_unique<ListenHub>(worker_, *this);
+    return *listen_hub_;
+}
+
+void Pool::stop_listening() {
+    if (listen_hub_) listen_hub_->stop();
+}
 
 void Pool::apply_config(const DatabaseConfig& database) {
     const auto& config = worker_.config();

@@ -35,6 +35,7 @@
 namespace pgtether {
 
 class ClientAuth;
+class ListenHub;
 class Worker;
 
 // What a worker whose clients wait asks of the others (Pool::lend): the pool that needs a slot,
@@ -68,6 +69,11 @@ public:
     [[nodiscard]] PoolStats& stats() { return stats_; }
     // The tether's trigger for this pool's database (proxy/pool/lock_catalog.hpp).
     [[nodiscard]] const LockTrigger& lock_trigger() const { return *lock_trigger_; }
+    // The pool's multiplexed LISTEN (proxy/pool/listen_hub.hpp), made at the first listener.
+    [[nodiscard]] ListenHub& listen_hub();
+    [[nodiscard]] const ListenHub* listen_hub_if_any() const { return listen_hub_.get(); }
+    // Shutdown: the listening connection closes.
+    void stop_listening();
 
     // Re-resolves sizes and modes after a reload.
     void apply_config(const DatabaseConfig& database);
@@ -256,6 +262,7 @@ private:
     std::optional<protocol::ScramKey> scram_server_key_;
     PoolStats stats_;
     const LockTrigger* lock_trigger_;  // owned by the worker's LockCatalog
+    std::unique_ptr<ListenHub> listen_hub_;
 };
 
 }  // namespace pgtether

@@ -329,6 +329,9 @@ void Server::sync_parameters() {
         // After any change of client_encoding too: the values are in the client's encoding.
         sync.rest += build_settings_sync(*settings_after, applied_settings_);
     }
+    // The client is about to run LISTEN/UNLISTEN pgtether does not answer: its channels go to
+    // this backend first (docs/session-state.md, "LISTEN and NOTIFY").
+    sync.rest += client_->take_listen_replay();
     if (sync.empty()) return;
     std::vector<std::string> queries;
     if (!sync.encoding.empty()) queries.push_back(std::move(sync.encoding));
@@ -556,6 +559,14 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 tracker_.on_ready_for_query(*status);
                 pool_.stats().query_count++;
                 if (tracker_.quiet()) record_timing(*status);
+                if (*status == protocol::kTxIdle && tracker_.quiet() &&
+                    client_->has_held_notifications()) {
+                    // What a multiplexed LISTEN held during the transaction goes right before
+                    // the ReadyForQuery that ends it, where PostgreSQL sends notifications.
+                    answers.push_back(client_->take_held_notifications());
+                    forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
+                            answers.back().size());
+                }
                 forward(rest.data(), rest.size());
                 settle();
                 if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {

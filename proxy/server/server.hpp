@@ -81,6 +81,11 @@ public:
     [[nodiscard]] bool holds_client_input() const {
         return internal_ != nullptr || pipelined_probe_kinds_ != 0;
     }
+    // The linked client is between transactions: nothing owed to it, no block open, none of
+    // pgtether's own queries running (LISTEN multiplexed answers and notifies it now).
+    [[nodiscard]] bool client_between_transactions() const {
+        return state_ == State::Linked && tracker_.idle() && !holds_client_input();
+    }
     [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
     [[nodiscard]] std::uint64_t idle_since_ms() const { return idle_since_ms_; }
     [[nodiscard]] std::uint64_t last_checked_ms() const { return last_checked_ms_; }

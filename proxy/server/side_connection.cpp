@@ -245,6 +245,16 @@ void SideConnection::fail(const std::string& why) {
     close_connection();
 }
 
+void SideConnection::pause_reading() {
+    if (phase_ != Phase::Done) stream_.stop_reading();
+}
+
+void SideConnection::resume_reading() {
+    if (phase_ == Phase::Done || stream_.reading()) return;
+    stream_.start_reading();
+    stream_.redeliver_pending_input();
+}
+
 void SideConnection::abandon() {
     enter(Phase::Done);
     close_connection();

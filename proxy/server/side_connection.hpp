@@ -75,6 +75,9 @@ class SideConnection : public Stream::Handler, public ResolveClient {
     void fail(const std::string& why);
     // Closes without telling anyone.
     void abandon();
+    // Back-pressure: stop and start reading what the server sends.
+    void pause_reading();
+    void resume_reading();
     [[nodiscard]] Phase phase() const { return phase_; }
 
     // Logged in; ready() now.

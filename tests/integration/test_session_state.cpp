@@ -77,8 +77,9 @@ TEST_CASE("a temporary table tethers its client; others never see it; DROP untet
     }
 }
 
-TEST_CASE("LISTEN keeps receiving notifications across transactions; UNLISTEN * untethers") {
-    Pgtether pooler(two_backends());
+TEST_CASE("listen_mode = tether: LISTEN keeps receiving across transactions; UNLISTEN * untethers") {
+    // The default (multiplex) never tethers a listener: test_listen.cpp.
+    Pgtether pooler(two_backends({{"listen_mode", "tether"}}));
     Conn a = Conn::must(pooler.conninfo());
     Conn b = Conn::must(pooler.conninfo());
     PGT_REQUIRE_OK(a.exec("LISTEN jobs"));
@@ -303,7 +304,7 @@ TEST_CASE("pgjdbc-style start-up parameters are accepted and honoured on every b
 }
 
 TEST_CASE("the admin console and the metrics name every tether's reasons") {
-    PoolerConfig config = two_backends({{"metrics_listen_port", "0"}});
+    PoolerConfig config = two_backends({{"metrics_listen_port", "0"}, {"listen_mode", "tether"}});
     config.settings["admin_users"] = TestEnv::get().superuser;
     Pgtether pooler(config);
     Conn a = Conn::must(pooler.conninfo());

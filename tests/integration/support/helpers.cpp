@@ -139,7 +139,7 @@ int backends_of(const std::string& user, const std::string& extra_condition) {
         "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND "
         "pid <> pg_backend_pid() AND usename = $1 AND "
         "coalesce(application_name, '') NOT IN ('pgtether lock discovery', "
-        "'pgtether catalog watch')";
+        "'pgtether catalog watch', 'pgtether listen')";
     if (!extra_condition.empty()) sql += " AND (" + extra_condition + ")";
     Result r = conn.exec_params(sql, {user});
     if (!r.ok()) throw std::runtime_error("pg_stat_activity: " + r.describe());
@@ -164,7 +164,7 @@ std::vector<int> backend_pids_of(const std::string& user) {
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND "
         "pid <> pg_backend_pid() AND usename = $1 AND "
         "coalesce(application_name, '') NOT IN ('pgtether lock discovery', "
-        "'pgtether catalog watch') ORDER BY pid",
+        "'pgtether catalog watch', 'pgtether listen') ORDER BY pid",
         {user});
     if (!r.ok()) throw std::runtime_error("pg_stat_activity: " + r.describe());
     std::vector<int> pids;

@@ -1,0 +1,289 @@
+#include "protocol/listen_statement.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace pgtether::protocol {
+
+namespace {
+
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+bool is_ascii_alpha(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+bool is_ident_start(char c) {
+    return is_ascii_alpha(c) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+}
+bool is_ident_cont(char c) {
+    return is_ident_start(c) || is_digit(c) || c == '$';
+}
+char fold(char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// PostgreSQL 15's reserved and type/function-name keywords (src/include/parser/kwlist.h): LISTEN
+// takes a ColId, which may be neither, so `LISTEN user` is a syntax error the backend reports.
+// Sorted for binary search.
+constexpr std::array<std::string_view, 101> kNotColId = {
+    "all",
+    "analyse",
+    "analyze",
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "authorization",
+    "binary",
+    "both",
+    "case",
+    "cast",
+    "check",
+    "collate",
+    "collation",
+    "column",
+    "concurrently",
+    "constraint",
+    "create",
+    "cross",
+    "current_catalog",
+    "current_date",
+    "current_role",
+    "current_schema",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "default",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "false",
+    "fetch",
+    "for",
+    "foreign",
+    "freeze",
+    "from",
+    "full",
+    "grant",
+    "group",
+    "having",
+    "ilike",
+    "in",
+    "initially",
+    "inner",
+    "intersect",
+    "into",
+    "is",
+    "isnull",
+    "join",
+    "lateral",
+    "leading",
+    "left",
+    "like",
+    "limit",
+    "localtime",
+    "localtimestamp",
+    "natural",
+    "not",
+    "notnull",
+    "null",
+    "offset",
+    "on",
+    "only",
+    "or",
+    "order",
+    "outer",
+    "overlaps",
+    "placing",
+    "primary",
+    "references",
+    "returning",
+    "right",
+    "select",
+    "session_user",
+    "similar",
+    "some",
+    "symmetric",
+    "system_user",
+    "table",
+    "tablesample",
+    "then",
+    "to",
+    "trailing",
+    "true",
+    "union",
+    "unique",
+    "user",
+    "using",
+    "variadic",
+    "verbose",
+    "when",
+    "where",
+    "window",
+    "with",
+};
+
+bool is_col_id_keyword_free(std::string_view word) {
+    return !std::binary_search(kNotColId.begin(), kNotColId.end(), word);
+}
+
+class Lexer {
+  public:
+    enum class Kind { End, Word, Quoted, Star, Semicolon, Other };
+    struct Token {
+        Kind kind = Kind::End;
+        std::string text;
+    };
+
+    explicit Lexer(std::string_view sql) : sql_(sql) {}
+
+    Token next() {
+        if (!skip_blanks()) return {Kind::Other, {}};  // an unterminated comment
+        if (pos_ >= sql_.size()) return {Kind::End, {}};
+        const char c = sql_[pos_];
+        if (c == ';') {
+            ++pos_;
+            return {Kind::Semicolon, {}};
+        }
+        if (c == '*') {
+            ++pos_;
+            return {Kind::Star, {}};
+        }
+        if (c == '"') return quoted();
+        // U&"..." and the like are left to the backend.
+        if ((c == 'u' || c == 'U') && at(pos_ + 1) == '&') return {Kind::Other, {}};
+        if (!is_ident_start(c)) return {Kind::Other, {}};
+        std::string word;
+        while (pos_ < sql_.size() && is_ident_cont(sql_[pos_]))
+            word.push_back(fold(sql_[pos_++]));
+        return {Kind::Word, std::move(word)};
+    }
+
+  private:
+    [[nodiscard]] char at(std::size_t i) const { return i < sql_.size() ? sql_[i] : '\0'; }
+
+    // White space and comments (block comments nest, as in PostgreSQL); false when a block
+    // comment never ends.
+    bool skip_blanks() {
+        while (pos_ < sql_.size()) {
+            const char c = sql_[pos_];
+            if (is_space(c)) {
+                ++pos_;
+            } else if (c == '-' && at(pos_ + 1) == '-') {
+                while (pos_ < sql_.size() && sql_[pos_] != '\n' && sql_[pos_] != '\r')
+                    ++pos_;
+            } else if (c == '/' && at(pos_ + 1) == '*') {
+                std::size_t depth = 0;
+                do {
+                    if (sql_[pos_] == '/' && at(pos_ + 1) == '*') {
+                        ++depth;
+                        pos_ += 2;
+                    } else if (sql_[pos_] == '*' && at(pos_ + 1) == '/') {
+                        --depth;
+                        pos_ += 2;
+                    } else {
+                        ++pos_;
+                    }
+                } while (depth > 0 && pos_ < sql_.size());
+                if (depth > 0) return false;
+            } else {
+                break;
+            }
+        }
+        return true;
+    }
+
+    Token quoted() {
+        ++pos_;  // the opening quote
+        std::string name;
+        while (pos_ < sql_.size()) {
+            const char c = sql_[pos_++];
+            if (c != '"') {
+                name.push_back(c);
+            } else if (at(pos_) == '"') {
+                name.push_back('"');
+                ++pos_;
+            } else {
+                return {Kind::Quoted, std::move(name)};
+            }
+        }
+        return {Kind::Other, {}};  // unterminated
+    }
+
+    std::string_view sql_;
+    std::size_t pos_ = 0;
+};
+
+// A channel name PostgreSQL would take as it stands.
+std::optional<std::string> channel_name(Lexer::Token token) {
+    if (token.kind == Lexer::Kind::Word) {
+        if (!is_col_id_keyword_free(token.text)) return std::nullopt;
+    } else if (token.kind != Lexer::Kind::Quoted || token.text.empty()) {
+        return std::nullopt;
+    }
+    if (token.text.size() > kMaxIdentifierBytes) return std::nullopt;
+    return std::move(token.text);
+}
+
+}  // namespace
+
+std::optional<std::vector<ListenOp>> parse_listen_only(std::string_view sql) {
+    Lexer lexer(sql);
+    std::vector<ListenOp> ops;
+    while (true) {
+        Lexer::Token token = lexer.next();
+        if (token.kind == Lexer::Kind::Semicolon) continue;  // empty statements answer nothing
+        if (token.kind == Lexer::Kind::End) break;
+        if (token.kind != Lexer::Kind::Word) return std::nullopt;
+        ListenOp op;
+        if (token.text == "listen") {
+            op.kind = ListenOp::Kind::Listen;
+        } else if (token.text == "unlisten") {
+            op.kind = ListenOp::Kind::Unlisten;
+        } else {
+            return std::nullopt;
+        }
+        Lexer::Token name = lexer.next();
+        if (op.kind == ListenOp::Kind::Unlisten && name.kind == Lexer::Kind::Star) {
+            op.kind = ListenOp::Kind::UnlistenAll;
+        } else {
+            auto channel = channel_name(std::move(name));
+            if (!channel) return std::nullopt;
+            op.channel = std::move(*channel);
+        }
+        const Lexer::Token end = lexer.next();
+        if (end.kind != Lexer::Kind::Semicolon && end.kind != Lexer::Kind::End) {
+            return std::nullopt;
+        }
+        ops.push_back(std::move(op));
+        if (end.kind == Lexer::Kind::End) break;
+    }
+    if (ops.empty()) return std::nullopt;
+    return ops;
+}
+
+std::string_view listen_command_tag(const ListenOp& op) {
+    return op.kind == ListenOp::Kind::Listen ? "LISTEN" : "UNLISTEN";
+}
+
+std::string quote_identifier(std::string_view name) {
+    std::string out = "\"";
+    for (char c : name) {
+        if (c == '"') out.push_back('"');
+        out.push_back(c);
+    }
+    out.push_back('"');
+    return out;
+}
+
+}  // namespace pgtether::protocol

@@ -1,0 +1,367 @@
+// LISTEN multiplexed (docs/session-state.md, "LISTEN and NOTIFY"): many listeners share one
+// listening connection per pool and never tether; every case is compared with a listener
+// connected to PostgreSQL directly.
+#include <doctest/doctest.h>
+#include <poll.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/admin.hpp"
+#include "tests/integration/support/helpers.hpp"
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/process.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Notification {
+    std::string channel;
+    std::string payload;
+    int pid = 0;
+};
+
+// What libpq has read so far, without waiting.
+std::vector<Notification> arrived(Conn& conn) {
+    std::vector<Notification> out;
+    PQconsumeInput(conn.raw());
+    while (PGnotify* n = PQnotifies(conn.raw())) {
+        out.push_back({n->relname, n->extra, n->be_pid});
+        PQfreemem(n);
+    }
+    return out;
+}
+
+// Waits until `count` notifications have arrived (or `timeout` passed); what arrived.
+std::vector<Notification> wait_for(Conn& conn, std::size_t count,
+                                   std::chrono::milliseconds timeout = 10s) {
+    std::vector<Notification> out;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+        for (auto& n : arrived(conn))
+            out.push_back(std::move(n));
+        if (out.size() >= count) break;
+        pollfd p{PQsocket(conn.raw()), POLLIN, 0};
+        ::poll(&p, 1, 50);
+    }
+    return out;
+}
+
+std::vector<std::string> payloads(const std::vector<Notification>& notes) {
+    std::vector<std::string> out;
+    for (const auto& n : notes)
+        out.push_back(n.payload);
+    return out;
+}
+
+PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
+    // A tethered listener would make the pool's other clients wait: let that show quickly.
+    extra.emplace("query_wait_timeout", "5");
+    extra.emplace("tether_reserve_size", "0");
+    extra.emplace("max_client_conn", "100");
+    return pool_config("transaction", 2, extra);
+}
+
+// SHOW LISTENS summed over the workers' rows: clients listening on `channel` through pgtether.
+long long listeners_of(const PoolerProcess& pooler, const std::string& channel) {
+    Conn admin = console(pooler);
+    long long n = 0;
+    for (const auto& row : named_rows(admin.exec("SHOW LISTENS"))) {
+        if (cell(row, "channel") == channel) n += cell_int(row, "listeners");
+    }
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("20 listeners through a pool of 2 get every notification in order; the pool stays free") {
+    Pgtether pooler(two_backends());
+    Conn direct = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(direct.exec("LISTEN lt_jobs"));
+    std::vector<Conn> listeners;
+    for (int i = 0; i < 20; ++i) {
+        listeners.push_back(Conn::must(pooler.conninfo()));
+        Result r = listeners.back().exec("LISTEN lt_jobs");
+        PGT_REQUIRE_OK(r);
+        CHECK(r.command_tag == "LISTEN");
+    }
+    // Nobody is tethered: two more clients still hold a transaction each at once.
+    CHECK(two_transactions_fit(pooler.conninfo()));
+    CHECK(listeners_of(pooler, "lt_jobs") == 20);
+
+    Conn producer = Conn::must(pooler.conninfo());
+    std::vector<std::string> sent;
+    for (int i = 0; i < 30; ++i) {
+        sent.push_back("job " + std::to_string(i));
+        PGT_REQUIRE_OK(producer.exec("NOTIFY lt_jobs, '" + sent.back() + "'"));
+    }
+    const auto expected = wait_for(direct, 30);
+    REQUIRE(payloads(expected) == sent);
+    for (auto& listener : listeners) {
+        const auto got = wait_for(listener, 30);
+        CHECK(payloads(got) == sent);
+        // The sender's backend, as a direct listener sees it.
+        for (std::size_t i = 0; i < got.size() && i < expected.size(); ++i) {
+            CHECK(got[i].pid == expected[i].pid);
+            CHECK(got[i].channel == "lt_jobs");
+        }
+    }
+    // Nothing more, nothing twice.
+    std::this_thread::sleep_for(300ms);
+    for (auto& listener : listeners)
+        CHECK(arrived(listener).empty());
+    // Meanwhile a plain client runs at once.
+    Conn plain = Conn::must(pooler.conninfo());
+    CHECK(scalar(plain, "SELECT 1") == "1");
+}
+
+TEST_CASE("NOTIFY from a pooled client, a direct one, and the listener itself") {
+    Pgtether pooler(two_backends());
+    Conn listener = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(listener.exec("LISTEN lt_from"));
+    Conn pooled = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(pooled.exec("NOTIFY lt_from, 'pooled'"));
+    PGT_REQUIRE_OK(direct.exec("SELECT pg_notify('lt_from', 'direct')"));
+    PGT_REQUIRE_OK(listener.exec("NOTIFY lt_from, 'self'"));
+    const auto got = wait_for(listener, 3);
+    CHECK(payloads(got) == std::vector<std::string>{"pooled", "direct", "self"});
+    REQUIRE(got.size() == 3);
+    CHECK(got[1].pid == direct.backend_pid());
+}
+
+TEST_CASE("UNLISTEN and UNLISTEN * answer as PostgreSQL does and stop the notifications") {
+    Pgtether pooler(two_backends());
+    Conn pooled = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    const std::string script =
+        "LISTEN lt_a; listen \"LT_B\"; LISTEN lt_c; UNLISTEN lt_a; UNLISTEN lt_nothing";
+    auto theirs = direct.exec_all(script);
+    auto ours = pooled.exec_all(script);
+    REQUIRE(ours.size() == theirs.size());
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+        CHECK(ours[i].status == theirs[i].status);
+        CHECK(ours[i].command_tag == theirs[i].command_tag);
+    }
+    Conn producer = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(producer.exec(
+        "NOTIFY lt_a, '1'; NOTIFY \"LT_B\", '2'; NOTIFY lt_b, 'not LT_B'; NOTIFY lt_c, '3'"));
+    CHECK(payloads(wait_for(direct, 2)) == std::vector<std::string>{"2", "3"});
+    CHECK(payloads(wait_for(pooled, 2)) == std::vector<std::string>{"2", "3"});
+
+    Result r = pooled.exec("UNLISTEN *");
+    PGT_REQUIRE_OK(r);
+    CHECK(r.command_tag == "UNLISTEN");
+    PGT_REQUIRE_OK(direct.exec("UNLISTEN *"));
+    PGT_REQUIRE_OK(producer.exec("NOTIFY \"LT_B\", 'late'; NOTIFY lt_c, 'late'"));
+    std::this_thread::sleep_for(500ms);
+    CHECK(arrived(pooled).empty());
+    CHECK(arrived(direct).empty());
+    CHECK(eventually([&] { return listeners_of(pooler, "LT_B") == 0; }));
+}
+
+TEST_CASE("a listener inside a transaction gets nothing until COMMIT, then everything") {
+    Pgtether pooler(two_backends());
+    Conn pooled = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    Conn producer = Conn::must(direct_conninfo());
+    for (Conn* listener : {&pooled, &direct}) {
+        PGT_REQUIRE_OK(listener->exec("LISTEN lt_tx"));
+        PGT_REQUIRE_OK(listener->exec("BEGIN"));
+        PGT_REQUIRE_OK(listener->exec("SELECT 1"));
+    }
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_tx, 'one'"));
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_tx, 'two'"));
+    std::this_thread::sleep_for(500ms);
+    for (Conn* listener : {&pooled, &direct}) {
+        CHECK(arrived(*listener).empty());
+        PGT_REQUIRE_OK(listener->exec("SELECT 2"));
+        CHECK(arrived(*listener).empty());
+        // They come with the COMMIT, before its ReadyForQuery: there when PQexec returns.
+        PGT_REQUIRE_OK(listener->exec("COMMIT"));
+        std::vector<std::string> got;
+        while (PGnotify* n = PQnotifies(listener->raw())) {
+            got.emplace_back(n->extra);
+            PQfreemem(n);
+        }
+        CHECK(got == std::vector<std::string>{"one", "two"});
+    }
+}
+
+TEST_CASE("a rolled-back NOTIFY is never delivered") {
+    Pgtether pooler(two_backends());
+    Conn listener = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(listener.exec("LISTEN lt_rollback"));
+    Conn producer = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(producer.exec("BEGIN"));
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_rollback, 'never'"));
+    PGT_REQUIRE_OK(producer.exec("ROLLBACK"));
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_rollback, 'kept'"));
+    const auto got = wait_for(listener, 2, 1500ms);
+    CHECK(payloads(got) == std::vector<std::string>{"kept"});
+}
+
+TEST_CASE("the extended protocol's LISTEN is answered too, and never tethers") {
+    Pgtether pooler(two_backends());
+    Conn pooled = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    auto ours = exec_params_all(pooled, "LISTEN lt_extended", {});
+    auto theirs = exec_params_all(direct, "LISTEN lt_extended", {});
+    REQUIRE(ours.size() == theirs.size());
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+        CHECK(ours[i].status == theirs[i].status);
+        CHECK(ours[i].command_tag == theirs[i].command_tag);
+    }
+    CHECK(listeners_of(pooler, "lt_extended") == 1);
+    CHECK(two_transactions_fit(pooler.conninfo()));
+    PGT_REQUIRE_OK(direct.exec("NOTIFY lt_extended, 'x'"));
+    CHECK(payloads(wait_for(pooled, 1)) == std::vector<std::string>{"x"});
+    // A parameter PostgreSQL does not expect: the backend answers it, with its error.
+    auto wrong = exec_params_all(pooled, "LISTEN lt_extended", {std::string("1")});
+    auto wrong_direct = exec_params_all(direct, "LISTEN lt_extended", {std::string("1")});
+    CHECK(first_error(wrong).sqlstate == first_error(wrong_direct).sqlstate);
+    CHECK(first_error(wrong).sqlstate == "08P01");
+}
+
+TEST_CASE("what pgtether does not answer runs on a backend that gets the client's channels") {
+    Pgtether pooler(two_backends());
+    Conn pooled = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    const char* const steps[] = {
+        "LISTEN lt_m1",
+        // Mixed with another statement, and asked of pg_listening_channels(): the backend runs it.
+        "SELECT 1; LISTEN lt_m2",
+        "SELECT string_agg(c, ',' ORDER BY c) FROM pg_listening_channels() c",
+    };
+    for (const char* step : steps) {
+        CAPTURE(step);
+        auto ours = pooled.exec_all(step);
+        auto theirs = direct.exec_all(step);
+        REQUIRE(ours.size() == theirs.size());
+        for (std::size_t i = 0; i < ours.size(); ++i) {
+            CHECK(ours[i].describe() == theirs[i].describe());
+        }
+    }
+    // The client is on its backend now (tethered), with both channels, each delivered once.
+    CHECK(second_transaction_waits(pooler.conninfo()));
+    Conn producer = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_m1, 'a'; NOTIFY lt_m2, 'b'"));
+    CHECK(payloads(wait_for(pooled, 3, 1500ms)) == std::vector<std::string>{"a", "b"});
+    CHECK(payloads(wait_for(direct, 3, 200ms)) == std::vector<std::string>{"a", "b"});
+    // UNLISTEN * on the backend ends the tether, as before.
+    PGT_REQUIRE_OK(pooled.exec("SELECT 1; UNLISTEN *"));
+    CHECK(two_transactions_fit(pooler.conninfo()));
+}
+
+TEST_CASE("a leaving listener's channels are dropped from the listening connection") {
+    const int metrics_port = free_port();
+    Pgtether pooler(two_backends({{"metrics_listen_port", std::to_string(metrics_port)}}));
+    {
+        Conn listener = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(listener.exec("LISTEN lt_leaving"));
+        CHECK(listeners_of(pooler, "lt_leaving") == 1);
+        Conn producer = Conn::must(direct_conninfo());
+        PGT_REQUIRE_OK(producer.exec("NOTIFY lt_leaving, 'x'"));
+        CHECK(wait_for(listener, 1).size() == 1);
+        // The metrics count the same.
+        const HttpReply reply = http_get("127.0.0.1", metrics_port, "/metrics");
+        REQUIRE(reply.status == 200);
+        const std::string labels = "{database=\"" + TestEnv::get().database + "\",user=\"" +
+                                   TestEnv::get().superuser + "\"}";
+        CHECK(reply.body.find("pgtether_listen_subscriptions" + labels + " 1") !=
+              std::string::npos);
+        CHECK(reply.body.find("pgtether_notifications_delivered_total" + labels + " 1") !=
+              std::string::npos);
+    }
+    CHECK(eventually([&] { return listeners_of(pooler, "lt_leaving") == 0; }));
+    // The listening connection UNLISTENed it too.
+    CHECK(eventually([&] {
+        return direct_scalar(
+                   "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                   "'pgtether listen' AND query = 'UNLISTEN \"lt_leaving\"'") != "0";
+    }));
+}
+
+TEST_CASE("a slow listener loses nothing; one that does not read is disconnected") {
+    Pgtether pooler(
+        two_backends({{"listen_client_buffer", "65536"}, {"listen_stall_timeout", "2"}}));
+    Conn stalled = Conn::must(pooler.conninfo());
+    Conn reader = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(stalled.exec("LISTEN lt_flood"));
+    PGT_REQUIRE_OK(reader.exec("LISTEN lt_flood"));
+    // 3,000 notifications of 7 kB each (21 MB at once): far more than the kernel's socket
+    // buffers and the budget take. The stalled client is never asked to read again; the reader
+    // reads as fast as it can, which is slower than pgtether can send.
+    Conn producer = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(
+        producer.exec("SELECT count(pg_notify('lt_flood', i || repeat('x', 7000))) "
+                      "FROM generate_series(1, 3000) i"));
+    const auto got = wait_for(reader, 3000, 90s);
+    REQUIRE(got.size() == 3000);
+    bool in_order = true;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        in_order = in_order && got[i].payload.rfind(std::to_string(i + 1) + "x", 0) == 0;
+    }
+    CHECK(in_order);
+    CHECK(pooler.wait_for_log("notifications not read"));
+    // The stalled client was disconnected with the error, after what it had not read.
+    bool closed = eventually(
+        [&] {
+            if (!PQconsumeInput(stalled.raw())) return true;
+            while (PGnotify* n = PQnotifies(stalled.raw()))
+                PQfreemem(n);
+            return PQstatus(stalled.raw()) == CONNECTION_BAD;
+        },
+        30s);
+    CHECK(closed);
+    CHECK(eventually([&] { return listeners_of(pooler, "lt_flood") == 1; }));
+}
+
+TEST_CASE("the listening connection comes back after it is lost, and says what was lost") {
+    Pgtether pooler(two_backends());
+    Conn listener = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(listener.exec("LISTEN lt_lost"));
+    const std::string terminated = direct_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE application_name = 'pgtether listen' AND query LIKE '%lt_lost%'");
+    REQUIRE(terminated != "0");
+    Conn producer = Conn::must(direct_conninfo());
+    // Listening again (within a second or two): the next notification arrives.
+    bool back = eventually(
+        [&] {
+            PGT_REQUIRE_OK(producer.exec("NOTIFY lt_lost, 'again'"));
+            return !wait_for(listener, 1, 200ms).empty();
+        },
+        15s);
+    CHECK(back);
+    // The listener was told, with a WARNING, that notifications may have been lost.
+    PGT_REQUIRE_OK(listener.exec("SELECT 1"));
+    bool warned = false;
+    for (const auto& notice : listener.take_notices()) {
+        if (notice.severity == "WARNING" &&
+            notice.message.find("notifications sent meanwhile were lost") != std::string::npos) {
+            warned = true;
+        }
+    }
+    CHECK(warned);
+    CHECK(pooler.wait_for_log("listening connection of"));
+}
+
+TEST_CASE("listen_mode = tether: the old way, a listener tethered to its backend") {
+    Pgtether pooler(two_backends({{"listen_mode", "tether"}}));
+    Conn listener = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(listener.exec("LISTEN lt_tethered"));
+    CHECK(second_transaction_waits(pooler.conninfo()));
+    CHECK(listeners_of(pooler, "lt_tethered") == 0);
+    Conn producer = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_tethered, 'x'"));
+    CHECK(payloads(wait_for(listener, 1)) == std::vector<std::string>{"x"});
+    PGT_REQUIRE_OK(listener.exec("UNLISTEN *"));
+    CHECK(two_transactions_fit(pooler.conninfo()));
+}
