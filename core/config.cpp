@@ -768,36 +768,49 @@ class Loader {
   public:
     explicit Loader(std::string main_file) : main_file_(std::move(main_file)) {}
 
-    Config load(const std::vector<IniEntry>& entries) {
+    // Every problem goes to `errors` and loading goes on with the next entry: the result is
+    // the configuration without the entries in error.
+    Config load(const std::vector<IniEntry>& entries, std::vector<ConfigError>& errors) {
         for (std::size_t seq = 0; seq < entries.size(); ++seq) {
-            const auto& e = entries[seq];
-            if (e.kind == IniEntry::Kind::Section) {
-                start_section(e);
-            } else {
-                switch (section_) {
-                    case Section::None:
-                        throw ConfigError(e.file, e.line, e.name, "setting outside of any section");
-                    case Section::Main:
-                        set_global(e, seq);
-                        break;
-                    case Section::Databases:
-                        set_database(e, seq);
-                        break;
-                    case Section::Users:
-                        set_user(e, seq);
-                        break;
-                    case Section::Peers:
-                        set_peer(e, seq);
-                        break;
-                }
+            try {
+                load_entry(entries[seq], seq);
+            } catch (const ConfigError& e) {
+                errors.push_back(e);
             }
         }
-        finish();
+        finish(errors);
         return std::move(cfg_);
     }
 
   private:
-    enum class Section { None, Main, Databases, Users, Peers };
+    // Unknown: the entries under an unknown section header, which was reported; they are
+    // skipped rather than reported once more each.
+    enum class Section { None, Main, Databases, Users, Peers, Unknown };
+
+    void load_entry(const IniEntry& e, std::size_t seq) {
+        if (e.kind == IniEntry::Kind::Section) {
+            start_section(e);
+            return;
+        }
+        switch (section_) {
+            case Section::None:
+                throw ConfigError(e.file, e.line, e.name, "setting outside of any section");
+            case Section::Main:
+                set_global(e, seq);
+                break;
+            case Section::Databases:
+                set_database(e, seq);
+                break;
+            case Section::Users:
+                set_user(e, seq);
+                break;
+            case Section::Peers:
+                set_peer(e, seq);
+                break;
+            case Section::Unknown:
+                break;
+        }
+    }
 
     void start_section(const IniEntry& e) {
         const std::string& name = e.name;
@@ -812,6 +825,7 @@ class Loader {
         } else if (name == "peers") {
             section_ = Section::Peers;
         } else {
+            section_ = Section::Unknown;
             std::string low = lowered(name);
             bool case_only = low == "pgbouncer" || low == "pgtether" || low == "databases" ||
                              low == "users" || low == "peers";
@@ -915,6 +929,7 @@ class Loader {
         db.name = e.name;
         db.source_file = e.file;
         db.source_line = e.line;
+        db.definition = e.value;
         std::vector<Note> notes;
         apply_connstring(db, database_keys(), e, seq, "[databases]", notes);
         for (const auto& host : split_host_list(db.host)) {
@@ -941,6 +956,7 @@ class Loader {
     void set_user(const IniEntry& e, std::size_t seq) {
         UserConfig user;
         user.name = e.name;
+        user.definition = e.value;
         std::vector<Note> notes;
         apply_connstring(user, user_keys(), e, seq, "[users]", notes);
         user_notes_[user.name] = std::move(notes);
@@ -956,6 +972,7 @@ class Loader {
         peer.id = static_cast<int>(*id.value);
         peer.source_file = e.file;
         peer.source_line = e.line;
+        peer.definition = e.value;
         std::vector<Note> notes;
         auto pairs = apply_connstring(peer, peer_keys(), e, seq, "[peers]", notes);
         bool has_host = std::any_of(pairs.begin(), pairs.end(),
@@ -969,16 +986,15 @@ class Loader {
         return a.seq != b.seq ? a.seq < b.seq : a.sub < b.sub;
     }
 
-    void finish() {
+    void finish(std::vector<ConfigError>& errors) {
         if (!saw_main_) {
-            throw ConfigError(main_file_, 0, "",
-                              "no [pgbouncer] section (PgBouncer refuses such a file too)");
-        }
-        // PgBouncer dies with "nowhere to listen on" in this case.
-        if (cfg_.listen_addr.empty() && cfg_.unix_socket_dir.empty()) {
-            throw ConfigError(main_file_, 0, "",
-                              "nowhere to listen: listen_addr and unix_socket_dir are both "
-                              "empty");
+            errors.emplace_back(main_file_, 0, "",
+                                "no [pgbouncer] section (PgBouncer refuses such a file too)");
+        } else if (cfg_.listen_addr.empty() && cfg_.unix_socket_dir.empty()) {
+            // PgBouncer dies with "nowhere to listen on" in this case.
+            errors.emplace_back(main_file_, 0, "",
+                                "nowhere to listen: listen_addr and unix_socket_dir are both "
+                                "empty");
         }
 
         std::vector<Note> notes;
@@ -1199,14 +1215,25 @@ std::vector<ConfigKeyInfo> recognised_config_keys() {
     return out;
 }
 
-std::shared_ptr<const Config> load_config(const std::string& path) {
-    auto entries = read_ini_file(path);
+ConfigCheck check_config(const std::string& path) {
+    ConfigCheck check;
+    auto entries = read_ini_file(path, check.errors);
+    if (!entries) {
+        check.config = std::make_shared<Config>();
+        return check;
+    }
     Loader loader(path);
-    auto cfg = std::make_shared<Config>(loader.load(entries));
+    check.config = std::make_shared<Config>(loader.load(*entries, check.errors));
     std::error_code ec;
     auto absolute = std::filesystem::absolute(path, ec);
-    cfg->config_file = ec ? path : absolute.lexically_normal().string();
-    return cfg;
+    check.config->config_file = ec ? path : absolute.lexically_normal().string();
+    return check;
+}
+
+std::shared_ptr<const Config> load_config(const std::string& path) {
+    auto check = check_config(path);
+    if (!check.errors.empty()) throw check.errors.front();
+    return check.config;
 }
 
 }  // namespace pgtether

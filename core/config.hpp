@@ -77,6 +77,7 @@ struct DatabaseConfig {
     std::optional<std::string> datestyle;
     std::optional<std::string> timezone;
     std::optional<std::string> application_name;
+    std::string definition;  // the connection string as written (core/config_diff.hpp)
     std::string source_file;
     int source_line = 0;
 };
@@ -91,6 +92,7 @@ struct UserConfig {
     std::string name;
     std::optional<PoolMode> pool_mode;
     std::optional<int> max_user_connections;
+    std::string definition;  // as written
 };
 
 // One [peers] entry (PgBouncer 1.19 peering): another pgtether or PgBouncer process whose cancel
@@ -101,6 +103,7 @@ struct PeerConfig {
     int port = 6432;
     // Cancel requests in flight to the peer at once (proxy/server/peer_cancels.hpp).
     std::optional<int> pool_size;
+    std::string definition;  // as written
     std::string source_file;
     int source_line = 0;
 };
@@ -307,7 +310,16 @@ bool set_config_value(Config& config, std::string_view key, std::string_view val
 std::vector<std::string> keep_fixed_settings(const Config& running, Config& next);
 
 // Reads `path` and everything it %includes. Throws ConfigError on any problem: unreadable file,
-// syntax error, unknown section or key, invalid value, include loop.
+// syntax error, unknown section or key, invalid value, include loop (the first one, in reading
+// order).
 std::shared_ptr<const Config> load_config(const std::string& path);
+
+// The same, with every problem (pgtether --check): `errors` in reading order, each line with a
+// problem skipped, whole-file problems last; `config` is what the rest of the file says.
+struct ConfigCheck {
+    std::shared_ptr<Config> config;
+    std::vector<ConfigError> errors;
+};
+ConfigCheck check_config(const std::string& path);
 
 }  // namespace pgtether

@@ -39,7 +39,10 @@ std::string canonical_name(const std::string& path) {
 
 class IniReader {
   public:
-    explicit IniReader(IniIncludeReader read_include) : read_include_(std::move(read_include)) {}
+    // With `errors`, a line with a problem is reported there and reading goes on (pgtether
+    // --check lists every problem); without, the first problem is thrown.
+    explicit IniReader(IniIncludeReader read_include, std::vector<ConfigError>* errors = nullptr)
+        : read_include_(std::move(read_include)), errors_(errors) {}
 
     std::vector<IniEntry> take() { return std::move(entries_); }
 
@@ -51,7 +54,16 @@ class IniReader {
             std::size_t end = text.find('\n', start);
             if (end == std::string::npos) end = text.size();
             ++line_no;
-            parse_line(std::string_view(text).substr(start, end - start), file, line_no, depth);
+            const std::string_view line = std::string_view(text).substr(start, end - start);
+            if (errors_) {
+                try {
+                    parse_line(line, file, line_no, depth);
+                } catch (const ConfigError& e) {
+                    errors_->push_back(e);
+                }
+            } else {
+                parse_line(line, file, line_no, depth);
+            }
             start = end + 1;
         }
         stack_.pop_back();
@@ -171,6 +183,7 @@ class IniReader {
     }
 
     IniIncludeReader read_include_;  // empty: read_file_text
+    std::vector<ConfigError>* errors_;
     std::vector<IniEntry> entries_;
     std::vector<Open> stack_;
 };
@@ -182,6 +195,19 @@ std::vector<IniEntry> read_ini_file(const std::string& path) {
     auto text = read_file_text(path, &error);
     if (!text) throw ConfigError(path, 0, "", "cannot read config file: " + error);
     IniReader reader({});
+    reader.read_text(*text, path, 0);
+    return reader.take();
+}
+
+std::optional<std::vector<IniEntry>> read_ini_file(const std::string& path,
+                                                   std::vector<ConfigError>& errors) {
+    std::string error;
+    auto text = read_file_text(path, &error);
+    if (!text) {
+        errors.emplace_back(path, 0, "", "cannot read config file: " + error);
+        return std::nullopt;
+    }
+    IniReader reader({}, &errors);
     reader.read_text(*text, path, 0);
     return reader.take();
 }

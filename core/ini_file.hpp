@@ -28,6 +28,8 @@
 
 namespace pgtether {
 
+class ConfigError;
+
 struct IniEntry {
     enum class Kind { Section, Value };
     Kind kind = Kind::Value;
@@ -43,6 +45,10 @@ inline constexpr int kMaxIncludeDepth = 10;
 // Reads `path` and, recursively, every file it %includes. Throws ConfigError naming the file and
 // line for syntax errors, unreadable or missing files, include loops and too-deep nesting.
 std::vector<IniEntry> read_ini_file(const std::string& path);
+// The same, reporting every problem in `errors` (in reading order) and reading on past it:
+// the entries of the lines without one; nullopt when `path` itself cannot be read.
+std::optional<std::vector<IniEntry>> read_ini_file(const std::string& path,
+                                                   std::vector<ConfigError>& errors);
 
 // Reads an included file: its text, or nullopt with the reason in `*error`.
 using IniIncludeReader =

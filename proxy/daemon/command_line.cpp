@@ -33,6 +33,7 @@ std::variant<CommandLine, CommandLineError> parse_command_line(const std::vector
             else if (arg == "--quiet") cl.quiet = true;
             else if (arg == "--version") cl.show_version = true;
             else if (arg == "--help") cl.show_help = true;
+            else if (arg == "--check") cl.check = true;
             else return CommandLineError{"unknown option: " + arg};
         } else if (!options_done && arg.size() > 1 && arg[0] == '-') {
             // Short options may be combined, as in "-dv".
@@ -54,6 +55,8 @@ std::variant<CommandLine, CommandLineError> parse_command_line(const std::vector
             }
         } else if (cl.config_file.empty()) {
             cl.config_file = arg;
+        } else if (cl.check && cl.running_file.empty()) {
+            cl.running_file = arg;
         } else {
             return CommandLineError{"more than one config file given: " + arg};
         }
@@ -77,6 +80,10 @@ std::string usage_text(const std::string& program) {
            "                  root; overrides user = in the configuration)\n"
            "  -V, --version   print the version and exit\n"
            "  -h, --help      print this help and exit\n"
+           "      --check CONFIG.ini [RUNNING.ini]\n"
+           "                  check the configuration (and the files it names) and exit: 0 when\n"
+           "                  valid, 1 with every problem as FILE:LINE: KEY: message; with\n"
+           "                  RUNNING.ini, also list what a RELOAD from it would change\n"
            "\n"
            "PgBouncer's -R (online restart, taking over the running process's sockets) is not\n"
            "supported: restart pgtether instead; clients reconnect.\n";

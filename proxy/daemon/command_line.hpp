@@ -1,5 +1,6 @@
 // pgtether's command line, PgBouncer-compatible: pgtether [-d] [-v] [-q] [-u USER] [-V] [-h]
-// CONFIG.ini. PgBouncer's -R (online restart) is refused with a message saying so.
+// CONFIG.ini. PgBouncer's -R (online restart) is refused with a message saying so. pgtether's
+// own: --check CONFIG.ini [RUNNING.ini] checks a configuration and exits (like nginx -t).
 #pragma once
 
 #include <string>
@@ -16,6 +17,8 @@ struct CommandLine {
     std::string user;        // -u / --user: the Unix user to switch to (overrides `user =`)
     bool show_version = false;
     bool show_help = false;
+    bool check = false;        // --check: check config_file, print what is wrong, exit
+    std::string running_file;  // --check's second file: what a RELOAD would change from it
 };
 
 struct CommandLineError {

@@ -23,6 +23,7 @@
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/key_derivations.hpp"
 #include "proxy/daemon/command_line.hpp"
+#include "proxy/daemon/config_check.hpp"
 #include "core/config.hpp"
 #include "proxy/daemon/daemon.hpp"
 #include "proxy/daemon/logging.hpp"
@@ -135,6 +136,9 @@ int main(int argc, char** argv) {
     if (cl.show_help) {
         std::fputs(pgtether::usage_text(argv[0]).c_str(), stdout);
         return 0;
+    }
+    if (cl.check) {
+        return pgtether::run_config_check(cl.config_file, cl.running_file, stdout, stderr);
     }
     if (cl.show_version) {
         // The first line is SHOW VERSION's; then the libraries, as PgBouncer lists its own.

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/config_diff.hpp"
 #include "proxy/daemon/logging.hpp"
 #include "proxy/daemon/systemd_notify.hpp"
 #include "proxy/daemon/worker.hpp"
@@ -81,9 +82,19 @@ std::optional<std::string> ConfigReloader::load_and_apply(Worker& worker) {
         spdlog::warn("reload: keeping the users of the running auth_file");
         loaded.auth_file = worker.auth_file_ptr();
     }
+    // What changes, from the running configuration (console SETs included). Settings a reload
+    // cannot change are not among them: apply() warns about each and keeps it.
+    std::vector<ConfigChange> changes = diff_configs(worker.config(), *loaded.config);
     auto error = apply(worker, std::make_shared<Config>(*loaded.config), loaded.auth_file,
                        loaded.security);
     if (!error) {
+        bool any = false;
+        for (const auto& change : changes) {
+            if (change.needs_restart) continue;
+            spdlog::info("reload: {}", change.describe());
+            any = true;
+        }
+        if (!any) spdlog::info("reload: no setting changed");
         for (const auto& note : worker.config().unsupported_keys)
             spdlog::warn("{}", note);
         for (const auto& warning : configuration_warnings(worker.config()))

@@ -116,6 +116,8 @@ TEST_CASE("SIGHUP and RELOAD apply a new configuration under load; a broken one 
     pooler.reload(config);
     CHECK(eventually([&] { return setting(admin, "default_pool_size") == "5"; }));
     CHECK(pooler.wait_for_log("configuration reloaded"));
+    CHECK(pooler.log().find("reload: default_pool_size: 2 -> 5") != std::string::npos);
+    CHECK(pooler.log().find("reload: [databases] added: added (host=") != std::string::npos);
     Conn added = Conn::must(pooler.conninfo("", "added"));
     PGT_CHECK_OK(added.exec("SELECT 1"));
     int before = load.rounds();
@@ -215,6 +217,9 @@ TEST_CASE("settings that need a restart keep their running values on reload") {
     pooler.reload(config);
     CHECK(pooler.wait_for_log(
         "listen_port: cannot be changed while pgtether runs; keeping the running value"));
+    // The reload says what it changed, old -> new; the kept setting is not among the changes.
+    CHECK(pooler.wait_for_log("reload: default_pool_size: 2 -> 7"));
+    CHECK(pooler.log().find("reload: listen_port") == std::string::npos);
     Conn admin = console(pooler);
     CHECK(setting(admin, "listen_port") == std::to_string(port));
     CHECK(setting(admin, "default_pool_size") == "7");  // the rest of the file applies

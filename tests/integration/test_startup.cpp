@@ -421,3 +421,66 @@ TEST_CASE("SIGTERM waits for every client to leave (PgBouncer 1.23+); SIGQUIT ex
         CHECK(WEXITSTATUS(*status) == 0);
     }
 }
+
+TEST_CASE("--check: exit 0 or 1, every problem as FILE:LINE: KEY, and what a RELOAD would change") {
+    TempDir dir("pgt-check", TestEnv::get().tmp_dir);
+    const std::string included = dir.write_file("more.ini", "pool_mode = sometimes\n");
+    const std::string bad = dir.write_file("bad.ini",
+                                           "[pgbouncer]\n"               // 1
+                                           "listen_port = 99999\n"       // 2
+                                           "default_pool_size = many\n"  // 3
+                                           "no_such_setting = 1\n"       // 4
+                                           "%include " +
+                                               included +
+                                               "\n"                                    // 5
+                                               "[databases]\n"                         // 6
+                                               "app = host=127.0.0.1 colour=blue\n");  // 7
+    Exit e = run_pgtether({"--check", bad}, dir, "check-bad");
+    INFO(e.output);
+    CHECK(exit_code(e) == 1);
+    for (const std::string& expected :
+         {bad + ":2: listen_port: ", bad + ":3: default_pool_size: ", bad + ":4: no_such_setting: ",
+          included + ":1: pool_mode: ", bad + ":7: app: "}) {
+        CHECK_MESSAGE(e.output.find(expected) != std::string::npos, expected);
+    }
+    CHECK(e.output.find("5 problems, the configuration is not valid") != std::string::npos);
+
+    // Valid ini, but an auth_file that does not parse: a start would fail, so does the check.
+    const std::string userlist = dir.write_file("users.txt", "\"bob\" \"secret\"\nnot a line\n");
+    const std::string bad_users = dir.write_file(
+        "bad-users.ini", "[pgbouncer]\nauth_type = md5\nauth_file = " + userlist + "\n");
+    Exit users = run_pgtether({"--check", bad_users}, dir, "check-users");
+    INFO(users.output);
+    CHECK(exit_code(users) == 1);
+    CHECK(users.output.find(userlist + ":2") != std::string::npos);
+
+    // Valid: exit 0, and compared with the running file, the changes a RELOAD would make.
+    const std::string running = dir.write_file(
+        "running.ini",
+        "[pgbouncer]\nauth_type = trust\nlisten_port = 6432\ndefault_pool_size = 20\n"
+        "[databases]\napp = host=a password=old\n");
+    const std::string next = dir.write_file(
+        "next.ini",
+        "[pgbouncer]\nauth_type = trust\nlisten_port = 6433\ndefault_pool_size = 40\n"
+        "[databases]\napp = host=a password=new\nreports = host=b\n");
+    Exit ok = run_pgtether({"--check", next, running}, dir, "check-ok");
+    INFO(ok.output);
+    CHECK(exit_code(ok) == 0);
+    CHECK(ok.output.find("the configuration is valid") != std::string::npos);
+    CHECK(ok.output.find("  default_pool_size: 20 -> 40\n") != std::string::npos);
+    CHECK(ok.output.find("  listen_port: 6432 -> 6433 (needs a restart") != std::string::npos);
+    CHECK(ok.output.find("  [databases] reports: added (host=b)\n") != std::string::npos);
+    CHECK(ok.output.find("password changed") != std::string::npos);
+    CHECK(ok.output.find("new") == std::string::npos);  // no password shown
+    Exit same = run_pgtether({"--check", running, running}, dir, "check-same");
+    CHECK(exit_code(same) == 0);
+    CHECK(same.output.find("would change nothing") != std::string::npos);
+    // A running file that does not load cannot be compared with.
+    Exit against_bad = run_pgtether({"--check", running, bad}, dir, "check-against-bad");
+    CHECK(exit_code(against_bad) == 1);
+    CHECK(against_bad.output.find("cannot compare with it") != std::string::npos);
+    // Nothing was started: no pidfile, no listener.
+    Exit missing = run_pgtether({"--check", dir.path() + "/nope.ini"}, dir, "check-missing");
+    CHECK(exit_code(missing) == 1);
+    CHECK(missing.output.find("nope.ini: cannot read config file") != std::string::npos);
+}

@@ -49,3 +49,23 @@ TEST_CASE("-u / --user and the refused -R") {
     }
     CHECK(usage_text("pgtether").find("-R") != std::string::npos);
 }
+
+TEST_CASE("--check FILE [RUNNING_FILE]") {
+    auto r = parse_command_line({"--check", "new.ini"});
+    auto* cl = std::get_if<CommandLine>(&r);
+    REQUIRE(cl);
+    CHECK(cl->check);
+    CHECK(cl->config_file == "new.ini");
+    CHECK(cl->running_file.empty());
+
+    r = parse_command_line({"new.ini", "--check", "running.ini"});
+    cl = std::get_if<CommandLine>(&r);
+    REQUIRE(cl);
+    CHECK(cl->check);
+    CHECK(cl->config_file == "new.ini");
+    CHECK(cl->running_file == "running.ini");
+
+    CHECK(std::holds_alternative<CommandLineError>(parse_command_line({"--check"})));
+    CHECK(std::holds_alternative<CommandLineError>(
+        parse_command_line({"--check", "a.ini", "b.ini", "c.ini"})));
+}

@@ -1415,3 +1415,59 @@ TEST_CASE("peering: peer_id and the [peers] entries are stored") {
     CHECK_FALSE(setting_is_changeable("peer_id"));
     CHECK_FALSE(setting_is_changeable("so_reuseport"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Every problem at once (pgtether --check)
+
+TEST_CASE("check_config lists every problem in reading order and keeps the rest") {
+    TempDir tmp;
+    tmp.write("inc.ini", "pool_mode = sometimes\n");
+    const std::string path = tmp.write("t.ini",
+                                       "[pgbouncer]\n"               // 1
+                                       "listen_port = 6433\n"        // 2
+                                       "default_pool_size = many\n"  // 3
+                                       "nosuchkey = 1\n"             // 4
+                                       "this is not a line\n"        // 5
+                                       "%include " +
+                                           (tmp.path() / "inc.ini").string() +
+                                           "\n"                                          // 6
+                                           "[wrong]\n"                                   // 7
+                                           "skipped = as part of the unknown section\n"  // 8
+                                           "[databases]\n"                               // 9
+                                           "app = host=127.0.0.1 colour=blue\n"          // 10
+                                           "ok = host=127.0.0.1 port=5433\n");           // 11
+    auto check = check_config(path);
+    std::vector<std::string> got;
+    for (const auto& e : check.errors)
+        got.push_back(e.file() + ":" + std::to_string(e.line()) + ":" + e.key());
+    const std::string inc = (tmp.path() / "inc.ini").string();
+    // The ini reader's problems come first (it reads everything before the loader looks at
+    // keys), then the loader's, each in file order.
+    const std::vector<std::string> expected = {
+        path + ":5:this",      path + ":3:default_pool_size",
+        path + ":4:nosuchkey", inc + ":1:pool_mode",
+        path + ":7:",          path + ":10:app",
+    };
+    std::string got_text;
+    for (const auto& g : got)
+        got_text += g + "\n";
+    CAPTURE(got_text);
+    CHECK(got == expected);
+    REQUIRE(check.config);
+    CHECK(check.config->listen_port == 6433);
+    REQUIRE(check.config->databases.size() == 1);
+    CHECK(check.config->databases[0].name == "ok");
+    // load_config throws the first of them.
+    auto first = error_of(path);
+    REQUIRE(first.has_value());
+    CHECK(first->line() == 5);
+
+    // Whole-file problems come last; a valid file has none.
+    const std::string no_main = tmp.write("n.ini", "[databases]\nx = host=a colour=1\n");
+    auto none = check_config(no_main);
+    REQUIRE(none.errors.size() == 2);
+    CHECK(none.errors[0].line() == 2);
+    CHECK(contains(none.errors[1].what(), "no [pgbouncer] section"));
+    CHECK(
+        check_config(tmp.write("v.ini", "[pgbouncer]\n[databases]\nx = host=a\n")).errors.empty());
+}
