@@ -31,11 +31,13 @@ PGT_DEPS_DEMO=(
 )
 # Everything scripts/test needs besides the demo's set: the test code's libraries, PgBouncer and
 # haproxy (reference and scale-out tests), nftables (network faults), openssl (TLS test certs),
-# psycopg (the compat suite).
+# psycopg (the compat suite), and the Debian package's build and checks (debhelper, lintian,
+# logrotate: tests/scripts/package_test.sh).
 PGT_DEPS_TEST=(
     libpq-dev doctest-dev
     postgresql-contrib pgbouncer python3-psycopg
     openssl nftables haproxy
+    debhelper lintian logrotate
 )
 PGT_DEPS_CORE=("${PGT_DEPS_DEMO[@]}" "${PGT_DEPS_TEST[@]}")
 # Only needed for the libFuzzer targets (PGTETHER_FUZZ=ON): clang's fuzzer and sanitizer runtimes.
