@@ -695,7 +695,9 @@ TEST_CASE("the shipped docker/ and docker/k8s configurations start, peer and ser
                    localized(configmap_ini(read_file(source + "/k8s/configmap.yaml")), k8s, port,
                              metrics, 0, 0));
     auto pod = start_shipped(k8s, "pgtether.ini", port);
-    CHECK(http_get("127.0.0.1", metrics, "/metrics").status == 200);  // the probes' endpoint
+    // The Deployment's probes: liveness /healthz, readiness /readyz, on the metrics port.
+    CHECK(http_get("127.0.0.1", metrics, "/healthz").status == 200);
+    CHECK(eventually([&] { return http_get("127.0.0.1", metrics, "/readyz").status == 200; }, 10s));
     Conn app = Conn::must(make_conninfo("127.0.0.1", port, "postgres", env.database, "postgres"));
     CHECK(scalar(app, "SELECT 1") == "1");
     // The preStop hook's login: user pgbouncer over the Unix socket, as pgtether's own OS user
