@@ -68,9 +68,13 @@ void combine(std::string& mine, const std::string& theirs, bool takes_max) {
 }  // namespace
 
 bool metrics_family_takes_max(std::string_view name) {
+    // Configured limits and process-wide figures: every worker reports the same value.
     return name == "pgtether_info" || name == "pgtether_paused" || name == "pgtether_pool_paused" ||
            name == "pgtether_pool_max_wait_seconds" || name == "pgtether_lock_functions" ||
-           name == "pgtether_lock_functions_unknown";
+           name == "pgtether_lock_functions_unknown" || name == "pgtether_max_client_conn" ||
+           name == "pgtether_pool_size" || name == "pgtether_pool_reserve_size" ||
+           name == "pgtether_pool_tether_reserve_size" || name == "pgtether_process_open_fds" ||
+           name == "pgtether_process_max_fds";
 }
 
 std::string merge_metrics_texts(const std::vector<std::string>& texts) {

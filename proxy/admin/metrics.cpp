@@ -1,8 +1,12 @@
 #include "proxy/admin/metrics.hpp"
 
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <functional>
+#include <system_error>
 #include <vector>
 
 #include "core/metrics_merge.hpp"
@@ -31,6 +35,23 @@ struct PoolRow {
 }  // namespace
 
 namespace {
+
+// Descriptors the process has open (/proc/self/fd, less the one the listing itself holds), and
+// its soft RLIMIT_NOFILE: what accept() runs into. 0 where they cannot be read.
+std::uint64_t open_fds() {
+    std::error_code error;
+    std::uint64_t count = 0;
+    for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end;
+         it.increment(error))
+        ++count;
+    return error || count == 0 ? 0 : count - 1;
+}
+
+std::uint64_t max_fds() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
+    return static_cast<std::uint64_t>(limit.rlim_cur);
+}
 
 // One worker's clients, servers, pools and counters.
 std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
@@ -62,6 +83,16 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
     w.sample({}, static_cast<std::uint64_t>(worker.server_count()));
     w.family("pgtether_paused", "gauge", "1 while PAUSE (without a database) is in effect");
     w.sample({}, std::uint64_t{worker.pool_control().paused_all() ? 1u : 0u});
+    // Limits, so that alerts can be ratios (docker/prometheus/pgtether-alerts.yaml).
+    w.family("pgtether_max_client_conn", "gauge",
+             "max_client_conn: client connections the process accepts");
+    w.sample({}, static_cast<std::uint64_t>(std::max(0, worker.config().max_client_conn)));
+    w.family("pgtether_process_open_fds", "gauge", "File descriptors the process has open");
+    w.sample({}, open_fds());
+    w.family("pgtether_process_max_fds", "gauge",
+             "The process's file descriptor limit (soft RLIMIT_NOFILE, raised to the hard limit "
+             "at start-up)");
+    w.sample({}, max_fds());
 
     auto per_pool_gauge = [&](const char* name, const char* help,
                               const std::function<std::uint64_t(const PoolRow&)>& value) {
@@ -125,6 +156,17 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
         w.sample_seconds(row.labels, row.census->maxwait_us);
     per_pool_gauge("pgtether_pool_paused", "1 while the pool's database is paused or killed",
                    [](const PoolRow& r) { return r.pool->paused() ? 1u : 0u; });
+    const auto size = [](int n) { return static_cast<std::uint64_t>(std::max(0, n)); };
+    per_pool_gauge("pgtether_pool_size",
+                   "pool_size: servers the pool keeps for its clients (for the process as a whole)",
+                   [&](const PoolRow& r) { return size(r.pool->sizes().pool_size); });
+    per_pool_gauge("pgtether_pool_reserve_size",
+                   "reserve_pool_size: servers the pool may add for clients that waited "
+                   "reserve_pool_timeout",
+                   [&](const PoolRow& r) { return size(r.pool->sizes().reserve_pool_size); });
+    per_pool_gauge("pgtether_pool_tether_reserve_size",
+                   "tether_reserve_size as resolved: servers the pool may add for tethered clients",
+                   [&](const PoolRow& r) { return size(r.pool->sizes().tether_reserve_size); });
 
     per_pool_counter("pgtether_transactions", "Transactions pooled",
                      [](const PoolRow& r) { return r.stats.xact_count; });

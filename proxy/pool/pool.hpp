@@ -65,6 +65,8 @@ public:
     // Counts new server connections: which host of a host list the next one goes to.
     [[nodiscard]] std::uint64_t next_host_turn() { return host_turn_++; }
     [[nodiscard]] PoolMode mode() const { return mode_; }
+    // pool_size, reserve pool, tether allowance and caps as resolved from the configuration.
+    [[nodiscard]] const PoolSizes& sizes() const { return sizes_; }
     [[nodiscard]] Worker& worker() { return worker_; }
     [[nodiscard]] PoolStats& stats() { return stats_; }
     // The tether's trigger for this pool's database (proxy/pool/lock_catalog.hpp).

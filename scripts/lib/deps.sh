@@ -31,13 +31,15 @@ PGT_DEPS_DEMO=(
 )
 # Everything scripts/test needs besides the demo's set: the test code's libraries, PgBouncer and
 # haproxy (reference and scale-out tests), nftables (network faults), openssl (TLS test certs),
-# psycopg (the compat suite), and the Debian package's build and checks (debhelper, lintian,
-# logrotate: tests/scripts/package_test.sh).
+# psycopg (the compat suite), the Debian package's build and checks (debhelper, lintian,
+# logrotate: tests/scripts/package_test.sh), promtool for the alert rules (Debian ships it in
+# prometheus, whose service is disabled like the others: tests/scripts/alerts_test.sh).
 PGT_DEPS_TEST=(
     libpq-dev doctest-dev
     postgresql-contrib pgbouncer python3-psycopg
     openssl nftables haproxy
     debhelper lintian logrotate
+    prometheus
 )
 PGT_DEPS_CORE=("${PGT_DEPS_DEMO[@]}" "${PGT_DEPS_TEST[@]}")
 # Only needed for the libFuzzer targets (PGTETHER_FUZZ=ON): clang's fuzzer and sanitizer runtimes.

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -264,6 +266,58 @@ TEST_CASE("the metrics endpoint serves numbers that follow the load") {
           static_cast<double>(cell_int(*stats, "total_query_count")));
     CHECK(value_of(now, "pgtether_received_bytes_total", pool_labels()) ==
           static_cast<double>(cell_int(*stats, "total_received")));
+}
+
+// What alert rules divide by (docker/prometheus/pgtether-alerts.yaml): the configured limits,
+// and the process's descriptors against its limit, each compared with the truth.
+TEST_CASE("the limits and the descriptor counts are exported, for ratios") {
+    PoolerConfig config;
+    config.databases = {isolated_database("*")};
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "3"},
+                       {"reserve_pool_size", "2"}, {"tether_reserve_size", "4"},
+                       {"max_client_conn", "77"}};
+    auto started = pgtether::itest::start_with_metrics(config);
+    Pgtether& pooler = *started.pooler;
+    Conn a = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+
+    auto e = scrape(started.port);
+    CHECK(e.types.at("pgtether_max_client_conn") == "gauge");
+    CHECK(value_of(e, "pgtether_max_client_conn") == 77);
+    CHECK(value_of(e, "pgtether_pool_size", pool_labels()) == 3);
+    CHECK(value_of(e, "pgtether_pool_reserve_size", pool_labels()) == 2);
+    CHECK(value_of(e, "pgtether_pool_tether_reserve_size", pool_labels()) == 4);
+
+    // The limit is the soft RLIMIT_NOFILE of the pgtether process, as /proc shows it.
+    std::ifstream limits("/proc/" + std::to_string(pooler.pid()) + "/limits");
+    std::string line;
+    double soft = -1;
+    while (std::getline(limits, line)) {
+        if (line.rfind("Max open files", 0) == 0) {
+            std::istringstream fields(line.substr(std::string("Max open files").size()));
+            fields >> soft;
+        }
+    }
+    REQUIRE(soft > 0);
+    CHECK(value_of(e, "pgtether_process_max_fds") == soft);
+
+    // Open descriptors follow the connections: 8 more clients, each with its socket.
+    const auto fds_now = [&] {
+        return static_cast<double>(std::distance(
+            std::filesystem::directory_iterator("/proc/" + std::to_string(pooler.pid()) + "/fd"),
+            std::filesystem::directory_iterator{}));
+    };
+    const double before = value_of(e, "pgtether_process_open_fds");
+    CHECK(before > 0);
+    CHECK(before <= fds_now() + 1);  // one more for the scrape's own socket, gone by now
+    std::vector<Conn> more;
+    for (int i = 0; i < 8; ++i) {
+        more.push_back(Conn::must(pooler.conninfo()));
+        PGT_REQUIRE_OK(more.back().exec("SELECT 1"));
+    }
+    auto after = scrape(started.port);
+    CHECK(value_of(after, "pgtether_process_open_fds") >= before + 8);
+    CHECK(value_of(after, "pgtether_process_open_fds") < value_of(after, "pgtether_process_max_fds"));
 }
 
 TEST_CASE("OpenMetrics is served when the scraper asks for it") {

@@ -60,4 +60,11 @@ TEST_CASE("seconds add up exactly; the Prometheus format has no EOF line") {
           "pgtether_query_duration_seconds_count 5\n");
     CHECK(metrics_family_takes_max("pgtether_paused"));
     CHECK_FALSE(metrics_family_takes_max("pgtether_client_connections"));
+    // Limits and process-wide counts are the same in every worker: not multiplied by N.
+    for (const char* name : {"pgtether_max_client_conn", "pgtether_pool_size",
+                             "pgtether_pool_reserve_size", "pgtether_pool_tether_reserve_size",
+                             "pgtether_process_open_fds", "pgtether_process_max_fds"}) {
+        CAPTURE(name);
+        CHECK(metrics_family_takes_max(name));
+    }
 }
