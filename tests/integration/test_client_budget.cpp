@@ -321,13 +321,6 @@ TEST_CASE("without translation, a statement named beyond the tracked count still
 // are served once descriptors are free again.
 TEST_CASE(
     "out of file descriptors: budget logged, accept failure logged and counted, nobody lost") {
-#if defined(__SANITIZE_ADDRESS__)
-    // Open: under ASan+UBSan the pgtether of this test reports Stream::on_read calling a freed
-    // client's handler at the descriptor limit (proxy/net/stream.cpp:204); until that is found,
-    // the sanitize phase does not run this case.
-    MESSAGE("skipped under the sanitizers (open UBSan report at the fd limit, issue 27 item 11)");
-    return;
-#endif
     PoolerConfig config = pool_config("transaction", 1, {{"max_client_conn", "500"}});
     config.fd_limit = 64;
     Pgtether pooler(config);
