@@ -297,6 +297,9 @@ constexpr std::array<std::string_view, 8> kAuthTypes = {"any",           "trust"
                                                         "scram-sha-256", "cert",  "hba",   "pam"};
 constexpr std::array<std::string_view, 6> kSslModes = {"disable", "allow",     "prefer",
                                                        "require", "verify-ca", "verify-full"};
+// log_format (pgtether's own): PgBouncer's text lines, or one JSON object per line.
+constexpr std::array<std::string_view, 2> kLogFormats = {"text", "json"};
+
 // syslog_facility: the names PgBouncer (libusual's logging.c) maps to LOG_* facilities.
 constexpr std::array<std::string_view, 12> kSyslogFacilities = {
     "auth",   "authpriv", "daemon", "user",   "local0", "local1",
@@ -372,6 +375,7 @@ const std::vector<GlobalKey>& global_keys() {
             .fixed(),
         key<C>("log_connections", Kind::Bool, kHonoured, "1", &C::log_connections),
         key<C>("log_disconnections", Kind::Bool, kHonoured, "1", &C::log_disconnections),
+        key<C>("log_format", Kind::Choice, kHonoured, "text", &C::log_format).among(kLogFormats),
         key<C>("log_pooler_errors", Kind::Bool, kHonoured, "1", &C::log_pooler_errors),
         key<C>("log_stats", Kind::Bool, kHonoured, "1", &C::log_stats),
         key<C>("logfile", Kind::String, kHonoured, "", &C::logfile),

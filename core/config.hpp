@@ -146,6 +146,7 @@ struct Config {
     bool syslog = false;
     std::string syslog_ident = "pgbouncer";
     std::string syslog_facility = "daemon";
+    std::string log_format = "text";  // "text" (PgBouncer's lines) or "json" (docs/admin.md)
     bool log_connections = true;
     bool log_disconnections = true;
     bool log_pooler_errors = true;

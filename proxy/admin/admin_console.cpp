@@ -1,3 +1,4 @@
+#include "proxy/net/log_sqlstate.hpp"
 #include "proxy/admin/admin_console.hpp"
 
 #include <algorithm>
@@ -650,6 +651,7 @@ void AdminSession::on_close() {
 
 void AdminSession::send_error(const char* code, const std::string& message) {
     if (worker_.config().log_pooler_errors) {
+        LogSqlstate sqlstate(code);
         spdlog::warn("{}: pooler error: {}", client_.describe(), message);
     }
     protocol::ErrorFields error{"ERROR", code, message, {}, {}};

@@ -1,3 +1,4 @@
+#include "proxy/net/log_sqlstate.hpp"
 #include "proxy/client/client.hpp"
 
 #include <unistd.h>
@@ -630,6 +631,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
     // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
     // client, log_disconnections for the reason a logged-in client goes.
     if (error && config.log_pooler_errors) {
+        LogSqlstate sqlstate(error->sqlstate);
         spdlog::warn("{}: pooler error: {}", describe(), error->message);
     }
     // PgBouncer logs every close with a reason, failed logins included.

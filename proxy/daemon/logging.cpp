@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -19,6 +21,8 @@
 #include <spdlog/sinks/syslog_sink.h>
 
 #include "core/config.hpp"
+#include "core/log_line.hpp"
+#include "proxy/net/log_sqlstate.hpp"
 
 namespace pgtether {
 
@@ -27,6 +31,7 @@ LogOptions log_options_for(const Config& config, int command_line_verbose, bool 
     options.verbose = command_line_verbose + config.verbose;
     options.quiet = quiet;
     options.logfile = config.logfile;
+    options.json = config.log_format == "json";
     options.syslog = config.syslog;
     options.syslog_ident = config.syslog_ident;
     options.syslog_facility = config.syslog_facility;
@@ -47,6 +52,65 @@ std::optional<int> syslog_facility_code(const std::string& name) {
 }
 
 namespace {
+
+LogLevel level_of(spdlog::level::level_enum level) {
+    switch (level) {
+        case spdlog::level::trace:
+            return LogLevel::Noise;
+        case spdlog::level::debug:
+            return LogLevel::Debug;
+        case spdlog::level::info:
+            return LogLevel::Log;
+        case spdlog::level::warn:
+            return LogLevel::Warning;
+        case spdlog::level::err:
+            return LogLevel::Error;
+        case spdlog::level::critical:
+            return LogLevel::Fatal;
+        default:
+            return LogLevel::Log;
+    }
+}
+
+// PgBouncer's lines (core/log_line.hpp) in place of spdlog's patterns: its level words and the
+// time zone's name, or JSON; for syslog, which adds its own time and "ident[pid]:", the level
+// word and the message only.
+class LineFormatter final : public spdlog::formatter {
+  public:
+    enum class Kind { Text, Json, Syslog };
+    explicit LineFormatter(Kind kind) : kind_(kind) {}
+
+    void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+        const std::string_view message(msg.payload.data(), msg.payload.size());
+        std::string line;
+        if (kind_ == Kind::Syslog) {
+            line = std::string(level_word(level_of(msg.level))) + " " + std::string(message);
+        } else {
+            LogRecord record;
+            const auto since_epoch = msg.time.time_since_epoch();
+            const std::time_t seconds =
+                std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count();
+            record.milliseconds = static_cast<int>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch).count() % 1000);
+            localtime_r(&seconds, &record.local);
+            gmtime_r(&seconds, &record.utc);
+            char zone[16];
+            record.zone = std::strftime(zone, sizeof zone, "%Z", &record.local) > 0 ? zone : "UTC";
+            record.pid = static_cast<long>(::getpid());
+            record.level = level_of(msg.level);
+            record.message = message;
+            record.sqlstate = current_log_sqlstate();
+            line = kind_ == Kind::Json ? format_json_line(record) : format_text_line(record);
+        }
+        dest.append(line.data(), line.data() + line.size());
+    }
+    [[nodiscard]] std::unique_ptr<spdlog::formatter> clone() const override {
+        return std::make_unique<LineFormatter>(kind_);
+    }
+
+  private:
+    Kind kind_;
+};
 
 // One logger for the life of the process, whose sinks change on reload. With `workers` > 1 other
 // threads log at any time, so the default logger is never replaced (a replaced one is freed under
@@ -131,8 +195,7 @@ int open_logfile(const std::string& path, const std::optional<FileOwner>& owner)
 }  // namespace
 
 void setup_logging(const LogOptions& options) {
-    // PgBouncer-like lines: timestamp, pid, level, message.
-    constexpr const char* kPattern = "%Y-%m-%d %H:%M:%S.%e %z [%P] %^%l%$ %v";
+    const auto kind = options.json ? LineFormatter::Kind::Json : LineFormatter::Kind::Text;
     std::vector<spdlog::sink_ptr> sinks;
     if (!options.quiet) sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
     if (!options.logfile.empty()) {
@@ -140,7 +203,8 @@ void setup_logging(const LogOptions& options) {
         sinks.push_back(
             std::make_shared<LogfileSink>(open_logfile(options.logfile, options.owner)));
     }
-    for (auto& sink : sinks) sink->set_pattern(kPattern);
+    for (auto& sink : sinks)
+        sink->set_formatter(std::make_unique<LineFormatter>(kind));
     auto& dist = process_sinks();
     auto logger = spdlog::default_logger_raw();
     // PgBouncer's levels: verbose 0 logs LOG and above, 1 adds DEBUG, 2 and more add NOISE.
@@ -159,7 +223,7 @@ void setup_logging(const LogOptions& options) {
         auto sink = std::make_shared<spdlog::sinks::syslog_sink_mt>(
             options.syslog_ident, LOG_PID,
             syslog_facility_code(options.syslog_facility).value_or(LOG_DAEMON), true);
-        sink->set_pattern("%l %v");
+        sink->set_formatter(std::make_unique<LineFormatter>(LineFormatter::Kind::Syslog));
         dist.add_sink(std::move(sink));
     }
 }

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -16,6 +17,7 @@ struct LogOptions {
     int verbose = 0;         // -v count plus the config's `verbose`
     bool quiet = false;      // no stderr sink
     std::string logfile;     // empty: none
+    bool json = false;       // log_format = json: one JSON object per line (core/log_line.hpp)
     bool syslog = false;     // also log to syslog
     std::string syslog_ident = "pgbouncer";
     std::string syslog_facility = "daemon";

@@ -156,8 +156,20 @@ int main(int argc, char** argv) {
     auto start_up_error = [&](const std::string& message) {
         if (logging_ready) {
             spdlog::critical("{}", message);
-        } else {
-            std::fprintf(stderr, "pgtether: %s\n", message.c_str());
+            return 1;
+        }
+        std::fprintf(stderr, "pgtether: %s\n", message.c_str());
+        // The configuration did not load, but the lines that did may name a logfile (and
+        // log_format): the error goes there too, where an operator of a daemon looks
+        // (docs/deployment.md). Not as root: the file's checks need the user it switches to.
+        try {
+            const auto partial = pgtether::check_config(cl.config_file).config;
+            if (partial && !partial->logfile.empty() && geteuid() != 0) {
+                pgtether::setup_logging(pgtether::log_options_for(*partial, 0, true));
+                spdlog::critical("{}", message);
+            }
+        } catch (const std::exception&) {
+            // No logfile to be had: stderr was all there is.
         }
         return 1;
     };

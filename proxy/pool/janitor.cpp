@@ -137,7 +137,8 @@ void Pool::janitor(std::uint64_t now) {
     if (Client* first = waiting_.front()) {
         if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&
             uncovered_waiting() > 0 && !launch_suspended() && take_slot(true) == LaunchVerdict::Launch) {
-            spdlog::info("{}/{}: taking connection from reserve_pool", database_.name, user_);
+            // PgBouncer logs this as a WARNING: the pool was too small for the load.
+            spdlog::warn("{}/{}: taking connection from reserve_pool", database_.name, user_);
             open_server();
         }
     }

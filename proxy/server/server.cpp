@@ -1,3 +1,4 @@
+#include "proxy/net/log_sqlstate.hpp"
 #include "proxy/server/server.hpp"
 
 #include <arpa/inet.h>
@@ -193,8 +194,11 @@ void Server::send_startup() {
 
 void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind kind) {
     if (state_ == State::Closing) return;
-    spdlog::warn("S-{} {}/{}: server login failed: {}", id_, pool_.database_name(),
-                 pool_.user_name(), error.message);
+    {
+        LogSqlstate sqlstate(error.sqlstate);
+        spdlog::warn("S-{} {}/{}: server login failed: {}", id_, pool_.database_name(),
+                     pool_.user_name(), error.message);
+    }
     worker_.stats().login_failures++;
     login_failed_reported_ = true;
     pool_.on_server_login_failed(*this, error, kind);
@@ -1125,7 +1129,8 @@ void Server::finish_internal() {
                 return;
             }
             pool_.stats().scrubs++;
-            spdlog::warn("S-{} {}/{}: scrubbed backend {} after {} left", id_,
+            // The tether doing its job, not a problem: LOG level (PgBouncer has no such line).
+            spdlog::info("S-{} {}/{}: scrubbed backend {} after {} left", id_,
                          pool_.database_name(), pool_.user_name(), backend_key_.pid,
                          last_client_description_);
             pool_.release(*this);

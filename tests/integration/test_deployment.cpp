@@ -12,7 +12,10 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -300,6 +303,111 @@ TEST_CASE("start-up errors reach the logfile, also with -d; TLS file errors say 
         "cannot read certificate \"" + dir.path() + "/nope.crt\": No such file or directory";
     CHECK(read_file(options.log_path).find(expected) != std::string::npos);
     CHECK(read_file(dir.path() + "/pgtether.log").find(expected) != std::string::npos);
+}
+
+TEST_CASE("with -d, an ini that does not load still gets its error into the logfile it names") {
+    TempDir dir("pgt-starterr-ini", TestEnv::get().tmp_dir);
+    dir.write_file("userlist.txt", "\"postgres\" \"\"\n");
+    std::string ini = dir.write_file(
+        "bad.ini", hand_ini(dir, free_port(), "default_pool_size = many\nno_such_key = 1\n"));
+    ChildProcess::Options options;
+    options.argv = {TestEnv::get().pgtether_bin, "-d", ini};
+    options.log_path = dir.path() + "/bad.out";
+    options.as_daemon_user = true;
+    ChildProcess child(options);
+    CHECK(exit_code(child.wait_exit(10s)) == 1);
+    const std::string expected = ini + ":11: default_pool_size: invalid value \"many\"";
+    CHECK(read_file(options.log_path).find(expected) != std::string::npos);
+    const std::string logged = read_file(dir.path() + "/pgtether.log");
+    INFO(logged);
+    CHECK(std::regex_search(logged, std::regex("UTC \\[[0-9]+\\] FATAL " + std::string("[^\n]*") +
+                                               ":11: default_pool_size: invalid value")));
+}
+
+TEST_CASE("log lines: PgBouncer's text (level words, UTC), and log_format = json") {
+    // The reserve pool (a WARNING, as in PgBouncer), a refused client (a pooler error with its
+    // SQLSTATE) and an ordinary client that leaves (LOG lines only).
+    auto drive = [](Pgtether& pooler) {
+        Conn first = Conn::must(pooler.conninfo());
+        PGT_REQUIRE_OK(first.exec("BEGIN"));
+        PGT_REQUIRE_OK(first.exec("SELECT 1"));
+        Conn second = Conn::must(pooler.conninfo());
+        CHECK(scalar(second, "SELECT 2") == "2");  // from the reserve pool after 0.2 s
+        PGT_REQUIRE_OK(first.exec("COMMIT"));
+        Conn third = Conn::must(pooler.conninfo());
+        Conn fourth(pooler.conninfo());  // over max_client_conn = 3
+        CHECK_FALSE(fourth.ok());
+    };
+    std::map<std::string, std::string> settings = {{"reserve_pool_size", "1"},
+                                                   {"reserve_pool_timeout", "0.2"},
+                                                   {"max_client_conn", "3"},
+                                                   {"workers", "1"}};
+    SUBCASE("text") {
+        Pgtether pooler(pool_config("transaction", 1, settings));
+        drive(pooler);
+        REQUIRE(pooler.wait_for_log("taking connection from reserve_pool"));
+        REQUIRE(pooler.wait_for_log("pooler error"));
+        const std::string log = pooler.log();
+        INFO(log);
+        const std::regex line(
+            "^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3} [A-Z]+ \\[" +
+            std::to_string(pooler.pid()) + "\\] (NOISE|DEBUG|LOG|WARNING|ERROR|FATAL) ");
+        std::istringstream lines(log);
+        std::string text;
+        int count = 0;
+        while (std::getline(lines, text)) {
+            if (text.empty() || text.rfind("20", 0) != 0) continue;  // the harness's own lines
+            CAPTURE(text);
+            CHECK(std::regex_search(text, line));
+            ++count;
+        }
+        CHECK(count > 5);
+        CHECK(log.find(" UTC [") != std::string::npos);  // the tests run with TZ unset: UTC
+        CHECK(std::regex_search(log,
+                                std::regex("WARNING [^\n]*taking connection from reserve_pool")));
+        CHECK(std::regex_search(
+            log, std::regex("WARNING C-[0-9]+[ @][^\n]*pooler error: no more connections")));
+        CHECK(log.find("] info ") == std::string::npos);
+        CHECK(log.find("+00:00") == std::string::npos);
+    }
+    SUBCASE("json") {
+        settings["log_format"] = "json";
+        Pgtether pooler(pool_config("transaction", 1, settings));
+        drive(pooler);
+        REQUIRE(pooler.wait_for_log("taking connection from reserve_pool"));
+        REQUIRE(pooler.wait_for_log("pooler error"));
+        const std::string log = pooler.log();
+        INFO(log);
+        std::istringstream lines(log);
+        std::string text;
+        int objects = 0;
+        bool refusal = false;
+        bool reserve = false;
+        const std::regex object(
+            "^\\{\"time\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}Z\",\"level\":\"("
+            "NOISE|DEBUG|LOG|WARNING|ERROR|FATAL)\",\"pid\":" +
+            std::to_string(pooler.pid()) + "(,\"[a-z_]+\":\"([^\"\\\\]|\\\\.)*\")+\\}$");
+        while (std::getline(lines, text)) {
+            if (text.empty() || text[0] != '{') continue;
+            CAPTURE(text);
+            CHECK(std::regex_match(text, object));
+            ++objects;
+            if (text.find("pooler error: no more connections") != std::string::npos) {
+                refusal = text.find("\"level\":\"WARNING\"") != std::string::npos &&
+                          text.find("\"sqlstate\":\"53300\"") != std::string::npos &&
+                          std::regex_search(text, std::regex("\"client_id\":\"C-[0-9]+\""));
+            }
+            if (text.find("taking connection from reserve_pool") != std::string::npos) {
+                reserve = text.find("\"level\":\"WARNING\"") != std::string::npos;
+            }
+        }
+        CHECK(objects > 5);
+        CHECK(refusal);
+        CHECK(reserve);
+        // Lines about a logged-in client carry its database and user.
+        CHECK(std::regex_search(
+            log, std::regex("\"client_id\":\"C-[0-9]+\",\"database\":\"[^\"]+\",\"user\":\"")));
+    }
 }
 
 TEST_CASE("a missing auth_file does not stop start-up; a reload reads it once it exists") {

@@ -374,7 +374,7 @@ TEST_CASE("syslog: lines go to /dev/log with syslog_ident and syslog_facility") 
         found = datagram.rfind(wanted, 0) == 0 &&
                 datagram.find("pgt-itest[" + std::to_string(pooler.pid()) + "]: ") !=
                     std::string::npos &&
-                datagram.find("info pgtether") != std::string::npos;
+                datagram.find("LOG pgtether") != std::string::npos;
     }
     CHECK_MESSAGE(found, seen);
 }

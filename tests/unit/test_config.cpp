@@ -578,6 +578,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "tcp_user_timeout",
                                             "log_connections",
                                             "log_disconnections",
+                                            "log_format",
                                             "log_pooler_errors",
                                             "stats_period",
                                             "verbose",
