@@ -13,6 +13,7 @@
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/private_postgres.hpp"
 #include "tests/integration/support/process.hpp"
 #include "tests/integration/support/test_env.hpp"
 
@@ -364,4 +365,39 @@ TEST_CASE("listen_mode = tether: the old way, a listener tethered to its backend
     CHECK(payloads(wait_for(listener, 1)) == std::vector<std::string>{"x"});
     PGT_REQUIRE_OK(listener.exec("UNLISTEN *"));
     CHECK(two_transactions_fit(pooler.conninfo()));
+}
+
+TEST_CASE("a PostgreSQL restart: the listening connection LISTENs again, listeners are told") {
+    PrivatePostgres pg;
+    PoolerConfig config = two_backends();
+    config.databases = {"* = host=" + pg.env().pg_host + " port=" + std::to_string(pg.port())};
+    Pgtether pooler(config, 10s, pg.env());
+    Conn listener = Conn::must(pooler.conninfo("", "postgres"));
+    PGT_REQUIRE_OK(listener.exec("LISTEN lt_restart"));
+    const std::string direct =
+        make_conninfo(pg.env().pg_host, pg.port(), pg.env().superuser, "postgres", "", "");
+    {
+        Conn producer = Conn::must(direct);
+        PGT_REQUIRE_OK(producer.exec("NOTIFY lt_restart, 'before'"));
+        CHECK(payloads(wait_for(listener, 1)) == std::vector<std::string>{"before"});
+    }
+    pg.stop();
+    pg.start();
+    // The listener's session goes on (it held no backend); once pgtether listens again, the
+    // next notification arrives.
+    bool back = eventually(
+        [&] {
+            Conn producer(direct);
+            if (!producer.ok()) return false;
+            PGT_REQUIRE_OK(producer.exec("NOTIFY lt_restart, 'after'"));
+            return !wait_for(listener, 1, 300ms).empty();
+        },
+        30s);
+    CHECK(back);
+    PGT_REQUIRE_OK(listener.exec("SELECT 1"));
+    bool warned = false;
+    for (const auto& notice : listener.take_notices()) {
+        warned = warned || notice.message.find("were lost") != std::string::npos;
+    }
+    CHECK(warned);
 }
