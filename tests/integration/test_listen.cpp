@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -400,4 +401,40 @@ TEST_CASE("a PostgreSQL restart: the listening connection LISTENs again, listene
         warned = warned || notice.message.find("were lost") != std::string::npos;
     }
     CHECK(warned);
+}
+
+TEST_CASE("node-postgres: its LISTEN/NOTIFY API behaves through pgtether as directly") {
+    // node and npm are on this project's machines, not on every Debian machine: without them the
+    // case says so and checks nothing.
+    if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0) {
+        MESSAGE("node or npm not installed: node-postgres not checked");
+        return;
+    }
+    // node-postgres 8 from the npm registry, installed once into a cache kept between runs.
+    const std::string cache = "/tmp/pgtether-node-pg8";
+    const std::string install = "mkdir -p " + cache + " && cd " + cache +
+                                " && { [ -d node_modules/pg ] || npm install --no-audit --no-fund "
+                                "pg@8 >npm.log 2>&1; }";
+    const int installed = std::system(install.c_str());
+    INFO("npm install pg@8: " << read_file(cache + "/npm.log"));
+    REQUIRE(installed == 0);
+    Pgtether pooler(two_backends());
+    const TestEnv& env = TestEnv::get();
+    auto run = [&](const std::string& host, int port) {
+        TempDir dir("pgt-node", env.tmp_dir);
+        const std::string out = dir.path() + "/out";
+        const std::string command = "NODE_PATH=" + cache + "/node_modules PGHOST=" + host +
+                                    " PGPORT=" + std::to_string(port) + " PGUSER=" + env.superuser +
+                                    " PGDATABASE=" + env.database + " node " + PGT_SOURCE_DIR +
+                                    "/tests/integration/node/listen_notify.js >" + out + " 2>&1";
+        const int status = std::system(command.c_str());
+        return std::make_pair(status, read_file(out));
+    };
+    const auto direct = run(env.pg_host, env.pg_port);
+    INFO("direct: " << direct.second);
+    REQUIRE(direct.first == 0);
+    const auto pooled = run(pooler.host(), pooler.port());
+    INFO("pgtether: " << pooled.second);
+    CHECK(pooled.first == 0);
+    CHECK(pooled.second == "OK\n");
 }
