@@ -45,6 +45,9 @@ bool Client::accept(int fd) {
     int rc = tcp_ ? stream_.init_tcp() : stream_.init_pipe();
     if (rc != 0) {
         ::close(fd);
+        // The handle was never initialized: Stream::close() calls on_stream_closed() at once,
+        // which frees this client (the caller's contract: closed and freed by the client).
+        stream_.close();
         return false;
     }
     if (stream_.adopt(fd) != 0) {

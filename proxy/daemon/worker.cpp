@@ -82,6 +82,7 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
 }
 
 Worker::~Worker() {
+    if (!stopped_) close_for_exit();
     auth_lookups_.reset();
     lock_catalog_->shutdown();
     metrics_.reset();
@@ -583,6 +584,32 @@ void Worker::close_everything() {
     for (auto& listener : listeners_) listener->close();
     auth_lookups_->close_all();
     peer_cancels_->clear();
+}
+
+void Worker::close_for_exit() {
+    close_everything();
+    if (metrics_) metrics_->close();
+    for (auto* handle : {reinterpret_cast<uv_handle_t*>(&janitor_timer_),
+                         reinterpret_cast<uv_handle_t*>(&stats_timer_),
+                         reinterpret_cast<uv_handle_t*>(&hand_off_check_),
+                         reinterpret_cast<uv_handle_t*>(&hand_off_idle_)}) {
+        if (!uv_is_closing(handle)) uv_close(handle, nullptr);
+    }
+    if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&mailbox_async_))) close_mailbox();
+    // And whatever else is on this loop: main's signal watchers on worker 0's (their owner
+    // outlives the workers).
+    uv_walk(
+        &loop_,
+        [](uv_handle_t* handle, void*) {
+            if (!uv_is_closing(handle)) uv_close(handle, nullptr);
+        },
+        nullptr);
+    // Bounded: a handle that somehow stays open leaves the loop unfreed (uv_loop_close says
+    // EBUSY), never a hang at exit.
+    for (int round = 0; round < 16 && uv_loop_alive(&loop_); ++round) {
+        uv_run(&loop_, UV_RUN_NOWAIT);
+    }
+    stopped_ = true;
 }
 
 void Worker::maybe_finish_shutdown() {

@@ -237,6 +237,10 @@ private:
     // Listeners, lock discovery and auth_query connections: closed when a shutdown begins (the
     // metrics endpoint stays open until it completes, for /healthz and /readyz).
     void close_everything();
+    // A worker destroyed before its loop finished (start-up failed, or it never started) still
+    // has its handles open: closes them all and runs the loop until their close callbacks have
+    // run, while their owners still live, so that uv_loop_close can free the loop.
+    void close_for_exit();
 
     std::shared_ptr<const Config> config_;
     std::shared_ptr<const AuthFile> auth_file_;
