@@ -166,6 +166,8 @@ public:
     // the client is between transactions, held while it is in one. False when it would pass the
     // client's listen_client_buffer: the client is disconnected.
     bool deliver_to_listener(std::string_view message);
+    // Writes what deliver_to_listener queued (ListenHub::send_deliveries).
+    void send_queued_notifications();
     // The listening connection listens on every channel this client's LISTEN waits for.
     [[nodiscard]] bool listen_channels_ready() const;
     // ... then its answer goes out and its input is read again.
@@ -382,6 +384,7 @@ private:
     struct ListenState {
         ChannelSet channels;      // what the client listens on through the pool's hub
         std::string held;         // notifications waiting for the client's transaction to end
+        std::string queued;       // notifications to write once the hub's read is handled
         std::string reply;        // the answer to a LISTEN waiting for the hub
         std::vector<std::string> awaited;  // channels that answer waits for
         bool awaiting = false;

@@ -204,14 +204,15 @@ bool Client::deliver_to_listener(std::string_view message) {
     NotificationTarget target;
     target.between_transactions = between_transactions();
     target.held_bytes = state.held.size();
-    target.unsent_bytes = stream_.pending_output_size();
+    target.unsent_bytes = stream_.pending_output_size() + state.queued.size();
     target.size = message.size();
     target.budget = static_cast<std::size_t>(worker_.config().listen_client_buffer);
     switch (decide_notification(target)) {
         case NotificationAction::Send:
-            send_held_notifications();
-            send(message);
-            note_listener_output();
+            // Behind anything held; written with the rest of the hub's read.
+            if (state.queued.empty()) pool_->listen_hub().queue_delivery(*this);
+            state.queued += std::exchange(state.held, {});
+            state.queued.append(message);
             return true;
         case NotificationAction::Hold:
             state.held.append(message);
@@ -223,6 +224,12 @@ bool Client::deliver_to_listener(std::string_view message) {
             return false;
     }
     return false;
+}
+
+void Client::send_queued_notifications() {
+    if (!listen_ || listen_->queued.empty() || state_ == State::Closing) return;
+    send(std::exchange(listen_->queued, {}));
+    note_listener_output();
 }
 
 void Client::send_held_notifications() {

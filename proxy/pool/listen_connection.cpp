@@ -36,6 +36,10 @@ void ListenConnection::on_failed(const std::string& why, bool during_query) {
     if (hub) hub->on_failed(why);
 }
 
+void ListenConnection::on_messages_read() {
+    if (hub_) hub_->send_deliveries();
+}
+
 bool ListenConnection::on_notification(protocol::ByteSpan body) {
     if (hub_) hub_->on_notification(body);
     return true;

@@ -35,6 +35,7 @@ class ListenConnection final : public SideConnection {
     void on_answer(QueryResult&& answer, bool idle) override;
     void on_failed(const std::string& why, bool during_query) override;
     bool on_notification(protocol::ByteSpan body) override;
+    void on_messages_read() override;
 
     ListenHub* hub_;
 };

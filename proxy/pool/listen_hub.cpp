@@ -104,8 +104,20 @@ void ListenHub::listener_drained(Client& client) {
     if (backed_up_.empty() && connection_) connection_->resume_reading();
 }
 
+void ListenHub::queue_delivery(Client& client) {
+    to_send_.push_back(&client);
+}
+
+void ListenHub::send_deliveries() {
+    // A write may find a client backed up and pause the connection; nothing here closes one.
+    const std::vector<Client*> clients = std::exchange(to_send_, {});
+    for (Client* client : clients)
+        client->send_queued_notifications();
+}
+
 void ListenHub::leave(Client& client, const ChannelSet& channels) {
     remove_client(waiting_, client);
+    remove_client(to_send_, client);
     listener_drained(client);
     ChannelChange change;
     change.removed.assign(channels.begin(), channels.end());
@@ -168,6 +180,7 @@ void ListenHub::pump() {
             }
             for (Client* client : told)
                 client->deliver_to_listener(notice);
+            send_deliveries();
         }
         return;
     }
@@ -236,6 +249,7 @@ void ListenHub::on_notification(protocol::ByteSpan body) {
 }
 
 void ListenHub::on_failed(const std::string& why) {
+    send_deliveries();  // what the connection's last read brought
     const bool was_connected = connected_;
     connection_ = nullptr;
     connected_ = false;

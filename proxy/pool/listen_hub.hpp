@@ -49,6 +49,11 @@ class ListenHub {
     void listener_backed_up(Client& client);
     void listener_drained(Client& client);
     [[nodiscard]] bool paused() const { return !backed_up_.empty(); }
+    // A listener has notifications queued to write (Client::deliver_to_listener): they go out
+    // with one write per listener once the connection's read has been handled, not one per
+    // notification.
+    void queue_delivery(Client& client);
+    void send_deliveries();
 
     // Periodic: reopens a failed connection.
     void tick(std::uint64_t now_ms);
@@ -110,6 +115,8 @@ class ListenHub {
     std::vector<Client*> waiting_;
     // Listeners the connection waits for (back-pressure).
     std::vector<Client*> backed_up_;
+    // Listeners with notifications to write (queue_delivery).
+    std::vector<Client*> to_send_;
     std::uint64_t delivered_ = 0;
     std::uint64_t dropped_ = 0;
     std::uint64_t reconnects_ = 0;

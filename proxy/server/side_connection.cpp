@@ -143,6 +143,7 @@ std::size_t SideConnection::on_stream_data(ByteSpan data) {
                 fail(phase_ == Phase::Login ? "invalid message from server during login"
                                             : "invalid message from server");
             }
+            if (phase_ != Phase::Done) on_messages_read();
             return phase_ == Phase::Done ? data.size() : read.consumed;
         }
         case Phase::Connecting:

@@ -94,6 +94,8 @@ class SideConnection : public Stream::Handler, public ResolveClient {
         (void)body;
         return false;
     }
+    // The messages of one read have all been handled (what they produced can go out together).
+    virtual void on_messages_read() {}
 
     Worker& worker_;
     const Setup setup_;
