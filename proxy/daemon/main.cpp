@@ -258,6 +258,7 @@ int main(int argc, char** argv) {
         uv_signal_start(&signals.resume, on_pause_signal, SIGUSR2);
         uv_async_init(worker.loop(), &signals.all_stopped, [](uv_async_t* async) {
             auto* s = static_cast<Signals*>(async->data);
+            s->worker->close_metrics_endpoint();
             uv_close(reinterpret_cast<uv_handle_t*>(&s->status_timer), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&s->interrupt), nullptr);
             uv_close(reinterpret_cast<uv_handle_t*>(&s->terminate), nullptr);

@@ -612,6 +612,10 @@ void Worker::close_for_exit() {
     stopped_ = true;
 }
 
+void Worker::close_metrics_endpoint() {
+    if (metrics_) metrics_->close();
+}
+
 void Worker::maybe_finish_shutdown() {
     // While draining, the janitor notices the last client's departure (not this call, which
     // may come from inside a client's destructor) and then shuts down as usual.
@@ -621,8 +625,9 @@ void Worker::maybe_finish_shutdown() {
     }
     stopped_ = true;
     spdlog::info("shutdown complete");
-    // Open until now so that /readyz answers 503 and /healthz 200 while the shutdown waits.
-    if (metrics_) metrics_->close();
+    // The metrics endpoint stays open (/readyz 503, /healthz 200) until every worker has
+    // stopped: with several workers, worker 0 may finish long before another worker's last
+    // transaction. main closes it then (close_metrics_endpoint).
     // The pools' listening connections would keep the loop running.
     for (auto& [key, pool] : pools_) pool->stop_listening();
     uv_close(reinterpret_cast<uv_handle_t*>(&janitor_timer_), nullptr);

@@ -82,6 +82,9 @@ public:
     void begin_shutdown(ShutdownMode mode = ShutdownMode::Graceful);
     // Called once when shutdown has finished closing everything (to close signal handles).
     void set_on_stopped(std::function<void()> callback) { on_stopped_ = std::move(callback); }
+    // Closes the metrics endpoint (worker 0's). Not part of this worker's own shutdown: it
+    // answers until every worker has stopped, then main calls this on worker 0's loop.
+    void close_metrics_endpoint();
     // Applies a new configuration and auth file (SIGHUP). Existing clients stay connected. The
     // TLS contexts and HBA rules are rebuilt from `config` unless given; that happens first, so a
     // ConfigError leaves everything as it was.
