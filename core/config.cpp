@@ -187,8 +187,10 @@ std::vector<std::string> configuration_warnings(const Config& config) {
     if (ignores_options && config.session_settings == StateHandling::Keep) {
         warnings.emplace_back(
             "ignore_startup_parameters lists \"options\": settings clients send in options "
-            "(-c name=value) are accepted and ignored, not replayed on the servers "
-            "(session_settings = keep replays them only when options is not listed; "
+            "(-c name=value) are accepted and ignored, not replayed on the servers, except "
+            "client_encoding, DateStyle, TimeZone, IntervalStyle, standard_conforming_strings "
+            "and application_name, which are applied as PgBouncer does "
+            "(session_settings = replay replays all of them only when options is not listed; "
             "docs/session-state.md)");
     }
     return warnings;

@@ -104,6 +104,12 @@ std::variant<std::vector<SettingsMap::Entry>, std::string> parse_startup_options
     return settings;
 }
 
+StartupOptionUse startup_option_use(const StartupOptionRules& rules) {
+    if (rules.tracked) return StartupOptionUse::Apply;
+    if (rules.listed || rules.options_listed) return StartupOptionUse::Ignore;
+    return rules.replay ? StartupOptionUse::Apply : StartupOptionUse::Refuse;
+}
+
 namespace {
 
 // Who the session acts as. Neither is listed in pg_settings, so the probe reads them by name

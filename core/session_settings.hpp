@@ -45,6 +45,20 @@ private:
 std::variant<std::vector<SettingsMap::Entry>, std::string> parse_startup_options(
     std::string_view options);
 
+// What becomes of one `-c name=value` inside the `options` start-up parameter. PgBouncer 1.24
+// (client.c, set_startup_options) reads options whatever ignore_startup_parameters says: a
+// parameter it tracks is applied even when "options" is listed, a listed name is ignored, and
+// "options" listed ignores every other name; anything else is refused. session_settings = replay
+// applies what PgBouncer would refuse: pgtether replays it on every backend.
+enum class StartupOptionUse { Apply, Ignore, Refuse };
+struct StartupOptionRules {
+    bool tracked = false;         // one of the six ParameterStatus parameters (session_params.hpp)
+    bool listed = false;          // its name is in ignore_startup_parameters
+    bool options_listed = false;  // "options" is in ignore_startup_parameters
+    bool replay = false;          // session_settings = replay
+};
+[[nodiscard]] StartupOptionUse startup_option_use(const StartupOptionRules& rules);
+
 // SQL that moves a backend whose session settings are `applied` to `wanted`: set_config() for
 // what differs (it parses values as the configuration file does, so list values such as
 // search_path keep their elements) and RESET for what the backend has and the client does not.

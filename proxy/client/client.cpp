@@ -235,6 +235,29 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
             database_ = value;
         } else if (name.starts_with("_pq_.")) {
             unknown_protocol_options.push_back(name);
+        } else if (name == "options") {
+            // Read even when ignore_startup_parameters lists it, as PgBouncer does: what each
+            // setting inside becomes is startup_option_use's decision.
+            auto options = parse_startup_options(value);
+            if (auto* error = std::get_if<std::string>(&options)) {
+                fail(protocol::sqlstate::kProtocolViolation, *error);
+                return;
+            }
+            for (const auto& [setting, setting_value] :
+                 std::get<std::vector<SettingsMap::Entry>>(options)) {
+                const auto use =
+                    startup_option_use({.tracked = find_tracked_param(setting).has_value(),
+                                        .listed = ignored(setting),
+                                        .options_listed = ignored("options"),
+                                        .replay = replay});
+                if (use == StartupOptionUse::Refuse) {
+                    // PgBouncer's words (client.c, set_startup_options).
+                    fail(protocol::sqlstate::kProtocolViolation,
+                         "unsupported startup parameter in options: " + setting);
+                    return;
+                }
+                if (use == StartupOptionUse::Apply) take_setting(setting, setting_value);
+            }
         } else if (ignored(name)) {
             // ignore_startup_parameters keeps PgBouncer's meaning: accepted, not applied.
         } else if (find_tracked_param(name)) {
@@ -248,18 +271,6 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
             // consistent across servers is refused unless listed in ignore_startup_parameters.
             fail(protocol::sqlstate::kProtocolViolation, "unsupported startup parameter: " + name);
             return;
-        } else if (name == "options") {
-            auto options = parse_startup_options(value);
-            if (auto* error = std::get_if<std::string>(&options)) {
-                fail(protocol::sqlstate::kProtocolViolation, *error);
-                return;
-            }
-            for (const auto& [setting, setting_value] :
-                 std::get<std::vector<SettingsMap::Entry>>(options)) {
-                // A parameter ignore_startup_parameters names is ignored inside options too,
-                // as PgBouncer does.
-                if (!ignored(setting)) take_setting(setting, setting_value);
-            }
         } else {
             take_setting(name, value);
         }

@@ -449,6 +449,46 @@ TEST_CASE("ignore_startup_parameters = extra_float_digits,options warns that opt
     CHECK(scalar(conn, "SHOW work_mem") != "7MB");
 }
 
+TEST_CASE("options is read as PgBouncer 1.24 reads it, whatever ignore_startup_parameters lists") {
+    // PgBouncer applies the parameters it tracks (TimeZone, DateStyle, ...) from options even
+    // when "options" is listed, ignores listed names, and refuses other names with its own
+    // words unless "options" is listed. The common extra_float_digits,options must not lose a
+    // client's time zone.
+    const std::string kOptions =
+        "options='-c timezone=Pacific/Chatham -c extra_float_digits=2 -c work_mem=7MB'";
+    SUBCASE("session_settings = replay, options listed: tracked applied, the rest ignored") {
+        Pgtether pooler(pool_config("transaction", 2,
+                                    {{"ignore_startup_parameters", "extra_float_digits,options"}}));
+        Conn conn = Conn::must(pooler.conninfo("", "", "", kOptions));
+        CHECK(scalar(conn, "SHOW timezone") == "Pacific/Chatham");
+        CHECK(scalar(conn, "SHOW extra_float_digits") == "1");
+        CHECK(scalar(conn, "SHOW work_mem") != "7MB");
+    }
+    SUBCASE("session_settings = ignore, options listed: the same") {
+        Pgtether pooler(pool_config("transaction", 2,
+                                    {{"session_settings", "ignore"},
+                                     {"ignore_startup_parameters", "extra_float_digits,options"}}));
+        Conn conn = Conn::must(pooler.conninfo("", "", "", kOptions));
+        CHECK(scalar(conn, "SHOW timezone") == "Pacific/Chatham");
+        CHECK(scalar(conn, "SHOW extra_float_digits") == "1");
+        CHECK(scalar(conn, "SHOW work_mem") != "7MB");
+    }
+    SUBCASE("session_settings = ignore, options not listed: unknown names refused") {
+        Pgtether pooler(pool_config("transaction", 2,
+                                    {{"session_settings", "ignore"},
+                                     {"ignore_startup_parameters", "extra_float_digits"}}));
+        Conn conn = Conn::must(pooler.conninfo(
+            "", "", "", "options='-c TimeZone=Pacific/Chatham -c extra_float_digits=2'"));
+        CHECK(scalar(conn, "SHOW timezone") == "Pacific/Chatham");
+        CHECK(scalar(conn, "SHOW extra_float_digits") == "1");
+        Conn refused(pooler.conninfo("", "", "", kOptions));
+        REQUIRE_FALSE(refused.ok());
+        CHECK_MESSAGE(refused.error().find("unsupported startup parameter in options: work_mem") !=
+                          std::string::npos,
+                      refused.error());
+    }
+}
+
 TEST_CASE("a parameter ignore_startup_parameters names is ignored inside options too") {
     // PgBouncer's meaning: extra_float_digits listed, options not: `-c extra_float_digits=2`
     // inside options is ignored, the rest of options is applied.

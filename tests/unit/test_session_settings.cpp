@@ -39,6 +39,39 @@ TEST_CASE("the options start-up parameter") {
     CHECK(std::get<std::vector<SettingsMap::Entry>>(empty).empty());
 }
 
+TEST_CASE("what a setting inside options becomes (PgBouncer 1.24's set_startup_options)") {
+    using U = StartupOptionUse;
+    struct Row {
+        bool tracked, listed, options_listed, replay;
+        U use;
+    };
+    const Row rows[] = {
+        // A tracked parameter (TimeZone, ...) is applied whatever is listed, as PgBouncer does.
+        {true, false, false, false, U::Apply},
+        {true, false, true, false, U::Apply},
+        {true, false, true, true, U::Apply},
+        // A name in ignore_startup_parameters is ignored inside options too.
+        {false, true, false, false, U::Ignore},
+        {false, true, false, true, U::Ignore},
+        // "options" listed ignores every untracked name, also under replay.
+        {false, false, true, false, U::Ignore},
+        {false, false, true, true, U::Ignore},
+        // Anything else: replayed (session_settings = replay) or refused (ignore).
+        {false, false, false, true, U::Apply},
+        {false, false, false, false, U::Refuse},
+    };
+    for (const Row& r : rows) {
+        CAPTURE(r.tracked);
+        CAPTURE(r.listed);
+        CAPTURE(r.options_listed);
+        CAPTURE(r.replay);
+        CHECK(startup_option_use({.tracked = r.tracked,
+                                  .listed = r.listed,
+                                  .options_listed = r.options_listed,
+                                  .replay = r.replay}) == r.use);
+    }
+}
+
 TEST_CASE("sync SQL sets what differs and resets what the client does not have") {
     SettingsMap wanted, applied;
     CHECK(build_settings_sync(wanted, applied).empty());
