@@ -9,6 +9,7 @@
 
 #include "core/departure.hpp"
 #include "core/peering.hpp"
+#include "core/server_loss.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
@@ -524,22 +525,27 @@ void Client::on_server_lost(const std::string& reason, bool server_saw_requests,
                             bool client_got_fatal) {
     server_ = nullptr;
     if (state_ == State::Closing) return;
-    if (!server_saw_requests && !tethered() && state_ == State::Active) {
-        // The server failed before it served us anything (a failed check or parameter sync):
-        // quietly ask for another one.
-        set_state(State::Idle);
-        if (has_held_notifications() && between_transactions()) send_held_notifications();
-        stream_.start_reading();
-        stream_.redeliver_pending_input();
-        return;
+    const ServerLoss loss{state_ == State::Active, server_saw_requests, tethered(),
+                          client_got_fatal};
+    switch (decide_server_loss(loss)) {
+        case ServerLossAnswer::Retry:
+            set_state(State::Idle);
+            if (has_held_notifications() && between_transactions()) send_held_notifications();
+            stream_.start_reading();
+            stream_.redeliver_pending_input();
+            return;
+        case ServerLossAnswer::CloseAfterFatal:
+            close("server closed the connection after a FATAL error: " + reason, nullptr, true);
+            return;
+        case ServerLossAnswer::FailConnectionLost:
+            fail(protocol::sqlstate::kConnectionFailure, "server connection lost: " + reason);
+            return;
+        case ServerLossAnswer::FailSessionLost: {
+            const protocol::ErrorFields error = session_lost_error(reason, describe_tether());
+            close(error.message, &error);
+            return;
+        }
     }
-    if (client_got_fatal) {
-        // The backend said why it went (57P01 after pg_terminate_backend, a shutdown): that one
-        // error is all a client of PostgreSQL gets before the connection closes.
-        close("server closed the connection after a FATAL error: " + reason, nullptr, true);
-        return;
-    }
-    fail(protocol::sqlstate::kConnectionFailure, "server connection lost: " + reason);
 }
 
 void Client::set_tether_kinds(std::uint32_t kinds) {

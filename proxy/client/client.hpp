@@ -108,10 +108,11 @@ public:
     void on_server_ready();
     // The transaction ended and the server went back to the pool.
     void on_server_released();
-    // The server connection failed under this client. When it had not yet seen any request of
-    // this client, the client quietly gets another server; otherwise it is closed -- with an
-    // error of pgtether's own unless the client already has the backend's FATAL (as from
-    // PostgreSQL directly: one error, then the connection closes).
+    // The server connection failed under this client (`reason`: the backend's FATAL message, or
+    // why pgtether closed it). decide_server_loss (core/server_loss.hpp) says what follows: another
+    // server, quietly, when it had not yet seen any request of this client; otherwise the close --
+    // after the backend's FATAL (as from PostgreSQL directly), pgtether's 08006, or, for a
+    // tethered client, pgtether's 08006 saying the session state is lost.
     void on_server_lost(const std::string& reason, bool server_saw_requests,
                         bool client_got_fatal);
     // Flow control: the server's socket is backed up / drained.

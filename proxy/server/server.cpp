@@ -296,6 +296,7 @@ void Server::link(Client& client) {
     pipelined_probe_kinds_ = 0;
     client_forwarded_ = false;
     fatal_forwarded_ = false;
+    held_fatal_message_.clear();
     request_started_us_ = xact_started_us_ = 0;
     tracker_.reset();
     requests_.clear();
@@ -624,8 +625,18 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 // The backend now skips to the next Sync: a Parse of "" sent meanwhile is lost.
                 unnamed_unknown_ = true;
                 if (auto error = protocol::parse_error_fields(body)) {
-                    // The backend's last word before it closes: the client needs no other.
-                    if (!swallow && protocol::is_fatal(*error)) fatal_forwarded_ = true;
+                    if (!swallow && protocol::is_fatal(*error)) {
+                        if (client_->tethered()) {
+                            // The backend's last word, but not the whole story for a client
+                            // whose session state dies with it: Client::on_server_lost tells
+                            // it that (core/server_loss.hpp), naming this message.
+                            held_fatal_message_ = error->message;
+                            swallow = true;
+                        } else {
+                            // The client needs no other word: one error, then the close.
+                            fatal_forwarded_ = true;
+                        }
+                    }
                     failed_sqlstate_ = error->sqlstate;  // for settle_requests
                 }
                 break;
@@ -1235,7 +1246,8 @@ void Server::close(const std::string& reason) {
     internal_.reset();
     if (Client* client = client_) {
         client_ = nullptr;
-        client->on_server_lost(reason, client_forwarded_, fatal_forwarded_);
+        client->on_server_lost(held_fatal_message_.empty() ? reason : held_fatal_message_,
+                               client_forwarded_, fatal_forwarded_);
     }
     pool_.forget_server(*this);
     stream_.close();

@@ -320,6 +320,8 @@ private:
     bool retired_ = false;
     bool client_forwarded_ = false;  // the linked client has sent this server anything
     bool fatal_forwarded_ = false;   // the linked client got the backend's FATAL ErrorResponse
+    // The backend's FATAL message, held back from a tethered client (see on_stream_data).
+    std::string held_fatal_message_;
     std::string failed_sqlstate_;    // of the last ErrorResponse forwarded to the linked client
     bool reset_done_ = false;        // server_reset_query ran since the last client left
     bool login_failed_reported_ = false;

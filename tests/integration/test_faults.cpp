@@ -424,6 +424,47 @@ TEST_CASE("a backend terminated mid-query: the client sees PostgreSQL's FATAL an
     CHECK(pooler.wait_for_log("closing because: server closed the connection after a FATAL"));
 }
 
+TEST_CASE("a tethered client whose backend is lost is told its session state is gone") {
+    // Its session lock died with the backend: it must not carry on as if it still held it, nor
+    // be handed another backend quietly. It gets pgtether's 08006 naming what was lost, is
+    // disconnected, and can reconnect and take the lock again.
+    const std::string role = private_role("pgt_faults_lost_tether");
+    Pgtether pooler(pool_for(role, "transaction", 2));
+    const std::string key = "4242";
+    auto check_told = [&](const Result& r) {
+        INFO(r.describe());
+        CHECK(r.sqlstate == "08006");
+        CHECK(r.message.find("this session's state") != std::string::npos);
+        CHECK(r.message.find("advisory locks") != std::string::npos);
+        CHECK(r.message.find(key) != std::string::npos);
+        // The backend's own word on why it went.
+        CHECK(r.message.find("administrator command") != std::string::npos);
+    };
+    Conn holder = Conn::must(pooler.conninfo(role));
+    PGT_REQUIRE_OK(holder.exec("SELECT pg_advisory_lock(" + key + ")"));
+    const std::string pid = scalar(holder, "SELECT pg_backend_pid()");
+    SUBCASE("idle between statements: told at its next statement") {
+        terminate_backend(pid);
+        REQUIRE(eventually([&] { return backends_of(role) <= 1; }));
+        check_told(first_error(holder.exec_all("SELECT 1")));
+    }
+    SUBCASE("in the middle of a statement: told as its answer") {
+        const std::string sql = "SELECT pg_sleep(60) /* lost tether */";
+        send_query(holder, sql);
+        terminate_backend_running(sql);
+        auto results = wait_results(holder, 10s);
+        REQUIRE(results.has_value());
+        check_told(first_error(*results));
+    }
+    CHECK(PQstatus(holder.raw()) == CONNECTION_BAD);
+    CHECK(pooler.wait_for_log("server connection lost, and with it this session's state"));
+    // The lock went with the backend; a new session takes it through pgtether.
+    Conn again = Conn::must(pooler.conninfo(role));
+    CHECK(scalar(again, "SELECT pg_try_advisory_lock(" + key + ")") == "t");
+    CHECK(direct_scalar("SELECT pg_try_advisory_lock(" + key + ")") == "f");
+    PGT_CHECK_OK(again.exec("SELECT pg_advisory_unlock(" + key + ")"));
+}
+
 TEST_CASE("a backend terminated while idle, before pgtether read its FATAL, is not handed out") {
     // pgtether is stopped (SIGSTOP) while a client sends its next transaction and the backend it
     // would get is terminated: on SIGCONT the loop sees the client first, with the dead backend

@@ -1,10 +1,12 @@
 // Departure decisions and clean-up plans (core/departure.hpp), table by table: what happens to a
-// backend when its client leaves, and what scrub, reset and sweep send.
+// backend when its client leaves, and what scrub, reset and sweep send; and what a client is told
+// when its backend is lost (core/server_loss.hpp).
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "core/departure.hpp"
+#include "core/server_loss.hpp"
 #include "core/tether_policy.hpp"
 #include "protocol/sql_scanner.hpp"
 
@@ -146,4 +148,48 @@ TEST_CASE("reset and sweep plans") {
         CHECK(sweep.queries.empty());
         CHECK(sweep.probe_kinds == c.sweep_probe);
     }
+}
+
+TEST_CASE("server loss: what a client is told when its backend is lost") {
+    struct Case {
+        const char* name;
+        ServerLoss loss;
+        ServerLossAnswer want;
+    };
+    // Fields: client_waiting_for_server, server_saw_requests, tethered, fatal_forwarded.
+    const Case cases[] = {
+        {"failed before serving anything: another server", {true, false, false, false},
+         ServerLossAnswer::Retry},
+        {"mid-request, the backend's FATAL forwarded", {true, true, false, true},
+         ServerLossAnswer::CloseAfterFatal},
+        {"mid-request, no word from the backend", {true, true, false, false},
+         ServerLossAnswer::FailConnectionLost},
+        {"not waiting and nothing seen (idle link) is not retried", {false, false, false, false},
+         ServerLossAnswer::FailConnectionLost},
+        {"tethered, idle between statements", {false, true, true, false},
+         ServerLossAnswer::FailSessionLost},
+        {"tethered, mid-request", {true, true, true, false}, ServerLossAnswer::FailSessionLost},
+        {"tethered, even before its request reached the backend", {true, false, true, false},
+         ServerLossAnswer::FailSessionLost},
+        {"tethered, the FATAL forwarded anyway", {true, true, true, true},
+         ServerLossAnswer::FailSessionLost},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.name);
+        CHECK(decide_server_loss(c.loss) == c.want);
+    }
+}
+
+TEST_CASE("server loss: the session-lost error names the cause and what was held") {
+    const auto error = session_lost_error("terminating connection due to administrator command",
+                                          "advisory locks 42");
+    CHECK(error.severity == "FATAL");
+    CHECK(error.sqlstate == "08006");
+    CHECK(error.message ==
+          "server connection lost, and with it this session's state (advisory locks 42): "
+          "terminating connection due to administrator command");
+    CHECK(error.detail.find("no other connection has them") != std::string::npos);
+    CHECK(!error.hint.empty());
+    const auto bare = session_lost_error("", "");
+    CHECK(bare.message == "server connection lost, and with it this session's state");
 }
