@@ -8,7 +8,7 @@
 //     run lookups, one lookup at a time each, and are kept for the next lookups while idle (up to
 //     server_idle_timeout);
 //   - further lookups wait in a queue of at most kMaxQueued per target; beyond it a login is
-//     refused at once (53300, like PgBouncer's max_client_conn) rather than held;
+//     refused at once (53300, as pgtether refuses max_client_conn) rather than held;
 //   - a connection that cannot log in fails the lookups waiting for it, so an unreachable server
 //     does not turn into a reconnect loop;
 //   - a reload closes the idle connections and retires the busy ones after their lookup, so
