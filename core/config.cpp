@@ -383,13 +383,15 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("logfile", Kind::String, kHonoured, "", &C::logfile),
         key<C>("max_client_conn", Kind::Int, kHonoured, "100", &C::max_client_conn)
             .range(1, kIntMax),
-        key<C>("max_db_client_connections", Kind::Int, kIgnored, "0"),  // 1.24
+        key<C>("max_db_client_connections", Kind::Int, kHonoured, "0",  // 1.24
+               &C::max_db_client_connections),
         key<C>("max_db_connections", Kind::Int, kHonoured, "0", &C::max_db_connections),
         key<C>("max_packet_size", Kind::Int, kHonoured, "2147483647", &C::max_packet_size)
             .range(1, kIntMax),
         key<C>("max_prepared_statements", Kind::Int, kHonoured, "200", &C::max_prepared_statements)
             .range(0, kIntMax),                                           // 1.21
-        key<C>("max_user_client_connections", Kind::Int, kIgnored, "0"),  // 1.24
+        key<C>("max_user_client_connections", Kind::Int, kHonoured, "0",  // 1.24
+               &C::max_user_client_connections),
         key<C>("max_user_connections", Kind::Int, kHonoured, "0", &C::max_user_connections),
         key<C>("min_pool_size", Kind::Int, kHonoured, "0", &C::min_pool_size),
         key<C>("peer_id", Kind::Int, kHonoured, "0", &C::peer_id).range(0, 16383).fixed(),  // 1.19
@@ -542,7 +544,8 @@ const std::vector<KeySpec<D>>& database_keys() {
         key<D>("server_lifetime", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.24
         key<D>("load_balance_hosts", Kind::Choice, kIgnored, "round-robin")       // 1.24
             .among(kLoadBalanceHosts),
-        key<D>("max_db_client_connections", Kind::Decimal, kIgnored, "0"),  // 1.24
+        key<D>("max_db_client_connections", Kind::Decimal, kHonoured, "0",  // 1.24
+               &D::max_db_client_connections),
         key<D>("target_session_attrs", Kind::Choice, kIgnored, "any")       // after 1.25
             .among(kTargetSessionAttrs),
     };
@@ -559,7 +562,8 @@ const std::vector<KeySpec<U>>& user_keys() {
                &U::max_user_connections),
         key<U>("pool_size", Kind::Decimal, kIgnored, std::nullopt),                        // 1.23
         key<U>("reserve_pool_size", Kind::Decimal, kIgnored, std::nullopt),                // 1.24
-        key<U>("max_user_client_connections", Kind::Decimal, kIgnored, "0"),               // 1.24
+        key<U>("max_user_client_connections", Kind::Decimal, kHonoured, "0",  // 1.24
+               &U::max_user_client_connections),
         key<U>("query_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),             // 1.24
         key<U>("idle_transaction_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.24
         key<U>("transaction_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),       // 1.25

@@ -71,6 +71,8 @@ struct DatabaseConfig {
     std::optional<int> reserve_pool_size;  // key "reserve_pool"
     std::optional<PoolMode> pool_mode;
     std::optional<int> max_db_connections;
+    // Client connections to this database (PgBouncer 1.24); unset or <= 0: the global one.
+    std::optional<int> max_db_client_connections;
     std::optional<int> tether_reserve_size;  // pgtether's own (docs/advisory-locks.md)
     // Startup parameters PgBouncer lets a database entry preset for its server connections.
     std::optional<std::string> client_encoding;
@@ -92,6 +94,8 @@ struct UserConfig {
     std::string name;
     std::optional<PoolMode> pool_mode;
     std::optional<int> max_user_connections;
+    // Client connections of this user (PgBouncer 1.24); unset or <= 0: the global one.
+    std::optional<int> max_user_client_connections;
     std::string definition;  // as written
 };
 
@@ -136,6 +140,10 @@ struct Config {
     Duration reserve_pool_timeout = std::chrono::seconds(5);
     int max_db_connections = 0;    // 0 = unlimited
     int max_user_connections = 0;  // 0 = unlimited
+    // Client connections per database and per user, the whole process (PgBouncer 1.24;
+    // core/client_limits.hpp); 0 = unlimited.
+    int max_db_client_connections = 0;
+    int max_user_client_connections = 0;
     bool server_round_robin = false;
     std::vector<std::string> ignore_startup_parameters;
     bool application_name_add_host = false;

@@ -40,7 +40,10 @@ Client::Client(Worker& worker, bool tcp)
     connected_at_ms_ = state_since_ms_ = worker_.now_ms();
 }
 
-Client::~Client() { worker_.unregister_client(*this); }
+Client::~Client() {
+    uncount_for_limits();
+    worker_.unregister_client(*this);
+}
 
 bool Client::accept(int fd) {
     int rc = tcp_ ? stream_.init_tcp() : stream_.init_pipe();
@@ -671,6 +674,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         if (previous == State::WelcomeWait) pool_->cancel_welcome_wait(*this);
     }
     set_state(State::Closing);
+    uncount_for_limits();
     detach_from_server();
     if (has_cancel_key_) {
         worker_.cancels().remove(cancel_key_);

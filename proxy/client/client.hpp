@@ -230,6 +230,10 @@ private:
     // PgBouncer's rule for the console: user "pgbouncer" over the Unix socket, connecting from
     // the OS user pgtether runs as, needs no password.
     [[nodiscard]] bool is_own_user_console_login();
+    // max_db_client_connections / max_user_client_connections: counts the client in its
+    // database and user and refuses it (false) when that passes a limit.
+    [[nodiscard]] bool admit_within_client_limits();
+    void uncount_for_limits();
     [[nodiscard]] std::string tls_description() const;
     void on_authenticated();
     void start_admin_session();  // the client asked for the admin console's database
@@ -325,6 +329,8 @@ private:
     bool own_user_ : 1 = false;
     bool console_only_ : 1 = false;  // restrict_to_console()
     bool over_client_limit_ : 1 = false;  // refuse_over_client_limit()
+    // Counted in the process's clients of database_ and user_ (admit_within_client_limits).
+    bool counted_for_limits_ : 1 = false;
     bool auth_query_found_no_user_ : 1 = false;
     bool input_paused_ : 1 = false;  // the server's socket is backed up
     bool has_cancel_key_ : 1 = false;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -16,10 +17,12 @@
 #include "proxy/server/auth_lookups.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/client/client_auth.hpp"
+#include "core/client_limits.hpp"
 #include "core/hba.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/net/tls.hpp"
 #include "proxy/daemon/worker.hpp"
+#include "proxy/daemon/worker_group.hpp"
 
 namespace pgtether {
 
@@ -151,6 +154,40 @@ std::string Client::tls_description() const {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Client limits per database and user
+
+bool Client::admit_within_client_limits() {
+    const auto& config = worker_.config();
+    // PgBouncer lets admin_users into its console whatever the limits say, so an operator can
+    // still look at a full pooler.
+    if (AdminSession::is_console_database(database_) &&
+        std::find(config.admin_users.begin(), config.admin_users.end(), user_) !=
+            config.admin_users.end()) {
+        return true;
+    }
+    // Counted before authentication, as PgBouncer counts at set_pool: clients still logging in
+    // hold their place too.
+    auto [database_clients, user_clients] =
+        worker_.group().client_counts().add(database_, user_);
+    counted_for_limits_ = true;
+    auto limits = resolve_client_limits(config, config.find_database(database_),
+                                        config.find_user(user_));
+    if (auto refusal = client_limit_refusal(limits, database_clients, user_clients)) {
+        spdlog::debug("{}: {} clients of database {} and {} of user {} now", describe(),
+                      database_clients, database_, user_clients, user_);
+        fail(protocol::sqlstate::kTooManyConnections, *refusal);
+        return false;
+    }
+    return true;
+}
+
+void Client::uncount_for_limits() {
+    if (!counted_for_limits_) return;
+    counted_for_limits_ = false;
+    worker_.group().client_counts().remove(database_, user_);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Choosing the method
 
 bool Client::is_own_user_console_login() {
@@ -170,6 +207,7 @@ void Client::start_authentication() {
         on_authenticated();
         return;
     }
+    if (!admit_within_client_limits()) return;
     AuthType method = config.auth_type;
     if (method == AuthType::Hba) {
         const auto& rules = worker_.security().hba;

@@ -1,6 +1,7 @@
 // The workers of one process (`workers = N`) and the little they share: the cancel registry, the
-// server budget that keeps pool limits process-wide, the client count for max_client_conn, and
-// a way to run something on every worker's own thread (docs/architecture.md, "Workers").
+// server budget that keeps pool limits process-wide, the client counts for max_client_conn and
+// the per-database and per-user client limits, and a way to run something on every worker's own
+// thread (docs/architecture.md, "Workers").
 //
 // Nothing a worker's loop owns (clients, servers, pools) is ever touched from another thread:
 // what one worker needs from another goes to that worker's mailbox (Worker::post) and runs there.
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "proxy/client/cancel_registry.hpp"
+#include "proxy/client/client_counts.hpp"
 #include "proxy/pool/server_budget.hpp"
 #include "proxy/pool/watch_claims.hpp"
 
@@ -36,6 +38,9 @@ public:
     [[nodiscard]] WatchClaims& catalog_watches() { return catalog_watches_; }
     // Client connections of every worker (max_client_conn is a limit of the process).
     [[nodiscard]] std::atomic<std::size_t>& clients() { return clients_; }
+    // Client connections per database and per user of every worker
+    // (max_db_client_connections, max_user_client_connections).
+    [[nodiscard]] ClientCounts& client_counts() { return client_counts_; }
 
     // Runs `fn` on every worker's own thread, `caller`'s first and directly, and returns when all
     // have run it. While it waits, `caller` runs what other workers gather from it, so that two
@@ -52,6 +57,7 @@ private:
     ServerBudget budget_;
     WatchClaims catalog_watches_;
     std::atomic<std::size_t> clients_{0};
+    ClientCounts client_counts_;
 };
 
 }  // namespace pgtether

@@ -550,6 +550,8 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "max_client_conn",
                                             "max_db_connections",
                                             "max_user_connections",
+                                            "max_db_client_connections",
+                                            "max_user_client_connections",
                                             "server_reset_query",
                                             "server_reset_query_always",
                                             "server_check_query",
@@ -1014,8 +1016,8 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
     tmp.write("extra.ini",
               "[databases]\n"
               "x = host=h auth_query='SELECT 1'\n"
-              "y = host=h auth_query='SELECT 2' max_db_client_connections=0\n"
-              "z = host=h max_db_client_connections=5\n");
+              "y = host=h auth_query='SELECT 2' load_balance_hosts=round-robin\n"
+              "z = host=h load_balance_hosts=disable\n");
     tmp.write("main.ini",
               "[pgbouncer]\n"
               "server_tls_sslmode = disable\n"
@@ -1041,7 +1043,7 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
     // auth_type = hba, [databases] auth_query and [peers] pool_size are honoured, so not
     // reported.
     std::vector<std::string> expected = {
-        "extra.ini:4: [databases] max_db_client_connections" + suffix,
+        "extra.ini:4: [databases] load_balance_hosts" + suffix,
         "main.ini:19: dns_max_ttl" + suffix,
     };
     CHECK(cfg->unsupported_keys == expected);

@@ -1,0 +1,152 @@
+// PgBouncer 1.24's client limits per database and per user, and the per-user keys of [users]
+// (issue 28): max_db_client_connections and max_user_client_connections, globally and per
+// entry, counted for the whole process (several workers too); the admin console stays open to
+// admin_users; and the start-up log no longer lists these keys as "not supported".
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/admin.hpp"
+#include "tests/integration/support/helpers.hpp"
+#include "tests/integration/support/pooler.hpp"
+#include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/test_env.hpp"
+
+using namespace pgtether::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kDbText = "client connections exceeded (max_db_client_connections)";
+const std::string kUserText = "client connections exceeded (max_user_client_connections)";
+
+std::string server_of(const TestEnv& env) {
+    return "host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+           " dbname=" + env.database;
+}
+
+// Two users of this file's own, both in the userlist (auth_type = trust).
+PoolerConfig limits_config(const std::vector<std::string>& users,
+                           std::map<std::string, std::string> settings,
+                           std::vector<std::string> databases, std::vector<std::string> user_lines) {
+    const auto& env = TestEnv::get();
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "2"}};
+    for (auto& [k, v] : settings) config.settings[k] = v;
+    config.databases = std::move(databases);
+    config.users = std::move(user_lines);
+    std::vector<std::pair<std::string, std::string>> userlist = {{env.superuser, ""}};
+    for (const auto& u : users) userlist.emplace_back(u, "");
+    config.userlist = userlist;
+    config.extra_args = {"-v"};
+    return config;
+}
+
+// The full error of a refused login, SQLSTATE included (libpq's verbose form).
+std::string refusal(const std::string& conninfo) {
+    PGconn* raw = PQconnectStart(conninfo.c_str());
+    PQsetErrorVerbosity(raw, PQERRORS_VERBOSE);
+    while (PQconnectPoll(raw) != PGRES_POLLING_FAILED && PQstatus(raw) != CONNECTION_OK) {
+        std::this_thread::sleep_for(5ms);
+    }
+    std::string error = PQstatus(raw) == CONNECTION_OK ? "(connected)" : PQerrorMessage(raw);
+    PQfinish(raw);
+    return error;
+}
+
+bool refused_with(const std::string& conninfo, const std::string& text) {
+    std::string error = refusal(conninfo);
+    bool ok = error.find(text) != std::string::npos && error.find("53300") != std::string::npos;
+    if (!ok) MESSAGE("got: " << error);
+    return ok;
+}
+
+}  // namespace
+
+TEST_CASE("max_db_client_connections: global and per database; other databases unaffected") {
+    const auto& env = TestEnv::get();
+    const std::string role = private_role("pgt_climit_db");
+    Pgtether pooler(limits_config(
+        {role}, {{"max_db_client_connections", "3"}},
+        {"capped = " + server_of(env), "tight = " + server_of(env) + " max_db_client_connections=1",
+         // 0 in an entry means "the global limit", as in PgBouncer.
+         "zero = " + server_of(env) + " max_db_client_connections=0"},
+        {}));
+    // The start-up log no longer lists them as accepted and ignored.
+    CHECK(pooler.log().find("max_db_client_connections: recognised but not supported") ==
+          std::string::npos);
+
+    std::vector<Conn> capped;
+    for (int i = 0; i < 3; ++i) capped.push_back(Conn::must(pooler.conninfo(role, "capped")));
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        CHECK(refused_with(pooler.conninfo(role, "capped"), kDbText));
+    }
+    // The clients inside are served; another database has its own count.
+    for (auto& c : capped) CHECK(scalar(c, "SELECT 1") == "1");
+    Conn tight = Conn::must(pooler.conninfo(role, "tight"));
+    CHECK(refused_with(pooler.conninfo(role, "tight"), kDbText));
+    std::vector<Conn> zero;
+    for (int i = 0; i < 3; ++i) zero.push_back(Conn::must(pooler.conninfo(env.superuser, "zero")));
+    CHECK(refused_with(pooler.conninfo(env.superuser, "zero"), kDbText));
+    CHECK(pooler.wait_for_log("pooler error: " + kDbText));
+
+    // A client that leaves frees its place; refused ones took none.
+    capped.pop_back();
+    CHECK(eventually([&] { return Conn(pooler.conninfo(role, "capped")).ok(); }));
+    tight.close();
+    CHECK(eventually([&] { return Conn(pooler.conninfo(role, "tight")).ok(); }));
+
+    // admin_users still reach the console of a full pooler.
+    Conn admin = console(pooler);
+    CHECK(admin.ok());
+}
+
+TEST_CASE("max_user_client_connections: global and per user in [users], across databases") {
+    const auto& env = TestEnv::get();
+    const std::string limited = private_role("pgt_climit_user1");
+    const std::string other = private_role("pgt_climit_user2");
+    Pgtether pooler(limits_config({limited, other}, {{"max_user_client_connections", "2"}},
+                                  {"a = " + server_of(env), "b = " + server_of(env)},
+                                  {limited + " = max_user_client_connections=1"}));
+    CHECK(pooler.log().find("max_user_client_connections: recognised but not supported") ==
+          std::string::npos);
+
+    Conn first = Conn::must(pooler.conninfo(limited, "a"));
+    // The user's own limit counts its clients of every database.
+    CHECK(refused_with(pooler.conninfo(limited, "b"), kUserText));
+    CHECK(refused_with(pooler.conninfo(limited, "a"), kUserText));
+    // Another user has the global limit.
+    Conn o1 = Conn::must(pooler.conninfo(other, "a"));
+    Conn o2 = Conn::must(pooler.conninfo(other, "b"));
+    CHECK(refused_with(pooler.conninfo(other, "a"), kUserText));
+    CHECK(scalar(first, "SELECT current_user") == limited);
+    CHECK(scalar(o2, "SELECT current_user") == other);
+    first.close();
+    CHECK(eventually([&] { return Conn(pooler.conninfo(limited, "b")).ok(); }));
+}
+
+TEST_CASE("client limits count every worker's clients") {
+    const auto& env = TestEnv::get();
+    const std::string role = private_role("pgt_climit_workers");
+    Pgtether pooler(limits_config({role},
+                                  {{"workers", "2"}, {"max_db_client_connections", "4"},
+                                   {"max_user_client_connections", "6"}},
+                                  {"w = " + server_of(env), "v = " + server_of(env)}, {}));
+    // Clients spread over both workers (SO_REUSEPORT listeners); the fifth is refused by
+    // whichever worker takes it, many times over.
+    std::vector<Conn> clients;
+    for (int i = 0; i < 4; ++i) clients.push_back(Conn::must(pooler.conninfo(role, "w")));
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        CHECK(refused_with(pooler.conninfo(role, "w"), kDbText));
+    }
+    clients.push_back(Conn::must(pooler.conninfo(role, "v")));
+    clients.push_back(Conn::must(pooler.conninfo(role, "v")));
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        CHECK(refused_with(pooler.conninfo(role, "v"), kUserText));
+    }
+    for (auto& c : clients) CHECK(scalar(c, "SELECT 1") == "1");
+}
