@@ -88,17 +88,20 @@ std::variant<std::vector<SettingsMap::Entry>, std::string> parse_startup_options
         settings.emplace_back(std::move(name), std::string(assignment.substr(eq + 1)));
         return true;
     };
+    // PgBouncer's words (client.c, set_startup_options), which its clients and test suite match,
+    // followed by the word that broke the rule.
+    auto refused = [](const std::string& offending) {
+        return "unsupported options startup parameter: only '-c config=val' and '--config=val' "
+               "are allowed, not \"" + offending + "\"";
+    };
     for (std::size_t i = 0; i < words.size(); ++i) {
         const std::string& w = words[i];
         if (w == "-c" && i + 1 < words.size()) {
-            if (!add(words[++i])) return "invalid value for \"-c\" in options: " + words[i];
-        } else if (w.size() > 2 && w.starts_with("-c")) {
-            if (!add(std::string_view(w).substr(2))) return "invalid option: " + w;
-        } else if (w.size() > 2 && w.starts_with("--")) {
-            if (!add(std::string_view(w).substr(2))) return "invalid option: " + w;
+            if (!add(words[++i])) return refused("-c " + words[i]);
+        } else if (w.size() > 2 && (w.starts_with("-c") || w.starts_with("--"))) {
+            if (!add(std::string_view(w).substr(2))) return refused(w);
         } else {
-            return "unsupported option in the options start-up parameter: " + w +
-                   " (only -c name=value and --name=value are supported)";
+            return refused(w);
         }
     }
     return settings;

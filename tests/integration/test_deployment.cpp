@@ -487,6 +487,18 @@ TEST_CASE("options is read as PgBouncer 1.24 reads it, whatever ignore_startup_p
                           std::string::npos,
                       refused.error());
     }
+    SUBCASE("malformed options are refused in PgBouncer's words, whatever is listed") {
+        Pgtether pooler(pool_config("transaction", 2,
+                                    {{"ignore_startup_parameters", "extra_float_digits,options"}}));
+        for (const std::string options : {"-d", "-c timezone"}) {
+            Conn refused(pooler.conninfo("", "", "", "options='" + options + "'"));
+            REQUIRE_FALSE(refused.ok());
+            CHECK_MESSAGE(refused.error().find("unsupported options startup parameter: only "
+                                               "'-c config=val' and '--config=val' are allowed") !=
+                              std::string::npos,
+                          refused.error());
+        }
+    }
 }
 
 TEST_CASE("a parameter ignore_startup_parameters names is ignored inside options too") {

@@ -34,6 +34,14 @@ TEST_CASE("the options start-up parameter") {
     CHECK((*settings)[2] == SettingsMap::Entry{"work_mem", "8MB"});
     CHECK(std::holds_alternative<std::string>(parse_startup_options("-B 100")));
     CHECK(std::holds_alternative<std::string>(parse_startup_options("-c novalue")));
+    CHECK(std::holds_alternative<std::string>(parse_startup_options("--novalue")));
+    CHECK(std::holds_alternative<std::string>(parse_startup_options("-c")));
+    // PgBouncer's words, which its clients and test suite match.
+    auto refused = parse_startup_options("-c timezone");
+    REQUIRE(std::holds_alternative<std::string>(refused));
+    CHECK(std::get<std::string>(refused) ==
+          "unsupported options startup parameter: only '-c config=val' and '--config=val' are "
+          "allowed, not \"-c timezone\"");
     auto empty = parse_startup_options("   ");
     REQUIRE(std::get_if<std::vector<SettingsMap::Entry>>(&empty));
     CHECK(std::get<std::vector<SettingsMap::Entry>>(empty).empty());
