@@ -262,10 +262,12 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
                 }
                 if (use == StartupOptionUse::Apply) take_setting(setting, setting_value);
             }
+        } else if (find_tracked_param(name)) {
+            // Before the ignore list, as in PgBouncer (application_name and its varcache come
+            // first): listing a parameter PostgreSQL reports does not drop the client's value.
+            take_setting(name, value);
         } else if (ignored(name)) {
             // ignore_startup_parameters keeps PgBouncer's meaning: accepted, not applied.
-        } else if (find_tracked_param(name)) {
-            take_setting(name, value);
         } else if (name == "replication") {
             fail(protocol::sqlstate::kProtocolViolation,
                  "replication connections are not supported by pgtether");

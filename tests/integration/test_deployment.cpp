@@ -487,6 +487,15 @@ TEST_CASE("options is read as PgBouncer 1.24 reads it, whatever ignore_startup_p
                           std::string::npos,
                       refused.error());
     }
+    SUBCASE("a listed parameter PostgreSQL reports is applied all the same, as in PgBouncer") {
+        Pgtether pooler(pool_config(
+            "transaction", 2,
+            {{"ignore_startup_parameters", "extra_float_digits,application_name,TimeZone"}}));
+        Conn conn = Conn::must(pooler.conninfo(
+            "", "", "", "application_name=listed_app options='-c timezone=Pacific/Chatham'"));
+        CHECK(scalar(conn, "SHOW application_name") == "listed_app");
+        CHECK(scalar(conn, "SHOW timezone") == "Pacific/Chatham");
+    }
     SUBCASE("malformed options are refused in PgBouncer's words, whatever is listed") {
         Pgtether pooler(pool_config("transaction", 2,
                                     {{"ignore_startup_parameters", "extra_float_digits,options"}}));
