@@ -560,8 +560,9 @@ const std::vector<KeySpec<U>>& user_keys() {
         key<U>("pool_mode", Kind::Choice, kHonoured, std::nullopt, &U::pool_mode).among(kPoolModes),
         key<U>("max_user_connections", Kind::Decimal, kHonoured, std::nullopt,
                &U::max_user_connections),
-        key<U>("pool_size", Kind::Decimal, kIgnored, std::nullopt),                        // 1.23
-        key<U>("reserve_pool_size", Kind::Decimal, kIgnored, std::nullopt),                // 1.24
+        key<U>("pool_size", Kind::Decimal, kHonoured, std::nullopt, &U::pool_size),  // 1.23
+        key<U>("reserve_pool_size", Kind::Decimal, kHonoured, std::nullopt,           // 1.24
+               &U::reserve_pool_size),
         key<U>("max_user_client_connections", Kind::Decimal, kHonoured, "0",  // 1.24
                &U::max_user_client_connections),
         key<U>("query_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),             // 1.24

@@ -94,6 +94,10 @@ struct UserConfig {
     std::string name;
     std::optional<PoolMode> pool_mode;
     std::optional<int> max_user_connections;
+    // This user's pools' pool_size and reserve_pool_size, over the database's and the global
+    // ones (PgBouncer 1.23 and 1.24).
+    std::optional<int> pool_size;
+    std::optional<int> reserve_pool_size;
     // Client connections of this user (PgBouncer 1.24); unset or <= 0: the global one.
     std::optional<int> max_user_client_connections;
     std::string definition;  // as written

@@ -5,18 +5,23 @@
 namespace pgtether {
 
 PoolSizes resolve_pool_sizes(const Config& config, const DatabaseConfig& database, PoolMode mode,
-                             std::optional<int> user_max_connections) {
+                             const UserConfig* user) {
     PoolSizes sizes;
-    sizes.pool_size = database.pool_size.value_or(config.default_pool_size);
+    const std::optional<int> no_value;
+    sizes.pool_size = (user ? user->pool_size : no_value)
+                          .value_or(database.pool_size.value_or(config.default_pool_size));
     sizes.min_pool_size = database.min_pool_size.value_or(config.min_pool_size);
-    sizes.reserve_pool_size = database.reserve_pool_size.value_or(config.reserve_pool_size);
+    sizes.reserve_pool_size =
+        (user ? user->reserve_pool_size : no_value)
+            .value_or(database.reserve_pool_size.value_or(config.reserve_pool_size));
     int tether_reserve = database.tether_reserve_size.value_or(config.tether_reserve_size);
     if (tether_reserve < 0) tether_reserve = sizes.pool_size;
     // In session mode every client keeps its server whether it holds a lock or not: a lock
     // holder takes nothing from the others, so it gets nothing on top of the pool either.
     sizes.tether_reserve_size = mode == PoolMode::Session ? 0 : tether_reserve;
     sizes.max_db_connections = database.max_db_connections.value_or(config.max_db_connections);
-    sizes.max_user_connections = user_max_connections.value_or(config.max_user_connections);
+    sizes.max_user_connections =
+        (user ? user->max_user_connections : no_value).value_or(config.max_user_connections);
     return sizes;
 }
 

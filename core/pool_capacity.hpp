@@ -28,11 +28,13 @@ struct PoolSizes {
     bool operator==(const PoolSizes&) const = default;
 };
 
-// The per-database values over the global ones. tether_reserve_size < 0 (the default) means "as
-// many as pool_size"; in session mode it is 0, since every client keeps its server anyway.
-// `user_max_connections` is the [users] entry's max_user_connections, if any.
+// The per-database values over the global ones, and the pool user's [users] entry (`user`, may
+// be null) over both for pool_size and reserve_pool_size, as PgBouncer 1.23/1.24 resolve them
+// (pool_pool_size, pool_res_pool_size). tether_reserve_size < 0 (the default) means "as many as
+// pool_size"; in session mode it is 0, since every client keeps its server anyway. The user's
+// max_user_connections comes from `user` too.
 [[nodiscard]] PoolSizes resolve_pool_sizes(const Config& config, const DatabaseConfig& database,
-                                           PoolMode mode, std::optional<int> user_max_connections);
+                                           PoolMode mode, const UserConfig* user);
 
 // The most servers a pool may have open while `tethered` of them are linked to tethered
 // clients: pool_size, plus reserve_pool_size when `use_reserve`, plus one per tethered server up

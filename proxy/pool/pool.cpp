@@ -46,8 +46,7 @@ void Pool::apply_config(const DatabaseConfig& database) {
     mode_ = user && user->pool_mode ? *user->pool_mode
             : database_.pool_mode   ? *database_.pool_mode
                                     : config.pool_mode;
-    sizes_ = resolve_pool_sizes(config, database_, mode_,
-                                user ? user->max_user_connections : std::nullopt);
+    sizes_ = resolve_pool_sizes(config, database_, mode_, user);
 }
 
 // ---------------------------------------------------------------------------------------------

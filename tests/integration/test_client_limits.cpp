@@ -1,7 +1,8 @@
 // PgBouncer 1.24's client limits per database and per user, and the per-user keys of [users]
 // (issue 28): max_db_client_connections and max_user_client_connections, globally and per
 // entry, counted for the whole process (several workers too); the admin console stays open to
-// admin_users; and the start-up log no longer lists these keys as "not supported".
+// admin_users; pool_size and reserve_pool_size of a [users] entry; and the start-up log no
+// longer lists these keys as "not supported".
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -149,4 +150,68 @@ TEST_CASE("client limits count every worker's clients") {
         CHECK(refused_with(pooler.conninfo(role, "v"), kUserText));
     }
     for (auto& c : clients) CHECK(scalar(c, "SELECT 1") == "1");
+}
+
+namespace {
+
+// Holds an open transaction (and so a server connection) until destroyed.
+struct Holder {
+    explicit Holder(const std::string& conninfo) : conn(Conn::must(conninfo)) {
+        conn.exec_ok("BEGIN");
+        pid = scalar(conn, "SELECT pg_backend_pid()");
+    }
+    ~Holder() {
+        if (conn.ok()) conn.exec("ROLLBACK");
+    }
+    Conn conn;
+    std::string pid;
+};
+
+// Whether a client of `conninfo` waits for a server until query_wait_timeout throws it out.
+bool waits_for_a_server(const std::string& conninfo) {
+    Conn waiter = Conn::must(conninfo);
+    Result r = first_error(waiter.exec_all("SELECT 'served'"));
+    if (!r.is_error()) return false;
+    if (r.message.find("query_wait_timeout") == std::string::npos) MESSAGE(r.describe());
+    return r.message.find("query_wait_timeout") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("[users] pool_size and reserve_pool_size override the database's and the defaults") {
+    const auto& env = TestEnv::get();
+    const std::string small = private_role("pgt_cuser_small");
+    const std::string reserved = private_role("pgt_cuser_reserved");
+    const std::string plain = private_role("pgt_cuser_plain");
+    for (const auto& role : {small, reserved, plain}) REQUIRE(settled(role));
+    Pgtether pooler(limits_config(
+        {small, reserved, plain},
+        {{"default_pool_size", "5"}, {"query_wait_timeout", "1"}, {"reserve_pool_timeout", "0.3"}},
+        // The database's pool_size=2 reserve_pool=0 is what a user without an entry gets.
+        {"d = " + server_of(env) + " pool_size=2 reserve_pool=0 tether_reserve_size=0"},
+        {small + " = pool_size=1", reserved + " = pool_size=1 reserve_pool_size=1"}));
+    CHECK(pooler.log().find("[users] pool_size: recognised but not supported") ==
+          std::string::npos);
+    CHECK(pooler.log().find("[users] reserve_pool_size: recognised but not supported") ==
+          std::string::npos);
+
+    {  // pool_size=1 for this user, though the database says 2.
+        Holder first(pooler.conninfo(small, "d"));
+        CHECK(waits_for_a_server(pooler.conninfo(small, "d")));
+        CHECK(backends_of(small) == 1);
+    }
+    {  // One more after reserve_pool_timeout, then no more.
+        Holder first(pooler.conninfo(reserved, "d"));
+        Holder second(pooler.conninfo(reserved, "d"));
+        CHECK(first.pid != second.pid);
+        CHECK(pooler.wait_for_log("taking connection from reserve_pool"));
+        CHECK(waits_for_a_server(pooler.conninfo(reserved, "d")));
+        CHECK(backends_of(reserved) == 2);
+    }
+    {  // A user without an entry: the database's pool_size=2, its reserve 0.
+        Holder first(pooler.conninfo(plain, "d"));
+        Holder second(pooler.conninfo(plain, "d"));
+        CHECK(waits_for_a_server(pooler.conninfo(plain, "d")));
+        CHECK(backends_of(plain) == 2);
+    }
 }

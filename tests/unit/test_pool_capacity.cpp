@@ -3,6 +3,7 @@
 // when a server is one too many.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,7 +161,7 @@ TEST_CASE("sizes resolve per database over the defaults; the allowance defaults 
     config.max_user_connections = 40;
     DatabaseConfig db;
 
-    auto s = resolve_pool_sizes(config, db, PoolMode::Transaction, std::nullopt);
+    auto s = resolve_pool_sizes(config, db, PoolMode::Transaction, nullptr);
     CHECK(s.pool_size == 20);
     CHECK(s.reserve_pool_size == 1);
     CHECK(s.tether_reserve_size == 20);  // -1: as many as the pool's size
@@ -168,25 +169,58 @@ TEST_CASE("sizes resolve per database over the defaults; the allowance defaults 
     CHECK(s.max_user_connections == 40);
 
     db.pool_size = 3;
-    CHECK(resolve_pool_sizes(config, db, PoolMode::Transaction, std::nullopt).tether_reserve_size ==
+    CHECK(resolve_pool_sizes(config, db, PoolMode::Transaction, nullptr).tether_reserve_size ==
           3);
-    CHECK(resolve_pool_sizes(config, db, PoolMode::Statement, std::nullopt).tether_reserve_size ==
+    CHECK(resolve_pool_sizes(config, db, PoolMode::Statement, nullptr).tether_reserve_size ==
           3);
     // Session mode: every client keeps its server anyway, so no allowance.
-    CHECK(resolve_pool_sizes(config, db, PoolMode::Session, std::nullopt).tether_reserve_size == 0);
+    CHECK(resolve_pool_sizes(config, db, PoolMode::Session, nullptr).tether_reserve_size == 0);
 
     config.tether_reserve_size = 5;
-    CHECK(resolve_pool_sizes(config, db, PoolMode::Transaction, std::nullopt).tether_reserve_size ==
+    CHECK(resolve_pool_sizes(config, db, PoolMode::Transaction, nullptr).tether_reserve_size ==
           5);
     db.tether_reserve_size = 0;
-    CHECK(resolve_pool_sizes(config, db, PoolMode::Transaction, std::nullopt).tether_reserve_size ==
+    CHECK(resolve_pool_sizes(config, db, PoolMode::Transaction, nullptr).tether_reserve_size ==
           0);
     db.tether_reserve_size = -1;
-    CHECK(resolve_pool_sizes(config, db, PoolMode::Transaction, std::nullopt).tether_reserve_size ==
+    CHECK(resolve_pool_sizes(config, db, PoolMode::Transaction, nullptr).tether_reserve_size ==
           3);
 
     db.max_db_connections = 7;
-    auto per_entry = resolve_pool_sizes(config, db, PoolMode::Transaction, 9);
+    UserConfig user;
+    user.max_user_connections = 9;
+    auto per_entry = resolve_pool_sizes(config, db, PoolMode::Transaction, &user);
     CHECK(per_entry.max_db_connections == 7);
     CHECK(per_entry.max_user_connections == 9);
+    CHECK(per_entry.pool_size == 3);  // a [users] entry without pool_size: the database's
+    CHECK(per_entry.reserve_pool_size == 1);
+}
+
+TEST_CASE("a [users] entry's pool_size and reserve_pool_size win over database and defaults") {
+    Config config;
+    config.default_pool_size = 20;
+    config.reserve_pool_size = 1;
+    DatabaseConfig db;
+    UserConfig user;
+    struct Row {
+        std::optional<int> db_pool, db_reserve, user_pool, user_reserve;
+        int pool, reserve;
+    };
+    const Row rows[] = {
+        {std::nullopt, std::nullopt, std::nullopt, std::nullopt, 20, 1},
+        {5, 2, std::nullopt, std::nullopt, 5, 2},
+        {5, 2, 3, std::nullopt, 3, 2},
+        {std::nullopt, std::nullopt, 4, 0, 4, 0},
+        {5, 2, 0, 3, 0, 3},  // 0 is a value (PgBouncer: a user's pool_size >= 0 wins)
+    };
+    for (const auto& r : rows) {
+        db.pool_size = r.db_pool;
+        db.reserve_pool_size = r.db_reserve;
+        user.pool_size = r.user_pool;
+        user.reserve_pool_size = r.user_reserve;
+        auto s = resolve_pool_sizes(config, db, PoolMode::Transaction, &user);
+        CHECK(s.pool_size == r.pool);
+        CHECK(s.reserve_pool_size == r.reserve);
+        CHECK(s.tether_reserve_size == r.pool);  // the allowance follows the pool's own size
+    }
 }
