@@ -181,9 +181,10 @@ std::size_t Client::handle_startup(ByteSpan data) {
     const auto& packet = *parsed.packet;
     const bool encryption_request = packet.kind == protocol::StartupKind::SslRequest ||
                                     packet.kind == protocol::StartupKind::GssEncRequest;
-    if (over_client_limit_ && !encryption_request) {
-        fail(protocol::sqlstate::kTooManyConnections,
-             "no more connections allowed (max_client_conn)");
+    // A start-up packet is refused once it names its database (handle_startup_packet).
+    if (over_client_limit_ && !encryption_request &&
+        packet.kind != protocol::StartupKind::Startup) {
+        refuse_over_client_limit_now();
         return data.size();
     }
     switch (packet.kind) {
@@ -288,6 +289,13 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         return;
     }
     if (database_.empty()) database_ = user_;
+    // PgBouncer's decide_startup_pool ("don't limit admin db"): max_client_conn does not keep
+    // anyone from the console, so an operator can still look at a full pooler. The console's
+    // own authentication still applies.
+    if (over_client_limit_ && !AdminSession::is_console_database(database_)) {
+        refuse_over_client_limit_now();
+        return;
+    }
     if (worker_.config().application_name_add_host) add_host_to_application_name();
     // A newer minor protocol version or protocol options: tell the client what we speak
     // (NegotiateProtocolVersion, protocol §55.2.1).
@@ -302,6 +310,11 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         stream_.write(out);
     }
     start_authentication();
+}
+
+void Client::refuse_over_client_limit_now() {
+    worker_.stats().clients_refused++;
+    fail(protocol::sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
 }
 
 void Client::add_host_to_application_name() {

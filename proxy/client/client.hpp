@@ -60,6 +60,7 @@ public:
     // SSLRequest/GSSENCRequest arrives, as PgBouncer does. A TLS client (libpq's default
     // sslmode=prefer too) completes its handshake first and so reads the refusal, where an
     // ErrorResponse in place of the 'S' would only be "an error response during SSL exchange".
+    // A start-up packet for the admin console is let in (PgBouncer: "don't limit admin db").
     void refuse_over_client_limit() { over_client_limit_ = true; }
     // Closes the connection after sending `error` (when given) and logs the reason. With an
     // error, or with `flush`, what is queued for the client is sent before the socket closes.
@@ -209,6 +210,7 @@ private:
     void handle_cancel_request(const protocol::CancelKey& key);
     // application_name_add_host: the client's address after its application_name.
     void add_host_to_application_name();
+    void refuse_over_client_limit_now();
     // TLS and authentication methods (client_login.cpp).
     std::size_t handle_encryption_request(protocol::StartupKind kind, protocol::ByteSpan data,
                                           std::size_t request_size);

@@ -235,8 +235,9 @@ void Worker::accept_client(int fd, bool tcp, bool drained) {
     }
     // The new client is already counted (in every worker's count: max_client_conn is a limit of
     // the process).
+    // Refused (and counted in clients_refused) once its start-up packet shows it is not for the
+    // console.
     if (group_.clients() > static_cast<std::size_t>(config_->max_client_conn)) {
-        stats_.clients_refused++;
         client->refuse_over_client_limit();
     }
 }

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
@@ -89,6 +90,35 @@ TEST_CASE("max_client_conn: one client too many gets 53300; a free slot is usabl
     for (auto& c : clients) CHECK(scalar(c, "SELECT 1") == "1");
     clients.pop_back();  // closes one
     CHECK(eventually([&] { return Conn(pooler.conninfo(role)).ok(); }));
+}
+
+TEST_CASE("max_client_conn does not keep an operator from the console, as in PgBouncer") {
+    // PgBouncer's decide_startup_pool: "don't limit admin db". A full pooler is exactly when
+    // SHOW POOLS is needed; the console's authentication still decides who gets in.
+    const std::string role = private_role("pgt_pressure_console");
+    REQUIRE(settled(role));
+    Pgtether pooler(for_role(role, {{"max_client_conn", "2"}, {"workers", "1"}}));
+    std::vector<Conn> clients;
+    for (int i = 0; i < 2; ++i) clients.push_back(Conn::must(pooler.conninfo(role)));
+    Conn extra(pooler.conninfo(role));
+    REQUIRE_FALSE(extra.ok());
+    CHECK_MESSAGE(extra.error().find("no more connections allowed (max_client_conn)") !=
+                      std::string::npos,
+                  extra.error());
+    for (const std::string database : {"pgbouncer", "pgtether"}) {
+        Conn admin = console(pooler, TestEnv::get().superuser, database);
+        REQUIRE_MESSAGE(admin.ok(), admin.error());
+        auto pools = admin.exec("SHOW POOLS");
+        PGT_REQUIRE_OK(pools);
+        auto pool = find_row(pools, "user", role);
+        REQUIRE(pool.has_value());
+        CHECK(cell_int(*pool, "cl_active") == 2);
+    }
+    // A client of another database is still refused while the console is in.
+    Conn admin = console(pooler, TestEnv::get().superuser, "pgbouncer");
+    REQUIRE(admin.ok());
+    Conn another(pooler.conninfo(role));
+    CHECK_FALSE(another.ok());
 }
 
 TEST_CASE("reserve pool: after reserve_pool_timeout a waiting client gets an extra backend") {
