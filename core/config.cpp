@@ -241,7 +241,7 @@ using Target =
                  std::string Owner::*, std::vector<std::string> Owner::*, PoolMode Owner::*,
                  AuthType Owner::*, LockTracking Owner::*, SslMode Owner::*,
                  StateHandling Owner::*,
-                 std::optional<int> Owner::*,
+                 std::optional<int> Owner::*, std::optional<Duration> Owner::*,
                  std::optional<PoolMode> Owner::*, std::optional<std::string> Owner::*>;
 
 template <typename Owner>
@@ -546,6 +546,10 @@ const std::vector<KeySpec<D>>& database_keys() {
             .among(kLoadBalanceHosts),
         key<D>("max_db_client_connections", Kind::Decimal, kHonoured, "0",  // 1.24
                &D::max_db_client_connections),
+        // 1.26; -1: not set (PgBouncer's spelling), 0: no limit.
+        key<D>("query_wait_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,
+               &D::query_wait_timeout)
+            .range(-1, kIntMax),
         key<D>("target_session_attrs", Kind::Choice, kIgnored, "any")       // after 1.25
             .among(kTargetSessionAttrs),
     };
@@ -565,10 +569,17 @@ const std::vector<KeySpec<U>>& user_keys() {
                &U::reserve_pool_size),
         key<U>("max_user_client_connections", Kind::Decimal, kHonoured, "0",  // 1.24
                &U::max_user_client_connections),
-        key<U>("query_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),             // 1.24
-        key<U>("idle_transaction_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.24
-        key<U>("transaction_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),       // 1.25
-        key<U>("client_idle_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),       // 1.24
+        key<U>("query_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,  // 1.24
+               &U::query_timeout),
+        key<U>("idle_transaction_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,  // 1.24
+               &U::idle_transaction_timeout),
+        key<U>("transaction_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.25
+        key<U>("client_idle_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,  // 1.24
+               &U::client_idle_timeout),
+        // 1.26; -1: not set (PgBouncer's spelling), 0: no limit.
+        key<U>("query_wait_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,
+               &U::query_wait_timeout)
+            .range(-1, kIntMax),
     };
     return keys;
 }
@@ -720,6 +731,7 @@ void store(Owner& owner, const Target<Owner>& target, const Value& v) {
                 owner.*m = as_string() == "ignore" ? StateHandling::Ignore : StateHandling::Keep;
             },
             [&](std::optional<int> Owner::*m) { owner.*m = as_int(); },
+            [&](std::optional<Duration> Owner::*m) { owner.*m = std::get<Duration>(v); },
             [&](std::optional<PoolMode> Owner::*m) {
                 owner.*m = enum_from<PoolMode>(kPoolModes, as_string());
             },
@@ -1114,6 +1126,10 @@ std::optional<std::string> render_value(const Config& config, const GlobalKey& s
             [&](std::optional<int> C::*m) -> std::optional<std::string> {
                 if (!(config.*m)) return std::nullopt;
                 return std::to_string(*(config.*m));
+            },
+            [&](std::optional<Duration> C::*m) -> std::optional<std::string> {
+                if (!(config.*m)) return std::nullopt;
+                return format_seconds(*(config.*m));
             },
             [&](std::optional<PoolMode> C::*m) -> std::optional<std::string> {
                 if (!(config.*m)) return std::nullopt;

@@ -73,6 +73,8 @@ struct DatabaseConfig {
     std::optional<int> max_db_connections;
     // Client connections to this database (PgBouncer 1.24); unset or <= 0: the global one.
     std::optional<int> max_db_client_connections;
+    // query_wait_timeout for this database's clients (PgBouncer 1.26); negative: not set.
+    std::optional<Duration> query_wait_timeout;
     std::optional<int> tether_reserve_size;  // pgtether's own (docs/advisory-locks.md)
     // Startup parameters PgBouncer lets a database entry preset for its server connections.
     std::optional<std::string> client_encoding;
@@ -98,6 +100,12 @@ struct UserConfig {
     // ones (PgBouncer 1.23 and 1.24).
     std::optional<int> pool_size;
     std::optional<int> reserve_pool_size;
+    // This user's timeouts (PgBouncer 1.24; query_wait_timeout 1.26), over the global ones
+    // (core/client_timeouts.hpp).
+    std::optional<Duration> query_timeout;
+    std::optional<Duration> idle_transaction_timeout;
+    std::optional<Duration> client_idle_timeout;
+    std::optional<Duration> query_wait_timeout;
     // Client connections of this user (PgBouncer 1.24); unset or <= 0: the global one.
     std::optional<int> max_user_client_connections;
     std::string definition;  // as written

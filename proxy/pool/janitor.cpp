@@ -37,6 +37,10 @@ void Client::janitor(std::uint64_t now) {
     auto expired = [&](std::uint64_t since, Duration limit) {
         return limit.count() > 0 && now - since >= to_ms(limit);
     };
+    // The pool's resolution of the per-database and per-user values; before the client has a
+    // pool, the global ones.
+    const ClientTimeouts timeouts =
+        pool_ ? pool_->timeouts() : resolve_client_timeouts(config, nullptr, nullptr);
     switch (state_) {
         case State::Startup:
         case State::AuthLookup:
@@ -45,7 +49,7 @@ void Client::janitor(std::uint64_t now) {
             if (expired(connected_at_ms_, config.client_login_timeout)) {
                 fail(protocol::sqlstate::kProtocolViolation, "client_login_timeout");
             } else if (state_ == State::WelcomeWait &&
-                       expired(connected_at_ms_, config.query_timeout)) {
+                       expired(connected_at_ms_, timeouts.query_timeout)) {
                 // Waiting for the pool's first server to log in (PgBouncer's CL_WAITING_LOGIN):
                 // PgBouncer's janitor applies query_timeout to every waiting client, counted
                 // from its request -- here the connection -- so a server that is slow to log
@@ -60,16 +64,16 @@ void Client::janitor(std::uint64_t now) {
         case State::Waiting:
             // Queued for a server since state_since_ms_: PgBouncer applies both limits to a
             // waiting client, from the same start, query_timeout first.
-            if (expired(state_since_ms_, config.query_timeout)) {
+            if (expired(state_since_ms_, timeouts.query_timeout)) {
                 fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
-            } else if (expired(state_since_ms_, config.query_wait_timeout)) {
+            } else if (expired(state_since_ms_, timeouts.query_wait_timeout)) {
                 fail(protocol::sqlstate::kProtocolViolation, "query_wait_timeout");
             }
             break;
         case State::Idle:
             if (admin_ && admin_->waiting()) break;  // PAUSE / WAIT_CLOSE is not idleness
             if (expired(last_activity_ms_ ? last_activity_ms_ : state_since_ms_,
-                        config.client_idle_timeout)) {
+                        timeouts.client_idle_timeout)) {
                 fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
             }
             break;
@@ -81,21 +85,21 @@ void Client::janitor(std::uint64_t now) {
                 // answering is given up after query_timeout, counted from the client's last
                 // request. Closing it tells this client (Client::on_server_lost): one whose
                 // request never reached the backend quietly gets another.
-                if (expired(last_activity_ms_, config.query_timeout)) {
+                if (expired(last_activity_ms_, timeouts.query_timeout)) {
                     server_->close("pgtether's query on the server took longer than query_timeout");
                 }
                 break;
             }
             auto& tracker = server_->tracker();
             if (!tracker.quiet()) {
-                if (expired(query_started_ms_, config.query_timeout)) {
+                if (expired(query_started_ms_, timeouts.query_timeout)) {
                     fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
                 }
             } else if (tracker.tx_status() != protocol::kTxIdle) {
                 // Idle in a transaction since the backend answered the last request: the time a
                 // query ran is query_timeout's business, not this one's.
                 auto idle_since = std::max(last_activity_ms_, server_->quiet_since_ms());
-                if (expired(idle_since, config.idle_transaction_timeout)) {
+                if (expired(idle_since, timeouts.idle_transaction_timeout)) {
                     fail(protocol::sqlstate::kIdleInTransactionTimeout,
                          "idle transaction timeout");
                 }
@@ -115,7 +119,7 @@ void Client::janitor(std::uint64_t now) {
                     tether_details().idle_probe_at_ms = now;
                     server_->probe_idle_tether();
                 }
-            } else if (expired(last_activity_ms_, config.client_idle_timeout) &&
+            } else if (expired(last_activity_ms_, timeouts.client_idle_timeout) &&
                        pool_->mode() == PoolMode::Session) {
                 fail(protocol::sqlstate::kIdleSessionTimeout, "client_idle_timeout");
             }

@@ -3,7 +3,9 @@
 // proxy/daemon/worker.cpp) runs Client::janitor for every client and Pool::janitor for every
 // pool, both in proxy/pool/janitor.cpp; their constants are here. No other code closes a connection for
 // taking too long. (docs/architecture.md, "Pools"; docs/configuration.md for the
-// settings.)
+// settings.) The four client timeouts query_wait_timeout, client_idle_timeout, query_timeout
+// and idle_transaction_timeout are the client's pool's (Pool::timeouts: a [databases] or
+// [users] entry may set its own).
 //
 //   what                         counted from                       checked in
 //   client_login_timeout         the client's connect               Client::janitor

@@ -47,6 +47,7 @@ void Pool::apply_config(const DatabaseConfig& database) {
             : database_.pool_mode   ? *database_.pool_mode
                                     : config.pool_mode;
     sizes_ = resolve_pool_sizes(config, database_, mode_, user);
+    timeouts_ = resolve_client_timeouts(config, &database_, user);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 
 #include "protocol/backend_messages.hpp"
 #include "proxy/client/client.hpp"
+#include "core/client_timeouts.hpp"
 #include "core/config.hpp"
 #include "proxy/net/intrusive_list.hpp"
 #include "proxy/pool/lock_catalog.hpp"
@@ -67,6 +68,9 @@ public:
     [[nodiscard]] PoolMode mode() const { return mode_; }
     // pool_size, reserve pool, tether allowance and caps as resolved from the configuration.
     [[nodiscard]] const PoolSizes& sizes() const { return sizes_; }
+    // Its clients' timeouts: the global ones over which its database entry and its user's
+    // [users] entry may set their own (core/client_timeouts.hpp).
+    [[nodiscard]] const ClientTimeouts& timeouts() const { return timeouts_; }
     [[nodiscard]] Worker& worker() { return worker_; }
     [[nodiscard]] PoolStats& stats() { return stats_; }
     // The tether's trigger for this pool's database (proxy/pool/lock_catalog.hpp).
@@ -239,6 +243,7 @@ private:
     std::string user_;
     PoolMode mode_ = PoolMode::Transaction;
     PoolSizes sizes_;
+    ClientTimeouts timeouts_;
 
     IntrusiveList<Server, &Server::pool_hook_> idle_;
     IntrusiveList<Server, &Server::pool_hook_> used_;

@@ -1,8 +1,9 @@
 // PgBouncer 1.24's client limits per database and per user, and the per-user keys of [users]
 // (issue 28): max_db_client_connections and max_user_client_connections, globally and per
 // entry, counted for the whole process (several workers too); the admin console stays open to
-// admin_users; pool_size and reserve_pool_size of a [users] entry; and the start-up log no
-// longer lists these keys as "not supported".
+// admin_users; pool_size, reserve_pool_size and the timeouts of a [users] entry, and
+// query_wait_timeout of a [databases] entry (1.26); and the start-up log no longer lists these
+// keys as "not supported".
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -154,6 +155,16 @@ TEST_CASE("client limits count every worker's clients") {
 
 namespace {
 
+// The first error of `sql`, else its last result (libpq's PQexec would lose a FATAL's text
+// when the connection closes after it).
+Result run(Conn& conn, const std::string& sql) {
+    auto results = conn.exec_all(sql);
+    for (auto& r : results) {
+        if (r.is_error()) return r;
+    }
+    return results.empty() ? Result::client_error("no result") : results.back();
+}
+
 // Holds an open transaction (and so a server connection) until destroyed.
 struct Holder {
     explicit Holder(const std::string& conninfo) : conn(Conn::must(conninfo)) {
@@ -170,7 +181,7 @@ struct Holder {
 // Whether a client of `conninfo` waits for a server until query_wait_timeout throws it out.
 bool waits_for_a_server(const std::string& conninfo) {
     Conn waiter = Conn::must(conninfo);
-    Result r = first_error(waiter.exec_all("SELECT 'served'"));
+    Result r = run(waiter, "SELECT 'served'");
     if (!r.is_error()) return false;
     if (r.message.find("query_wait_timeout") == std::string::npos) MESSAGE(r.describe());
     return r.message.find("query_wait_timeout") != std::string::npos;
@@ -213,5 +224,100 @@ TEST_CASE("[users] pool_size and reserve_pool_size override the database's and t
         Holder second(pooler.conninfo(plain, "d"));
         CHECK(waits_for_a_server(pooler.conninfo(plain, "d")));
         CHECK(backends_of(plain) == 2);
+    }
+}
+
+namespace {
+
+// How long `sql` (one statement) took on `conn`, and its result.
+std::pair<std::chrono::milliseconds, Result> timed(Conn& conn, const std::string& sql) {
+    auto started = std::chrono::steady_clock::now();
+    Result r = run(conn, sql);
+    return {std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - started),
+            r};
+}
+
+}  // namespace
+
+TEST_CASE("[users] query_timeout, idle_transaction_timeout, client_idle_timeout override") {
+    const auto& env = TestEnv::get();
+    const std::string strict = private_role("pgt_ctime_strict");
+    const std::string relaxed = private_role("pgt_ctime_relaxed");
+    Pgtether pooler(limits_config(
+        {strict, relaxed},
+        {{"pool_mode", "session"}, {"query_timeout", "0"}, {"client_idle_timeout", "0"},
+         {"idle_transaction_timeout", "0"}},
+        {"d = " + server_of(env)},
+        {strict + " = query_timeout=1 idle_transaction_timeout=1 client_idle_timeout=2"}));
+    for (const char* key : {"query_timeout", "idle_transaction_timeout", "client_idle_timeout"}) {
+        CHECK(pooler.log().find(std::string("[users] ") + key +
+                                ": recognised but not supported") == std::string::npos);
+    }
+    {  // query_timeout: the user's 1 s, where the global one is off.
+        Conn c = Conn::must(pooler.conninfo(strict, "d"));
+        auto [took, r] = timed(c, "SELECT pg_sleep(4)");
+        CHECK(r.is_error());
+        CHECK_MESSAGE(r.message.find("query_timeout") != std::string::npos, r.describe());
+        CHECK(r.sqlstate == "57014");
+        CHECK(took < 3000ms);
+        Conn other = Conn::must(pooler.conninfo(relaxed, "d"));
+        auto [other_took, other_r] = timed(other, "SELECT pg_sleep(1.5)");
+        CHECK_MESSAGE(other_r.ok(), other_r.describe());
+    }
+    {  // idle_transaction_timeout: the user's 1 s.
+        Conn c = Conn::must(pooler.conninfo(strict, "d"));
+        c.exec_ok("BEGIN");
+        c.exec_ok("SELECT 1");
+        std::this_thread::sleep_for(1800ms);
+        Result r = first_error(c.exec_all("SELECT 2"));
+        CHECK(r.is_error());
+        // The error (25P03) may reach the client, or only the closed connection.
+        const bool timed_out = r.message.find("idle transaction timeout") != std::string::npos ||
+                               !c.ok();
+        CHECK_MESSAGE(timed_out, r.describe());
+        CHECK(pooler.wait_for_log("idle transaction timeout"));
+        Conn other = Conn::must(pooler.conninfo(relaxed, "d"));
+        other.exec_ok("BEGIN");
+        std::this_thread::sleep_for(1800ms);
+        CHECK(scalar(other, "SELECT 'still here'") == "still here");
+        other.exec_ok("COMMIT");
+    }
+    {  // client_idle_timeout: the user's 2 s.
+        Conn c = Conn::must(pooler.conninfo(strict, "d"));
+        Conn other = Conn::must(pooler.conninfo(relaxed, "d"));
+        CHECK(scalar(c, "SELECT 1") == "1");
+        CHECK(scalar(other, "SELECT 1") == "1");
+        std::this_thread::sleep_for(3000ms);
+        CHECK(first_error(c.exec_all("SELECT 1")).is_error());
+        CHECK(pooler.wait_for_log("client_idle_timeout"));
+        CHECK(scalar(other, "SELECT 'idle is fine'") == "idle is fine");
+    }
+}
+
+TEST_CASE("query_wait_timeout per database and per user (1.26)") {
+    const auto& env = TestEnv::get();
+    const std::string role = private_role("pgt_cwait_db");
+    const std::string patient = private_role("pgt_cwait_user");
+    for (const auto& r : {role, patient}) REQUIRE(settled(r));
+    Pgtether pooler(limits_config(
+        {role, patient}, {{"query_wait_timeout", "30"}, {"default_pool_size", "1"}},
+        {"quick = " + server_of(env) + " query_wait_timeout=1 tether_reserve_size=0"},
+        {patient + " = query_wait_timeout=3"}));
+    {  // The database's 1 s, not the global 30 s.
+        Holder holder(pooler.conninfo(role, "quick"));
+        Conn waiter = Conn::must(pooler.conninfo(role, "quick"));
+        auto [took, r] = timed(waiter, "SELECT 'never'");
+        CHECK_MESSAGE(r.message.find("query_wait_timeout") != std::string::npos, r.describe());
+        CHECK(took >= 900ms);
+        CHECK(took < 5000ms);
+    }
+    {  // A user's value wins over the database's.
+        Holder holder(pooler.conninfo(patient, "quick"));
+        Conn waiter = Conn::must(pooler.conninfo(patient, "quick"));
+        auto [took, r] = timed(waiter, "SELECT 'never'");
+        CHECK_MESSAGE(r.message.find("query_wait_timeout") != std::string::npos, r.describe());
+        CHECK(took >= 2800ms);
+        CHECK(took < 10000ms);
     }
 }

@@ -403,6 +403,7 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
     CHECK(cfg->find_user("web")->pool_mode == PoolMode::Transaction);
     CHECK_FALSE(cfg->find_user("web")->max_user_connections);
     CHECK(cfg->find_user("etl")->max_user_connections == 4);
+    CHECK(cfg->find_user("etl")->query_timeout == std::chrono::seconds(300));  // 1.24
     CHECK(cfg->find_user("nobody") == nullptr);
 
     CHECK(cfg->logfile == "/var/log/pgbouncer/pgbouncer.log");
@@ -480,7 +481,6 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
     };
     std::vector<std::string> expected = {
         at("reporting = ", "[databases] server_lifetime"),
-        at("etl = ", "[users] query_timeout"),
         at("unix_socket_group =", "unix_socket_group"),
         at("track_extra_parameters =", "track_extra_parameters"),
     };
@@ -1473,4 +1473,29 @@ TEST_CASE("check_config lists every problem in reading order and keeps the rest"
     CHECK(contains(none.errors[1].what(), "no [pgbouncer] section"));
     CHECK(
         check_config(tmp.write("v.ini", "[pgbouncer]\n[databases]\nx = host=a\n")).errors.empty());
+}
+
+TEST_CASE("per-user timeouts (1.24) and query_wait_timeout per database and user (1.26) load") {
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "[databases]\n"
+        "d = host=x query_wait_timeout=5\n"
+        "[users]\n"
+        "u = query_timeout=3 idle_transaction_timeout=4 client_idle_timeout=6 "
+        "query_wait_timeout=-1\n"
+        "v = query_wait_timeout=0\n");
+    CHECK(cfg->unsupported_keys.empty());
+    CHECK(cfg->find_database("d")->query_wait_timeout == std::chrono::seconds(5));
+    const UserConfig* u = cfg->find_user("u");
+    REQUIRE(u != nullptr);
+    CHECK(u->query_timeout == std::chrono::seconds(3));
+    CHECK(u->idle_transaction_timeout == std::chrono::seconds(4));
+    CHECK(u->client_idle_timeout == std::chrono::seconds(6));
+    CHECK(u->query_wait_timeout == std::chrono::seconds(-1));  // "not set"
+    CHECK(cfg->find_user("v")->query_wait_timeout == std::chrono::seconds(0));
+    auto err = error_from_text("[pgbouncer]\n[users]\nu = query_wait_timeout=-2\n");
+    CHECK(contains(err.what(), "for \"query_wait_timeout\""));
+    // transaction_timeout is still reported.
+    CHECK(load_text("[pgbouncer]\n[users]\nu = transaction_timeout=5\n")->unsupported_keys.size() ==
+          1);
 }
