@@ -15,6 +15,8 @@ ClientTimeouts resolve_client_timeouts(const Config& config, const DatabaseConfi
     t.idle_transaction_timeout =
         positive_or(user ? user->idle_transaction_timeout : std::nullopt,
                     config.idle_transaction_timeout);
+    t.transaction_timeout = positive_or(user ? user->transaction_timeout : std::nullopt,
+                                        config.transaction_timeout);
     t.client_idle_timeout = positive_or(user ? user->client_idle_timeout : std::nullopt,
                                         config.client_idle_timeout);
     if (user && set(user->query_wait_timeout)) {

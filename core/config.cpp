@@ -449,7 +449,8 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("tcp_user_timeout", Kind::Int, kHonoured, "0", &C::tcp_user_timeout)
             .range(0, kIntMax),
         key<C>("track_extra_parameters", Kind::List, kIgnored, ""),   // 1.20
-        key<C>("transaction_timeout", Kind::Seconds, kIgnored, "0"),  // 1.25
+        key<C>("transaction_timeout", Kind::Seconds, kHonoured, "0",  // 1.25
+               &C::transaction_timeout),
         key<C>("unix_socket_dir", Kind::String, kHonoured, "/tmp", &C::unix_socket_dir).fixed(),
         key<C>("unix_socket_group", Kind::String, kIgnored, "", &C::unix_socket_group).fixed(),
         key<C>("unix_socket_mode", Kind::Mode, kHonoured, "0777", &C::unix_socket_mode).fixed(),
@@ -573,7 +574,8 @@ const std::vector<KeySpec<U>>& user_keys() {
                &U::query_timeout),
         key<U>("idle_transaction_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,  // 1.24
                &U::idle_transaction_timeout),
-        key<U>("transaction_timeout", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.25
+        key<U>("transaction_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,  // 1.25
+               &U::transaction_timeout),
         key<U>("client_idle_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,  // 1.24
                &U::client_idle_timeout),
         // 1.26; -1: not set (PgBouncer's spelling), 0: no limit.

@@ -104,6 +104,7 @@ struct UserConfig {
     // (core/client_timeouts.hpp).
     std::optional<Duration> query_timeout;
     std::optional<Duration> idle_transaction_timeout;
+    std::optional<Duration> transaction_timeout;  // 1.25
     std::optional<Duration> client_idle_timeout;
     std::optional<Duration> query_wait_timeout;
     // Client connections of this user (PgBouncer 1.24); unset or <= 0: the global one.
@@ -192,6 +193,8 @@ struct Config {
     Duration cancel_wait_timeout = std::chrono::seconds(10);  // 1.22; a cancel not yet forwarded
     Duration client_idle_timeout{0};
     Duration idle_transaction_timeout{0};
+    // A client in a transaction longer than this is disconnected (PgBouncer 1.25); 0 = off.
+    Duration transaction_timeout{0};
     Duration suspend_timeout = std::chrono::seconds(10);
     int pkt_buf = 4096;
     int max_packet_size = 2147483647;

@@ -10,6 +10,8 @@ inline constexpr const char* kAdminShutdown = "57P01";
 inline constexpr const char* kQueryCanceled = "57014";
 inline constexpr const char* kIdleSessionTimeout = "57P05";
 inline constexpr const char* kIdleInTransactionTimeout = "25P03";
+// PostgreSQL 17's transaction_timeout.
+inline constexpr const char* kTransactionTimeout = "25P04";
 inline constexpr const char* kInvalidPassword = "28P01";
 inline constexpr const char* kInvalidAuthorization = "28000";
 inline constexpr const char* kTooManyConnections = "53300";

@@ -365,6 +365,8 @@ private:
     std::uint64_t key_derivation_ = 0;  // ticket of a running login's key derivation (State::Auth)
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
+    // The request that began the current transaction (or lone statement): transaction_timeout.
+    std::uint64_t transaction_started_ms_ = 0;
     // The tether.
     // The tether's details, allocated only while there are any: the many untethered clients
     // carry one pointer instead of these fields (idle memory per client, docs/benchmarks.md).

@@ -427,6 +427,11 @@ void Client::refuse_reserved_query(Outbound& out) {
 void Client::note_request_start() {
     if (!server_->tracker().quiet()) return;
     query_started_ms_ = worker_.now_ms();
+    // Outside a transaction block, this request begins the next transaction (PgBouncer's
+    // xact_start: a lone statement is a transaction too).
+    if (server_->tracker().tx_status() == protocol::kTxIdle) {
+        transaction_started_ms_ = query_started_ms_;
+    }
     server_->note_request_start(worker_.now_us());
 }
 

@@ -91,9 +91,17 @@ void Client::janitor(std::uint64_t now) {
                 break;
             }
             auto& tracker = server_->tracker();
+            // In a transaction (or a lone statement) since transaction_started_ms_: PgBouncer
+            // checks transaction_timeout after query_timeout and idle_transaction_timeout.
+            auto transaction_expired = [&] {
+                return transaction_started_ms_ != 0 &&
+                       expired(transaction_started_ms_, timeouts.transaction_timeout);
+            };
             if (!tracker.quiet()) {
                 if (expired(query_started_ms_, timeouts.query_timeout)) {
                     fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
+                } else if (transaction_expired()) {
+                    fail(protocol::sqlstate::kTransactionTimeout, "transaction timeout");
                 }
             } else if (tracker.tx_status() != protocol::kTxIdle) {
                 // Idle in a transaction since the backend answered the last request: the time a
@@ -102,6 +110,8 @@ void Client::janitor(std::uint64_t now) {
                 if (expired(idle_since, timeouts.idle_transaction_timeout)) {
                     fail(protocol::sqlstate::kIdleInTransactionTimeout,
                          "idle transaction timeout");
+                } else if (transaction_expired()) {
+                    fail(protocol::sqlstate::kTransactionTimeout, "transaction timeout");
                 }
             } else if (tethered() && expired(last_activity_ms_, config.tethered_idle_timeout)) {
                 fail(protocol::sqlstate::kIdleSessionTimeout,

@@ -3,8 +3,8 @@
 // proxy/daemon/worker.cpp) runs Client::janitor for every client and Pool::janitor for every
 // pool, both in proxy/pool/janitor.cpp; their constants are here. No other code closes a connection for
 // taking too long. (docs/architecture.md, "Pools"; docs/configuration.md for the
-// settings.) The four client timeouts query_wait_timeout, client_idle_timeout, query_timeout
-// and idle_transaction_timeout are the client's pool's (Pool::timeouts: a [databases] or
+// settings.) The client timeouts query_wait_timeout, client_idle_timeout, query_timeout,
+// idle_transaction_timeout and transaction_timeout are the client's pool's (Pool::timeouts: a [databases] or
 // [users] entry may set its own).
 //
 //   what                         counted from                       checked in
@@ -14,6 +14,7 @@
 //   client_idle_timeout          the client's last request          Client::janitor
 //   query_timeout                the first request of a busy spell  Client::janitor
 //   idle_transaction_timeout     the backend's last answer          Client::janitor
+//   transaction_timeout          the transaction's first request    Client::janitor
 //   tethered_idle_timeout        the tethered client's last request Client::janitor
 //   tether_probe_delay           (the idle tether probe's moment)   Client::janitor
 //   closing linger (kLingerMs)   the client's close                 Client::janitor

@@ -2,8 +2,8 @@
 // (issue 28): max_db_client_connections and max_user_client_connections, globally and per
 // entry, counted for the whole process (several workers too); the admin console stays open to
 // admin_users; pool_size, reserve_pool_size and the timeouts of a [users] entry, and
-// query_wait_timeout of a [databases] entry (1.26); and the start-up log no longer lists these
-// keys as "not supported".
+// query_wait_timeout of a [databases] entry (1.26); transaction_timeout (1.25); and the start-up
+// log no longer lists these keys as "not supported".
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -320,4 +320,57 @@ TEST_CASE("query_wait_timeout per database and per user (1.26)") {
         CHECK(took >= 2800ms);
         CHECK(took < 10000ms);
     }
+}
+
+TEST_CASE("transaction_timeout (1.25): globally and per user, a transaction or a lone statement") {
+    const auto& env = TestEnv::get();
+    const std::string limited = private_role("pgt_ctx_limited");
+    const std::string other = private_role("pgt_ctx_other");
+    Pgtether pooler(limits_config({limited, other},
+                                  {{"pool_mode", "transaction"}, {"transaction_timeout", "0"}},
+                                  {"d = " + server_of(env)},
+                                  {limited + " = transaction_timeout=1"}));
+    CHECK(pooler.log().find("transaction_timeout: recognised but not supported") ==
+          std::string::npos);
+    {  // A transaction kept busy (never idle long) still ends after 1 s.
+        Conn c = Conn::must(pooler.conninfo(limited, "d"));
+        c.exec_ok("BEGIN");
+        Result last;
+        for (int i = 0; i < 10 && c.ok(); ++i) {
+            std::this_thread::sleep_for(300ms);
+            last = run(c, "SELECT 1");
+            if (last.is_error()) break;
+        }
+        const bool ended = last.is_error() || !c.ok();
+        CHECK_MESSAGE(ended, last.describe());
+        CHECK(pooler.wait_for_log("transaction timeout"));
+    }
+    {  // A lone statement is a transaction too.
+        Conn c = Conn::must(pooler.conninfo(limited, "d"));
+        auto [took, r] = timed(c, "SELECT pg_sleep(4)");
+        CHECK(r.is_error());
+        CHECK_MESSAGE(r.message.find("transaction timeout") != std::string::npos, r.describe());
+        CHECK(r.sqlstate == "25P04");
+        CHECK(took < 3000ms);
+    }
+    {  // Another user has the global value, off.
+        Conn c = Conn::must(pooler.conninfo(other, "d"));
+        c.exec_ok("BEGIN");
+        for (int i = 0; i < 5; ++i) {
+            std::this_thread::sleep_for(300ms);
+            CHECK(scalar(c, "SELECT 1") == "1");
+        }
+        c.exec_ok("COMMIT");
+        auto [took, r] = timed(c, "SELECT pg_sleep(1.5)");
+        CHECK_MESSAGE(r.ok(), r.describe());
+    }
+    // The global value, for everyone without an entry of their own.
+    pooler.reload(limits_config({limited, other},
+                                {{"pool_mode", "transaction"}, {"transaction_timeout", "1"}},
+                                {"d = " + server_of(env)}, {}));
+    CHECK(pooler.wait_for_log("transaction_timeout: 0 -> 1"));
+    Conn c = Conn::must(pooler.conninfo(other, "d"));
+    auto [took, r] = timed(c, "SELECT pg_sleep(4)");
+    CHECK_MESSAGE(r.message.find("transaction timeout") != std::string::npos, r.describe());
+    CHECK(took < 3000ms);
 }

@@ -22,7 +22,10 @@ TEST_CASE("client timeouts: a user's positive value overrides; 0 keeps the globa
     user.query_timeout = 5s;
     user.idle_transaction_timeout = Duration{0};  // PgBouncer: only > 0 overrides
     user.client_idle_timeout = 7s;
+    config.transaction_timeout = 60s;
+    user.transaction_timeout = 9s;
     auto t = resolve_client_timeouts(config, nullptr, &user);
+    CHECK(t.transaction_timeout == 9s);
     CHECK(t.query_timeout == 5s);
     CHECK(t.idle_transaction_timeout == 20s);
     CHECK(t.client_idle_timeout == 7s);

@@ -566,6 +566,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "client_idle_timeout",
                                             "client_login_timeout",
                                             "idle_transaction_timeout",
+                                            "transaction_timeout",
                                             "logfile",
                                             "pidfile",
                                             "ignore_startup_parameters",
@@ -1495,7 +1496,10 @@ TEST_CASE("per-user timeouts (1.24) and query_wait_timeout per database and user
     CHECK(cfg->find_user("v")->query_wait_timeout == std::chrono::seconds(0));
     auto err = error_from_text("[pgbouncer]\n[users]\nu = query_wait_timeout=-2\n");
     CHECK(contains(err.what(), "for \"query_wait_timeout\""));
-    // transaction_timeout is still reported.
-    CHECK(load_text("[pgbouncer]\n[users]\nu = transaction_timeout=5\n")->unsupported_keys.size() ==
-          1);
+    // transaction_timeout (1.25), globally and per user.
+    auto tt = load_text(
+        "[pgbouncer]\ntransaction_timeout = 2.5\n[users]\nu = transaction_timeout=5\n");
+    CHECK(tt->unsupported_keys.empty());
+    CHECK(tt->transaction_timeout == std::chrono::milliseconds(2500));
+    CHECK(tt->find_user("u")->transaction_timeout == std::chrono::seconds(5));
 }
