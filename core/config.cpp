@@ -399,7 +399,8 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("pkt_buf", Kind::Int, kHonoured, "4096", &C::pkt_buf).range(1, kIntMax).fixed(),
         key<C>("pool_mode", Kind::Choice, kHonoured, "session", &C::pool_mode).among(kPoolModes),
         key<C>("query_timeout", Kind::Seconds, kHonoured, "0", &C::query_timeout),
-        key<C>("query_wait_notify", Kind::Int, kIgnored, "0"),  // 1.23
+        key<C>("query_wait_notify", Kind::Int, kHonoured, "5",  // 1.23; PgBouncer 1.25's default
+               &C::query_wait_notify),
         key<C>("query_wait_timeout", Kind::Seconds, kHonoured, "120", &C::query_wait_timeout),
         key<C>("reserve_pool_size", Kind::Int, kHonoured, "0", &C::reserve_pool_size),
         key<C>("reserve_pool_timeout", Kind::Seconds, kHonoured, "5", &C::reserve_pool_timeout),

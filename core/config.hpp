@@ -190,6 +190,9 @@ struct Config {
     Duration client_login_timeout = std::chrono::seconds(60);
     Duration query_timeout{0};
     Duration query_wait_timeout = std::chrono::seconds(120);
+    // Whole seconds a logged-in client waits for a server before it is told, once, that it is
+    // queued (PgBouncer 1.23's NOTICE); 0 = never.
+    int query_wait_notify = 5;
     Duration cancel_wait_timeout = std::chrono::seconds(10);  // 1.22; a cancel not yet forwarded
     Duration client_idle_timeout{0};
     Duration idle_transaction_timeout{0};

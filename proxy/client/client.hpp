@@ -333,6 +333,8 @@ private:
     bool over_client_limit_ : 1 = false;  // refuse_over_client_limit()
     // Counted in the process's clients of database_ and user_ (admit_within_client_limits).
     bool counted_for_limits_ : 1 = false;
+    // Told it is queued (query_wait_notify): once per connection, as PgBouncer does.
+    bool wait_notice_sent_ : 1 = false;
     bool auth_query_found_no_user_ : 1 = false;
     bool input_paused_ : 1 = false;  // the server's socket is backed up
     bool has_cancel_key_ : 1 = false;

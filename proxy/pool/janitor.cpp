@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "protocol/backend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin/admin_console.hpp"
@@ -62,6 +63,20 @@ void Client::janitor(std::uint64_t now) {
             }
             break;
         case State::Waiting:
+            // PgBouncer's query_wait_notify: whole seconds waited, strictly more than the
+            // setting, and one NOTICE for the connection's life.
+            if (config.query_wait_notify > 0 && !wait_notice_sent_ &&
+                (now - state_since_ms_) / 1000 >
+                    static_cast<std::uint64_t>(config.query_wait_notify)) {
+                wait_notice_sent_ = true;
+                std::string notice;
+                protocol::append_notice_response(
+                    notice, {"NOTICE", "00000",
+                             "No server connection available in postgres backend, client being "
+                             "queued",
+                             {}, {}});
+                stream_.write(notice);
+            }
             // Queued for a server since state_since_ms_: PgBouncer applies both limits to a
             // waiting client, from the same start, query_timeout first.
             if (expired(state_since_ms_, timeouts.query_timeout)) {

@@ -2,8 +2,8 @@
 // (issue 28): max_db_client_connections and max_user_client_connections, globally and per
 // entry, counted for the whole process (several workers too); the admin console stays open to
 // admin_users; pool_size, reserve_pool_size and the timeouts of a [users] entry, and
-// query_wait_timeout of a [databases] entry (1.26); transaction_timeout (1.25); and the start-up
-// log no longer lists these keys as "not supported".
+// query_wait_timeout of a [databases] entry (1.26); transaction_timeout (1.25); query_wait_notify
+// (1.23); and the start-up log no longer lists these keys as "not supported".
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -177,6 +177,19 @@ struct Holder {
     Conn conn;
     std::string pid;
 };
+
+// One server for `role`'s pool, query_wait_notify as given.
+PoolerConfig for_notify(const std::string& role, const std::string& notify) {
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"},
+                       {"default_pool_size", "1"},
+                       {"tether_reserve_size", "0"},
+                       {"query_wait_notify", notify}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{
+        {TestEnv::get().superuser, ""}, {role, ""}};
+    config.extra_args = {"-v"};
+    return config;
+}
 
 // Whether a client of `conninfo` waits for a server until query_wait_timeout throws it out.
 bool waits_for_a_server(const std::string& conninfo) {
@@ -373,4 +386,61 @@ TEST_CASE("transaction_timeout (1.25): globally and per user, a transaction or a
     auto [took, r] = timed(c, "SELECT pg_sleep(4)");
     CHECK_MESSAGE(r.message.find("transaction timeout") != std::string::npos, r.describe());
     CHECK(took < 3000ms);
+}
+
+TEST_CASE("query_wait_notify: a client queued longer is told so once, with PgBouncer's NOTICE") {
+    const std::string role = private_role("pgt_cnotify");
+    REQUIRE(settled(role));
+    const std::string text =
+        "No server connection available in postgres backend, client being queued";
+    Pgtether pooler(for_notify(role, "1"));
+    auto notices_of = [&](Conn& c) {
+        int n = 0;
+        for (const auto& notice : c.take_notices()) {
+            if (notice.message == text && notice.severity == "NOTICE") ++n;
+        }
+        return n;
+    };
+    {  // Queued for about 2.5 s (more than 1 whole second): one notice, then the result.
+        Holder holder(pooler.conninfo(role));
+        Conn waiter = Conn::must(pooler.conninfo(role));
+        std::thread release([&] {
+            std::this_thread::sleep_for(2500ms);
+            holder.conn.exec("COMMIT");
+        });
+        CHECK(scalar(waiter, "SELECT 'served'") == "served");
+        release.join();
+        CHECK(notices_of(waiter) == 1);
+        // A second wait on the same connection: no second notice, as in PgBouncer.
+        Holder again(pooler.conninfo(role));
+        std::thread release_again([&] {
+            std::this_thread::sleep_for(2500ms);
+            again.conn.exec("COMMIT");
+        });
+        CHECK(scalar(waiter, "SELECT 'again'") == "again");
+        release_again.join();
+        CHECK(notices_of(waiter) == 0);
+    }
+    {  // A short wait (under a whole second past the setting) says nothing.
+        Holder holder(pooler.conninfo(role));
+        Conn waiter = Conn::must(pooler.conninfo(role));
+        std::thread release([&] {
+            std::this_thread::sleep_for(500ms);
+            holder.conn.exec("COMMIT");
+        });
+        CHECK(scalar(waiter, "SELECT 'quick'") == "quick");
+        release.join();
+        CHECK(notices_of(waiter) == 0);
+    }
+    // 0 turns it off.
+    Pgtether quiet(for_notify(role, "0"));
+    Holder holder(quiet.conninfo(role));
+    Conn waiter = Conn::must(quiet.conninfo(role));
+    std::thread release([&] {
+        std::this_thread::sleep_for(2500ms);
+        holder.conn.exec("COMMIT");
+    });
+    CHECK(scalar(waiter, "SELECT 'served'") == "served");
+    release.join();
+    CHECK(notices_of(waiter) == 0);
 }

@@ -562,6 +562,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "server_login_retry",
                                             "query_timeout",
                                             "query_wait_timeout",
+                                            "query_wait_notify",
                                             "cancel_wait_timeout",
                                             "client_idle_timeout",
                                             "client_login_timeout",
