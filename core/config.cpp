@@ -415,6 +415,8 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("server_idle_timeout", Kind::Seconds, kHonoured, "600", &C::server_idle_timeout),
         key<C>("server_lifetime", Kind::Seconds, kHonoured, "3600", &C::server_lifetime),
         key<C>("server_login_retry", Kind::Seconds, kHonoured, "15", &C::server_login_retry),
+        key<C>("server_host_backoff", Kind::Seconds, kHonoured, "1",
+               &C::server_host_backoff),  // pgtether's own
         key<C>("server_reset_query", Kind::String, kHonoured, "DISCARD ALL",
                &C::server_reset_query),
         key<C>("server_reset_query_always", Kind::Bool, kHonoured, "0",
@@ -520,7 +522,7 @@ const std::vector<KeySpec<D>>& database_keys() {
     static const std::vector<KeySpec<D>> keys = {
         key<D>("dbname", Kind::String, kHonoured, std::nullopt, &D::dbname),
         key<D>("host", Kind::String, kHonoured, std::nullopt, &D::host),
-        key<D>("port", Kind::Decimal, kHonoured, "5432", &D::port).range(1, 65535),
+        key<D>("port", Kind::String, kHonoured, "5432", &D::port_text),  // parse_port_list
         key<D>("user", Kind::String, kHonoured, std::nullopt, &D::user),
         key<D>("password", Kind::String, kHonoured, std::nullopt, &D::password),
         key<D>("auth_user", Kind::String, kHonoured, std::nullopt, &D::auth_user),
@@ -544,7 +546,8 @@ const std::vector<KeySpec<D>>& database_keys() {
         key<D>("auth_query", Kind::String, kHonoured, std::nullopt, &D::auth_query),    // 1.23
         key<D>("auth_dbname", Kind::String, kHonoured, std::nullopt, &D::auth_dbname),  // 1.20
         key<D>("server_lifetime", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.24
-        key<D>("load_balance_hosts", Kind::Choice, kIgnored, "round-robin")       // 1.24
+        key<D>("load_balance_hosts", Kind::Choice, kHonoured, "round-robin",  // 1.24
+               &D::load_balance_hosts)
             .among(kLoadBalanceHosts),
         key<D>("max_db_client_connections", Kind::Decimal, kHonoured, "0",  // 1.24
                &D::max_db_client_connections),
@@ -552,7 +555,8 @@ const std::vector<KeySpec<D>>& database_keys() {
         key<D>("query_wait_timeout", Kind::DecimalSeconds, kHonoured, std::nullopt,
                &D::query_wait_timeout)
             .range(-1, kIntMax),
-        key<D>("target_session_attrs", Kind::Choice, kIgnored, "any")       // after 1.25
+        key<D>("target_session_attrs", Kind::Choice, kHonoured, "any",  // after 1.25
+               &D::target_session_attrs)
             .among(kTargetSessionAttrs),
     };
     return keys;
@@ -790,6 +794,37 @@ struct Note {
     std::size_t sub = 0;
 };
 
+// A [databases] entry's port: one port for every host, or (libpq style) one per host of its
+// host list. PgBouncer 1.24 takes a single port; a list is libpq's, for hosts on other ports.
+void apply_port_list(DatabaseConfig& db, std::size_t host_count, const IniEntry& e) {
+    const auto items = split_host_list(db.port_text);
+    std::vector<int> ports;
+    for (const auto& item : items) {
+        int port = 0;
+        const bool digits = !item.empty() && item.size() <= 5 &&
+                            item.find_first_not_of("0123456789") == std::string::npos;
+        if (digits) port = std::stoi(item);
+        if (port < 1 || port > 65535) {
+            throw ConfigError(e.file, e.line, e.name,
+                              "invalid value \"" + db.port_text +
+                                  "\" for \"port\": a number from 1 to 65535, or a "
+                                  "comma-separated list of them, one per host");
+        }
+        ports.push_back(port);
+    }
+    if (ports.empty()) {
+        throw ConfigError(e.file, e.line, e.name, "port: empty value");
+    }
+    if (ports.size() > 1 && ports.size() != std::max<std::size_t>(host_count, 1)) {
+        throw ConfigError(e.file, e.line, e.name,
+                          "port \"" + db.port_text + "\" lists " + std::to_string(ports.size()) +
+                              " ports for " + std::to_string(host_count) +
+                              " hosts: give one port for all hosts, or one per host");
+    }
+    db.port = ports.front();
+    if (ports.size() > 1) db.ports = std::move(ports);
+}
+
 class Loader {
   public:
     explicit Loader(std::string main_file) : main_file_(std::move(main_file)) {}
@@ -958,12 +993,14 @@ class Loader {
         db.definition = e.value;
         std::vector<Note> notes;
         apply_connstring(db, database_keys(), e, seq, "[databases]", notes);
-        for (const auto& host : split_host_list(db.host)) {
+        const auto hosts = split_host_list(db.host);
+        for (const auto& host : hosts) {
             if (host.empty()) {
                 throw ConfigError(e.file, e.line, e.name,
                                   "host \"" + db.host + "\": empty host name in the list");
             }
         }
+        apply_port_list(db, hosts.size(), e);
         database_notes_[db.name] = std::move(notes);
         // A repeated name replaces the earlier entry, as in PgBouncer (last wins).
         if (db.name == "*") {

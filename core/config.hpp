@@ -58,7 +58,16 @@ struct DatabaseConfig {
     // Empty or starting with '/': Unix socket (directory); else host name / IP. May be a
     // comma-separated list (split_host_list): new connections go to its hosts in turn.
     std::string host;
+    // The port, or (libpq style) a comma-separated list of one port per host of the host list;
+    // `port` is the first, `ports` the whole list (empty when there is a single port, which then
+    // serves every host): server_port_for (proxy/net/server_address.hpp).
     int port = 5432;
+    std::vector<int> ports;
+    std::string port_text = "5432";  // as written
+    // Which servers of the host list serve this database (core/host_choice.hpp): libpq's
+    // target_session_attrs; load_balance_hosts: round-robin or disable.
+    std::string target_session_attrs = "any";
+    std::string load_balance_hosts = "round-robin";
     std::string dbname;   // the database on the server; empty = same as name
     std::string user;     // forced server user; empty = the client's user
     std::string password; // password for `user` (or for the client's user) on the server
@@ -187,6 +196,9 @@ struct Config {
     Duration server_idle_timeout = std::chrono::seconds(600);
     Duration server_connect_timeout = std::chrono::seconds(15);
     Duration server_login_retry = std::chrono::seconds(15);
+    // A host of a host list that refused, timed out or had the wrong role (target_session_attrs)
+    // is skipped this long (core/host_choice.hpp). pgtether's own.
+    Duration server_host_backoff = std::chrono::seconds(1);
     Duration client_login_timeout = std::chrono::seconds(60);
     Duration query_timeout{0};
     Duration query_wait_timeout = std::chrono::seconds(120);

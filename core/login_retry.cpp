@@ -39,6 +39,7 @@ void LoginBackoff::on_failure(LoginFailureKind kind, std::uint64_t now_ms,
     if (failures_ == 0) failing_since_ms_ = now_ms;
     ++failures_;
     kind_ = kind;
+    if (kind == LoginFailureKind::WrongRole) wrong_role_seen_ = true;
     last_failure_ms_ = now_ms;
     next_attempt_ms_ = now_ms + login_retry_delay_ms(kind, failures_, server_login_retry_ms);
 }
@@ -48,6 +49,9 @@ bool LoginBackoff::fail_clients(std::uint64_t now_ms, std::uint64_t server_login
     if (kind_ == LoginFailureKind::Refused) {
         return now_ms - last_failure_ms_ < server_login_retry_ms;
     }
+    // A host answered, with the wrong role: the clients wait for the promotion (or for
+    // query_wait_timeout), not for server_login_retry.
+    if (wrong_role_seen_) return false;
     return now_ms - failing_since_ms_ >= server_login_retry_ms;
 }
 

@@ -20,6 +20,9 @@ enum class LoginFailureKind {
                   // 57P01/57P02/57P03 from the server: PostgreSQL is (re)starting
     Refused,      // anything else: authentication, unknown database, limits, TLS to the
                   // server, a failed connect_query, a server that breaks the protocol
+    WrongRole,    // a server of the wrong role for target_session_attrs (a standby where a
+                  // primary is wanted): retried like Unreachable, and while a streak has seen
+                  // one, clients keep waiting (query_wait_timeout): a failover may be under way
 };
 
 // An ErrorResponse the server sent during login, by its SQLSTATE. (Failures pgtether notices
@@ -68,6 +71,7 @@ public:
 
 private:
     int failures_ = 0;
+    bool wrong_role_seen_ = false;  // a WrongRole failure in this streak
     LoginFailureKind kind_ = LoginFailureKind::Unreachable;
     std::uint64_t failing_since_ms_ = 0;
     std::uint64_t last_failure_ms_ = 0;

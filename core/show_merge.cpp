@@ -34,7 +34,7 @@ std::optional<std::int64_t> as_number(const std::optional<std::string>& value) {
 ShowMergeRule show_merge_rule(std::string_view what) {
     if (what == "clients" || what == "servers" || what == "sockets" ||
         what == "active_sockets" || what == "locks" || what == "fds" ||
-        what == "listens") {
+        what == "listens" || what == "hosts") {
         return {ShowMerge::Concatenate, 0};
     }
     if (what == "pools") return {ShowMerge::SumByKey, 2};  // database, user

@@ -18,6 +18,7 @@
 #include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/lock_catalog.hpp"
 #include "proxy/net/listener.hpp"
+#include "proxy/net/server_address.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_census.hpp"
 #include "proxy/pool/pool_control.hpp"
@@ -861,6 +862,42 @@ void show_listens(Worker& worker, ShowTable& out) {
     }
 }
 
+// Host lists (docs/deployment.md, "Primaries and standbys"): per pool and host of its
+// database's list, what the pool knows of it (core/host_choice.hpp): its role at the last login
+// there, whether it is being skipped, and since when it was last tried. Each worker keeps its
+// own record: one row per worker.
+void show_hosts(Worker& worker, ShowTable& out) {
+    ResultSet rs(out, {{"database", kText},
+                       {"user", kText},
+                       {"host", kText},
+                       {"port", kInt4},
+                       {"target_session_attrs", kText},
+                       {"role", kText},
+                       {"state", kText},
+                       {"last_check_ms_ago", kInt8},
+                       {"backoff_ms_left", kInt8},
+                       {"failures", kInt4}});
+    const std::uint64_t now = worker.now_ms();
+    for (const auto& [key, pool] : worker.pools()) {
+        const auto& db = pool->database();
+        const auto names = split_host_list(db.host);
+        const auto& hosts = pool->hosts();
+        for (std::size_t i = 0; i < hosts.size(); ++i) {
+            const HostStatus& host = hosts[i];
+            const std::string name = i < names.size() ? names[i] : db.host;
+            rs.row({text(pool->database_name()), text(pool->user_name()),
+                    name.empty() ? kNull : text(name), number(port_for_host(db, i)),
+                    text(session_attrs_name(pool->session_attrs())), text(host_role_name(host)),
+                    text(host_state_name(host, now)),
+                    host.last_check_ms == 0 ? kNull
+                                            : unsigned_number(now - host.last_check_ms),
+                    unsigned_number(host.backoff_until_ms > now ? host.backoff_until_ms - now
+                                                                : 0),
+                    number(host.failures)});
+        }
+    }
+}
+
 void show_dns(ShowTable& out, bool hosts) {
     // pgtether resolves host names at connect time and keeps no DNS cache: always empty.
     if (hosts) {
@@ -945,6 +982,8 @@ ShowOutcome collect_show(Worker& worker, std::string_view what, ShowAudience aud
         show_lock_functions(worker, out);
     } else if (what == "listens") {
         show_listens(worker, out);
+    } else if (what == "hosts") {
+        show_hosts(worker, out);
     } else if (what == "dns_hosts" || what == "dns_zones") {
         show_dns(out, what == "dns_hosts");
     } else if (what == "sockets" || what == "active_sockets") {
@@ -982,7 +1021,7 @@ ShowOutcome append_show(Worker& worker, std::string_view what, ShowAudience audi
 std::string admin_help_text() {
     return "\n"
            "\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION\n"
-           "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS|LISTENS\n"
+           "\tSHOW LISTS|MEM|STATE|LOCKS|LOCK_FUNCTIONS|LISTENS|HOSTS\n"
            "\tSHOW SOCKETS|ACTIVE_SOCKETS|FDS\n"
            "\tSHOW PEERS|PEER_POOLS|DNS_HOSTS|DNS_ZONES\n"
            "\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n"

@@ -516,8 +516,9 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
         }
         const auto& old = pool->database();
         bool target_changed = old.host != resolved->host || old.port != resolved->port ||
-                              old.dbname != resolved->dbname || old.user != resolved->user ||
-                              old.password != resolved->password;
+                              old.ports != resolved->ports || old.dbname != resolved->dbname ||
+                              old.user != resolved->user || old.password != resolved->password ||
+                              old.target_session_attrs != resolved->target_session_attrs;
         // The user's secret in auth_file, which the pool's logins use when the database entry
         // names no password.
         auto secret_of = [&](const AuthFile* file) -> std::optional<std::string> {

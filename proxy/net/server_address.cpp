@@ -13,6 +13,11 @@ std::string host_for_turn(const DatabaseConfig& db, std::uint64_t turn) {
     return hosts[turn % hosts.size()];
 }
 
+int port_for_host(const DatabaseConfig& db, std::uint64_t index) {
+    if (db.ports.empty()) return db.port;
+    return db.ports[index % db.ports.size()];
+}
+
 std::string server_unix_socket_path(const std::string& host, int port, const Config& config) {
     if (!host.empty() && host[0] != '/') return {};
     std::string dir = host.empty() ? config.unix_socket_dir : host;

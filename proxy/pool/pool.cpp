@@ -41,7 +41,13 @@ void Pool::stop_listening() {
 
 void Pool::apply_config(const DatabaseConfig& database) {
     const auto& config = worker_.config();
+    // What was learnt of the hosts holds while the list does.
+    if (database.host != database_.host || database.ports != database_.ports || hosts_.empty()) {
+        hosts_.assign(std::max<std::size_t>(split_host_list(database.host).size(), 1),
+                      HostStatus{});
+    }
     database_ = database;
+    session_attrs_ = parse_session_attrs(database_.target_session_attrs).value_or(SessionAttrs::Any);
     const UserConfig* user = config.find_user(user_);
     mode_ = user && user->pool_mode ? *user->pool_mode
             : database_.pool_mode   ? *database_.pool_mode
@@ -321,6 +327,48 @@ void Pool::on_server_login(Server& server) {
     release(server);
 }
 
+std::size_t Pool::choose_host() {
+    const std::size_t index =
+        pgtether::choose_host(hosts_, session_attrs_, database_.load_balance_hosts != "disable",
+                              host_turn_++, worker_.now_ms());
+    if (index < hosts_.size()) note_host_attempt(hosts_[index], worker_.now_ms());
+    return index;
+}
+
+bool Pool::on_server_role(const Server& server, const ServerRole& role) {
+    const std::size_t index = server.host_index();
+    if (index >= hosts_.size()) return serves(role);
+    HostStatus& host = hosts_[index];
+    const HostStatus::Known before = host.known;
+    note_host_login(host, role, worker_.now_ms());
+    if (before != HostStatus::Known::Nothing && before != host.known) {
+        spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_,
+                     server.host_and_port(), host_role_name(host));
+    }
+    // A primary serves prefer-standby only when no standby can be had: when every other host
+    // is backing off or known not to be a standby (one not yet tried may be a standby).
+    bool fits = role_fits(session_attrs_, role, false);
+    if (!fits && session_attrs_ == SessionAttrs::PreferStandby) {
+        const std::uint64_t now = worker_.now_ms();
+        fits = true;
+        for (std::size_t i = 0; i < hosts_.size(); ++i) {
+            const HostStatus& other = hosts_[i];
+            if (i != index && other.backoff_until_ms <= now &&
+                other.known != HostStatus::Known::Primary) {
+                fits = false;
+            }
+        }
+    }
+    if (!fits) {
+        note_host_failure(host, true, worker_.now_ms(), to_ms(worker_.config().server_host_backoff));
+        spdlog::info("{}/{}: host {} skipped for {} ms: it is a {}, target_session_attrs = {}",
+                     database_.name, user_, server.host_and_port(),
+                     to_ms(worker_.config().server_host_backoff), host_role_name(host),
+                     session_attrs_name(session_attrs_));
+    }
+    return fits;
+}
+
 void Pool::on_login_recovered_elsewhere() {
     if (!last_login_error_) return;
     login_backoff_.on_success();
@@ -343,6 +391,19 @@ void Pool::retry_waiting() {
 void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& error,
                                   LoginFailureKind kind) {
     --connecting_;
+    if (kind != LoginFailureKind::Refused && server.host_index() < hosts_.size() &&
+        hosts_.size() > 1) {
+        // A host of a list that is down is skipped for a while, not retried by every new
+        // connection (a wrong role was noted by on_server_role already).
+        HostStatus& host = hosts_[server.host_index()];
+        if (kind == LoginFailureKind::Unreachable) {
+            note_host_failure(host, false, worker_.now_ms(),
+                              to_ms(worker_.config().server_host_backoff));
+            spdlog::info("{}/{}: host {} skipped for {} ms: {}", database_.name, user_,
+                         server.host_and_port(), to_ms(worker_.config().server_host_backoff),
+                         error.message);
+        }
+    }
     login_backoff_.on_failure(kind, worker_.now_ms(), to_ms(worker_.config().server_login_retry));
     last_login_error_ = error;
     // A server that is restarting is waited for (core/login_retry.hpp): its clients are served
@@ -408,6 +469,19 @@ void Pool::release(Server& server) {
          now - server.connected_at_ms() >= to_ms(config.server_lifetime) &&
          !server.client())) {
         server.close(server.retired() ? "server retired" : "server_lifetime");
+        return;
+    }
+    if (!serves(server.role())) {
+        // A standby promoted under a standby-only database (in_hot_standby turned off): it is
+        // what it was not chosen for (target_session_attrs).
+        if (server.host_index() < hosts_.size()) {
+            note_host_login(hosts_[server.host_index()], server.role(), now);
+        }
+        spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_,
+                     server.host_and_port(),
+                     server.role().in_hot_standby ? "in hot standby" : "not in hot standby");
+        server.close("server role changed, target_session_attrs = " +
+                     std::string(session_attrs_name(session_attrs_)));
         return;
     }
     if (paused()) {
@@ -652,7 +726,8 @@ PoolLoginRecord Pool::login_record() const {
     record.database = database_.name;
     record.user = user_;
     if (!login_backoff_.failing()) return record;
-    record.failing_unreachable = login_backoff_.kind() == LoginFailureKind::Unreachable;
+    // A wrong role (a failover under way) counts as a server not yet reachable.
+    record.failing_unreachable = login_backoff_.kind() != LoginFailureKind::Refused;
     record.failing_since_ms = login_backoff_.failing_since_ms();
     record.last_failure_ms = login_backoff_.last_failure_ms();
     if (last_login_error_) record.error = last_login_error_->message;

@@ -23,6 +23,7 @@
 #include "proxy/client/client.hpp"
 #include "core/client_timeouts.hpp"
 #include "core/config.hpp"
+#include "core/host_choice.hpp"
 #include "proxy/net/intrusive_list.hpp"
 #include "proxy/pool/lock_catalog.hpp"
 #include "core/login_retry.hpp"
@@ -63,8 +64,16 @@ public:
     [[nodiscard]] const std::string& database_name() const { return database_.name; }
     [[nodiscard]] const std::string& user_name() const { return user_; }
     [[nodiscard]] const DatabaseConfig& database() const { return database_; }
-    // Counts new server connections: which host of a host list the next one goes to.
-    [[nodiscard]] std::uint64_t next_host_turn() { return host_turn_++; }
+    // The host of the database's host list the next server connection goes to (an index for
+    // server_host_at / server_port_at): core/host_choice.hpp, from what the pool knows of its hosts.
+    [[nodiscard]] std::size_t choose_host();
+    // What the pool knows of each host of its database's list (SHOW HOSTS).
+    [[nodiscard]] const std::vector<HostStatus>& hosts() const { return hosts_; }
+    [[nodiscard]] SessionAttrs session_attrs() const { return session_attrs_; }
+    // Whether a server that reports `role` serves this database (target_session_attrs).
+    [[nodiscard]] bool serves(const ServerRole& role) const {
+        return role_fits(session_attrs_, role, true);
+    }
     [[nodiscard]] PoolMode mode() const { return mode_; }
     // pool_size, reserve pool, tether allowance and caps as resolved from the configuration.
     [[nodiscard]] const PoolSizes& sizes() const { return sizes_; }
@@ -126,8 +135,10 @@ public:
     // worker once per loop iteration when scheduled (Worker::schedule_hand_offs), never from
     // inside the read callback of the server being released.
     void serve_waiting_clients();
-    // A server finished logging in (first ReadyForQuery).
+    // A server finished logging in (first ReadyForQuery). on_server_role says whether the role
+    // it reported serves this database first (false: it is closed as a failed login).
     void on_server_login(Server& server);
+    [[nodiscard]] bool on_server_role(const Server& server, const ServerRole& role);
     void on_server_login_failed(Server& server, const protocol::ErrorFields& error,
                                 LoginFailureKind kind);
     // The same pool on another worker logged in after failed logins: the server is back.
@@ -249,7 +260,9 @@ private:
     IntrusiveList<Server, &Server::pool_hook_> used_;
     IntrusiveList<Client, &Client::pool_hook_> waiting_;
     IntrusiveList<Client, &Client::pool_hook_> welcome_waiting_;
-    std::uint64_t host_turn_ = 0;  // next_host_turn()
+    std::uint64_t host_turn_ = 0;  // choose_host(): round robin over the host list
+    std::vector<HostStatus> hosts_;  // one per host of database_'s host list
+    SessionAttrs session_attrs_ = SessionAttrs::Any;
     int server_count_ = 0;   // idle_ + used_
     ServerStateCounts state_counts_;
     int connecting_ = 0;     // servers not yet logged in

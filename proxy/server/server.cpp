@@ -101,8 +101,11 @@ Server::~Server() {
 void Server::connect() {
     const auto& db = pool_.database();
     connected_at_ms_ = worker_.now_ms();
-    host_ = host_for_turn(db, pool_.next_host_turn());
-    unix_path_ = server_unix_socket_path(host_, db.port, worker_.config());
+    host_index_ = pool_.choose_host();
+    const auto hosts = split_host_list(db.host);
+    host_ = hosts.empty() ? std::string() : hosts[host_index_ % hosts.size()];
+    port_ = port_for_host(db, host_index_);
+    unix_path_ = server_unix_socket_path(host_, port_, worker_.config());
     if (!unix_path_.empty()) {
         address_is_unix_ = true;
         if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path_) != 0) {
@@ -115,11 +118,11 @@ void Server::connect() {
         return;
     }
     sockaddr_storage literal;
-    if (parse_ip_literal(host_, db.port, literal)) {
+    if (parse_ip_literal(host_, port_, literal)) {
         start_connect_to(reinterpret_cast<const sockaddr*>(&literal));
         return;
     }
-    if (int rc = start_resolve(worker_.loop(), *this, host_, db.port); rc != 0) {
+    if (int rc = start_resolve(worker_.loop(), *this, host_, port_); rc != 0) {
         on_stream_connected(rc);
         return;
     }
@@ -137,6 +140,10 @@ void Server::on_resolved(int status, const sockaddr* address) {
         return;
     }
     start_connect_to(address);
+}
+
+std::string Server::host_and_port() const {
+    return (host_.empty() ? std::string("unix") : host_) + ":" + std::to_string(port_);
 }
 
 std::string Server::describe() const {
@@ -245,6 +252,18 @@ void Server::finish_login() {
     login_.reset();
     spdlog::debug("S-{} {}/{}: logged in, backend pid {}", id_, pool_.database_name(),
                   pool_.user_name(), backend_key_.pid);
+    if (!pool_.on_server_role(*this, role_)) {
+        // A standby where the database wants a primary (or the other way round): as libpq
+        // does, this host does not serve it; another is tried (core/host_choice.hpp).
+        login_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                           "server at " + host_and_port() + " is " +
+                               (role_.in_hot_standby ? "in hot standby" : "not in hot standby") +
+                               (role_.read_only ? " and read-only" : "") +
+                               ", which target_session_attrs = " +
+                               session_attrs_name(pool_.session_attrs()) + " does not accept"),
+                     LoginFailureKind::WrongRole);
+        return;
+    }
     const auto& connect_query = pool_.database().connect_query;
     if (!connect_query.empty()) {
         run_internal(InternalPurpose::ConnectQuery, {connect_query});
@@ -653,6 +672,10 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
 
 void Server::record_parameter(std::string_view name, std::string_view value,
                               bool forward_to_client) {
+    // The role (target_session_attrs): in_hot_standby turns off when a standby is promoted. The
+    // read-only setting counts at login only: a client's SET changes it for its session alone.
+    if (name == "in_hot_standby") role_.in_hot_standby = value == "on";
+    if (name == "default_transaction_read_only" && login_) role_.read_only = value == "on";
     auto tracked = find_tracked_param(name);
     if (!tracked) return;
     params_.set(*tracked, value);

@@ -20,6 +20,7 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/pipeline_tracker.hpp"
 #include "protocol/startup.hpp"
+#include "core/host_choice.hpp"
 #include "core/lock_accounting.hpp"
 #include "core/server_state.hpp"
 #include "proxy/net/intrusive_list.hpp"
@@ -111,6 +112,12 @@ public:
     [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& welcome() const {
         return welcome_;
     }
+    // Which host of the database's host list it connected to, and that host as "host:port".
+    [[nodiscard]] std::size_t host_index() const { return host_index_; }
+    [[nodiscard]] std::string host_and_port() const;
+    // What the backend reports of its role (in_hot_standby at login and since; the
+    // default_transaction_read_only of its login): target_session_attrs (core/host_choice.hpp).
+    [[nodiscard]] const ServerRole& role() const { return role_; }
     // Onto the idle list: clean, unlinked, nothing in flight.
     void mark_idle(std::uint64_t now_ms);
     // The janitor: an idle server is due for server_check_query before its next use (Used), or
@@ -305,6 +312,9 @@ private:
     bool address_is_unix_ = false;
     std::string unix_path_;
     std::string host_;  // the host of the database entry connected to (one of a host list)
+    int port_ = 0;
+    std::size_t host_index_ = 0;  // host_ is the host list's host_index_-th
+    ServerRole role_;
     std::uint32_t effects_ = 0;
     StatementPtr unnamed_statement_;  // see unnamed_statement()
     bool unnamed_unknown_ = false;    // see unnamed_statement_unknown()

@@ -4,6 +4,12 @@
 #   scripts/lib/pg.sh start STATE_DIR [--db NAME] [--pgbench-scale N] [--max-connections N]
 #                                     [--ssl CERT_DIR]
 #   scripts/lib/pg.sh stop  STATE_DIR
+#   scripts/lib/pg.sh standby PRIMARY_STATE_DIR STATE_DIR
+#
+# `standby` makes a streaming standby of the server started in PRIMARY_STATE_DIR (pg_basebackup -R
+# over the primary's replication connection), on a free port of its own, and writes
+# STATE_DIR/pg.env like `start` (`stop` stops and deletes it the same way). Promote it with
+# `pg_ctl promote -D $PGT_PG_DATA` as the postgres user.
 #
 # --ssl turns on TLS (ssl = on) with CERT_DIR/server.crt and server.key as the server's certificate
 # and key and CERT_DIR/ca.crt as the CA for client certificates (ssl_ca_file); the files are copied
@@ -159,6 +165,8 @@ pg_start() {
         done
         printf 'local all all trust\n'
         printf 'host  all all 127.0.0.1/32 trust\n'
+        # Streaming standbys of this server (pg.sh standby) connect as postgres.
+        printf 'host  replication postgres 127.0.0.1/32 trust\n'
     } >"$data/pg_hba.conf"
 
     local ssl_setting="ssl = off"
@@ -259,6 +267,77 @@ PostgreSQL $("$PGT_PG_BIN/postgres" -V | awk '{print $3}') is running (throwaway
 INFO
 }
 
+pg_standby() {
+    local primary_dir="${1:-}" state_dir="${2:-}"
+    [[ -n $primary_dir && -n $state_dir ]] || pg_usage
+    local primary_env="$primary_dir/pg.env"
+    [[ -f $primary_env ]] || pgt_die "no primary running in $primary_dir"
+    local primary_port db scale
+    primary_port="$(sed -n 's/^PGT_PG_PORT=//p' "$primary_env")"
+    db="$(sed -n 's/^PGT_PG_DATABASE=//p' "$primary_env")"
+    scale="$(sed -n 's/^PGT_PG_PGBENCH_SCALE=//p' "$primary_env")"
+    mkdir -p "$state_dir"
+    state_dir="$(cd "$state_dir" && pwd)"
+    local env_file="$state_dir/pg.env"
+    [[ -f $env_file ]] && pg_stop "$state_dir"
+
+    local root data log port attempt
+    root="$(mktemp -d -p "${PGT_TMPDIR:-/tmp}" pgtether-pg.XXXXXX)"
+    touch "$root/$PGT_PG_MARKER"
+    data="$root/data"
+    log="$root/postgresql.log"
+    # shellcheck disable=SC2064  # expand now: $data and $root are fixed from here on.
+    trap "pg_destroy '$data' '$root'" EXIT
+    trap 'exit 130' INT TERM
+    chmod 755 "$root"
+    mkdir -m 1777 "$root/tmp"
+    pgt_chown_daemon_user "$root"
+    pgt_as_daemon_user "$PGT_PG_BIN/pg_basebackup" -D "$data" -R -X stream -c fast \
+        -h 127.0.0.1 -p "$primary_port" -U postgres >"$root/basebackup.log" 2>&1 || {
+        cat "$root/basebackup.log" >&2
+        pgt_die "pg_basebackup failed"
+    }
+    rm -f "$data/postmaster.pid" "$data/postmaster.opts"
+    for attempt in 1 2 3 4 5; do
+        port="$(pgt_free_port)"
+        # pg_basebackup -R appended primary_conninfo to the copied postgresql.auto.conf; the
+        # lines below come later and win.
+        cat >>"$data/postgresql.auto.conf" <<CONF
+port = $port
+unix_socket_directories = '$root'
+hot_standby = on
+CONF
+        if pgt_as_daemon_user "$PGT_PG_BIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start \
+            >/dev/null 2>&1; then
+            break
+        fi
+        if grep -q 'could not bind\|Address already in use' "$log" 2>/dev/null && ((attempt < 5)); then
+            pgt_warn "port $port was taken, retrying"
+            continue
+        fi
+        cat "$log" >&2 || true
+        pgt_die "the standby did not start"
+    done
+    local users
+    users="$(sed -n 's/^PGT_PG_AUTH_USERS=//p' "$primary_env")"
+    pg_write_env "$env_file" \
+        "PGT_PG_HOST=127.0.0.1" \
+        "PGT_PG_PORT=$port" \
+        "PGT_PG_SOCKET_DIR=$root" \
+        "PGT_PG_DATA=$data" \
+        "PGT_PG_BIN=$PGT_PG_BIN" \
+        "PGT_PG_ROOT=$root" \
+        "PGT_PG_LOG=$log" \
+        "PGT_PG_TMP=$root/tmp" \
+        "PGT_PG_SUPERUSER=postgres" \
+        "PGT_PG_DATABASE=$db" \
+        "PGT_PG_PGBENCH_SCALE=$scale" \
+        "PGT_PG_SSL=off" \
+        "PGT_PG_AUTH_USERS=$users"
+    trap - EXIT INT TERM
+    echo "standby of port $primary_port running on port $port (data in $data)"
+}
+
 pg_stop() {
     local state_dir="${1:-}"
     [[ -n $state_dir ]] || pg_usage
@@ -279,6 +358,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     case "$cmd" in
     start) pg_start "$@" ;;
     stop) pg_stop "$@" ;;
+    standby) pg_standby "$@" ;;
     *) pg_usage ;;
     esac
 fi

@@ -622,6 +622,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "server_fast_close",
                                             "so_reuseport",
                                             "peer_id",
+                                            "server_host_backoff",
                                             "user"};
     CHECK(honoured == expected);
 }
@@ -897,6 +898,11 @@ TEST_CASE("bad [databases], [users] and [peers] entries") {
         {"[databases]\nmydb = Host=x", "mydb", "did you mean \"host\""},
         {"[databases]\nmydb = host=x port=abc", "mydb", "invalid value \"abc\" for \"port\""},
         {"[databases]\nmydb = port=0", "mydb", "from 1 to 65535"},
+        {"[databases]\nmydb = host=a,b port=5432,", "mydb", "from 1 to 65535"},
+        {"[databases]\nmydb = host=a,b port=5432,5433,5434", "mydb",
+         "lists 3 ports for 2 hosts: give one port for all hosts, or one per host"},
+        {"[databases]\nmydb = host=a,b target_session_attrs=master", "mydb",
+         "target_session_attrs"},
         {"[databases]\nmydb = pool_size=-1", "mydb", "out of range"},
         {"[databases]\nmydb = tether_reserve_size=-2", "mydb", "out of range"},
         {"[databases]\nmydb = pool_mode=txn", "mydb", "expected one of"},
@@ -1351,6 +1357,22 @@ TEST_CASE("host lists: split_host_list, and a list in [databases]") {
     auto cfg = load_text("[pgbouncer]\n[databases]\nhl = host=127.0.0.1,::1 port=5432\n");
     REQUIRE(cfg->find_database("hl"));
     CHECK(cfg->find_database("hl")->host == "127.0.0.1,::1");
+    CHECK(cfg->find_database("hl")->port == 5432);
+    CHECK(cfg->find_database("hl")->ports.empty());  // one port for every host
+    CHECK(cfg->find_database("hl")->target_session_attrs == "any");
+    CHECK(cfg->find_database("hl")->load_balance_hosts == "round-robin");
+    // libpq style: one port per host, target_session_attrs, load_balance_hosts (1.24).
+    auto roles = load_text(
+        "[pgbouncer]\nserver_host_backoff = 2.5\n[databases]\n"
+        "rw = host=a,b port=5432,5433 target_session_attrs=read-write "
+        "load_balance_hosts=disable\n");
+    const DatabaseConfig* rw = roles->find_database("rw");
+    REQUIRE(rw);
+    CHECK(rw->port == 5432);
+    CHECK(rw->ports == std::vector<int>{5432, 5433});
+    CHECK(rw->target_session_attrs == "read-write");
+    CHECK(rw->load_balance_hosts == "disable");
+    CHECK(roles->server_host_backoff == std::chrono::milliseconds(2500));
 }
 
 TEST_CASE("configuration_warnings: options in ignore_startup_parameters") {

@@ -22,6 +22,14 @@ PrivatePostgres::PrivatePostgres() : state_("pgt-private-pg") {
     env_.pgbouncer_bin = TestEnv::get().pgbouncer_bin;
 }
 
+PrivatePostgres::PrivatePostgres(StandbyOf standby_of) : state_("pgt-private-standby") {
+    run({pg_sh(), "standby", standby_of.primary.state_dir(), state_.path()}, false,
+        "pg.sh standby");
+    env_ = TestEnv::load(state_.path() + "/pg.env");
+    env_.pgtether_bin = TestEnv::get().pgtether_bin;
+    env_.pgbouncer_bin = TestEnv::get().pgbouncer_bin;
+}
+
 PrivatePostgres::~PrivatePostgres() {
     try {
         run({pg_sh(), "stop", state_.path()}, false, "pg.sh stop");
@@ -39,6 +47,17 @@ void PrivatePostgres::start() {
     run({env_.pg_bin + "/pg_ctl", "-D", env_.pg_data, "-l", env_.pg_log, "-w", "-t", "30",
          "start"},
         true, "pg_ctl start");
+}
+
+void PrivatePostgres::promote() {
+    run({env_.pg_bin + "/pg_ctl", "-D", env_.pg_data, "-w", "-t", "30", "promote"}, true,
+        "pg_ctl promote");
+}
+
+void PrivatePostgres::crash() {
+    run({env_.pg_bin + "/pg_ctl", "-D", env_.pg_data, "-m", "immediate", "-w", "-t", "30",
+         "stop"},
+        true, "pg_ctl stop -m immediate");
 }
 
 void PrivatePostgres::run(const std::vector<std::string>& argv, bool as_daemon_user,

@@ -15,6 +15,11 @@ class PrivatePostgres {
     // Runs `pg.sh start` (initdb, a free port); throws std::runtime_error with its output on
     // failure.
     PrivatePostgres();
+    // A streaming standby of `primary` (`pg.sh standby`: pg_basebackup -R, a port of its own).
+    struct StandbyOf {
+        const PrivatePostgres& primary;
+    };
+    explicit PrivatePostgres(StandbyOf standby_of);
     ~PrivatePostgres();
     PrivatePostgres(const PrivatePostgres&) = delete;
     PrivatePostgres& operator=(const PrivatePostgres&) = delete;
@@ -25,6 +30,11 @@ class PrivatePostgres {
     // pg_ctl stop -m fast / start, on the same data directory and port. Throw on failure.
     void stop();
     void start();
+    // pg_ctl promote: the standby leaves recovery and takes writes. Waits until it has.
+    void promote();
+    // pg_ctl stop -m immediate: the server dies as in a crash (no shutdown checkpoint).
+    void crash();
+    [[nodiscard]] const std::string& state_dir() const { return state_.path(); }
 
   private:
     // Runs argv (as the daemon user when `as_daemon_user`), waits, throws on a non-zero exit.

@@ -1,0 +1,71 @@
+// Which host of a [databases] host list a new server connection goes to, and whether the server
+// it reached is the kind the database asks for (docs/deployment.md, "Primaries and standbys"):
+// libpq's target_session_attrs and load_balance_hosts, with a back-off for hosts that failed.
+// Pure: Pool keeps a HostStatus per host and Server carries the choice out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pgtether {
+
+// libpq's target_session_attrs, with libpq's meaning.
+enum class SessionAttrs { Any, ReadWrite, ReadOnly, Primary, Standby, PreferStandby };
+
+[[nodiscard]] std::optional<SessionAttrs> parse_session_attrs(std::string_view text);
+[[nodiscard]] const char* session_attrs_name(SessionAttrs attrs);
+
+// What a server said about itself: the in_hot_standby and default_transaction_read_only it
+// reports (ParameterStatus, PostgreSQL 14+).
+struct ServerRole {
+    bool in_hot_standby = false;
+    bool read_only = false;  // default_transaction_read_only
+};
+
+// Whether a server with `role` serves a database asking for `attrs`. PreferStandby is served by
+// a standby, and by anything once no standby can be had (`fallback`), as libpq does.
+[[nodiscard]] bool role_fits(SessionAttrs attrs, const ServerRole& role, bool fallback);
+
+// What pgtether knows of one host.
+struct HostStatus {
+    enum class Known { Nothing, Primary, Standby };
+    Known known = Known::Nothing;   // its role at the last login there
+    bool read_only = false;         // its default_transaction_read_only then
+    std::uint64_t backoff_until_ms = 0;  // skipped until then (a failure or the wrong role)
+    std::uint64_t last_check_ms = 0;     // the last login there, whatever came of it
+    int failures = 0;                    // in a row
+    bool wrong_role = false;             // the last failure was the wrong role, not a refusal
+};
+
+// The host for the next server connection of a pool, by index into `hosts`. Hosts out of their
+// back-off come first: those whose known role fits (or, for PreferStandby, known standbys) and
+// those not tried yet, then (PreferStandby) known primaries, then those that failed last time
+// or are known not to fit (to see whether
+// they changed: a promotion), the least recently tried (last_check_ms) first; when every host is
+// backing off, the one whose back-off ends first. Otherwise among equals the order is the
+// list's, starting at `turn` when `round_robin` (load_balance_hosts = round-robin, PgBouncer's
+// behaviour for host lists) or at the first host (disable: the first that works, as libpq).
+// Never empty for a non-empty list: the pool's own login back-off paces the attempts. The caller
+// stamps the chosen host's last_check_ms (note_host_attempt), so that attempts launched together
+// spread over the candidates.
+[[nodiscard]] std::size_t choose_host(const std::vector<HostStatus>& hosts, SessionAttrs attrs,
+                                      bool round_robin, std::uint64_t turn, std::uint64_t now_ms);
+
+// A connection to the host is being made.
+inline void note_host_attempt(HostStatus& host, std::uint64_t now_ms) { host.last_check_ms = now_ms; }
+// A login on the host failed (refused, timed out, broke) or reached a server of the wrong role:
+// skip it for `backoff_ms`.
+void note_host_failure(HostStatus& host, bool wrong_role, std::uint64_t now_ms,
+                       std::uint64_t backoff_ms);
+// A login on the host succeeded (whatever the role fit): remember its role.
+void note_host_login(HostStatus& host, const ServerRole& role, std::uint64_t now_ms);
+
+// The host's state for SHOW HOSTS: "up", "backoff" (with the reason) or "unknown".
+[[nodiscard]] std::string host_state_name(const HostStatus& host, std::uint64_t now_ms);
+[[nodiscard]] const char* host_role_name(const HostStatus& host);
+
+}  // namespace pgtether

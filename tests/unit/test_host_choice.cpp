@@ -1,0 +1,141 @@
+// Host choice for host lists (core/host_choice.hpp), table by table: libpq's target_session_attrs,
+// load_balance_hosts, and the back-off of hosts that failed or had the wrong role.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "core/host_choice.hpp"
+
+using namespace pgtether;
+using Known = HostStatus::Known;
+
+TEST_CASE("host choice: target_session_attrs against what the server reports") {
+    struct Case {
+        SessionAttrs attrs;
+        ServerRole role;  // in_hot_standby, default_transaction_read_only
+        bool fallback;
+        bool fits;
+    };
+    const ServerRole primary{false, false}, read_only_primary{false, true}, standby{true, true};
+    const Case cases[] = {
+        {SessionAttrs::Any, standby, false, true},
+        {SessionAttrs::Any, primary, false, true},
+        {SessionAttrs::ReadWrite, primary, false, true},
+        {SessionAttrs::ReadWrite, read_only_primary, false, false},
+        {SessionAttrs::ReadWrite, standby, false, false},
+        {SessionAttrs::ReadOnly, standby, false, true},
+        {SessionAttrs::ReadOnly, read_only_primary, false, true},
+        {SessionAttrs::ReadOnly, primary, false, false},
+        {SessionAttrs::Primary, read_only_primary, false, true},
+        {SessionAttrs::Primary, standby, false, false},
+        {SessionAttrs::Standby, standby, false, true},
+        {SessionAttrs::Standby, read_only_primary, false, false},
+        {SessionAttrs::PreferStandby, standby, false, true},
+        {SessionAttrs::PreferStandby, primary, false, false},
+        {SessionAttrs::PreferStandby, primary, true, true},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(session_attrs_name(c.attrs));
+        CAPTURE(c.role.in_hot_standby);
+        CAPTURE(c.role.read_only);
+        CHECK(role_fits(c.attrs, c.role, c.fallback) == c.fits);
+    }
+    for (const char* name :
+         {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"}) {
+        auto attrs = parse_session_attrs(name);
+        REQUIRE(attrs.has_value());
+        CHECK(std::string(session_attrs_name(*attrs)) == name);
+    }
+    CHECK(!parse_session_attrs("READ-WRITE").has_value());
+    CHECK(!parse_session_attrs("master").has_value());
+}
+
+TEST_CASE("host choice: which host the next connection goes to") {
+    const std::uint64_t now = 10'000;
+    HostStatus unknown;
+    HostStatus primary;
+    primary.known = Known::Primary;
+    HostStatus standby;
+    standby.known = Known::Standby;
+    standby.read_only = true;
+    HostStatus down;  // refused a moment ago
+    note_host_failure(down, false, now - 100, 1000);
+    HostStatus down_longer;  // backing off for longer
+    note_host_failure(down_longer, false, now - 100, 5000);
+
+    // A failover in progress: the old primary refused 600 ms ago, the standby was found still
+    // in recovery 900 ms ago; both back-offs are over.
+    HostStatus old_primary = primary;
+    note_host_failure(old_primary, false, now - 600, 500);
+    HostStatus waiting_standby = standby;
+    note_host_failure(waiting_standby, true, now - 900, 500);
+    HostStatus just_refused = old_primary;
+    just_refused.last_check_ms = now - 50;  // refused again since; its back-off is over too
+    just_refused.backoff_until_ms = now - 1;
+
+    struct Case {
+        const char* name;
+        std::vector<HostStatus> hosts;
+        SessionAttrs attrs;
+        bool round_robin;
+        std::uint64_t turn;
+        std::size_t want;
+    };
+    const Case cases[] = {
+        {"one host", {down}, SessionAttrs::ReadWrite, true, 7, 0},
+        {"round robin over equals", {unknown, unknown, unknown}, SessionAttrs::Any, true, 4, 1},
+        {"disable: the first that works", {unknown, unknown}, SessionAttrs::Any, false, 1, 0},
+        {"disable: skips one backing off", {down, unknown}, SessionAttrs::Any, false, 0, 1},
+        {"round robin skips one backing off", {unknown, down}, SessionAttrs::Any, true, 1, 0},
+        {"read-write: the known primary", {standby, primary}, SessionAttrs::ReadWrite, true, 0, 1},
+        {"read-write: unknown before a known standby", {standby, unknown},
+         SessionAttrs::ReadWrite, true, 0, 1},
+        {"round robin: a host not tried yet is as good as a known one", {primary, unknown},
+         SessionAttrs::ReadWrite, true, 1, 1},
+        {"round robin: and the other way round", {primary, unknown}, SessionAttrs::Any, true, 2,
+         0},
+        {"read-write: a known standby is rechecked when nothing else is left",
+         {down, standby}, SessionAttrs::ReadWrite, true, 0, 1},
+        {"standby: the known standby", {primary, standby}, SessionAttrs::Standby, false, 0, 1},
+        {"prefer-standby: the standby first", {primary, standby}, SessionAttrs::PreferStandby,
+         false, 0, 1},
+        {"prefer-standby: unknown before a primary", {primary, unknown},
+         SessionAttrs::PreferStandby, false, 0, 1},
+        {"prefer-standby: the primary when the standby is down", {primary, down},
+         SessionAttrs::PreferStandby, true, 1, 0},
+        {"any: a standby is as good as a primary", {standby, primary}, SessionAttrs::Any, false,
+         0, 0},
+        {"all backing off: the first to come out", {down_longer, down}, SessionAttrs::ReadWrite,
+         false, 0, 1},
+        {"failover: the least recently tried, not the primary that failed", {old_primary,
+         waiting_standby}, SessionAttrs::ReadWrite, false, 0, 1},
+        {"failover: and then the other again", {waiting_standby, just_refused},
+         SessionAttrs::ReadWrite, false, 0, 0},
+        {"a host that failed comes after one not yet tried", {old_primary, unknown},
+         SessionAttrs::ReadWrite, false, 0, 1},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.name);
+        CHECK(choose_host(c.hosts, c.attrs, c.round_robin, c.turn, now) == c.want);
+    }
+}
+
+TEST_CASE("host choice: failures, logins and what SHOW HOSTS says") {
+    HostStatus host;
+    CHECK(host_state_name(host, 0) == "unknown");
+    CHECK(std::string(host_role_name(host)) == "unknown");
+    note_host_failure(host, false, 1000, 500);
+    CHECK(host.failures == 1);
+    CHECK(host_state_name(host, 1200) == "backoff (unreachable)");
+    CHECK(host_state_name(host, 1500) == "retry");
+    note_host_login(host, ServerRole{true, true}, 2000);
+    CHECK(host.failures == 0);
+    CHECK(host_state_name(host, 2000) == "up");
+    CHECK(std::string(host_role_name(host)) == "standby");
+    note_host_failure(host, true, 2000, 500);  // a standby where a primary was wanted
+    CHECK(host_state_name(host, 2100) == "backoff (wrong role)");
+    CHECK(host.last_check_ms == 2000);
+    note_host_login(host, ServerRole{false, false}, 3000);  // promoted
+    CHECK(std::string(host_role_name(host)) == "primary");
+    CHECK(host.backoff_until_ms == 0);
+}
