@@ -1024,8 +1024,8 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
     tmp.write("extra.ini",
               "[databases]\n"
               "x = host=h auth_query='SELECT 1'\n"
-              "y = host=h auth_query='SELECT 2' load_balance_hosts=round-robin\n"
-              "z = host=h load_balance_hosts=disable\n");
+              "y = host=h auth_query='SELECT 2' load_balance_hosts=disable\n"
+              "z = host=h server_lifetime=10\n");
     tmp.write("main.ini",
               "[pgbouncer]\n"
               "server_tls_sslmode = disable\n"
@@ -1048,10 +1048,10 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
               "dns_max_ttl = 30\n");
     auto cfg = load_config("main.ini");
     const std::string suffix = ": recognised but not supported by pgtether";
-    // auth_type = hba, [databases] auth_query and [peers] pool_size are honoured, so not
-    // reported.
+    // auth_type = hba, [databases] auth_query and load_balance_hosts and [peers] pool_size are
+    // honoured, so not reported.
     std::vector<std::string> expected = {
-        "extra.ini:4: [databases] load_balance_hosts" + suffix,
+        "extra.ini:4: [databases] server_lifetime" + suffix,
         "main.ini:19: dns_max_ttl" + suffix,
     };
     CHECK(cfg->unsupported_keys == expected);
