@@ -65,7 +65,7 @@ public:
     [[nodiscard]] const std::string& user_name() const { return user_; }
     [[nodiscard]] const DatabaseConfig& database() const { return database_; }
     // The host of the database's host list the next server connection goes to (an index for
-    // server_host_at / server_port_at): core/host_choice.hpp, from what the pool knows of its hosts.
+    // split_host_list / port_for_host): core/host_choice.hpp, from what the pool knows of its hosts.
     [[nodiscard]] std::size_t choose_host();
     // What the pool knows of each host of its database's list (SHOW HOSTS).
     [[nodiscard]] const std::vector<HostStatus>& hosts() const { return hosts_; }
