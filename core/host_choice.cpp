@@ -91,6 +91,19 @@ std::size_t choose_host(const std::vector<HostStatus>& hosts, SessionAttrs attrs
     return best ? *best : *soonest;
 }
 
+bool login_serves(const std::vector<HostStatus>& hosts, std::size_t index, SessionAttrs attrs,
+                  const ServerRole& role, std::uint64_t now_ms) {
+    if (role_fits(attrs, role, false)) return true;
+    if (attrs != SessionAttrs::PreferStandby) return false;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+        const HostStatus& other = hosts[i];
+        const bool may_be_standby =
+            other.backoff_until_ms <= now_ms && other.known != HostStatus::Known::Primary;
+        if (i != index && may_be_standby) return false;
+    }
+    return true;
+}
+
 void note_host_failure(HostStatus& host, bool wrong_role, std::uint64_t now_ms,
                        std::uint64_t backoff_ms) {
     ++host.failures;

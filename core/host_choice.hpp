@@ -55,6 +55,12 @@ struct HostStatus {
 [[nodiscard]] std::size_t choose_host(const std::vector<HostStatus>& hosts, SessionAttrs attrs,
                                       bool round_robin, std::uint64_t turn, std::uint64_t now_ms);
 
+// Whether a login that reached `role` on hosts[index] serves the database. As role_fits, except
+// that a primary serves prefer-standby only when no standby can be had: every other host is
+// backing off or known to be a primary (one not tried yet may be a standby).
+[[nodiscard]] bool login_serves(const std::vector<HostStatus>& hosts, std::size_t index,
+                                SessionAttrs attrs, const ServerRole& role, std::uint64_t now_ms);
+
 // A connection to the host is being made.
 inline void note_host_attempt(HostStatus& host, std::uint64_t now_ms) { host.last_check_ms = now_ms; }
 // A login on the host failed (refused, timed out, broke) or reached a server of the wrong role:

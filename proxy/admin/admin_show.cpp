@@ -880,11 +880,10 @@ void show_hosts(Worker& worker, ShowTable& out) {
     const std::uint64_t now = worker.now_ms();
     for (const auto& [key, pool] : worker.pools()) {
         const auto& db = pool->database();
-        const auto names = split_host_list(db.host);
         const auto& hosts = pool->hosts();
         for (std::size_t i = 0; i < hosts.size(); ++i) {
             const HostStatus& host = hosts[i];
-            const std::string name = i < names.size() ? names[i] : db.host;
+            const std::string name = host_for_turn(db, i);
             rs.row({text(pool->database_name()), text(pool->user_name()),
                     name.empty() ? kNull : text(name), number(port_for_host(db, i)),
                     text(session_attrs_name(pool->session_attrs())), text(host_role_name(host)),

@@ -20,11 +20,8 @@ public:
     // A client counted with add() is gone.
     void remove(const std::string& database, const std::string& user);
 
-    [[nodiscard]] int database_clients(const std::string& database) const;
-    [[nodiscard]] int user_clients(const std::string& user) const;
-
 private:
-    mutable std::mutex mutex_;
+    std::mutex mutex_;
     std::map<std::string, int> databases_;
     std::map<std::string, int> users_;
 };

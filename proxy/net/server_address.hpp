@@ -14,8 +14,8 @@
 namespace pgtether {
 
 // The host the `turn`-th new connection goes to: host= may list several, used round robin as
-// PgBouncer does (turn modulo the number of hosts). "" when host= is empty. Pooled servers choose
-// by what they know of the hosts instead (Pool::choose_host, core/host_choice.hpp).
+// PgBouncer does (turn modulo the number of hosts). "" when host= is empty. Pooled servers pass
+// the index Pool::choose_host picked by what it knows of the hosts (core/host_choice.hpp).
 [[nodiscard]] std::string host_for_turn(const DatabaseConfig& db, std::uint64_t turn);
 // The port of the host at `index` of the host list: port= names one for all, or one per host.
 [[nodiscard]] int port_for_host(const DatabaseConfig& db, std::uint64_t index);

@@ -345,26 +345,13 @@ bool Pool::on_server_role(const Server& server, const ServerRole& role) {
         spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_,
                      server.host_and_port(), host_role_name(host));
     }
-    // A primary serves prefer-standby only when no standby can be had: when every other host
-    // is backing off or known not to be a standby (one not yet tried may be a standby).
-    bool fits = role_fits(session_attrs_, role, false);
-    if (!fits && session_attrs_ == SessionAttrs::PreferStandby) {
-        const std::uint64_t now = worker_.now_ms();
-        fits = true;
-        for (std::size_t i = 0; i < hosts_.size(); ++i) {
-            const HostStatus& other = hosts_[i];
-            if (i != index && other.backoff_until_ms <= now &&
-                other.known != HostStatus::Known::Primary) {
-                fits = false;
-            }
-        }
-    }
+    const bool fits = login_serves(hosts_, index, session_attrs_, role, worker_.now_ms());
     if (!fits) {
-        note_host_failure(host, true, worker_.now_ms(), to_ms(worker_.config().server_host_backoff));
+        const std::uint64_t backoff_ms = to_ms(worker_.config().server_host_backoff);
+        note_host_failure(host, true, worker_.now_ms(), backoff_ms);
         spdlog::info("{}/{}: host {} skipped for {} ms: it is a {}, target_session_attrs = {}",
-                     database_.name, user_, server.host_and_port(),
-                     to_ms(worker_.config().server_host_backoff), host_role_name(host),
-                     session_attrs_name(session_attrs_));
+                     database_.name, user_, server.host_and_port(), backoff_ms,
+                     host_role_name(host), session_attrs_name(session_attrs_));
     }
     return fits;
 }
@@ -391,18 +378,14 @@ void Pool::retry_waiting() {
 void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& error,
                                   LoginFailureKind kind) {
     --connecting_;
-    if (kind != LoginFailureKind::Refused && server.host_index() < hosts_.size() &&
-        hosts_.size() > 1) {
+    if (kind == LoginFailureKind::Unreachable && hosts_.size() > 1 &&
+        server.host_index() < hosts_.size()) {
         // A host of a list that is down is skipped for a while, not retried by every new
         // connection (a wrong role was noted by on_server_role already).
-        HostStatus& host = hosts_[server.host_index()];
-        if (kind == LoginFailureKind::Unreachable) {
-            note_host_failure(host, false, worker_.now_ms(),
-                              to_ms(worker_.config().server_host_backoff));
-            spdlog::info("{}/{}: host {} skipped for {} ms: {}", database_.name, user_,
-                         server.host_and_port(), to_ms(worker_.config().server_host_backoff),
-                         error.message);
-        }
+        const std::uint64_t backoff_ms = to_ms(worker_.config().server_host_backoff);
+        note_host_failure(hosts_[server.host_index()], false, worker_.now_ms(), backoff_ms);
+        spdlog::info("{}/{}: host {} skipped for {} ms: {}", database_.name, user_,
+                     server.host_and_port(), backoff_ms, error.message);
     }
     login_backoff_.on_failure(kind, worker_.now_ms(), to_ms(worker_.config().server_login_retry));
     last_login_error_ = error;

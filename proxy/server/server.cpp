@@ -102,8 +102,7 @@ void Server::connect() {
     const auto& db = pool_.database();
     connected_at_ms_ = worker_.now_ms();
     host_index_ = pool_.choose_host();
-    const auto hosts = split_host_list(db.host);
-    host_ = hosts.empty() ? std::string() : hosts[host_index_ % hosts.size()];
+    host_ = host_for_turn(db, host_index_);
     port_ = port_for_host(db, host_index_);
     unix_path_ = server_unix_socket_path(host_, port_, worker_.config());
     if (!unix_path_.empty()) {

@@ -139,3 +139,44 @@ TEST_CASE("host choice: failures, logins and what SHOW HOSTS says") {
     CHECK(std::string(host_role_name(host)) == "primary");
     CHECK(host.backoff_until_ms == 0);
 }
+
+TEST_CASE("host choice: whether a login serves the database (prefer-standby's fallback)") {
+    const std::uint64_t now = 10'000;
+    const ServerRole primary_role{false, false}, standby_role{true, true};
+    HostStatus primary;
+    primary.known = Known::Primary;
+    HostStatus standby;
+    standby.known = Known::Standby;
+    HostStatus unknown;
+    HostStatus standby_down = standby;
+    note_host_failure(standby_down, false, now - 100, 1000);
+    struct Case {
+        const char* name;
+        std::vector<HostStatus> hosts;  // the login reached hosts[0]
+        SessionAttrs attrs;
+        ServerRole role;
+        bool serves;
+    };
+    const Case cases[] = {
+        {"read-write on a primary", {primary, standby}, SessionAttrs::ReadWrite, primary_role,
+         true},
+        {"read-write on a standby", {standby, primary}, SessionAttrs::ReadWrite, standby_role,
+         false},
+        {"prefer-standby on a standby", {standby, primary}, SessionAttrs::PreferStandby,
+         standby_role, true},
+        {"prefer-standby on a primary, a standby up", {primary, standby},
+         SessionAttrs::PreferStandby, primary_role, false},
+        {"prefer-standby on a primary, another host not tried yet", {primary, unknown},
+         SessionAttrs::PreferStandby, primary_role, false},
+        {"prefer-standby on a primary, the standby down", {primary, standby_down},
+         SessionAttrs::PreferStandby, primary_role, true},
+        {"prefer-standby on the only host, a primary", {primary}, SessionAttrs::PreferStandby,
+         primary_role, true},
+        {"standby on a primary, no standby anywhere", {primary, standby_down},
+         SessionAttrs::Standby, primary_role, false},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.name);
+        CHECK(login_serves(c.hosts, 0, c.attrs, c.role, now) == c.serves);
+    }
+}
