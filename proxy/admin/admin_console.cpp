@@ -345,8 +345,12 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
     } else if (verb == "pause") {
         auto database = database_argument(command, "pause", ok);
         if (!ok) return;
-        if (control.paused_all() || (database && control.database_paused(*database))) {
-            send_error(sqlstate::kObjectNotInPrerequisiteState, "already paused");
+        // PgBouncer's rule and words (admin_cmd_pause, unchanged through 1.25): only a
+        // pause of everything makes a further PAUSE an error. PAUSE of a database already
+        // paused by name pauses it again, waits for its servers as the first did, and answers
+        // PAUSE, so that a script that pauses what may already be paused runs on.
+        if (control.paused_all()) {
+            send_error(sqlstate::kObjectNotInPrerequisiteState, "already suspended/paused");
             return;
         }
         spdlog::info("{}: PAUSE {} command issued", client_.describe(),
@@ -363,7 +367,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         if (!control.resume(database)) {
             send_error(sqlstate::kObjectNotInPrerequisiteState,
                        database ? "database " + *database + " is not paused"
-                                : std::string("pooler is not paused"));
+                                : std::string("pooler is not paused/suspended"));
             return;
         }
         worker_.group().post_to_others(

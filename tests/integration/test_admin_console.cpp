@@ -520,7 +520,9 @@ TEST_CASE("PAUSE waits for running transactions; new requests wait until RESUME"
     CHECK(paused->command_tag == "PAUSE");
     CHECK(must_show(look, "SERVERS").rows.empty());  // every server closed
     CHECK_FALSE(wait_result(b, 300ms).has_value());
-    PGT_CHECK_SQLSTATE(admin.exec("PAUSE"), "55000");  // already paused
+    auto again = admin.exec("PAUSE");
+    PGT_CHECK_SQLSTATE(again, "55000");
+    CHECK(again.message == "already suspended/paused");
 
     auto resumed = admin.exec("RESUME");
     PGT_REQUIRE_OK(resumed);
@@ -529,8 +531,52 @@ TEST_CASE("PAUSE waits for running transactions; new requests wait until RESUME"
     REQUIRE(b_result.has_value());
     PGT_CHECK_OK(*b_result);
     CHECK(b_result->value() == "2");
-    PGT_CHECK_SQLSTATE(admin.exec("RESUME"), "55000");  // not paused
+    auto not_paused = admin.exec("RESUME");
+    PGT_CHECK_SQLSTATE(not_paused, "55000");
+    CHECK(not_paused.message == "pooler is not paused/suspended");
     PGT_CHECK_OK(a.exec("SELECT 4"));
+}
+
+TEST_CASE("PAUSE of a paused database answers PAUSE; PAUSE of all twice is refused, as in PgBouncer") {
+    auto config = console_config();
+    Pgtether pgt(config);
+    Pgbouncer pgb(config);
+    const std::string db = TestEnv::get().database;
+    // Both poolers give the same answers, command by command; a script run with psql's
+    // ON_ERROR_STOP that pauses a database twice runs on with either.
+    for (PoolerProcess* pooler :
+         {static_cast<PoolerProcess*>(&pgt), static_cast<PoolerProcess*>(&pgb)}) {
+        CAPTURE(pooler->name());
+        Conn admin = console(*pooler);
+        REQUIRE_MESSAGE(admin.ok(), admin.error());
+        for (int i = 0; i < 2; ++i) {
+            auto paused = admin.exec("PAUSE " + db);
+            PGT_REQUIRE_OK(paused);
+            CHECK(paused.command_tag == "PAUSE");
+        }
+        CHECK(cell(*find_row(must_show(admin, "DATABASES"), "name", db), "paused") == "1");
+        PGT_CHECK_OK(admin.exec("RESUME " + db));
+        auto not_paused = admin.exec("RESUME " + db);
+        CHECK(not_paused.is_error());
+        CHECK(not_paused.message == "database " + db + " is not paused");
+
+        PGT_REQUIRE_OK(admin.exec("PAUSE"));
+        auto again = admin.exec("PAUSE");
+        CHECK(again.is_error());
+        CHECK(again.message == "already suspended/paused");
+        auto one_of_all = admin.exec("PAUSE " + db);
+        CHECK(one_of_all.is_error());
+        CHECK(one_of_all.message == "already suspended/paused");
+        PGT_CHECK_OK(admin.exec("RESUME"));
+        auto nothing_paused = admin.exec("RESUME");
+        CHECK(nothing_paused.is_error());
+        CHECK(nothing_paused.message == "pooler is not paused/suspended");
+    }
+    // pgtether's SQLSTATE for a command that does not fit the state.
+    Conn admin = console(pgt);
+    PGT_REQUIRE_OK(admin.exec("PAUSE"));
+    PGT_CHECK_SQLSTATE(admin.exec("PAUSE"), "55000");
+    PGT_CHECK_OK(admin.exec("RESUME"));
 }
 
 TEST_CASE("PAUSE counts a tethered client as active and reports it while waiting") {
