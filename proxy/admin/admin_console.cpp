@@ -244,9 +244,7 @@ void AdminSession::execute(std::string_view query) {
         return;
     }
     if (!parsed.command) {
-        send_error(
-            sqlstate::kSyntaxError,
-            "invalid command '" + std::string(query.substr(0, kQueryEcho)) + "', use SHOW HELP;");
+        send_invalid_command(query);
         return;
     }
     run(*parsed.command, query);
@@ -262,15 +260,11 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         send_error(sqlstate::kInsufficientPrivilege, "not allowed");
         return;
     }
-    auto syntax_error = [&]() {
-        send_error(
-            sqlstate::kSyntaxError,
-            "invalid command '" + std::string(query.substr(0, kQueryEcho)) + "', use SHOW HELP;");
-    };
+    auto syntax_error = [&]() { send_invalid_command(query); };
     const std::string& verb = command.verb;
     if (verb == "show" || verb == "select") {
         if (command.argument.empty()) return syntax_error();
-        show(command.argument);
+        show(command.argument, query);
         return;
     }
     if (verb == "set" && command.is_set) {
@@ -476,7 +470,7 @@ std::optional<std::string> AdminSession::database_argument(const protocol::Admin
     return command.argument;
 }
 
-void AdminSession::show(const std::string& argument) {
+void AdminSession::show(const std::string& argument, std::string_view query) {
     std::string what = lowered(argument);
     if (what == "help") {
         send_notice("Console usage", admin_help_text());
@@ -501,8 +495,7 @@ void AdminSession::show(const std::string& argument) {
             return;
         case ShowOutcome::Unknown:
             pending_.clear();
-            send_error(sqlstate::kSyntaxError,
-                       "invalid command 'SHOW " + argument + "', use SHOW HELP;");
+            send_invalid_command(query);
             return;
     }
 }
@@ -663,6 +656,12 @@ void AdminSession::send_error(const char* code, const std::string& message) {
     protocol::append_ready_for_query(pending_, protocol::kTxIdle);
     client_.send(pending_);
     pending_.clear();
+}
+
+void AdminSession::send_invalid_command(std::string_view query) {
+    send_error(sqlstate::kSyntaxError, "invalid command '" +
+                                           std::string(query.substr(0, kQueryEcho)) +
+                                           "', use SHOW HELP;");
 }
 
 void AdminSession::send_notice(const std::string& message, const std::string& detail) {

@@ -56,7 +56,8 @@ class AdminSession {
     [[nodiscard]] Role role() const;
     void execute(std::string_view query);
     void run(const protocol::AdminCommand& command, std::string_view query);
-    void show(const std::string& what);
+    // `query` is the command as typed, which an error for an unknown subject quotes.
+    void show(const std::string& what, std::string_view query);
     void set(const protocol::AdminCommand& command);
     // Optional database argument: nullopt for "all", after checking the named one exists and is
     // not the console itself (then an error was sent and `ok` is false).
@@ -68,6 +69,9 @@ class AdminSession {
     void finish_wait(const char* tag);
 
     void send_error(const char* sqlstate, const std::string& message);
+    // PgBouncer's answer to anything it does not know, quoting the whole query as typed
+    // (spacing, quotes and semicolon included) so the operator sees exactly what was refused.
+    void send_invalid_command(std::string_view query);
     void send_notice(const std::string& message, const std::string& detail = {});
     void complete(const std::string& tag);  // CommandComplete + ReadyForQuery
 

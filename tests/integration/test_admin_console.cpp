@@ -469,6 +469,31 @@ TEST_CASE("the console speaks the simple query protocol only, one command at a t
     PGT_CHECK_OK(admin.exec("SHOW VERSION"));
 }
 
+TEST_CASE("an unknown command or SHOW subject is quoted as typed, as PgBouncer quotes it") {
+    auto config = console_config();
+    Pgtether pgt(config);
+    Pgbouncer pgb(config);
+    // Case, spacing, quotes and the semicolon stay as the operator typed them.
+    const std::vector<std::string> typed = {"foo",           "show nosuch;",
+                                            "  Show \"NoSuch\" ;  ", "select nosuch",
+                                            "RELOAD now",    "shutdown soon;"};
+    for (PoolerProcess* pooler :
+         {static_cast<PoolerProcess*>(&pgt), static_cast<PoolerProcess*>(&pgb)}) {
+        CAPTURE(pooler->name());
+        Conn admin = console(*pooler);
+        REQUIRE_MESSAGE(admin.ok(), admin.error());
+        for (const auto& query : typed) {
+            CAPTURE(query);
+            auto r = admin.exec(query);
+            CHECK(r.is_error());
+            CHECK(r.message == "invalid command '" + query + "', use SHOW HELP;");
+        }
+    }
+    Conn admin = console(pgt);
+    PGT_CHECK_SQLSTATE(admin.exec("show nosuch;"), "42601");
+    CHECK(pgt.wait_for_log("pooler error: invalid command 'show nosuch;', use SHOW HELP;"));
+}
+
 TEST_CASE("KILL_CLIENT disconnects exactly that client; a tethered one's locks are released") {
     Pgtether pooler(console_config());
     Conn victim = app_client(pooler, "victim");
