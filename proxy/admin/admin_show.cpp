@@ -776,7 +776,9 @@ void show_locks(Worker& worker, ShowAudience audience, ShowTable& out) {
                        {"tethered_seconds", kInt4},
                        {"last_query", kText},
                        {"tether_reasons", kText},
-                       {"ledger", kText}});
+                       {"ledger", kText},
+                       // Last, so that readers of the columns before it by position keep working.
+                       {"application_name", kText}});
     Clock clock(worker);
     const int listen_port = worker.config().listen_port;
     worker.for_each_client([&](Client& client) {
@@ -794,7 +796,10 @@ void show_locks(Worker& worker, ShowAudience audience, ShowTable& out) {
                 text(audience == ShowAudience::Admin
                          ? client.last_query()
                          : protocol::redact_statement_literals(client.last_query())),
-                text(client.describe_tether()), text(client.lock_ledger().describe())});
+                text(client.describe_tether()), text(client.lock_ledger().describe()),
+                // As SHOW CLIENTS shows it: from the startup packet, then the client's SETs.
+                text(std::string(
+                    client.params().get(TrackedParam::ApplicationName).value_or("")))});
     });
 }
 

@@ -265,7 +265,8 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
                                                     "backend_pid", "lock_count", "bigint_keys",
                                                     "int4_keys", "tethered_since",
                                                     "tethered_seconds", "last_query",
-                                                    "tether_reasons", "ledger"});
+                                                    "tether_reasons", "ledger",
+                                                    "application_name"});
     CHECK(locks.rows.empty());
 
     Conn a = app_client(pooler, "locker");
@@ -290,6 +291,11 @@ TEST_CASE("SHOW STATE and SHOW LOCKS") {
     CHECK(cell_int(row, "tethered_seconds") >= 0);
     CHECK(cell(row, "last_query") == "SELECT pg_backend_pid() /* where am I */");
     CHECK(cell(row, "ledger") == "4343 exclusive, 4347,4348 shared");
+    CHECK(cell(row, "application_name") == "locker");
+    // The client's current application_name: a SET changes it, as in SHOW CLIENTS.
+    PGT_REQUIRE_OK(a.exec("SET application_name = 'locker renamed'"));
+    CHECK(cell(named_rows(must_show(admin, "LOCKS"))[0], "application_name") == "locker renamed");
+    PGT_REQUIRE_OK(a.exec("SET application_name = 'locker'"));
 
     // The same tether in SHOW CLIENTS, SHOW SERVERS and SHOW POOLS.
     auto locker = *find_row(must_show(admin, "CLIENTS"), "application_name", "locker");
