@@ -515,7 +515,7 @@ void Client::on_server_assigned(Server& server) {
     pool_->stats().wait_count++;
     set_state(State::Active);
     last_activity_ms_ = worker_.now_ms();
-    server.link(*this);
+    server.link_client(*this);
     if (!server.busy()) on_server_ready();
 }
 
@@ -640,12 +640,12 @@ void Client::detach_from_server() {
     Departure departure;
     departure.internal_query_running = server->busy();
     departure.mid_message = reader_.forwarding();
-    departure.backend_idle = server->tracker().idle();
+    departure.backend_idle = server->link().tracker().idle();
     departure.session_mode = pool_->mode() == PoolMode::Session;
     departure.tether_kinds = tether_kinds_;
-    departure.effects = server->effects();
+    departure.effects = server->link().effects();
     const DepartureDecision decision = decide_departure(departure);  // core/departure.hpp
-    server->unlink();
+    server->unlink_client();
     switch (decision.action) {
         case DepartureDecision::Action::FinishQuery: return;  // it hands itself on when done
         case DepartureDecision::Action::Release: server->pool().release(*server); return;

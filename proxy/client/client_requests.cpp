@@ -182,7 +182,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
     }
     Outbound out{*this};
     std::size_t consumed = 0;
-    auto& tracker = server_->tracker();
+    auto& tracker = server_->link().tracker();
     // The last part of a message passed on in pieces went out in this call.
     bool finished_partial = false;
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
@@ -270,7 +270,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
                     fail(protocol::sqlstate::kProtocolViolation, "invalid Query message");
                     return data.size();
                 }
-                if (server_->translates_statements() &&
+                if (server_->link().translates_statements() &&
                     protocol::names_statement_with_prefix(*sql, kReservedStatementPrefix)) {
                     refuse_reserved_query(out);
                     routed = true;
@@ -287,7 +287,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 if ((effects & kLockRelevant) && account_query_locks(*sql) && starts_transaction) {
                     probe_may_follow_at = consumed;
                 }
-                server_->lock_accounting().note_group_end();
+                server_->link().lock_accounting().note_group_end();
                 remember_query(*sql);
                 break;
             }
@@ -306,7 +306,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
             case fe::kClose: routed = route_describe_or_close(body, type, out); break;
             case fe::kFunctionCall: note_function_call(); break;
             case fe::kExecute: account_execute(body); break;
-            case fe::kSync: server_->lock_accounting().note_group_end(); break;
+            case fe::kSync: server_->link().lock_accounting().note_group_end(); break;
             default:
                 break;
         }
@@ -344,7 +344,7 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
     message.budget_reached =
         rest.size() >= static_cast<std::size_t>(worker_.config().client_buffer_limit);
     message.names_statement = partial.type == fe::kParse && !first_name.empty();
-    message.translates_statements = server_->translates_statements();
+    message.translates_statements = server_->link().translates_statements();
     switch (decide_oversized_message(message)) {
         case OversizedAction::WaitForHead: return false;
         case OversizedAction::Discard: reader_.skip_rest(partial); return true;
@@ -377,7 +377,7 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
             // A simple Query destroys the backend's unnamed statement (protocol §55.2.3).
             server_->note_unnamed_statement(nullptr);
             account_uncertain();
-            server_->lock_accounting().note_group_end();
+            server_->link().lock_accounting().note_group_end();
             remember_query(text_start);
             break;
         }
@@ -398,7 +398,7 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
     // What has arrived goes now (with the announced length), the rest as it comes; until its
     // last byte is out the backend is this client's (PipelineTracker::set_frontend_partial).
     if (!routed) forward_as_sent(partial.type, rest, out);
-    server_->tracker().set_frontend_partial(true);
+    server_->link().tracker().set_frontend_partial(true);
     reader_.forward_rest(partial);
     return true;
 }
@@ -419,34 +419,34 @@ void Client::refuse_reserved_query(Outbound& out) {
     server_->note_unnamed_statement(nullptr);  // a simple Query destroys it (§55.2.3)
     std::string query;
     protocol::MessageWriter(query).begin(fe::kQuery).cstring(reserved_name_refusal_query()).end();
-    server_->tracker().on_frontend(fe::kQuery);
+    server_->link().tracker().on_frontend(fe::kQuery);
     out.add_owned(std::move(query));
-    if (server_->translates_statements()) server_->requests().push_forwarded(fe::kQuery);
+    if (server_->link().translates_statements()) server_->link().requests().push_forwarded(fe::kQuery);
 }
 
 void Client::note_request_start() {
-    if (!server_->tracker().quiet()) return;
+    if (!server_->link().tracker().quiet()) return;
     query_started_ms_ = worker_.now_ms();
     // Outside a transaction block, this request begins the next transaction (PgBouncer's
     // xact_start: a lone statement is a transaction too).
-    if (server_->tracker().tx_status() == protocol::kTxIdle) {
+    if (server_->link().tracker().tx_status() == protocol::kTxIdle) {
         transaction_started_ms_ = query_started_ms_;
     }
-    server_->note_request_start(worker_.now_us());
+    server_->link().note_request_start(worker_.now_us());
 }
 
 void Client::note_function_call() {
     // A fast-path call names its function by OID: it could be a lock function.
-    server_->mark_effects(protocol::kEffectAdvisoryLock);
+    server_->link().mark_effects(protocol::kEffectAdvisoryLock);
     account_uncertain();
-    server_->lock_accounting().note_group_end();
+    server_->link().lock_accounting().note_group_end();
 }
 
 void Client::forward_as_sent(char type, ByteSpan bytes, Outbound& out) {
-    server_->tracker().on_frontend(type);
+    server_->link().tracker().on_frontend(type);
     out.add(bytes.data(), bytes.size());
-    if (server_->translates_statements() && is_request(type)) {
-        server_->requests().push_forwarded(type);
+    if (server_->link().translates_statements() && is_request(type)) {
+        server_->link().requests().push_forwarded(type);
     }
 }
 
@@ -491,12 +491,12 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
             untracked_statement_names_ = true;
             return false;
         case ParseAction::ForwardRememberEffects:
-            server_->note_parsed_name(parse.statement);
+            server_->link().note_parsed_name(parse.statement);
             statements.remember(parse.statement,
                                 withheld_statement(relevant | unscanned_effects()));
             return false;
         case ParseAction::ForwardRemember:
-            server_->note_parsed_name(parse.statement);
+            server_->link().note_parsed_name(parse.statement);
             statements.remember(parse.statement, intern());
             return false;
         case ParseAction::RefuseDuplicate:
@@ -529,8 +529,8 @@ void Client::note_bound_effects(const protocol::BindNames& names, const Statemen
     note_effects(statement->query, effects);
     if (effects & kLockRelevant) {
         account_bind_locks(names, statement, body);
-    } else if (server_->lock_accounting().has_portals()) {
-        server_->lock_accounting().forget_portal(names.portal);
+    } else if (server_->link().lock_accounting().has_portals()) {
+        server_->link().lock_accounting().forget_portal(names.portal);
     }
 }
 
@@ -540,10 +540,10 @@ bool Client::route_bind(ByteSpan body, Outbound& out, std::size_t body_missing) 
     if (names->statement.empty() && server_->unnamed_statement_unknown()) {
         // An error may have kept the backend from parsing the last unnamed statement: what runs
         // could be anything, so anything is probed for.
-        server_->mark_effects(protocol::kEffectDiscard);
+        server_->link().mark_effects(protocol::kEffectDiscard);
         account_uncertain();
-        if (server_->lock_accounting().has_portals()) {
-            server_->lock_accounting().forget_portal(names->portal);
+        if (server_->link().lock_accounting().has_portals()) {
+            server_->link().lock_accounting().forget_portal(names->portal);
         }
         return false;
     }
@@ -551,24 +551,24 @@ bool Client::route_bind(ByteSpan body, Outbound& out, std::size_t body_missing) 
     StatementTranslator statements = translator(out);
     StatementPtr statement =
         names->statement.empty() ? server_->unnamed_statement() : statements.find(names->statement);
-    if (statement && !names->statement.empty() && !server_->translates_statements() &&
-        !server_->parsed_in_link(names->statement)) {
+    if (statement && !names->statement.empty() && !server_->link().translates_statements() &&
+        !server_->link().parsed_here(names->statement)) {
         // The name goes as sent, and this backend did not get it from this client during the
         // link: what runs is whatever the backend holds under it, maybe another client's
         // statement, whose effects are not those of the client's text. Probe.
-        server_->mark_effects(unscanned_effects());
+        server_->link().mark_effects(unscanned_effects());
         account_uncertain();
-        server_->lock_accounting().forget_portal(names->portal);
+        server_->link().lock_accounting().forget_portal(names->portal);
     } else if (statement) {
         // The parameters of a streamed Bind are not here to read: the accounting is uncertain.
         note_bound_effects(*names, statement, body_missing ? ByteSpan{} : body);
     } else if (!names->statement.empty() && untracked_statement_names_) {
         // One of the names pgtether stopped tracking without translation: it could do anything.
-        server_->mark_effects(unscanned_effects());
+        server_->link().mark_effects(unscanned_effects());
         account_uncertain();
-        server_->lock_accounting().forget_portal(names->portal);
-    } else if (server_->lock_accounting().has_portals()) {
-        server_->lock_accounting().forget_portal(names->portal);
+        server_->link().lock_accounting().forget_portal(names->portal);
+    } else if (server_->link().lock_accounting().has_portals()) {
+        server_->link().lock_accounting().forget_portal(names->portal);
     }
     // Unknown names go as they are: the backend reports them with the client's name.
     return routed(statements.bind(*names, statement, body, body_missing));
@@ -616,14 +616,14 @@ bool Client::accounts_locks_exactly() const {
 
 void Client::account_uncertain() {
     if (!accounts_locks_exactly()) return;
-    auto& accounting = server_->lock_accounting();
+    auto& accounting = server_->link().lock_accounting();
     accounting.arm(lock_ledger());
     accounting.mark_uncertain();
 }
 
 bool Client::account_query_locks(std::string_view sql) {
     if (!accounts_locks_exactly()) return false;
-    auto& accounting = server_->lock_accounting();
+    auto& accounting = server_->link().lock_accounting();
     accounting.arm(lock_ledger());
     // This database's trigger (discovered wrappers included); while it catches up with a
     // catalog change, no statement's effect on locks is known exactly.
@@ -635,7 +635,7 @@ bool Client::account_query_locks(std::string_view sql) {
         return plan.safe_to_follow;
     }
     // The Query's results come after the ReadyForQuery of everything sent before it.
-    const int ready_ahead = server_->tracker().outstanding();
+    const int ready_ahead = server_->link().tracker().outstanding();
     for (const auto& [index, calls] : plan.lock_statements) {
         auto resolved = resolve_lock_calls(calls, {}, nullptr);
         if (!resolved) {
@@ -648,15 +648,10 @@ bool Client::account_query_locks(std::string_view sql) {
 }
 
 void Client::pipeline_probe(Outbound& out) {
-    const auto& config = worker_.config();
-    TransactionEnd end;
-    end.effects = server_->effects();
-    end.tracked = tracked_kinds(config);
-    end.tether_kinds = tether_kinds_;
-    end.ledger_had_maybe = lock_ledger().has_maybe();
-    end.locks_armed = true;  // and not exact: that is why a probe is needed
-    end.defer_lock_probes = config.tether_probe_delay.count() > 0;
-    const TransactionEndDecision decision = decide_transaction_end(end);
+    // The decision the transaction's end would take, taken now: the accounting is armed and not
+    // exact (account_query_locks found a statement it cannot count), which is why a probe is due.
+    const TransactionEndDecision decision =
+        server_->link().at_boundary(worker_.config(), tether_kinds_, lock_ledger());
     if (decision.action != TransactionEndDecision::Action::Probe) return;
     std::string messages = server_->pipeline_probe(decision.probe_kinds);
     if (!messages.empty()) out.add_owned(std::move(messages));
@@ -665,7 +660,7 @@ void Client::pipeline_probe(Outbound& out) {
 void Client::account_bind_locks(const protocol::BindNames& names, const StatementPtr& statement,
                                 ByteSpan body) {
     if (!accounts_locks_exactly()) return;
-    auto& accounting = server_->lock_accounting();
+    auto& accounting = server_->link().lock_accounting();
     accounting.arm(lock_ledger());
     std::optional<std::vector<ResolvedLockCall>> resolved;
     if (statement->lock_calls) {
@@ -684,12 +679,12 @@ void Client::account_bind_locks(const protocol::BindNames& names, const Statemen
 }
 
 void Client::account_execute(ByteSpan body) {
-    auto& accounting = server_->lock_accounting();
+    auto& accounting = server_->link().lock_accounting();
     if (accounting.has_portals()) {
         protocol::ByteReader reader(body);
         const std::string_view portal = reader.cstring();
         if (const auto* calls = accounting.portal_calls(portal); calls && reader.ok()) {
-            accounting.expect(server_->tracker().outstanding(), accounting.units_in_group(),
+            accounting.expect(server_->link().tracker().outstanding(), accounting.units_in_group(),
                               *calls);
         }
     }
@@ -715,7 +710,7 @@ void Client::note_effects(std::string_view sql, std::uint32_t effects) {
     if (effects & protocol::kEffectUnknownCall) {
         worker_.lock_catalog().on_unknown_call(pool_->database_name());
     }
-    server_->mark_effects(effects);
+    server_->link().mark_effects(effects);
     if (effects & protocol::kEffectSet) {
         collect_custom_setting_names(sql, settings_state().custom_names, kMaxCustomSettings);
     }

@@ -105,7 +105,7 @@ void Client::janitor(std::uint64_t now) {
                 }
                 break;
             }
-            auto& tracker = server_->tracker();
+            auto& tracker = server_->link().tracker();
             // In a transaction (or a lone statement) since transaction_started_ms_: PgBouncer
             // checks transaction_timeout after query_timeout and idle_transaction_timeout.
             auto transaction_expired = [&] {

@@ -113,8 +113,8 @@ void PoolControl::close_retired_linked_servers() {
     std::vector<Server*> servers;
     worker_.for_each_server([&](Server& server) {
         if (server.retired() && server.state() == Server::State::Linked && server.client() &&
-            server.tracker().quiet() &&
-            server.tracker().tx_status() == protocol::kTxIdle) {
+            server.link().tracker().quiet() &&
+            server.link().tracker().tx_status() == protocol::kTxIdle) {
             servers.push_back(&server);
         }
     });

@@ -306,20 +306,10 @@ bool Server::spoke_while_idle(std::uint64_t now_ms) const {
     return now_ms - idle_since_ms_ >= kCheckAfterIdleMs && stream_.peer_spoke();
 }
 
-void Server::link(Client& client) {
+void Server::link_client(Client& client) {
     client_ = &client;
     transition(State::Linked);
-    effects_ = 0;
-    locks_.reset();
-    pipelined_probe_kinds_ = 0;
-    client_forwarded_ = false;
-    fatal_forwarded_ = false;
-    held_fatal_message_.clear();
-    request_started_us_ = xact_started_us_ = 0;
-    tracker_.reset();
-    requests_.clear();
-    translate_statements_ = worker_.config().max_prepared_statements > 0;
-    if (link_parsed_names_) link_parsed_names_->clear();
+    link_.begin(worker_.config().max_prepared_statements > 0);
     if (client.id() != last_client_id_) {
         // The same client again (one client, or a busy one meeting the backend it just
         // released) keeps its description: nothing it contains changes after login. A copy:
@@ -363,14 +353,14 @@ void Server::sync_parameters() {
     if (internal_) internal_->settings_after = std::move(settings_after);
 }
 
-void Server::unlink() {
+void Server::unlink_client() {
     client_ = nullptr;
-    effects_ = 0;
+    link_.clear_effects();
 }
 
 void Server::release_to_pool() {
     Client* client = client_;
-    unlink();
+    unlink_client();
     pool_.release(*this);
     if (client) client->on_server_released();
 }
@@ -379,49 +369,21 @@ void Server::note_unnamed_statement(StatementPtr statement) {
     unnamed_statement_ = std::move(statement);
     // Sent when nothing is owed, the message is not skipped by an earlier error: then the
     // backend's unnamed statement is known again. Otherwise it stays unknown if it was.
-    if (tracker_.quiet()) unnamed_unknown_ = false;
-}
-
-void Server::note_parsed_name(std::string_view name) {
-    if (!link_parsed_names_) {
-        link_parsed_names_ = std::make_unique<std::unordered_set<std::string>>();
-    }
-    if (link_parsed_names_->size() < kMaxLinkParsedNames) link_parsed_names_->emplace(name);
-}
-
-bool Server::parsed_in_link(std::string_view name) const {
-    return link_parsed_names_ && link_parsed_names_->count(std::string(name)) != 0;
-}
-
-void Server::note_request_start(std::uint64_t now_us) {
-    request_started_us_ = now_us;
-    if (xact_started_us_ == 0) xact_started_us_ = now_us;
+    if (link_.tracker().quiet()) unnamed_unknown_ = false;
 }
 
 void Server::record_timing(char tx_status) {
-    // Everything the client sent since the backend was last quiet has been answered: that is one
-    // query (or pipeline) for SHOW STATS' query_time. Back at 'I', a transaction has ended.
-    auto now = worker_.now_us();
     quiet_since_ms_ = worker_.now_ms();
-    auto& stats = pool_.stats();
-    if (request_started_us_ != 0) {
-        stats.query_time_us += now - request_started_us_;
-        request_started_us_ = 0;
-    }
-    if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
-        stats.xact_count++;
-        stats.xact_time_us += now - xact_started_us_;
-        xact_started_us_ = 0;
-    }
+    link_.note_quiet(tx_status, worker_.now_us(), pool_.stats());
 }
 
 bool Server::send_from_client(const uv_buf_t* bufs, unsigned count) {
-    client_forwarded_ = true;
+    link_.note_client_forwarded();
     return stream_.writev(bufs, count);
 }
 
 void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
-    auto& finished = requests_.finished();
+    auto& finished = link_.requests().finished();
     for (auto& done : finished) {
         switch (done.outcome) {
             case RequestQueue::Outcome::Answer:
@@ -433,7 +395,7 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
                 // fresh Parse plans it again, as a client of PostgreSQL would have to; until
                 // then no other client may be handed this copy.
                 if (done.request.type == protocol::fe::kBind && done.request.statement &&
-                    failed_sqlstate_ == protocol::sqlstate::kFeatureNotSupported) {
+                    link_.failed_sqlstate() == protocol::sqlstate::kFeatureNotSupported) {
                     statements_.mark_stale(done.request.statement);
                 }
                 // "prepared statement does not exist" for a name pgtether gave: the backend lost
@@ -442,7 +404,7 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
                 if ((done.request.type == protocol::fe::kBind ||
                      done.request.type == protocol::fe::kDescribe) &&
                     done.request.statement &&
-                    failed_sqlstate_ == protocol::sqlstate::kInvalidSqlStatementName) {
+                    link_.failed_sqlstate() == protocol::sqlstate::kInvalidSqlStatementName) {
                     statements_.remove(*done.request.statement);
                 }
                 undo_request(done.request, client_ ? &client_->statements() : nullptr,
@@ -458,7 +420,7 @@ void Server::settle_requests(const std::function<void(std::string&&)>& emit) {
 }
 
 void Server::settle_requests() {
-    if (requests_.finished().empty()) return;  // the usual case: skip building the callback
+    if (link_.requests().finished().empty()) return;  // the usual case: skip building the callback
     settle_requests([this](std::string&& reply) { client_->send(reply); });
 }
 
@@ -528,13 +490,16 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
     };
     // pgtether's answers to requests whose turn came, in place in the reply stream.
     auto settle = [&]() {
-        if (requests_.finished().empty()) return;
+        if (link_.requests().finished().empty()) return;
         settle_requests([&](std::string&& reply) {
             answers.push_back(std::move(reply));
             forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
                     answers.back().size());
         });
     };
+    auto& tracker = link_.tracker();
+    auto& requests = link_.requests();
+    auto& locks = link_.lock_accounting();
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     while (consumed < data.size()) {
         const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
@@ -555,7 +520,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
         }
         if (next.step != MessageReader::Step::Message) {
             if (next.step == MessageReader::Step::Partial && streamable_from_server(next.type)) {
-                tracker_.on_backend(next.type);
+                tracker.on_backend(next.type);
                 forward(next.bytes.data(), next.bytes.size());
                 reader_.forward_rest(next);
                 consumed = data.size();
@@ -568,9 +533,9 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
         consumed += next.total;
         // With statement translation, replies to messages pgtether injected are not for the
         // client (RequestQueue says which).
-        bool swallow = translate_statements_ && !requests_.empty() &&
-                       requests_.on_backend_message(type) == RequestQueue::Verdict::Swallow;
-        if (locks_.armed()) locks_.on_backend_message(type, body);
+        bool swallow = link_.translates_statements() && !requests.empty() &&
+                       requests.on_backend_message(type) == RequestQueue::Verdict::Swallow;
+        if (locks.armed()) locks.on_backend_message(type, body);
         switch (type) {
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -579,10 +544,10 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     close("invalid ReadyForQuery from server");
                     return consumed;
                 }
-                tracker_.on_ready_for_query(*status);
+                tracker.on_ready_for_query(*status);
                 pool_.stats().query_count++;
-                if (tracker_.quiet()) record_timing(*status);
-                if (*status == protocol::kTxIdle && tracker_.quiet() &&
+                if (tracker.quiet()) record_timing(*status);
+                if (*status == protocol::kTxIdle && tracker.quiet() &&
                     client_->has_held_notifications()) {
                     // What a multiplexed LISTEN held during the transaction goes right before
                     // the ReadyForQuery that ends it, where PostgreSQL sends notifications.
@@ -592,7 +557,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 }
                 forward(rest.data(), rest.size());
                 settle();
-                if (pool_.mode() != PoolMode::Session && tracker_.quiet()) {
+                if (pool_.mode() != PoolMode::Session && tracker.quiet()) {
                     if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
                         !client_->tethered()) {
                         // Drop the replies not yet sent (CommandComplete BEGIN, ReadyForQuery
@@ -603,16 +568,15 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                                       "transaction blocks not allowed in statement pooling mode");
                         return consumed;
                     }
-                    if (tracker_.idle()) {
+                    if (tracker.idle()) {
                         flush();
                         on_transaction_end();
                         return consumed;
                     }
-                    if (pipelined_probe_kinds_ != 0) {
+                    if (link_.take_pipelined_probe_kinds() != 0) {
                         // The client's statements left a transaction block open (plan says
                         // they cannot; defensive): the probe ran inside it and means nothing.
                         flush();
-                        pipelined_probe_kinds_ = 0;
                         start_internal(InternalPurpose::DiscardedProbe, {}, 1, 0, 0);
                         return consumed;
                     }
@@ -625,9 +589,9 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 break;
             }
             case be::kCommandComplete:
-                tracker_.on_backend(type);
+                tracker.on_backend(type);
                 if (!prepared_probes_.empty() && deallocates_all(body)) prepared_probes_.clear();
-                if (translate_statements_ && deallocates_all(body)) {
+                if (link_.translates_statements() && deallocates_all(body)) {
                     // DISCARD ALL / DEALLOCATE ALL: the backend and the client forgot every
                     // prepared statement.
                     StatementTranslator::forget_all(&client_->statements(), statements_);
@@ -639,7 +603,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 close(std::string("unexpected message from server: '") + type + "'");
                 return consumed;
             case be::kErrorResponse:
-                tracker_.on_backend(type);
+                tracker.on_backend(type);
                 // The backend now skips to the next Sync: a Parse of "" sent meanwhile is lost.
                 unnamed_unknown_ = true;
                 if (auto error = protocol::parse_error_fields(body)) {
@@ -648,18 +612,18 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                             // The backend's last word, but not the whole story for a client
                             // whose session state dies with it: Client::on_server_lost tells
                             // it that (core/server_loss.hpp), naming this message.
-                            held_fatal_message_ = error->message;
+                            link_.hold_fatal_message(error->message);
                             swallow = true;
                         } else {
                             // The client needs no other word: one error, then the close.
-                            fatal_forwarded_ = true;
+                            link_.note_fatal_forwarded();
                         }
                     }
-                    failed_sqlstate_ = error->sqlstate;  // for settle_requests
+                    link_.note_failed_sqlstate(error->sqlstate);  // for settle_requests
                 }
                 break;
             default:
-                tracker_.on_backend(type);
+                tracker.on_backend(type);
                 break;
         }
         if (!swallow) forward(rest.data(), rest.size());
@@ -743,33 +707,25 @@ void Server::on_stream_drained() {
 // Transaction boundaries and the tether
 
 void Server::on_transaction_end() {
-    const auto& config = worker_.config();
-    TransactionEnd end;
-    end.effects = effects_;
-    end.tracked = tracked_kinds(config);
-    end.every_transaction = config.advisory_lock_tracking == LockTracking::EveryTransaction;
-    end.tether_kinds = client_->tether_kinds();
-    end.ledger_had_maybe = client_->lock_ledger().has_maybe();
-    end.locks_armed = locks_.armed();
-    end.locks_exact = locks_.exact();
-    end.exact_ledger = &locks_.ledger();
-    end.defer_lock_probes = config.tether_probe_delay.count() > 0;
-    const TransactionEndDecision decision = decide_transaction_end(end);
-    effects_ = 0;
-    if (end.effects & protocol::kEffectCatalogChange) {
+    const TransactionEndDecision decision =
+        link_.at_boundary(worker_.config(), client_->tether_kinds(), client_->lock_ledger());
+    const std::uint32_t effects = link_.effects();
+    link_.clear_effects();
+    auto& locks = link_.lock_accounting();
+    if (effects & protocol::kEffectCatalogChange) {
         worker_.lock_catalog().on_catalog_change(pool_.database_name());
     }
     if (decision.ledger_unknown) {
-        LockLedger unknown = locks_.ledger();
+        LockLedger unknown = locks.ledger();
         unknown.mark_unknown();
         client_->adopt_lock_ledger(unknown);
     } else if (decision.adopt_ledger) {
         pool_.stats().ledger_decisions++;
-        client_->adopt_lock_ledger(locks_.ledger());
+        client_->adopt_lock_ledger(locks.ledger());
     }
-    locks_.reset();
+    locks.reset();
     note_tether_change(decision.tether_kinds);
-    if (const std::uint32_t pipelined = std::exchange(pipelined_probe_kinds_, 0)) {
+    if (const std::uint32_t pipelined = link_.take_pipelined_probe_kinds()) {
         // The probe already went out behind the client's statement (Client::handle_requests):
         // its answer is next, and it is the truth whatever this decision would have asked.
         start_internal(InternalPurpose::Probe, {}, 1, 0, pipelined);
@@ -789,7 +745,7 @@ void Server::on_transaction_end() {
 }
 
 void Server::on_partial_message_sent() {
-    if (client_ && state_ == State::Linked && tracker_.idle() &&
+    if (client_ && state_ == State::Linked && link_.tracker().idle() &&
         pool_.mode() != PoolMode::Session) {
         on_transaction_end();
     }
@@ -890,7 +846,7 @@ std::string Server::probe_messages(std::uint32_t kinds) {
 std::string Server::pipeline_probe(std::uint32_t kinds) {
     std::string messages = probe_messages(kinds);
     if (!messages.empty()) {
-        pipelined_probe_kinds_ = kinds;
+        link_.set_pipelined_probe_kinds(kinds);
         pool_.stats().probes++;
     }
     return messages;
@@ -988,10 +944,10 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
         const ByteSpan body = next.body();
         const char type = next.type;
         consumed += next.total;
-        if (!ours() && translate_statements_ && !requests_.empty()) {
+        if (!ours() && link_.translates_statements() && !link_.requests().empty()) {
             // Replies the departed client's requests still get: keep the backend's statement
             // bookkeeping true (nobody receives answers any more).
-            requests_.on_backend_message(type);
+            link_.requests().on_backend_message(type);
             settle_requests([](std::string&&) {});
         }
         if (type == be::kCommandComplete && deallocates_all(body)) {
@@ -1033,7 +989,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
                     close("invalid ReadyForQuery from server");
                     return consumed;
                 }
-                tracker_.on_ready_for_query(*status);
+                link_.tracker().on_ready_for_query(*status);
                 if (--op.pending_ready == 0) {
                     finish_internal();
                     return consumed;
@@ -1055,7 +1011,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
 void Server::finish_internal() {
     std::unique_ptr<InternalQuery> op = std::move(internal_);
     // Our queries ran as simple queries outside any transaction block; anything else is dirty.
-    bool clean = tracker_.idle() && !op->failed;
+    bool clean = link_.tracker().idle() && !op->failed;
     bool for_client = op->purpose == InternalPurpose::Check ||
                       op->purpose == InternalPurpose::ParamSync ||
                       op->purpose == InternalPurpose::Probe ||
@@ -1206,12 +1162,13 @@ void Server::scrub() {
     // (core/departure.hpp, plan_scrub): DISCARD ALL ends every kind of session state (advisory
     // locks, temporary tables, LISTEN, cursors, prepared statements, settings); the probe
     // verifies it.
+    const auto& tracker = link_.tracker();
     ScrubState state;
-    state.left_running = tracker_.outstanding();  // the client's, before our own Sync
-    state.probe_pipelined = std::exchange(pipelined_probe_kinds_, 0) != 0;
-    state.in_copy_in = tracker_.in_copy_in();
-    state.unsynced = tracker_.unsynced();
-    state.transaction_open = tracker_.tx_status() != protocol::kTxIdle;
+    state.left_running = tracker.outstanding();  // the client's, before our own Sync
+    state.probe_pipelined = link_.take_pipelined_probe_kinds() != 0;
+    state.in_copy_in = tracker.in_copy_in();
+    state.unsynced = tracker.unsynced();
+    state.transaction_open = tracker.tx_status() != protocol::kTxIdle;
     state.tracked = tracked_kinds(worker_.config());
     run_cleanup(InternalPurpose::Scrub, plan_scrub(state));
 }
@@ -1233,7 +1190,7 @@ void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
         protocol::append_sync(prefix);
         // The tracker must see this Sync too, or it keeps the batch "unsynced" and the scrub,
         // which only passes an idle tracker, closes a backend it had cleaned.
-        tracker_.on_frontend(protocol::fe::kSync);
+        link_.tracker().on_frontend(protocol::fe::kSync);
     }
     probe(purpose, plan.probe_kinds, plan.queries, std::move(prefix), plan.extra_ready);
     if (internal_ && plan.cancel) worker_.forward_cancel(*this);
@@ -1268,8 +1225,9 @@ void Server::close(const std::string& reason) {
     internal_.reset();
     if (Client* client = client_) {
         client_ = nullptr;
-        client->on_server_lost(held_fatal_message_.empty() ? reason : held_fatal_message_,
-                               client_forwarded_, fatal_forwarded_);
+        const std::string& held = link_.held_fatal_message();
+        client->on_server_lost(held.empty() ? reason : held, link_.client_forwarded(),
+                               link_.fatal_forwarded());
     }
     pool_.forget_server(*this);
     stream_.close();

@@ -14,21 +14,18 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "protocol/backend_messages.hpp"
-#include "protocol/pipeline_tracker.hpp"
 #include "protocol/startup.hpp"
 #include "core/host_choice.hpp"
-#include "core/lock_accounting.hpp"
 #include "core/server_state.hpp"
 #include "proxy/net/intrusive_list.hpp"
 #include "core/login_retry.hpp"
 #include "protocol/message_reader.hpp"
 #include "proxy/server/prepared_statements.hpp"
 #include "core/query_result.hpp"
-#include "proxy/server/request_queue.hpp"
+#include "proxy/server/link.hpp"
 #include "proxy/net/server_address.hpp"
 #include "core/session_params.hpp"
 #include "proxy/net/stream.hpp"
@@ -76,16 +73,19 @@ public:
     [[nodiscard]] const protocol::CancelKey& backend_key() const { return backend_key_; }
     [[nodiscard]] int backend_pid() const { return backend_key_.pid; }
     [[nodiscard]] const ParamValues& params() const { return params_; }
-    [[nodiscard]] protocol::PipelineTracker& tracker() { return tracker_; }
+    // The pairing with the linked client (proxy/server/link.hpp); after the client departs, what
+    // it left until the server is released.
+    [[nodiscard]] Link& link() { return link_; }
+    [[nodiscard]] const Link& link() const { return link_; }
     [[nodiscard]] bool busy() const { return internal_ != nullptr; }
     // The client's input must wait: pgtether's own query runs, or its probe's answer is due.
     [[nodiscard]] bool holds_client_input() const {
-        return internal_ != nullptr || pipelined_probe_kinds_ != 0;
+        return internal_ != nullptr || link_.pipelined_probe_kinds() != 0;
     }
     // The linked client is between transactions: nothing owed to it, no block open, none of
     // pgtether's own queries running (LISTEN multiplexed answers and notifies it now).
     [[nodiscard]] bool client_between_transactions() const {
-        return state_ == State::Linked && tracker_.idle() && !holds_client_input();
+        return state_ == State::Linked && link_.tracker().idle() && !holds_client_input();
     }
     [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
     [[nodiscard]] std::uint64_t idle_since_ms() const { return idle_since_ms_; }
@@ -130,11 +130,11 @@ public:
     // practice a FATAL and EOF: it was terminated). Looked at (one system call) only when it has
     // been idle for a millisecond or more: a busy pool's servers are handed on at once.
     [[nodiscard]] bool spoke_while_idle(std::uint64_t now_ms) const;
-    // Linking: the pool hands this server to a client. Applies the client's parameters first
-    // when they differ; the client's input waits until then (busy()).
-    void link(Client& client);
+    // Linking: the pool hands this server to a client, and a new Link begins. Applies the
+    // client's parameters first when they differ; the client's input waits until then (busy()).
+    void link_client(Client& client);
     // The client is done with this server (transaction end, or it left cleanly).
-    void unlink();
+    void unlink_client();
     // Close instead of reusing when released (reload, RECONNECT, lifetime).
     void retire() { retired_ = true; }
     [[nodiscard]] bool retired() const { return retired_; }
@@ -143,9 +143,7 @@ public:
     // Client messages, already inspected by the client; returns false if the write is pending.
     bool send_from_client(const uv_buf_t* bufs, unsigned count);
     // ---- prepared-statement translation (docs/prepared-statements.md) ----
-    // Fixed when a client is linked: max_prepared_statements > 0 at that moment.
-    [[nodiscard]] bool translates_statements() const { return translate_statements_; }
-    [[nodiscard]] RequestQueue& requests() { return requests_; }
+    // The backend's statements, whoever prepared them (the link's requests() are the pairing's).
     [[nodiscard]] ServerStatements& statements() { return statements_; }
     // Acts on requests the queue finished: hands pgtether's own answers to `emit` (in order with
     // the forwarded replies) and undoes what failed or skipped requests would have changed.
@@ -159,10 +157,6 @@ public:
     void on_partial_message_sent();
     // The client's socket drained after back-pressure: read from this server again.
     void resume_input_from_client();
-    // Records what the tether's trigger found in the current transaction's statements
-    // (protocol::SessionEffect flags); at its end they decide what to probe for.
-    void mark_effects(std::uint32_t effects) { effects_ |= effects; }
-    [[nodiscard]] std::uint32_t effects() const { return effects_; }
     // The backend's unnamed prepared statement (protocol §55.2.3): what a Bind of "" executes,
     // whoever parsed it — a client may bind it in a later transaction, or another client's
     // statement may still be there. Null: none, or one without session effects. A Parse of ""
@@ -172,22 +166,8 @@ public:
     // After an error the backend skips messages up to the next Sync, a Parse of "" among them:
     // which statement a later Bind of "" runs is not known until one is parsed at a quiet point.
     [[nodiscard]] bool unnamed_statement_unknown() const { return unnamed_unknown_; }
-    // Without statement translation a name goes to the backend as the client sent it, so a Bind
-    // runs whatever this backend holds under the name -- perhaps another client's statement of
-    // the same name (pgjdbc's S_1, ...). Only a name the linked client parsed here during the
-    // link is known to be its own text. At most kMaxLinkParsedNames are kept; beyond, a name
-    // counts as not parsed here (its Bind is probed: over-inclusive, never wrong).
-    void note_parsed_name(std::string_view name);
-    [[nodiscard]] bool parsed_in_link(std::string_view name) const;
-    static constexpr std::size_t kMaxLinkParsedNames = 1024;
-    // Exact lock accounting for the current transaction (docs/advisory-locks.md): the client
-    // arms it and adds what its statements will report; the backend's answers complete it.
-    [[nodiscard]] LockAccounting& lock_accounting() { return locks_; }
     // The session settings this backend has beyond its defaults (docs/session-state.md).
     [[nodiscard]] const SettingsMap& applied_settings() const { return applied_settings_; }
-    // The linked client sent a request while the backend was quiet (nothing owed): the start of
-    // a query, and of a transaction unless one is open. For SHOW STATS' query and xact times.
-    void note_request_start(std::uint64_t now_us);
     // When the backend last answered everything it had been sent (idle_transaction_timeout
     // counts from there, not from the request).
     [[nodiscard]] std::uint64_t quiet_since_ms() const { return quiet_since_ms_; }
@@ -295,10 +275,8 @@ private:
     Client* client_ = nullptr;
     protocol::CancelKey backend_key_;
     ParamValues params_;
-    protocol::PipelineTracker tracker_;
-    RequestQueue requests_;
+    Link link_;
     ServerStatements statements_;
-    bool translate_statements_ = false;
     std::unique_ptr<ServerLogin> login_;
     // TLS towards the server: the context chosen at connect time (a reload may replace the
     // worker's).
@@ -315,24 +293,14 @@ private:
     int port_ = 0;
     std::size_t host_index_ = 0;  // host_ is the host list's host_index_-th
     ServerRole role_;
-    std::uint32_t effects_ = 0;
     StatementPtr unnamed_statement_;  // see unnamed_statement()
     bool unnamed_unknown_ = false;    // see unnamed_statement_unknown()
-    // See note_parsed_name(); allocated on first use, emptied at each link.
-    std::unique_ptr<std::unordered_set<std::string>> link_parsed_names_;
-    LockAccounting locks_;
     // Kind masks whose transaction-end probe is prepared on this backend (as
     // "pgtether_probe_<mask>"); cleared by DISCARD ALL / DEALLOCATE ALL.
     std::vector<std::uint32_t> prepared_probes_;
-    std::uint32_t pipelined_probe_kinds_ = 0;  // a probe sent behind the client's statement
     bool prepared_probe_refused_ = false;  // a prepared probe failed here: simple ones only
     SettingsMap applied_settings_;
     bool retired_ = false;
-    bool client_forwarded_ = false;  // the linked client has sent this server anything
-    bool fatal_forwarded_ = false;   // the linked client got the backend's FATAL ErrorResponse
-    // The backend's FATAL message, held back from a tethered client (see on_stream_data).
-    std::string held_fatal_message_;
-    std::string failed_sqlstate_;    // of the last ErrorResponse forwarded to the linked client
     bool reset_done_ = false;        // server_reset_query ran since the last client left
     bool login_failed_reported_ = false;
     bool stream_closed_ = false;
@@ -347,8 +315,6 @@ private:
     std::uint64_t idle_since_ms_ = 0;
     std::uint64_t last_checked_ms_ = 0;
     std::uint64_t quiet_since_ms_ = 0;
-    std::uint64_t request_started_us_ = 0;  // 0: no query running (SHOW STATS timing)
-    std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
     // Who used this backend last and what they ran last, for leak reports.
     std::string last_client_description_;
     std::uint64_t last_client_id_ = ~std::uint64_t{0};  // whose description that is

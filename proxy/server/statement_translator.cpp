@@ -30,7 +30,7 @@ ParseAction StatementTranslator::decide_parse(const protocol::ParseMessage& pars
     const auto byte_limit = static_cast<std::size_t>(config_.max_prepared_statement_bytes);
     const std::size_t bytes = parse.query.size() + parse.parameter_types.size();
     ParseFacts facts;
-    facts.translates = server_.translates_statements();
+    facts.translates = server_.link().translates_statements();
     facts.count_full = names_.size() >= kMaxClientStatements;
     facts.bytes_full = names_.bytes() + bytes > byte_limit;
     // Looked up only where the answer matters (it usually does not without translation).
@@ -62,7 +62,7 @@ void StatementTranslator::translate_parse(std::string_view name, StatementPtr st
     // name ("cached plan must not change result type" where PostgreSQL would succeed).
     if (server_.statements().contains(*statement)) server_.statements().mark_stale(statement);
     write_server_parse(statement);
-    server_.requests().push({fe::kParse,
+    server_.link().requests().push({fe::kParse,
                              QueuedRequest::Kind::Forwarded,
                              QueuedRequest::kUndoClientAdd | QueuedRequest::kUndoServerAdd,
                              {},
@@ -91,8 +91,8 @@ StatementTranslator::Routed StatementTranslator::bind(const protocol::BindNames&
         .bytes(body.subspan(names_length))
         .end(body_missing);
     out_.add_owned(std::move(rewritten));
-    server_.tracker().on_frontend(fe::kBind);
-    server_.requests().push(
+    server_.link().tracker().on_frontend(fe::kBind);
+    server_.link().requests().push(
         {fe::kBind, QueuedRequest::Kind::Forwarded, QueuedRequest::kUndoNone, {}, {}, statement});
     return Routed::Rewritten;
 }
@@ -101,7 +101,7 @@ StatementTranslator::Routed StatementTranslator::describe_or_close(ByteSpan body
     auto target = protocol::parse_describe_or_close(body);
     if (!target || target->kind != 'S' || target->name.empty()) return Routed::AsSent;
     if (type == fe::kClose) {
-        switch (decide_close(server_.translates_statements(),
+        switch (decide_close(server_.link().translates_statements(),
                              is_reserved_statement_name(target->name))) {
             case CloseAction::RefuseReservedName:
                 refuse_reserved(fe::kClose, target->name);
@@ -112,7 +112,7 @@ StatementTranslator::Routed StatementTranslator::describe_or_close(ByteSpan body
             case CloseAction::AnswerCloseComplete: {
                 std::string name(target->name);
                 StatementPtr removed = names_.remove(name);
-                server_.requests().push(
+                server_.link().requests().push(
                     {fe::kClose, QueuedRequest::Kind::Answered,
                      removed ? QueuedRequest::kUndoClientRemove : QueuedRequest::kUndoNone,
                      simple_message(protocol::be::kCloseComplete), std::move(name), removed});
@@ -121,7 +121,7 @@ StatementTranslator::Routed StatementTranslator::describe_or_close(ByteSpan body
             }
         }
     }
-    if (!server_.translates_statements()) return Routed::AsSent;
+    if (!server_.link().translates_statements()) return Routed::AsSent;
     StatementPtr statement = names_.find(target->name);
     const UseAction action = decide_use_of(statement, target->name);
     if (action == UseAction::ForwardAsSent) return Routed::AsSent;
@@ -137,8 +137,8 @@ StatementTranslator::Routed StatementTranslator::describe_or_close(ByteSpan body
         .cstring(statement->server_name)
         .end();
     out_.add_owned(std::move(rewritten));
-    server_.tracker().on_frontend(fe::kDescribe);
-    server_.requests().push({fe::kDescribe, QueuedRequest::Kind::Forwarded,
+    server_.link().tracker().on_frontend(fe::kDescribe);
+    server_.link().requests().push({fe::kDescribe, QueuedRequest::Kind::Forwarded,
                              QueuedRequest::kUndoNone, {}, {}, statement});
     return Routed::Rewritten;
 }
@@ -150,7 +150,7 @@ void StatementTranslator::refuse_reserved(char type, std::string_view name) {
 }
 
 void StatementTranslator::answer(QueuedRequest::Kind kind, char type, std::string reply) {
-    server_.requests().push({type, kind, QueuedRequest::kUndoNone, std::move(reply), {}, {}});
+    server_.link().requests().push({type, kind, QueuedRequest::kUndoNone, std::move(reply), {}, {}});
     server_.settle_requests();
 }
 
@@ -158,7 +158,7 @@ UseAction StatementTranslator::decide_use_of(const StatementPtr& statement,
                                              std::string_view name) const {
     UseFacts facts;
     facts.reserved_name = is_reserved_statement_name(name);
-    facts.translates = server_.translates_statements();
+    facts.translates = server_.link().translates_statements();
     facts.name_known = statement != nullptr;
     facts.text_withheld = statement && statement->text_withheld;
     facts.on_backend = facts.translates && facts.name_known && !facts.text_withheld &&
@@ -172,7 +172,7 @@ void StatementTranslator::ensure_prepared(UseAction action, const StatementPtr& 
         return;
     }
     write_server_parse(statement);
-    server_.requests().push({fe::kParse,
+    server_.link().requests().push({fe::kParse,
                              QueuedRequest::Kind::Injected,
                              QueuedRequest::kUndoServerAdd,
                              {},
@@ -184,7 +184,7 @@ void StatementTranslator::make_room_for(const StatementPtr& statement) {
     auto capacity = static_cast<std::size_t>(config_.max_prepared_statements);
     auto& on_server = server_.statements();
     for (auto& old :
-         on_server.add(statement, capacity, server_.requests().pinned_statements(),
+         on_server.add(statement, capacity, server_.link().requests().pinned_statements(),
                        static_cast<std::size_t>(config_.max_prepared_statement_bytes))) {
         close_on_server(old, QueuedRequest::kUndoServerRemove);
     }
@@ -197,8 +197,8 @@ void StatementTranslator::close_on_server(const StatementPtr& statement, std::ui
     std::string close;
     protocol::MessageWriter(close).begin(fe::kClose).u8('S').cstring(statement->server_name).end();
     out_.add_owned(std::move(close));
-    server_.tracker().on_frontend(fe::kClose);
-    server_.requests().push({fe::kClose, QueuedRequest::Kind::Injected, undo, {}, {}, statement});
+    server_.link().tracker().on_frontend(fe::kClose);
+    server_.link().requests().push({fe::kClose, QueuedRequest::Kind::Injected, undo, {}, {}, statement});
 }
 
 void StatementTranslator::write_server_parse(const StatementPtr& statement) {
@@ -215,7 +215,7 @@ void StatementTranslator::write_server_parse(const StatementPtr& statement) {
         .bytes(statement->parameter_types)
         .end();
     out_.add_owned(std::move(parse));
-    server_.tracker().on_frontend(fe::kParse);
+    server_.link().tracker().on_frontend(fe::kParse);
 }
 
 }  // namespace pgtether

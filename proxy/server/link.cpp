@@ -1,0 +1,67 @@
+#include "proxy/server/link.hpp"
+
+#include "core/config.hpp"
+#include "core/lock_ledger.hpp"
+#include "core/state_probe.hpp"
+#include "core/stats.hpp"
+#include "protocol/message_types.hpp"
+
+namespace pgtether {
+
+void Link::begin(bool translate_statements) {
+    tracker_.reset();
+    locks_.reset();
+    requests_.clear();
+    translate_statements_ = translate_statements;
+    if (parsed_names_) parsed_names_->clear();
+    effects_ = 0;
+    pipelined_probe_kinds_ = 0;
+    request_started_us_ = xact_started_us_ = 0;
+    client_forwarded_ = false;
+    fatal_forwarded_ = false;
+    held_fatal_message_.clear();
+    failed_sqlstate_.clear();
+}
+
+void Link::note_parsed_name(std::string_view name) {
+    if (!parsed_names_) parsed_names_ = std::make_unique<std::unordered_set<std::string>>();
+    if (parsed_names_->size() < kMaxParsedNames) parsed_names_->emplace(name);
+}
+
+bool Link::parsed_here(std::string_view name) const {
+    return parsed_names_ && parsed_names_->count(std::string(name)) != 0;
+}
+
+TransactionEndDecision Link::at_boundary(const Config& config, std::uint32_t tether_kinds,
+                                         const LockLedger& client_ledger) const {
+    TransactionEnd end;
+    end.effects = effects_;
+    end.tracked = tracked_kinds(config);
+    end.every_transaction = config.advisory_lock_tracking == LockTracking::EveryTransaction;
+    end.tether_kinds = tether_kinds;
+    end.ledger_had_maybe = client_ledger.has_maybe();
+    end.locks_armed = locks_.armed();
+    end.locks_exact = locks_.exact();
+    end.exact_ledger = &locks_.ledger();
+    end.defer_lock_probes = config.tether_probe_delay.count() > 0;
+    return decide_transaction_end(end);
+}
+
+void Link::note_request_start(std::uint64_t now_us) {
+    request_started_us_ = now_us;
+    if (xact_started_us_ == 0) xact_started_us_ = now_us;
+}
+
+void Link::note_quiet(char tx_status, std::uint64_t now_us, PoolStats& stats) {
+    if (request_started_us_ != 0) {
+        stats.query_time_us += now_us - request_started_us_;
+        request_started_us_ = 0;
+    }
+    if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
+        stats.xact_count++;
+        stats.xact_time_us += now_us - xact_started_us_;
+        xact_started_us_ = 0;
+    }
+}
+
+}  // namespace pgtether

@@ -1,0 +1,117 @@
+// One client's pairing with a backend: the state that exists because this client uses this server
+// now, and means nothing to the next client (docs/architecture.md, "The link").
+//
+// A Server owns one Link and begins it afresh each time the pool pairs it with a client
+// (Server::link_client). What the link holds stays valid after the client departs, through the
+// clean-up of what it left running (scrub), until the server is released; the next pairing forgets
+// all of it. What belongs to the backend whoever uses it (its statements, its settings, its
+// unnamed statement, its role) stays on Server.
+//
+// Client reaches the pairing's state here, not through Server's members: the pipeline it sent,
+// the lock accounting of its transaction, the session effects its statements showed, the
+// statement requests queued for translation, the names it parsed on this backend, and the timing
+// of its queries. The input of the decision at a transaction's end (core/tether_policy.hpp) is
+// assembled in one place, at_boundary().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+
+#include "core/lock_accounting.hpp"
+#include "core/tether_policy.hpp"
+#include "protocol/pipeline_tracker.hpp"
+#include "proxy/server/request_queue.hpp"
+
+namespace pgtether {
+
+struct Config;
+class LockLedger;
+struct PoolStats;
+
+class Link {
+public:
+    // A new pairing: everything of the last one is forgotten. `translate_statements`:
+    // max_prepared_statements > 0 when the pairing began (a reload does not change it midway).
+    void begin(bool translate_statements);
+
+    // What the client sent this backend and what is still owed to it (protocol §55.2.3).
+    [[nodiscard]] protocol::PipelineTracker& tracker() { return tracker_; }
+    [[nodiscard]] const protocol::PipelineTracker& tracker() const { return tracker_; }
+    // Exact lock accounting for the current transaction (docs/advisory-locks.md): the client arms
+    // it and adds what its statements will report; the backend's answers complete it.
+    [[nodiscard]] LockAccounting& lock_accounting() { return locks_; }
+
+    // ---- prepared-statement translation (docs/prepared-statements.md) ----
+    [[nodiscard]] bool translates_statements() const { return translate_statements_; }
+    [[nodiscard]] RequestQueue& requests() { return requests_; }
+    // Without statement translation a name goes to the backend as the client sent it, so a Bind
+    // runs whatever this backend holds under the name -- perhaps another client's statement of
+    // the same name (pgjdbc's S_1, ...). Only a name the client parsed here during this pairing
+    // is known to be its own text. At most kMaxParsedNames are kept; beyond, a name counts as not
+    // parsed here (its Bind is probed: over-inclusive, never wrong).
+    void note_parsed_name(std::string_view name);
+    [[nodiscard]] bool parsed_here(std::string_view name) const;
+    static constexpr std::size_t kMaxParsedNames = 1024;
+
+    // ---- the tether ----
+    // What the tether's trigger found in the current transaction's statements
+    // (protocol::SessionEffect flags); at its end they decide what to probe for.
+    void mark_effects(std::uint32_t effects) { effects_ |= effects; }
+    [[nodiscard]] std::uint32_t effects() const { return effects_; }
+    void clear_effects() { effects_ = 0; }
+    // The decision at the end of a transaction (or, before it, whether a probe must follow the
+    // client's statement): this transaction's effects and accounting against the client's tether
+    // and ledger when it began.
+    [[nodiscard]] TransactionEndDecision at_boundary(const Config& config,
+                                                     std::uint32_t tether_kinds,
+                                                     const LockLedger& client_ledger) const;
+    // The kinds of a probe sent right behind the client's statement; its answer is due before
+    // anything else the client sends.
+    [[nodiscard]] std::uint32_t pipelined_probe_kinds() const { return pipelined_probe_kinds_; }
+    void set_pipelined_probe_kinds(std::uint32_t kinds) { pipelined_probe_kinds_ = kinds; }
+    [[nodiscard]] std::uint32_t take_pipelined_probe_kinds() {
+        return std::exchange(pipelined_probe_kinds_, 0);
+    }
+
+    // ---- timing, for SHOW STATS ----
+    // The client sent a request while the backend was quiet (nothing owed): the start of a query,
+    // and of a transaction unless one is open.
+    void note_request_start(std::uint64_t now_us);
+    // The backend answered everything it had been sent: one query (or pipeline) for SHOW STATS'
+    // query_time; back at 'I' (`tx_status`), one transaction.
+    void note_quiet(char tx_status, std::uint64_t now_us, PoolStats& stats);
+
+    // ---- what the client was told, for the words it gets if the backend is lost ----
+    void note_client_forwarded() { client_forwarded_ = true; }
+    [[nodiscard]] bool client_forwarded() const { return client_forwarded_; }
+    void note_fatal_forwarded() { fatal_forwarded_ = true; }
+    [[nodiscard]] bool fatal_forwarded() const { return fatal_forwarded_; }
+    // The backend's FATAL message, held back from a tethered client (Server::handle_linked_data).
+    void hold_fatal_message(std::string message) { held_fatal_message_ = std::move(message); }
+    [[nodiscard]] const std::string& held_fatal_message() const { return held_fatal_message_; }
+    // The SQLSTATE of the last ErrorResponse forwarded to the client (Server::settle_requests).
+    void note_failed_sqlstate(std::string sqlstate) { failed_sqlstate_ = std::move(sqlstate); }
+    [[nodiscard]] const std::string& failed_sqlstate() const { return failed_sqlstate_; }
+
+private:
+    protocol::PipelineTracker tracker_;
+    LockAccounting locks_;
+    RequestQueue requests_;
+    bool translate_statements_ = false;
+    // See note_parsed_name(); allocated on first use (most pairings parse nothing by name).
+    std::unique_ptr<std::unordered_set<std::string>> parsed_names_;
+    std::uint32_t effects_ = 0;
+    std::uint32_t pipelined_probe_kinds_ = 0;
+    std::uint64_t request_started_us_ = 0;  // 0: no query running
+    std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
+    bool client_forwarded_ = false;  // the client has sent this backend anything
+    bool fatal_forwarded_ = false;   // the client got the backend's FATAL ErrorResponse
+    std::string held_fatal_message_;
+    std::string failed_sqlstate_;
+};
+
+}  // namespace pgtether
