@@ -1195,6 +1195,13 @@ std::vector<ConfigSetting> describe_settings(const Config& config) {
             auto it = config.other_settings.find(setting.key);
             setting.value = it != config.other_settings.end() ? std::optional(it->second)
                                                               : setting.default_value;
+            // PgBouncer's conffile defaults to the file it was started with; a conffile the
+            // file or a SET names is shown instead, as PgBouncer shows it (pgtether still
+            // reloads the file it was started with: the key is not acted on).
+            if (setting.key == "conffile" && it == config.other_settings.end() &&
+                !config.config_file_as_given.empty()) {
+                setting.value = config.config_file_as_given;
+            }
         }
         setting.changeable = spec.changeable;
         setting.supported = spec.supported;
@@ -1294,6 +1301,7 @@ ConfigCheck check_config(const std::string& path) {
     std::error_code ec;
     auto absolute = std::filesystem::absolute(path, ec);
     check.config->config_file = ec ? path : absolute.lexically_normal().string();
+    check.config->config_file_as_given = path;
     return check;
 }
 

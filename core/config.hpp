@@ -136,6 +136,9 @@ struct PeerConfig {
 
 struct Config {
     std::string config_file;  // absolute path of the main file
+    // The main file as named on the command line, relative or not: SHOW CONFIG's conffile, which
+    // PgBouncer shows that way.
+    std::string config_file_as_given;
 
     // --- [pgbouncer] (also accepted as [pgtether]); defaults are PgBouncer 1.18's ---
     std::string logfile;

@@ -107,6 +107,12 @@ std::vector<ConfigChange> diff_configs(const Config& running, const Config& next
     // Both lists hold every key of the same table in the same order.
     for (std::size_t i = 0; i < before.size() && i < after.size(); ++i) {
         if (before[i].value == after[i].value) continue;
+        // Unless a file names one, conffile is the path each was loaded from: comparing two
+        // files (--check NEW RUNNING) is not a change either of them makes.
+        if (before[i].key == "conffile" && running.other_settings.count("conffile") == 0 &&
+            next.other_settings.count("conffile") == 0) {
+            continue;
+        }
         ConfigChange c;
         c.key = before[i].key;
         c.old_value = before[i].value.value_or("(not set)");

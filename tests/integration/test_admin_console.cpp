@@ -236,6 +236,11 @@ TEST_CASE("every SHOW has PgBouncer 1.18's columns, order and types, pgtether's 
     }
     CHECK(find_row(must_show(admin_t, "CONFIG"), "key", "stats_users")->at("value") ==
           std::optional<std::string>(kStatsUser));
+    // conffile: the file each was started with, as named on its command line.
+    CHECK(cell(*find_row(must_show(admin_t, "CONFIG"), "key", "conffile"), "value") ==
+          pgt.ini_path());
+    CHECK(cell(*find_row(must_show(admin_b, "CONFIG"), "key", "conffile"), "value") ==
+          pgb.ini_path());
     CHECK(scalar(admin_t, "SHOW VERSION").find("PgBouncer 1.18.0") != std::string::npos);
 
     // SHOW HELP: a NOTICE and an empty result, on both.

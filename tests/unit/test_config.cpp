@@ -1218,6 +1218,23 @@ const ConfigSetting& setting_of(const std::vector<ConfigSetting>& settings, cons
 
 }  // namespace
 
+TEST_CASE("describe_settings: conffile is the main file as named on the command line") {
+    TempDir tmp;
+    const std::string absolute = tmp.write("t.ini", "[pgbouncer]\nlisten_port = 7000\n");
+    CHECK(setting_of(describe_settings(*load_config(absolute)), "conffile").value == absolute);
+    // A relative name stays relative, as PgBouncer shows it; config_file is made absolute.
+    const auto cwd = fs::current_path();
+    fs::current_path(tmp.path());
+    auto relative = load_config("./t.ini");
+    fs::current_path(cwd);
+    CHECK(setting_of(describe_settings(*relative), "conffile").value == "./t.ini");
+    CHECK(relative->config_file == (tmp.path() / "t.ini").string());
+    // A conffile the file names is shown as written (PgBouncer's display; not acted on).
+    const std::string naming = tmp.write("n.ini", "[pgbouncer]\nconffile = /etc/other.ini\n");
+    CHECK(setting_of(describe_settings(*load_config(naming)), "conffile").value ==
+          "/etc/other.ini");
+}
+
 TEST_CASE("describe_settings lists every key with a value the loader reads back") {
     auto cfg = load_text(
         "[pgbouncer]\n"

@@ -106,3 +106,18 @@ TEST_CASE("config diff: passwords are never shown, a changed one is still report
         CHECK(c.find("two") == std::string::npos);
     }
 }
+
+TEST_CASE("config diff: two files' own paths (SHOW CONFIG's conffile) are no change") {
+    const auto dir = std::filesystem::temp_directory_path();
+    const auto a = dir / ("pgtether-diff-a-" + std::to_string(getpid()) + ".ini");
+    const auto b = dir / ("pgtether-diff-b-" + std::to_string(getpid()) + ".ini");
+    std::ofstream(a) << "[pgbouncer]\npool_mode = session\n";
+    std::ofstream(b) << "[pgbouncer]\npool_mode = session\n";
+    auto running = load_config(a.string());
+    auto next = load_config(b.string());
+    std::filesystem::remove(a);
+    std::filesystem::remove(b);
+    CHECK(diff_configs(*running, *next).empty());
+    // One the file itself names is a change, shown as written.
+    CHECK(described("[pgbouncer]\n", "[pgbouncer]\nconffile = /etc/x.ini\n").size() == 1);
+}
