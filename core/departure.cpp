@@ -64,4 +64,20 @@ CleanupPlan plan_sweep(std::uint32_t tracked) {
     return plan;
 }
 
+CleanupOutcome decide_cleanup_outcome(CleanupKind kind, const CleanupAnswer& answer) {
+    using Action = CleanupOutcome::Action;
+    switch (kind) {
+        case CleanupKind::Reset:
+            return {answer.verified && answer.present == 0 ? Action::Release : Action::Close};
+        case CleanupKind::Scrub:
+            if (answer.cancelled && answer.scrub_repeats < kMaxScrubRepeats) return {Action::Rerun};
+            return {answer.verified && answer.present == 0 ? Action::Release : Action::Close};
+        case CleanupKind::Sweep:
+            // A leak is not the backend's fault: clean it like a departed client's.
+            if (!answer.verified) return {Action::Close};
+            return {answer.present == 0 ? Action::Release : Action::ScrubLeak};
+    }
+    return {Action::Close};
+}
+
 }  // namespace pgtether

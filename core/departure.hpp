@@ -84,4 +84,36 @@ inline constexpr const char* kUnlockAllQuery = "SELECT pg_catalog.pg_advisory_un
 // The leak sweep of an idle backend: the probe alone (settings are not leaks).
 [[nodiscard]] CleanupPlan plan_sweep(std::uint32_t tracked);
 
+// What follows a clean-up's answer: the backend goes back to the pool, the scrub runs again, the
+// sweep's find is scrubbed, or the backend is closed (never reused with state nobody can vouch
+// for).
+enum class CleanupKind : std::uint8_t { Reset, Scrub, Sweep };
+
+struct CleanupAnswer {
+    // The verifying probe answered (the queries ran clean and completely, the rows decoded).
+    bool verified = false;
+    std::uint32_t present = 0;  // the tracked kinds the probe still found
+    // The clean-up failed with query_canceled (57014): a cancel meant for what the departed
+    // client left running struck the scrub's own statements (see decide_cleanup_outcome).
+    bool cancelled = false;
+    int scrub_repeats = 0;  // scrubs already run again for this reason
+};
+
+struct CleanupOutcome {
+    enum class Action : std::uint8_t {
+        Release,    // clean: back to the pool
+        Rerun,      // a cancelled scrub: run it again
+        ScrubLeak,  // the sweep found state on an idle backend: scrub it
+        Close,      // the clean-up failed or state remains
+    };
+    Action action = Action::Close;
+    friend bool operator==(const CleanupOutcome&, const CleanupOutcome&) = default;
+};
+
+// PostgreSQL may deliver the scrub's cancel twice (the postmaster signals the backend and its
+// process group) or late; the scrub's statements are idempotent, so it runs again, this often.
+inline constexpr int kMaxScrubRepeats = 3;
+
+[[nodiscard]] CleanupOutcome decide_cleanup_outcome(CleanupKind kind, const CleanupAnswer& answer);
+
 }  // namespace pgtether

@@ -1043,12 +1043,6 @@ void Server::finish_internal() {
         if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
         return report;
     };
-    auto failure = [&](const std::optional<StateReport>& report) {
-        if (op->failed) return op->error.message;
-        if (!report) return std::string("unexpected probe result");
-        return "session state remains: " +
-               describe_state(report->present, describe_locks(report->locks), report->summaries);
-    };
     switch (op->purpose) {
         case InternalPurpose::ConnectQuery:
             if (!clean) {
@@ -1086,37 +1080,77 @@ void Server::finish_internal() {
         case InternalPurpose::DiscardedProbe:
             client_->on_server_ready();
             return;
-        case InternalPurpose::Reset: {
-            auto report = verified();
-            if (!report || report->present != 0) {
-                close("server_reset_query failed: " + failure(report));
-                return;
+        case InternalPurpose::Reset:
+        case InternalPurpose::Scrub:
+        case InternalPurpose::LeakSweep:
+            finish_cleanup(*op, verified());
+            return;
+    }
+}
+
+void Server::finish_cleanup(const InternalQuery& op, const std::optional<StateReport>& report) {
+    auto failure = [&]() {
+        if (op.failed) return op.error.message;
+        if (!report) return std::string("unexpected probe result");
+        return "session state remains: " +
+               describe_state(report->present, describe_locks(report->locks), report->summaries);
+    };
+    const CleanupKind kind = op.purpose == InternalPurpose::Reset   ? CleanupKind::Reset
+                             : op.purpose == InternalPurpose::Scrub ? CleanupKind::Scrub
+                                                                    : CleanupKind::Sweep;
+    if (kind == CleanupKind::Sweep) last_checked_ms_ = worker_.now_ms();
+    CleanupAnswer answer;
+    answer.verified = report.has_value();
+    answer.present = report ? report->present : 0;
+    answer.cancelled = op.failed && op.error.sqlstate == protocol::sqlstate::kQueryCanceled;
+    answer.scrub_repeats = scrub_repeats_;
+    const CleanupOutcome outcome = decide_cleanup_outcome(kind, answer);  // core/departure.hpp
+    if (kind == CleanupKind::Scrub && outcome.action != CleanupOutcome::Action::Rerun) {
+        scrub_repeats_ = 0;
+    }
+    switch (outcome.action) {
+        case CleanupOutcome::Action::Rerun:
+            // The scrub's cancel struck its own statements (CleanupAnswer::cancelled); they are
+            // idempotent, and nothing is left running to cancel now.
+            ++scrub_repeats_;
+            spdlog::debug("S-{} {}/{}: scrub of backend {} was cancelled; running it again", id_,
+                          pool_.database_name(), pool_.user_name(), backend_key_.pid);
+            scrub();
+            return;
+        case CleanupOutcome::Action::ScrubLeak:
+            pool_.stats().leaks_found++;
+            spdlog::warn(
+                "S-{} {}/{}: leaked session state on idle backend {}: {} (last used by {}: {})",
+                id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
+                describe_state(report->present, describe_locks(report->locks),
+                               report->summaries),
+                last_client_description_,
+                protocol::statement_for_log(last_statement_, worker_.config().log_statement_text));
+            scrub();
+            return;
+        case CleanupOutcome::Action::Close:
+            switch (kind) {
+                case CleanupKind::Reset:
+                    close("server_reset_query failed: " + failure());
+                    return;
+                case CleanupKind::Scrub:
+                    pool_.stats().scrub_failures++;
+                    close("scrub failed: " + failure());
+                    return;
+                case CleanupKind::Sweep:
+                    close("leak sweep failed: " + failure());
+                    return;
             }
+            return;
+        case CleanupOutcome::Action::Release:
+            break;
+    }
+    switch (kind) {
+        case CleanupKind::Reset:
             reset_done_ = true;
             pool_.release(*this);
             return;
-        }
-        case InternalPurpose::Scrub: {
-            auto report = verified();
-            // The scrub cancels what the departed client left running, and PostgreSQL may
-            // deliver that cancel twice (the postmaster signals the backend and its process
-            // group), or late: then it strikes the scrub's own statements. Those are idempotent,
-            // so a cancelled scrub is simply run again; nothing is left running to cancel now.
-            constexpr int kMaxScrubRepeats = 3;
-            if (op->failed && op->error.sqlstate == protocol::sqlstate::kQueryCanceled &&
-                scrub_repeats_ < kMaxScrubRepeats) {
-                ++scrub_repeats_;
-                spdlog::debug("S-{} {}/{}: scrub of backend {} was cancelled; running it again",
-                              id_, pool_.database_name(), pool_.user_name(), backend_key_.pid);
-                scrub();
-                return;
-            }
-            scrub_repeats_ = 0;
-            if (!report || report->present != 0) {
-                pool_.stats().scrub_failures++;
-                close("scrub failed: " + failure(report));
-                return;
-            }
+        case CleanupKind::Scrub:
             pool_.stats().scrubs++;
             // The tether doing its job, not a problem: LOG level (PgBouncer has no such line).
             spdlog::info("S-{} {}/{}: scrubbed backend {} after {} left", id_,
@@ -1124,28 +1158,7 @@ void Server::finish_internal() {
                          last_client_description_);
             pool_.release(*this);
             return;
-        }
-        case InternalPurpose::LeakSweep: {
-            last_checked_ms_ = worker_.now_ms();
-            auto report = verified();
-            if (!report) {
-                close("leak sweep failed: " + failure(report));
-                return;
-            }
-            if (report->present != 0) {
-                pool_.stats().leaks_found++;
-                spdlog::warn(
-                    "S-{} {}/{}: leaked session state on idle backend {}: {} (last used "
-                    "by {}: {})",
-                    id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
-                    describe_state(report->present, describe_locks(report->locks),
-                                   report->summaries),
-                    last_client_description_,
-                    protocol::statement_for_log(last_statement_,
-                                                worker_.config().log_statement_text));
-                scrub();
-                return;
-            }
+        case CleanupKind::Sweep: {
             // A sweep is not use: keep the time the last client left, or server_idle_timeout
             // and server_check_delay (which count from it) would restart with every sweep and
             // never be reached.

@@ -254,6 +254,9 @@ private:
     std::size_t handle_unexpected_data(protocol::ByteSpan data);
     void finish_login();
     void finish_internal();
+    // The end of a reset, scrub or leak sweep: what follows is decide_cleanup_outcome's
+    // (core/departure.hpp), given the verifying probe's report (none: it failed).
+    void finish_cleanup(const InternalQuery& op, const std::optional<StateReport>& report);
     void on_transaction_end();
     void after_probe(InternalQuery& result);
     // Sets the linked client's tether kinds and logs/counts a tether or untether.

@@ -150,6 +150,41 @@ TEST_CASE("reset and sweep plans") {
     }
 }
 
+TEST_CASE("clean-up outcome: release, run the scrub again, scrub a leak, or close") {
+    using Outcome = CleanupOutcome::Action;
+    struct Case {
+        const char* name;
+        CleanupKind kind;
+        CleanupAnswer answer;
+        Outcome expected;
+    };
+    const std::uint32_t lock = kStateAdvisoryLock;
+    const Case cases[] = {
+        {"reset verified clean", CleanupKind::Reset, {true, 0, false, 0}, Outcome::Release},
+        {"reset leaves a lock", CleanupKind::Reset, {true, lock, false, 0}, Outcome::Close},
+        {"reset failed", CleanupKind::Reset, {false, 0, false, 0}, Outcome::Close},
+        {"reset cancelled: not a scrub, no rerun", CleanupKind::Reset, {false, 0, true, 0},
+         Outcome::Close},
+        {"scrub verified clean", CleanupKind::Scrub, {true, 0, false, 0}, Outcome::Release},
+        {"scrub leaves a temp table", CleanupKind::Scrub, {true, kStateTempTable, false, 0},
+         Outcome::Close},
+        {"scrub failed", CleanupKind::Scrub, {false, 0, false, 0}, Outcome::Close},
+        {"scrub cancelled once", CleanupKind::Scrub, {false, 0, true, 0}, Outcome::Rerun},
+        {"scrub cancelled, last rerun", CleanupKind::Scrub,
+         {false, 0, true, kMaxScrubRepeats - 1}, Outcome::Rerun},
+        {"scrub cancelled too often", CleanupKind::Scrub, {false, 0, true, kMaxScrubRepeats},
+         Outcome::Close},
+        {"sweep finds nothing", CleanupKind::Sweep, {true, 0, false, 0}, Outcome::Release},
+        {"sweep finds a lock", CleanupKind::Sweep, {true, lock, false, 0}, Outcome::ScrubLeak},
+        {"sweep failed", CleanupKind::Sweep, {false, 0, false, 0}, Outcome::Close},
+        {"sweep cancelled: no rerun", CleanupKind::Sweep, {false, 0, true, 0}, Outcome::Close},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.name));
+        CHECK(decide_cleanup_outcome(c.kind, c.answer).action == c.expected);
+    }
+}
+
 TEST_CASE("server loss: what a client is told when its backend is lost") {
     struct Case {
         const char* name;
