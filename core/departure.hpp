@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,5 +116,37 @@ struct CleanupOutcome {
 inline constexpr int kMaxScrubRepeats = 3;
 
 [[nodiscard]] CleanupOutcome decide_cleanup_outcome(CleanupKind kind, const CleanupAnswer& answer);
+
+// Pool::release, the one way a server goes back to the pool: what it does next.
+struct ReleaseFacts {
+    bool closing = false;   // already closing: nothing to do
+    bool retired = false;   // a reload or RECONNECT retired it: close instead of reuse
+    std::uint64_t age_ms = 0;       // since it connected
+    std::optional<std::uint64_t> lifetime_ms;  // server_lifetime, when set
+    bool client_linked = false;     // still linked (server_lifetime waits for the client)
+    bool role_fits = true;          // its host's role still serves target_session_attrs
+    bool paused = false;            // PAUSE: servers close as they come back
+    bool cancels_in_flight = false; // a cancel for its last client is still on its way
+    // Session mode or server_reset_query_always, with a server_reset_query; and whether that
+    // reset ran since the last client left.
+    bool reset_due = false;
+    bool reset_done = false;
+};
+
+struct ReleasePlan {
+    enum class Action : std::uint8_t {
+        Nothing,         // already closing
+        Close,           // for `why`
+        WaitForCancels,  // BeingCancelled until the cancel arrives (then released again)
+        Reset,           // server_reset_query first (then released again)
+        Return,          // clean: to a client owed one, or the idle list
+    };
+    enum class Why : std::uint8_t { None, Retired, Lifetime, RoleChanged, Paused };
+    Action action = Action::Return;
+    Why why = Why::None;
+    friend bool operator==(const ReleasePlan&, const ReleasePlan&) = default;
+};
+
+[[nodiscard]] ReleasePlan plan_release(const ReleaseFacts& facts);
 
 }  // namespace pgtether

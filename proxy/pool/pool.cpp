@@ -444,45 +444,27 @@ void Pool::forget_server(Server& server) {
 }
 
 void Pool::release(Server& server) {
-    if (server.state() == Server::State::Closing) return;
     const auto& config = worker_.config();
-    std::uint64_t now = worker_.now_ms();
-    if (server.retired() ||
-        (config.server_lifetime.count() > 0 &&
-         now - server.connected_at_ms() >= to_ms(config.server_lifetime) &&
-         !server.client())) {
-        server.close(server.retired() ? "server retired" : "server_lifetime");
-        return;
-    }
-    if (!serves(server.role())) {
-        // A standby promoted under a standby-only database (in_hot_standby turned off): it is
-        // what it was not chosen for (target_session_attrs).
-        if (server.host_index() < hosts_.size()) {
-            note_host_login(hosts_[server.host_index()], server.role(), now);
-        }
-        spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_,
-                     server.host_and_port(),
-                     server.role().in_hot_standby ? "in hot standby" : "not in hot standby");
-        server.close("server role changed, target_session_attrs = " +
-                     std::string(session_attrs_name(session_attrs_)));
-        return;
-    }
-    if (paused()) {
-        // PAUSE waits for every server of the database to close; released ones go right away.
-        server.close("pause mode");
-        return;
-    }
-    if (server.cancels_in_flight() > 0) {
-        // A cancel for the last client is still on its way; the backend must not start serving
-        // someone else until it has arrived (Server::cancel_finished releases it).
-        server.wait_for_cancels();
-        return;
-    }
-    bool needs_reset = (mode_ == PoolMode::Session || config.server_reset_query_always) &&
-                       !config.server_reset_query.empty();
-    if (needs_reset && !server.reset_done()) {
-        server.reset();
-        return;
+    const std::uint64_t now = worker_.now_ms();
+    ReleaseFacts facts;
+    facts.closing = server.state() == Server::State::Closing;
+    facts.retired = server.retired();
+    facts.age_ms = now - server.connected_at_ms();
+    if (config.server_lifetime.count() > 0) facts.lifetime_ms = to_ms(config.server_lifetime);
+    facts.client_linked = server.client() != nullptr;
+    facts.role_fits = serves(server.role());
+    facts.paused = paused();
+    facts.cancels_in_flight = server.cancels_in_flight() > 0;
+    facts.reset_due = (mode_ == PoolMode::Session || config.server_reset_query_always) &&
+                      !config.server_reset_query.empty();
+    facts.reset_done = server.reset_done();
+    const ReleasePlan plan = plan_release(facts);  // core/departure.hpp
+    switch (plan.action) {
+        case ReleasePlan::Action::Nothing: return;
+        case ReleasePlan::Action::Close: close_released(server, plan.why, now); return;
+        case ReleasePlan::Action::WaitForCancels: server.wait_for_cancels(); return;
+        case ReleasePlan::Action::Reset: server.reset(); return;
+        case ReleasePlan::Action::Return: break;
     }
     server.clear_reset_done();
     if (lend_owed_ && pays_lend_owed_with(server)) return;
@@ -490,6 +472,26 @@ void Pool::release(Server& server) {
     // Not handed to a waiting client here: this runs inside the releasing server's (or its
     // client's) callbacks, and the new client's held requests would run inside them too.
     if (!waiting_.empty()) schedule_hand_offs();
+}
+
+void Pool::close_released(Server& server, ReleasePlan::Why why, std::uint64_t now) {
+    switch (why) {
+        case ReleasePlan::Why::Retired: server.close("server retired"); return;
+        case ReleasePlan::Why::Lifetime: server.close("server_lifetime"); return;
+        case ReleasePlan::Why::RoleChanged:
+            if (server.host_index() < hosts_.size()) {
+                note_host_login(hosts_[server.host_index()], server.role(), now);
+            }
+            spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_,
+                         server.host_and_port(),
+                         server.role().in_hot_standby ? "in hot standby" : "not in hot standby");
+            server.close("server role changed, target_session_attrs = " +
+                         std::string(session_attrs_name(session_attrs_)));
+            return;
+        case ReleasePlan::Why::Paused: server.close("pause mode"); return;
+        case ReleasePlan::Why::None: break;
+    }
+    server.close("released");
 }
 
 void Pool::schedule_hand_offs() {

@@ -23,6 +23,7 @@
 #include "proxy/client/client.hpp"
 #include "core/client_timeouts.hpp"
 #include "core/config.hpp"
+#include "core/departure.hpp"
 #include "core/host_choice.hpp"
 #include "proxy/net/intrusive_list.hpp"
 #include "proxy/pool/lock_catalog.hpp"
@@ -128,8 +129,9 @@ public:
     [[nodiscard]] bool clients_wait_for_servers() const;
 
     // ---- servers coming back ----
-    // A server is clean and unlinked: make it idle, and when clients wait, schedule a hand-off.
-    // Runs the reset query first when the mode requires it.
+    // A server is clean and unlinked: the one way back. plan_release (core/departure.hpp) says
+    // whether it closes, waits for a cancel, runs the reset query first, or returns: to a client
+    // owed a lent server, or the idle list (with a hand-off scheduled when clients wait).
     void release(Server& server);
     // The hand-off (PgBouncer's per_loop_activate): idle servers go to waiting clients. Run by the
     // worker once per loop iteration when scheduled (Worker::schedule_hand_offs), never from
@@ -238,6 +240,8 @@ private:
     // A lend is owed (lend()): close `server`, just released, instead of keeping it idle, when
     // this worker can spare it. True if it did.
     bool pays_lend_owed_with(Server& server);
+    // release()'s plan says close (core/departure.hpp, plan_release): with the words of `why`.
+    void close_released(Server& server, ReleasePlan::Why why, std::uint64_t now);
     // Whether this worker may lend one of its servers of the pool to worker `requester` now.
     [[nodiscard]] bool can_spare_for(std::size_t requester) const;
     // Servers other than `except` that are logged in and not retired: those that can still serve

@@ -185,6 +185,51 @@ TEST_CASE("clean-up outcome: release, run the scrub again, scrub a leak, or clos
     }
 }
 
+TEST_CASE("release plan: close, wait for a cancel, reset first, or return") {
+    using Plan = ReleasePlan::Action;
+    using Why = ReleasePlan::Why;
+    auto facts = [](auto change) {
+        ReleaseFacts f;
+        f.age_ms = 5000;
+        change(f);
+        return f;
+    };
+    struct Case {
+        const char* name;
+        ReleaseFacts facts;
+        ReleasePlan expected;
+    };
+    const Case cases[] = {
+        {"clean", facts([](ReleaseFacts&) {}), {Plan::Return, Why::None}},
+        {"already closing", facts([](ReleaseFacts& f) { f.closing = f.retired = true; }),
+         {Plan::Nothing, Why::None}},
+        {"retired", facts([](ReleaseFacts& f) { f.retired = f.paused = true; }),
+         {Plan::Close, Why::Retired}},
+        {"lifetime over", facts([](ReleaseFacts& f) { f.lifetime_ms = 5000; }),
+         {Plan::Close, Why::Lifetime}},
+        {"lifetime not yet over", facts([](ReleaseFacts& f) { f.lifetime_ms = 5001; }),
+         {Plan::Return, Why::None}},
+        {"lifetime over, client still linked",
+         facts([](ReleaseFacts& f) { f.lifetime_ms = 10; f.client_linked = true; }),
+         {Plan::Return, Why::None}},
+        {"lifetime of zero: closes at once", facts([](ReleaseFacts& f) { f.lifetime_ms = 0; }),
+         {Plan::Close, Why::Lifetime}},
+        {"role changed", facts([](ReleaseFacts& f) { f.role_fits = false; f.paused = true; }),
+         {Plan::Close, Why::RoleChanged}},
+        {"paused", facts([](ReleaseFacts& f) { f.paused = f.cancels_in_flight = true; }),
+         {Plan::Close, Why::Paused}},
+        {"cancel on its way", facts([](ReleaseFacts& f) { f.cancels_in_flight = f.reset_due = true; }),
+         {Plan::WaitForCancels, Why::None}},
+        {"reset due", facts([](ReleaseFacts& f) { f.reset_due = true; }), {Plan::Reset, Why::None}},
+        {"reset done", facts([](ReleaseFacts& f) { f.reset_due = f.reset_done = true; }),
+         {Plan::Return, Why::None}},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.name));
+        CHECK(plan_release(c.facts) == c.expected);
+    }
+}
+
 TEST_CASE("server loss: what a client is told when its backend is lost") {
     struct Case {
         const char* name;
