@@ -82,6 +82,11 @@ ShowTable merge_show_tables(std::string_view what, std::vector<ShowTable> tables
     auto lists_row_adds_up = [&](const std::string& name) {
         return ends_with(name, "_clients") || ends_with(name, "_servers") || name == "pools";
     };
+    // SHOW MEM: user_cache and db_cache count the auth_file's users and the configured
+    // databases, which every worker shares; the other rows are each worker's own.
+    auto mem_row_adds_up = [&](const std::string& name) {
+        return name != "user_cache" && name != "db_cache";
+    };
     std::vector<ColumnMerge> merges;
     for (const auto& column : out.columns) {
         merges.push_back(column_merge(what, column.name, column.type_oid));
@@ -100,6 +105,7 @@ ShowTable merge_show_tables(std::string_view what, std::vector<ShowTable> tables
                 continue;
             }
             if (what == "lists" && !(row.at(0) && lists_row_adds_up(*row.at(0)))) continue;
+            if (what == "mem" && !(row.at(0) && mem_row_adds_up(*row.at(0)))) continue;
             for (std::size_t i = rule.key_columns; i < row.size() && i < merges.size(); ++i) {
                 if (merges[i] == ColumnMerge::First) {
                     // The first worker's value, unless it has none and another has.

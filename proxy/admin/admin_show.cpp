@@ -736,16 +736,34 @@ void show_mem(Worker& worker, ShowTable& out) {
     ResultSet rs(
         out,
         {{"name", kText}, {"size", kInt4}, {"used", kInt4}, {"free", kInt4}, {"memtotal", kInt4}});
-    // Object sizes and counts (pgtether has no slab caches: nothing is free).
-    auto row = [&](const char* name, std::size_t size, std::size_t used) {
+    // PgBouncer's rows are slab caches of fixed-size objects: size x (used + free) = memtotal.
+    // pgtether allocates each object when needed and frees it when done, so nothing is free and
+    // memtotal is size x used: the objects themselves, not the strings and buffers they point
+    // to (the connections' buffers have a row of their own).
+    auto objects = [&](const char* name, std::size_t size, std::size_t used) {
         rs.row({text(name), number(static_cast<std::int64_t>(size)),
                 number(static_cast<std::int64_t>(used)), number(0),
                 number(static_cast<std::int64_t>(size * used))});
     };
-    row("client_cache", sizeof(Client), worker.client_count());
-    row("server_cache", sizeof(Server), worker.server_count());
-    row("pool_cache", sizeof(Pool), worker.pools().size());
-    row("iobuf_cache", worker.scratch().size(), 1);
+    objects("user_cache", sizeof(AuthFile::value_type), worker.auth_file().size());
+    const Config& config = worker.config();
+    objects("db_cache", sizeof(DatabaseConfig),
+            config.databases.size() + (config.fallback_database ? 1 : 0));
+    objects("pool_cache", sizeof(Pool), worker.pools().size());
+    objects("server_cache", sizeof(Server), worker.server_count());
+    objects("client_cache", sizeof(Client), worker.client_count());
+    // Every socket read lands in the worker's one receive buffer first (pkt_buf bytes).
+    objects("iobuf_cache", worker.scratch().size(), 1);
+    // pgtether: what connections keep beyond that -- input held between reads (a partial
+    // message, or a request waiting for a server) and output the kernel has not taken. A buffer
+    // grows by doubling from 1 kB and is given back once empty, so these sizes vary: `size` is
+    // the largest, memtotal their sum.
+    BufferMemory buffers;
+    worker.for_each_client([&](Client& client) { client.stream().add_buffer_memory(buffers); });
+    worker.for_each_server([&](Server& server) { server.stream().add_buffer_memory(buffers); });
+    rs.row({text("connection_buffers"), number(static_cast<std::int64_t>(buffers.largest)),
+            number(static_cast<std::int64_t>(buffers.buffers)), number(0),
+            number(static_cast<std::int64_t>(buffers.bytes))});
 }
 
 void show_version(ShowTable& out) {

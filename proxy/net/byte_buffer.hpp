@@ -20,6 +20,8 @@ public:
     [[nodiscard]] bool empty() const { return begin_ == end_; }
     [[nodiscard]] std::size_t size() const { return end_ - begin_; }
     [[nodiscard]] protocol::ByteSpan data() const { return {data_.get() + begin_, size()}; }
+    // Bytes allocated (0 once empty: the memory is given back).
+    [[nodiscard]] std::size_t capacity() const { return capacity_; }
 
     // Room for at least `n` more bytes at the end; commit() what was actually written there.
     std::span<std::uint8_t> prepare(std::size_t n) {
@@ -69,6 +71,20 @@ private:
     std::size_t begin_ = 0;
     std::size_t end_ = 0;
     std::size_t capacity_ = 0;
+};
+
+// Memory held by a set of buffers (SHOW MEM): how many hold any, their bytes, the largest.
+struct BufferMemory {
+    std::size_t buffers = 0;
+    std::size_t bytes = 0;
+    std::size_t largest = 0;
+
+    void add(const ByteBuffer& buffer) {
+        if (buffer.capacity() == 0) return;
+        ++buffers;
+        bytes += buffer.capacity();
+        if (buffer.capacity() > largest) largest = buffer.capacity();
+    }
 };
 
 }  // namespace pgtether

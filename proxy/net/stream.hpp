@@ -99,6 +99,15 @@ public:
     [[nodiscard]] bool write_pending() const {
         return write_in_flight_ || (write_ && !write_->queued.empty());
     }
+    // Adds the memory this connection's buffers hold now -- input kept between reads, output
+    // the kernel has not taken -- to `total` (SHOW MEM).
+    void add_buffer_memory(BufferMemory& total) const {
+        total.add(input_);
+        if (write_) {
+            total.add(write_->data);
+            total.add(write_->queued);
+        }
+    }
 
     // Closes now; queued output is dropped.
     void close();

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -358,6 +359,61 @@ TEST_CASE("SHOW LOCKS: statement text whole for admin_users, literals redacted f
     CHECK(seen_by_stats.find("31337") == std::string::npos);
     CHECK(seen_by_stats.find("dollar-secret") == std::string::npos);
     PGT_REQUIRE_OK(a.exec("SELECT pg_advisory_unlock_all()"));
+}
+
+TEST_CASE("SHOW MEM counts pgtether's own objects and what connections' buffers hold") {
+    Pgtether pooler(console_config());
+    Conn admin = console(pooler);
+    Conn a = app_client(pooler, "a");
+    Conn b = app_client(pooler, "b");
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    PGT_REQUIRE_OK(b.exec("SELECT 1"));
+
+    auto mem = must_show(admin, "MEM");
+    CHECK(mem.columns == std::vector<std::string>{"name", "size", "used", "free", "memtotal"});
+    std::vector<std::string> names;
+    for (const auto& row : named_rows(mem)) names.push_back(cell(row, "name"));
+    CHECK(names == std::vector<std::string>{"user_cache", "db_cache", "pool_cache",
+                                            "server_cache", "client_cache", "iobuf_cache",
+                                            "connection_buffers"});
+    auto used = [&](const Result& result, const std::string& name) {
+        return cell_int(*find_row(result, "name", name), "used");
+    };
+    for (const auto& row : named_rows(mem)) {
+        CAPTURE(cell(row, "name"));
+        CHECK(cell_int(row, "free") == 0);
+        if (cell(row, "name") == "connection_buffers") continue;
+        CHECK(cell_int(row, "size") > 0);
+        CHECK(cell_int(row, "memtotal") == cell_int(row, "size") * cell_int(row, "used"));
+    }
+    // The counts are those of the structures the other SHOWs list.
+    std::ifstream userlist(pooler.dir() + "/userlist.txt");
+    long long users = 0;
+    for (std::string line; std::getline(userlist, line);) users += line.empty() ? 0 : 1;
+    CHECK(used(mem, "user_cache") == users);
+    CHECK(used(mem, "db_cache") == 2);
+    CHECK(used(mem, "client_cache") == static_cast<long long>(must_show(admin, "CLIENTS").rows.size()));
+    CHECK(used(mem, "client_cache") == 3);  // a, b and this console
+    CHECK(used(mem, "server_cache") == static_cast<long long>(must_show(admin, "SERVERS").rows.size()));
+    CHECK(used(mem, "pool_cache") >= 1);
+    CHECK(cell_int(*find_row(mem, "name", "iobuf_cache"), "size") == 4096);  // pkt_buf
+    // Idle connections hold no buffer memory.
+    CHECK(used(mem, "connection_buffers") == 0);
+    CHECK(cell_int(*find_row(mem, "name", "connection_buffers"), "memtotal") == 0);
+
+    // A request waiting for a server is kept in its client's input buffer until one is free.
+    const std::string db = TestEnv::get().database;
+    PGT_REQUIRE_OK(admin.exec("PAUSE " + db));
+    send_query(b, "SELECT 2");
+    CHECK(eventually([&] { return used(must_show(admin, "MEM"), "connection_buffers") == 1; }));
+    auto held = *find_row(must_show(admin, "MEM"), "name", "connection_buffers");
+    CHECK(cell_int(held, "size") >= 1024);  // a buffer's first allocation
+    CHECK(cell_int(held, "memtotal") == cell_int(held, "size"));
+    PGT_REQUIRE_OK(admin.exec("RESUME " + db));
+    auto b_result = wait_result(b, 5s);
+    REQUIRE(b_result.has_value());
+    CHECK(b_result->value() == "2");
+    CHECK(eventually([&] { return used(must_show(admin, "MEM"), "connection_buffers") == 0; }));
 }
 
 TEST_CASE("admin_users run every command, stats_users only SHOW, anyone else is refused") {

@@ -82,6 +82,26 @@ TEST_CASE("SHOW LISTS adds up connections and pools, not the configuration") {
                                           {"free_servers", "1"}});
 }
 
+TEST_CASE("SHOW MEM adds up each worker's objects and buffers, not the shared configuration") {
+    ShowTable a;
+    a.columns = {{"name", kText}, {"size", kInt4}, {"used", kInt4}, {"free", kInt4},
+                 {"memtotal", kInt4}};
+    a.rows = {{"user_cache", "64", "5", "0", "320"},
+              {"db_cache", "400", "2", "0", "800"},
+              {"client_cache", "1000", "3", "0", "3000"},
+              {"connection_buffers", "2048", "2", "0", "3072"}};
+    ShowTable b = a;
+    b.rows = {{"user_cache", "64", "5", "0", "320"},
+              {"db_cache", "400", "2", "0", "800"},
+              {"client_cache", "1000", "1", "0", "1000"},
+              {"connection_buffers", "4096", "1", "0", "4096"}};
+    auto merged = merge_show_tables("mem", {a, b});
+    CHECK(merged.rows == std::vector<Row>{{"user_cache", "64", "5", "0", "320"},
+                                          {"db_cache", "400", "2", "0", "800"},
+                                          {"client_cache", "1000", "4", "0", "4000"},
+                                          {"connection_buffers", "4096", "3", "0", "7168"}});
+}
+
 TEST_CASE("a stopped worker's empty table is left out; NULLs and text stay as they are") {
     ShowTable stopped;
     auto merged =
