@@ -154,6 +154,41 @@ TEST_CASE("SIGHUP and RELOAD apply a new configuration under load; a broken one 
     PGT_CHECK_OK(added.exec("SELECT 1"));  // connected before the reloads, still there
 }
 
+TEST_CASE("an unknown key at RELOAD: PgBouncer 1.18 applies the lines above it, pgtether none") {
+    auto config = reload_config();
+    Pgtether pgt(config);
+    Pgbouncer pgb(config);
+    for (PoolerProcess* pooler :
+         {static_cast<PoolerProcess*>(&pgt), static_cast<PoolerProcess*>(&pgb)}) {
+        CAPTURE(pooler->name());
+        Conn admin = console(*pooler);
+        REQUIRE_MESSAGE(admin.ok(), admin.error());
+        REQUIRE(setting(admin, "default_pool_size") == "2");
+        REQUIRE(setting(admin, "max_client_conn") == "100");
+        // [pgbouncer] is the file's last section: these lines land in it.
+        std::ofstream(pooler->ini_path(), std::ios::app)
+            << "default_pool_size = 7\nfrobnicate = 1\nmax_client_conn = 33\n";
+        auto reload = admin.exec("RELOAD");
+        if (pooler == &pgb) {
+            // PgBouncer answers RELOAD, keeps what it read above the bad line and skips the rest.
+            PGT_CHECK_OK(reload);
+            CHECK(reload.command_tag == "RELOAD");
+            CHECK(setting(admin, "default_pool_size") == "7");
+            CHECK(setting(admin, "max_client_conn") == "100");
+            CHECK(pooler->wait_for_log("unknown parameter: pgbouncer/frobnicate"));
+            CHECK(pooler->wait_for_log("config file loading failed"));
+        } else {
+            // pgtether refuses the whole file, says where, and keeps the running configuration.
+            PGT_CHECK_SQLSTATE(reload, "F0000");
+            CHECK(reload.message.find(pooler->ini_path() + ":") != std::string::npos);
+            CHECK(reload.message.find("frobnicate: unknown configuration key") !=
+                  std::string::npos);
+            CHECK(setting(admin, "default_pool_size") == "2");
+            CHECK(setting(admin, "max_client_conn") == "100");
+        }
+    }
+}
+
 TEST_CASE("a smaller pool after reload: idle servers beyond it are closed") {
     auto config = reload_config({{"default_pool_size", "4"}});
     Pgtether pooler(config);
