@@ -33,8 +33,24 @@ namespace pgtether {
 
 namespace {
 
-
 std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
+
+// pkt_buf sizes the loop's shared receive buffer; tiny values would only multiply read calls.
+std::size_t read_buffer_size(const Config& config) {
+    constexpr int kMinReadBuffer = 1024;
+    constexpr int kMaxReadBuffer = 16 * 1024 * 1024;
+    return static_cast<std::size_t>(std::clamp(config.pkt_buf, kMinReadBuffer, kMaxReadBuffer));
+}
+
+TcpOptions tcp_options_of(const Config& config) {
+    TcpOptions options;
+    options.user_timeout = config.tcp_user_timeout;
+    options.keepalive = config.tcp_keepalive;
+    options.keepidle = config.tcp_keepidle;
+    options.keepintvl = config.tcp_keepintvl;
+    options.keepcnt = config.tcp_keepcnt;
+    return options;
+}
 
 }  // namespace
 
@@ -46,7 +62,8 @@ struct Worker::Registry {
 
 Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
                WorkerGroup& group, std::shared_ptr<const SecuritySetup> security)
-    : config_(std::move(config)),
+    : LoopContext(read_buffer_size(*config)),
+      config_(std::move(config)),
       auth_file_(std::move(auth_file)),
       security_(security ? std::move(security) : load_security(*config_)),
       group_(group),
@@ -54,29 +71,19 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       stats_history_(now_us()),
       control_(std::make_unique<PoolControl>(*this)),
       auth_lookups_(std::make_unique<AuthLookups>(*this)),
-      key_derivations_(std::make_unique<KeyDerivations>(&loop_)),
+      key_derivations_(std::make_unique<KeyDerivations>(loop())),
       peer_cancels_(std::make_unique<PeerCancels>(*this)) {
-    // pkt_buf sizes the shared receive buffer; tiny values would only multiply read calls.
-    constexpr int kMinReadBuffer = 1024;
-    constexpr int kMaxReadBuffer = 16 * 1024 * 1024;
-    scratch_.resize(static_cast<std::size_t>(
-        std::clamp(config_->pkt_buf, kMinReadBuffer, kMaxReadBuffer)));
-    // Decrypted data out of one read: at most what was read plus the record OpenSSL held back.
-    constexpr std::size_t kTlsRecord = 16 * 1024;
-    tls_plaintext_.resize(std::max(scratch_.size(), kTlsRecord));
-    if (int rc = uv_loop_init(&loop_); rc != 0) {
-        throw std::runtime_error(std::string("cannot create event loop: ") + uv_strerror(rc));
-    }
-    uv_async_init(&loop_, &mailbox_async_, on_mailbox);
+    set_tcp_options(tcp_options_of(*config_));
+    uv_async_init(loop(), &mailbox_async_, on_mailbox);
     mailbox_async_.data = this;
     index_ = group_.add(*this);
-    uv_timer_init(&loop_, &janitor_timer_);
+    uv_timer_init(loop(), &janitor_timer_);
     janitor_timer_.data = this;
-    uv_timer_init(&loop_, &stats_timer_);
+    uv_timer_init(loop(), &stats_timer_);
     stats_timer_.data = this;
-    uv_check_init(&loop_, &hand_off_check_);
+    uv_check_init(loop(), &hand_off_check_);
     hand_off_check_.data = this;
-    uv_idle_init(&loop_, &hand_off_idle_);
+    uv_idle_init(loop(), &hand_off_idle_);
     hand_off_idle_.data = this;
     lock_catalog_ = std::make_unique<LockCatalog>(*this);
 }
@@ -88,7 +95,7 @@ Worker::~Worker() {
     metrics_.reset();
     listeners_.clear();
     pools_.clear();
-    uv_loop_close(&loop_);
+    // LoopContext closes the loop once the members holding handles are gone.
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -107,7 +114,7 @@ void Worker::start() {
     if (!first && !config.so_reuseport) {
         for (const auto& shared : group_.at(0).listeners()) {
             if (!shared->is_tcp()) continue;
-            auto listener = std::make_unique<Listener>(*this);
+            auto listener = std::make_unique<Listener>(*this, *this);
             listener->listen_shared(*shared);
             listeners_.push_back(std::move(listener));
         }
@@ -118,7 +125,7 @@ void Worker::start() {
         for (const auto& host : listen_hosts(spec)) {
             const AddrinfoList addresses = resolve_listen_address(host, port, "listen_addr");
             for (addrinfo* ai = addresses.get(); ai; ai = ai->ai_next) {
-                auto listener = std::make_unique<Listener>(*this);
+                auto listener = std::make_unique<Listener>(*this, *this);
                 try {
                     listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog,
                                          config.so_reuseport);
@@ -134,7 +141,7 @@ void Worker::start() {
         }
     }
     if (first && !config.unix_socket_dir.empty()) {
-        auto listener = std::make_unique<Listener>(*this);
+        auto listener = std::make_unique<Listener>(*this, *this);
         std::string path = config.unix_socket_dir + "/.s.PGSQL." + port;
         listener->listen_unix(path, config.unix_socket_mode, config.listen_backlog);
         spdlog::info("listening on unix:{}", path);
@@ -213,9 +220,9 @@ int Worker::database_server_count(const std::string& database) const {
 }
 
 void Worker::run() {
-    uv_run(&loop_, UV_RUN_DEFAULT);
+    uv_run(loop(), UV_RUN_DEFAULT);
     // Let every handle's close callback run.
-    uv_run(&loop_, UV_RUN_DEFAULT);
+    uv_run(loop(), UV_RUN_DEFAULT);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -501,6 +508,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     const bool server_tls_changed = server_tls_settings_differ(*config_, *config);
     const std::shared_ptr<const AuthFile> old_auth_file = auth_file_;
     config_ = std::move(config);
+    set_tcp_options(tcp_options_of(*config_));
     auth_file_ = std::move(auth_file);
     security_ = std::move(security);
     lock_catalog_->apply_config();
@@ -601,15 +609,15 @@ void Worker::close_for_exit() {
     // And whatever else is on this loop: main's signal watchers on worker 0's (their owner
     // outlives the workers).
     uv_walk(
-        &loop_,
+        loop(),
         [](uv_handle_t* handle, void*) {
             if (!uv_is_closing(handle)) uv_close(handle, nullptr);
         },
         nullptr);
     // Bounded: a handle that somehow stays open leaves the loop unfreed (uv_loop_close says
     // EBUSY), never a hang at exit.
-    for (int round = 0; round < 16 && uv_loop_alive(&loop_); ++round) {
-        uv_run(&loop_, UV_RUN_NOWAIT);
+    for (int round = 0; round < 16 && uv_loop_alive(loop()); ++round) {
+        uv_run(loop(), UV_RUN_NOWAIT);
     }
     stopped_ = true;
 }

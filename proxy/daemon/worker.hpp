@@ -25,6 +25,8 @@
 #include "proxy/server/prepared_statements.hpp"
 #include "core/stats.hpp"
 #include "core/stats_history.hpp"
+#include "proxy/net/listener.hpp"
+#include "proxy/net/loop_context.hpp"
 
 namespace pgtether {
 
@@ -45,7 +47,7 @@ class WorkerGroup;
 struct LendRequest;
 struct SecuritySetup;
 
-class Worker {
+class Worker : public LoopContext, public Acceptor {
 public:
     // `security` is built from `config` when not given (load_security; may throw ConfigError).
     // The worker joins `group`; its index is the group's size before.
@@ -92,8 +94,6 @@ public:
                       std::shared_ptr<const AuthFile> auth_file,
                       std::shared_ptr<const SecuritySetup> security = nullptr);
 
-    [[nodiscard]] uv_loop_t* loop() { return &loop_; }
-    [[nodiscard]] std::span<std::uint8_t> scratch() { return scratch_; }
     [[nodiscard]] const Config& config() const { return *config_; }
     [[nodiscard]] const AuthFile& auth_file() const { return *auth_file_; }
     // TLS contexts and HBA rules of the current configuration.
@@ -101,18 +101,10 @@ public:
     [[nodiscard]] const std::shared_ptr<const SecuritySetup>& security_ptr() const {
         return security_;
     }
-    // Buffers for TLS (proxy/net/stream.cpp): decrypted input, encrypted output, scattered plaintext
-    // gathered into one record. Shared by all streams of this worker, like scratch().
-    [[nodiscard]] std::span<std::uint8_t> tls_plaintext() { return tls_plaintext_; }
-    [[nodiscard]] std::string& tls_staging() { return tls_staging_; }
-    [[nodiscard]] std::string& tls_gather() { return tls_gather_; }
     [[nodiscard]] const std::shared_ptr<const AuthFile>& auth_file_ptr() const {
         return auth_file_;
     }
     [[nodiscard]] CancelRegistry& cancels();
-    [[nodiscard]] std::uint64_t now_ms() const { return uv_now(&loop_); }
-    // A precise monotonic clock for query and transaction times (uv_now() has ms resolution).
-    [[nodiscard]] static std::uint64_t now_us() { return uv_hrtime() / 1000; }
     // Ids of clients and servers, unique in the process: worker i of N hands out i+1, i+1+N,
     // i+1+2N, ... (with one worker: 1, 2, 3, ...).
     [[nodiscard]] std::uint64_t next_id();
@@ -132,10 +124,10 @@ public:
     }
     // A connection a listener accepted (`drained`: while it drains before closing, SHUTDOWN
     // WAIT_FOR_CLIENTS).
-    void accept_client(int fd, bool tcp, bool drained);
+    void accept_client(int fd, bool tcp, bool drained) override;
     // A listener's accept() failed for want of descriptors (it pauses): counted, and logged at
     // most every few seconds (core/fd_budget.hpp).
-    void on_accept_out_of_descriptors(const std::string& error);
+    void on_accept_out_of_descriptors(const std::string& error) override;
 
     // The [databases] entry clients reach under `name`: its own, or the "*" fallback turned into
     // an entry for the database of that name. nullopt when neither exists.
@@ -252,7 +244,6 @@ private:
     StatementRegistry statements_;
     WorkerGroup& group_;
     std::size_t index_ = 0;
-    uv_loop_t loop_{};
     uv_async_t mailbox_async_{};
     std::mutex mailbox_mutex_;
     struct Task {
@@ -266,10 +257,6 @@ private:
     uv_check_t hand_off_check_{};
     uv_idle_t hand_off_idle_{};
     std::vector<Pool*> hand_offs_;  // pools whose serve_waiting_clients() is due
-    std::vector<std::uint8_t> scratch_;  // pkt_buf bytes: every socket read lands here first
-    std::vector<std::uint8_t> tls_plaintext_;
-    std::string tls_staging_;
-    std::string tls_gather_;
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
     struct Registry;  // intrusive lists of every client and server (defined in worker.cpp)

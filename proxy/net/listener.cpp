@@ -15,7 +15,6 @@
 
 #include "core/fd_budget.hpp"
 
-#include "proxy/daemon/worker.hpp"
 
 namespace pgtether {
 
@@ -103,9 +102,9 @@ void Listener::listen_shared(const Listener& other) {
 }
 
 void Listener::watch(const std::string& name) {
-    int rc = uv_poll_init_socket(worker_.loop(), &poll_, fd_);
+    int rc = uv_poll_init_socket(context_.loop(), &poll_, fd_);
     if (rc != 0) fail("watch", name, rc);
-    uv_timer_init(worker_.loop(), &pause_timer_);
+    uv_timer_init(context_.loop(), &pause_timer_);
     watching_ = true;
     poll_.data = this;
     pause_timer_.data = this;
@@ -123,7 +122,7 @@ void Listener::accept_queued() {
     for (int i = 0; i < kAcceptBatch && open_; ++i) {
         int client_fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (client_fd >= 0) {
-            worker_.accept_client(client_fd, tcp_, false);
+            acceptor_.accept_client(client_fd, tcp_, false);
             continue;
         }
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
@@ -137,7 +136,7 @@ void Listener::accept_queued() {
 }
 
 void Listener::pause_accepting(int error) {
-    worker_.on_accept_out_of_descriptors(std::strerror(error));
+    acceptor_.on_accept_out_of_descriptors(std::strerror(error));
     uv_poll_stop(&poll_);
     uv_timer_start(&pause_timer_, on_pause_over, kAcceptPauseMs, 0);
 }
@@ -179,11 +178,11 @@ void Listener::drain_and_close() {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (out_of_descriptors(errno)) {
                 // What is still queued is reset at close: say so rather than drop it unseen.
-                worker_.on_accept_out_of_descriptors(std::strerror(errno));
+                acceptor_.on_accept_out_of_descriptors(std::strerror(errno));
             }
             break;  // EAGAIN: the queue is empty (or an error we cannot help)
         }
-        worker_.accept_client(client_fd, tcp_, true);
+        acceptor_.accept_client(client_fd, tcp_, true);
     }
     close();
 }

@@ -1,4 +1,5 @@
-// A listening socket (TCP address or Unix socket) that hands accepted connections to its worker.
+// A listening socket (TCP address or Unix socket) that hands accepted connections to its Acceptor
+// (the worker).
 #pragma once
 
 #include <netdb.h>
@@ -9,9 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "proxy/net/loop_context.hpp"
+
 namespace pgtether {
 
-class Worker;
+// Who takes the connections a listener accepts (the worker that owns it).
+class Acceptor {
+public:
+    // A connection accepted (`drained`: while the listener drains before closing, SHUTDOWN
+    // WAIT_FOR_CLIENTS).
+    virtual void accept_client(int fd, bool tcp, bool drained) = 0;
+    // accept() failed for want of descriptors; the listener pauses.
+    virtual void on_accept_out_of_descriptors(const std::string& error) = 0;
+    virtual ~Acceptor() = default;
+};
 
 // The listening socket is pgtether's own descriptor, watched with a uv_poll handle, and accepted
 // from with accept4 here: libuv's own accept path, at EMFILE, accepts and closes the pending
@@ -20,7 +32,7 @@ class Worker;
 // watching the socket for kAcceptPauseMs; the connections stay queued in the kernel.
 class Listener {
 public:
-    explicit Listener(Worker& worker) : worker_(worker) {}
+    Listener(LoopContext& context, Acceptor& acceptor) : context_(context), acceptor_(acceptor) {}
     Listener(const Listener&) = delete;
     Listener& operator=(const Listener&) = delete;
 
@@ -56,7 +68,8 @@ private:
   // accept() failed with EMFILE / ENFILE (or ENOBUFS / ENOMEM): count, report, pause.
   void pause_accepting(int error);
 
-  Worker& worker_;
+  LoopContext& context_;
+  Acceptor& acceptor_;
   uv_poll_t poll_{};
   uv_timer_t pause_timer_{};
   int fd_ = -1;

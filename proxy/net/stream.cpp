@@ -10,7 +10,6 @@
 #include <arpa/inet.h>
 
 #include "proxy/net/tls.hpp"
-#include "proxy/daemon/worker.hpp"
 
 namespace pgtether {
 
@@ -20,13 +19,13 @@ Stream* stream_of(uv_handle_t* handle) { return static_cast<Stream*>(handle->dat
 
 }  // namespace
 
-Stream::Stream(Worker& worker, Handler& handler) : worker_(worker), handler_(handler) {}
+Stream::Stream(LoopContext& context, Handler& handler) : context_(context), handler_(handler) {}
 
 Stream::~Stream() = default;
 
 int Stream::init_tcp() {
     is_tcp_ = true;
-    int rc = uv_tcp_init(worker_.loop(), &handle_.tcp);
+    int rc = uv_tcp_init(context_.loop(), &handle_.tcp);
     if (rc == 0) {
         initialized_ = true;
         handle_.tcp.data = this;
@@ -36,7 +35,7 @@ int Stream::init_tcp() {
 
 int Stream::init_pipe() {
     is_tcp_ = false;
-    int rc = uv_pipe_init(worker_.loop(), &handle_.pipe, 0);
+    int rc = uv_pipe_init(context_.loop(), &handle_.pipe, 0);
     if (rc == 0) {
         initialized_ = true;
         handle_.pipe.data = this;
@@ -76,7 +75,7 @@ void Stream::on_connect(uv_connect_t* req, int status) {
 
 void Stream::apply_tcp_settings() {
     if (!is_tcp_) return;
-    const Config& config = worker_.config();
+    const TcpOptions& tcp = context_.tcp_options();
     // Small request/response messages dominate: never let Nagle delay them.
     uv_tcp_nodelay(&handle_.tcp, 1);
     uv_os_fd_t fd;
@@ -88,12 +87,12 @@ void Stream::apply_tcp_settings() {
     };
     // Data unacknowledged this long (milliseconds) makes the kernel drop the connection with
     // ETIMEDOUT; this also bounds keepalive probing (tcp(7), TCP_USER_TIMEOUT).
-    if (config.tcp_user_timeout > 0) set(IPPROTO_TCP, TCP_USER_TIMEOUT, config.tcp_user_timeout);
-    if (!config.tcp_keepalive) return;
+    if (tcp.user_timeout > 0) set(IPPROTO_TCP, TCP_USER_TIMEOUT, tcp.user_timeout);
+    if (!tcp.keepalive) return;
     set(SOL_SOCKET, SO_KEEPALIVE, 1);
-    if (config.tcp_keepidle > 0) set(IPPROTO_TCP, TCP_KEEPIDLE, config.tcp_keepidle);
-    if (config.tcp_keepintvl > 0) set(IPPROTO_TCP, TCP_KEEPINTVL, config.tcp_keepintvl);
-    if (config.tcp_keepcnt > 0) set(IPPROTO_TCP, TCP_KEEPCNT, config.tcp_keepcnt);
+    if (tcp.keepidle > 0) set(IPPROTO_TCP, TCP_KEEPIDLE, tcp.keepidle);
+    if (tcp.keepintvl > 0) set(IPPROTO_TCP, TCP_KEEPINTVL, tcp.keepintvl);
+    if (tcp.keepcnt > 0) set(IPPROTO_TCP, TCP_KEEPCNT, tcp.keepcnt);
 }
 
 bool Stream::peer_address(sockaddr_storage& out) const {
@@ -179,7 +178,7 @@ void Stream::stop_reading() {
 
 void Stream::on_alloc(uv_handle_t* handle, std::size_t /*suggested*/, uv_buf_t* buf) {
     auto* self = stream_of(handle);
-    auto scratch = self->worker_.scratch();
+    auto scratch = self->context_.scratch();
     // With TLS, input_ holds plaintext; ciphertext always lands in the scratch buffer.
     if (self->input_.empty() || self->tls_) {
         *buf = uv_buf_init(reinterpret_cast<char*>(scratch.data()),
@@ -206,7 +205,7 @@ void Stream::on_read(uv_stream_t* handle, ssize_t nread, const uv_buf_t* buf) {
     }
     if (self->lingering_ || self->closing_) return;  // discarding input while closing
     auto n = static_cast<std::size_t>(nread);
-    auto scratch = self->worker_.scratch();
+    auto scratch = self->context_.scratch();
     if (self->tls_) {
         self->tls_receive({scratch.data(), n});
         return;
@@ -358,11 +357,11 @@ void Stream::tls_fail(const std::string& error, bool in_handshake) {
 
 void Stream::tls_receive(protocol::ByteSpan ciphertext) {
     if (tls_failed_) return;
-    // The ciphertext stays in the worker's scratch buffer while OpenSSL consumes it; plaintext
-    // goes to the worker's TLS buffer (or behind input_ kept from earlier), and ciphertext
+    // The ciphertext stays in the loop's scratch buffer while OpenSSL consumes it; plaintext
+    // goes to the loop's TLS buffer (or behind input_ kept from earlier), and ciphertext
     // OpenSSL wants to send (handshake, alerts, key updates) is flushed before the handler runs,
     // because the handler's own writes reuse the staging buffer.
-    std::string& staging = worker_.tls_staging();
+    std::string& staging = context_.tls_staging();
     tls_->set_input(ciphertext);
     if (!tls_->established()) {
         staging.clear();
@@ -391,7 +390,7 @@ void Stream::tls_receive(protocol::ByteSpan ciphertext) {
     for (;;) {
         const bool to_scratch = input_.empty();
         std::span<std::uint8_t> room =
-            to_scratch ? worker_.tls_plaintext() : input_.prepare(kGrowBy);
+            to_scratch ? context_.tls_plaintext() : input_.prepare(kGrowBy);
         std::size_t got = 0;
         auto status = TlsSession::Status::Ok;
         staging.clear();
@@ -447,7 +446,7 @@ bool Stream::tls_writev(const uv_buf_t* bufs, unsigned count) {
     // Before the handshake completes nothing can be sent securely, and after a TLS failure
     // nothing at all; the connection is on its way to being closed in both cases.
     if (tls_failed_ || !tls_->established()) return true;
-    std::string& staging = worker_.tls_staging();
+    std::string& staging = context_.tls_staging();
     staging.clear();
     tls_->set_output(&staging);
     bool ok = true;
@@ -460,7 +459,7 @@ bool Stream::tls_writev(const uv_buf_t* bufs, unsigned count) {
     // scattered pieces into one record instead of sending a record per piece.
     constexpr std::size_t kMaxRecord = 16 * 1024;
     if (count > 1 && total <= kMaxRecord) {
-        std::string& gather = worker_.tls_gather();
+        std::string& gather = context_.tls_gather();
         gather.clear();
         for (unsigned i = 0; i < count; ++i) gather.append(bufs[i].base, bufs[i].len);
         ok = tls_->write(protocol::as_bytes(gather));

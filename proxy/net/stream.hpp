@@ -1,8 +1,8 @@
 // One socket (TCP or Unix) with pgtether's read and write discipline:
 //
-// * Reads go into the worker's shared scratch buffer; the handler consumes whole messages straight
-//   from it and only an unfinished tail is copied into this stream's own buffer. An idle connection
-//   therefore owns no buffer memory at all.
+// * Reads go into the loop's shared scratch buffer (LoopContext); the handler consumes whole
+//   messages straight from it and only an unfinished tail is copied into this stream's own
+//   buffer. An idle connection therefore owns no buffer memory at all.
 // * Writes are tried synchronously (uv_try_write); only what the kernel does not take is copied and
 //   queued. write() reports whether anything is still queued so the caller can stop reading the
 //   other side until on_stream_drained() (back-pressure).
@@ -25,12 +25,12 @@
 
 #include "protocol/bytes.hpp"
 #include "proxy/net/byte_buffer.hpp"
+#include "proxy/net/loop_context.hpp"
 
 namespace pgtether {
 
 class TlsContext;
 class TlsSession;
-class Worker;
 
 // "1.2.3.4:5432" or "[::1]:5432" (PgBouncer's notation in logs); "?" for other families.
 [[nodiscard]] std::string address_text(const sockaddr_storage& address);
@@ -58,7 +58,7 @@ public:
         ~Handler() = default;
     };
 
-    Stream(Worker& worker, Handler& handler);
+    Stream(LoopContext& context, Handler& handler);
     ~Stream();
     Stream(const Stream&) = delete;
     Stream& operator=(const Stream&) = delete;
@@ -168,7 +168,7 @@ private:
     void tls_fail(const std::string& error, bool in_handshake);
     void send_close_notify();
 
-    Worker& worker_;
+    LoopContext& context_;
     Handler& handler_;
     union {
         uv_tcp_t tcp;
