@@ -64,19 +64,37 @@ void MetricsWriter::sample(const Labels& labels, std::uint64_t value, std::strin
     out_ += '\n';
 }
 
-void MetricsWriter::sample_seconds(const Labels& labels, std::uint64_t micros,
-                                   std::string_view suffix) {
-    write_sample_name_and_labels(labels, suffix);
-    out_ += std::to_string(micros / 1'000'000);
+std::string MetricsWriter::seconds_text(std::uint64_t micros) {
+    std::string out = std::to_string(micros / 1'000'000);
     if (auto fraction = micros % 1'000'000; fraction != 0) {
         std::string digits = std::to_string(fraction);
         digits.insert(0, 6 - digits.size(), '0');
         while (digits.back() == '0')
             digits.pop_back();
-        out_ += '.';
-        out_ += digits;
+        out += '.';
+        out += digits;
     }
+    return out;
+}
+
+void MetricsWriter::sample_seconds(const Labels& labels, std::uint64_t micros,
+                                   std::string_view suffix) {
+    write_sample_name_and_labels(labels, suffix);
+    out_ += seconds_text(micros);
     out_ += '\n';
+}
+
+void MetricsWriter::histogram(const Labels& labels, const std::vector<std::uint64_t>& bounds_us,
+                              const std::vector<std::uint64_t>& cumulative, std::uint64_t sum_us) {
+    // One cumulative count per bound, then +Inf: a caller's mismatch is a bug, not a sample.
+    if (cumulative.size() != bounds_us.size() + 1) return;
+    for (std::size_t i = 0; i < cumulative.size(); ++i) {
+        Labels with_le = labels;
+        with_le.emplace_back("le", i < bounds_us.size() ? seconds_text(bounds_us[i]) : "+Inf");
+        sample(with_le, cumulative[i], "_bucket");
+    }
+    sample_seconds(labels, sum_us, "_sum");
+    sample(labels, cumulative.back(), "_count");
 }
 
 std::string MetricsWriter::finish() {

@@ -26,13 +26,21 @@ class MetricsWriter {
     explicit MetricsWriter(MetricsFormat format) : format_(format) {}
 
     // Starts a family. `name` is the sample name without suffixes; for counters, samples are
-    // written as name_total. `type` is "gauge", "counter" or "summary".
+    // written as name_total. `type` is "gauge", "counter", "summary" or "histogram".
     void family(std::string_view name, std::string_view type, std::string_view help);
     // One sample of the current family. `suffix` is "" (gauge), "_total" (counter is added
-    // automatically), "_sum" or "_count" (summary).
+    // automatically), "_sum" or "_count" (summary), "_bucket" (histogram; see histogram()).
     void sample(const Labels& labels, std::uint64_t value, std::string_view suffix = {});
     // A duration given in microseconds, written as exact decimal seconds ("0.000866").
     void sample_seconds(const Labels& labels, std::uint64_t micros, std::string_view suffix = {});
+    // A histogram's samples ("histogram" family): one _bucket per bound (`bounds_us`, with
+    // le in seconds) and +Inf, each counting the observations up to it (`cumulative[i]`, the
+    // last being +Inf's, which is also _count), then _sum (seconds) and _count.
+    void histogram(const Labels& labels, const std::vector<std::uint64_t>& bounds_us,
+                   const std::vector<std::uint64_t>& cumulative, std::uint64_t sum_us);
+
+    // Microseconds as exact decimal seconds: 866 -> "0.000866", 2500000 -> "2.5".
+    static std::string seconds_text(std::uint64_t micros);
 
     // The exposition (adds "# EOF" for OpenMetrics).
     [[nodiscard]] std::string finish();

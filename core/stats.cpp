@@ -1,6 +1,32 @@
 #include "core/stats.hpp"
 
+#include <algorithm>
+
 namespace pgtether {
+
+std::size_t latency_bucket(std::uint64_t micros) {
+    // The first bound not below the observation: le is inclusive.
+    return static_cast<std::size_t>(
+        std::lower_bound(kLatencyBucketBoundsUs.begin(), kLatencyBucketBoundsUs.end(), micros) -
+        kLatencyBucketBoundsUs.begin());
+}
+
+void LatencyHistogram::record(std::uint64_t micros) {
+    counts[latency_bucket(micros)]++;
+    sum_us += micros;
+}
+
+std::uint64_t LatencyHistogram::cumulative(std::size_t i) const {
+    std::uint64_t total = 0;
+    for (std::size_t b = 0; b <= i && b < counts.size(); ++b) total += counts[b];
+    return total;
+}
+
+LatencyHistogram& LatencyHistogram::operator+=(const LatencyHistogram& other) {
+    for (std::size_t b = 0; b < counts.size(); ++b) counts[b] += other.counts[b];
+    sum_us += other.sum_us;
+    return *this;
+}
 
 PoolStats& PoolStats::operator+=(const PoolStats& other) {
     xact_count += other.xact_count;
@@ -19,6 +45,9 @@ PoolStats& PoolStats::operator+=(const PoolStats& other) {
     scrub_failures += other.scrub_failures;
     leaks_found += other.leaks_found;
     tether_reserve_exhausted += other.tether_reserve_exhausted;
+    query_times += other.query_times;
+    xact_times += other.xact_times;
+    wait_times += other.wait_times;
     return *this;
 }
 

@@ -2,9 +2,35 @@
 // admin console and the metrics endpoint read them (and, with several workers, would sum them).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace pgtether {
+
+// Upper bounds of the latency histograms' buckets, in microseconds, from 100 us to a minute: the
+// Prometheus `le` values of the metrics endpoint's *_seconds histograms. An observation lands in
+// the first bucket whose bound it does not exceed (`le` is inclusive), else in the +Inf bucket.
+inline constexpr std::array<std::uint64_t, 18> kLatencyBucketBoundsUs = {
+    100,     250,     500,     1'000,     2'500,     5'000,      10'000,     25'000,     50'000,
+    100'000, 250'000, 500'000, 1'000'000, 2'500'000, 5'000'000, 10'000'000, 30'000'000, 60'000'000};
+
+// How many observations fell in each bucket, and their sum: what a Prometheus histogram exposes.
+struct LatencyHistogram {
+    // Per bucket, not cumulative; the last one counts what exceeds every bound (+Inf).
+    std::array<std::uint64_t, kLatencyBucketBoundsUs.size() + 1> counts{};
+    std::uint64_t sum_us = 0;
+
+    void record(std::uint64_t micros);
+    // Observations <= kLatencyBucketBoundsUs[i]; i == kLatencyBucketBoundsUs.size() is +Inf,
+    // which is count().
+    [[nodiscard]] std::uint64_t cumulative(std::size_t i) const;
+    [[nodiscard]] std::uint64_t count() const { return cumulative(counts.size() - 1); }
+    LatencyHistogram& operator+=(const LatencyHistogram& other);
+};
+
+// The bucket an observation of `micros` belongs to (an index into LatencyHistogram::counts).
+[[nodiscard]] std::size_t latency_bucket(std::uint64_t micros);
 
 struct PoolStats {
     // Cumulative traffic, as PgBouncer's SHOW STATS reports it.
@@ -28,6 +54,26 @@ struct PoolStats {
     // Times clients had to wait because more clients were tethered than tether_reserve_size
     // covers (once per occurrence, core/pool_capacity.hpp).
     std::uint64_t tether_reserve_exhausted = 0;
+    // The distributions behind query_time_us, xact_time_us and wait_time_us (the metrics
+    // endpoint's histograms); the record_* functions below keep both in step.
+    LatencyHistogram query_times;
+    LatencyHistogram xact_times;
+    LatencyHistogram wait_times;
+
+    // A query (request to quiet backend), a transaction, or a client's wait for a server
+    // that ended after `micros`.
+    void record_query_time(std::uint64_t micros) {
+        query_time_us += micros;
+        query_times.record(micros);
+    }
+    void record_xact_time(std::uint64_t micros) {
+        xact_time_us += micros;
+        xact_times.record(micros);
+    }
+    void record_wait_time(std::uint64_t micros) {
+        wait_time_us += micros;
+        wait_times.record(micros);
+    }
 
     PoolStats& operator+=(const PoolStats& other);
 };

@@ -177,22 +177,29 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
     per_pool_counter("pgtether_sent_bytes", "Bytes sent to clients",
                      [](const PoolRow& r) { return r.stats.bytes_sent; });
 
-    auto summary = [&](const char* name, const char* help,
-                       const std::function<std::pair<std::uint64_t, std::uint64_t>(const PoolRow&)>&
-                           sum_us_and_count) {
-        w.family(name, "summary", help);
+    // Histograms with fixed buckets (core/stats.hpp kLatencyBucketBoundsUs): unlike a
+    // summary's sum and count, buckets add up across pools and instances, so quantiles and
+    // "share of queries under 10 ms" can be computed for any aggregation.
+    const std::vector<std::uint64_t> bounds(kLatencyBucketBoundsUs.begin(),
+                                            kLatencyBucketBoundsUs.end());
+    auto histogram = [&](const char* name, const char* help,
+                         const std::function<const LatencyHistogram&(const PoolRow&)>& of) {
+        w.family(name, "histogram", help);
         for (const auto& row : rows) {
-            auto [sum_us, count] = sum_us_and_count(row);
-            w.sample_seconds(row.labels, sum_us, "_sum");
-            w.sample(row.labels, count, "_count");
+            const LatencyHistogram& h = of(row);
+            std::vector<std::uint64_t> cumulative;
+            for (std::size_t i = 0; i < h.counts.size(); ++i) cumulative.push_back(h.cumulative(i));
+            w.histogram(row.labels, bounds, cumulative, h.sum_us);
         }
     };
-    summary("pgtether_query_duration_seconds", "Time queries spent on a server",
-            [](const PoolRow& r) { return std::pair(r.stats.query_time_us, r.stats.query_count); });
-    summary("pgtether_transaction_duration_seconds", "Time transactions held a server",
-            [](const PoolRow& r) { return std::pair(r.stats.xact_time_us, r.stats.xact_count); });
-    summary("pgtether_client_wait_seconds", "Time clients waited for a server",
-            [](const PoolRow& r) { return std::pair(r.stats.wait_time_us, r.stats.wait_count); });
+    histogram("pgtether_query_duration_seconds",
+              "Time queries spent on a server (a request to a quiet backend until it is quiet "
+              "again)",
+              [](const PoolRow& r) -> const LatencyHistogram& { return r.stats.query_times; });
+    histogram("pgtether_transaction_duration_seconds", "Time transactions held a server",
+              [](const PoolRow& r) -> const LatencyHistogram& { return r.stats.xact_times; });
+    histogram("pgtether_client_wait_seconds", "Time clients waited for a server",
+              [](const PoolRow& r) -> const LatencyHistogram& { return r.stats.wait_times; });
 
     // LISTEN multiplexed (docs/session-state.md).
     const auto hub_value = [](const PoolRow& r, auto value) -> std::uint64_t {

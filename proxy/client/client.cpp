@@ -511,7 +511,7 @@ void Client::on_cancel_request(const std::string& from) {
 
 void Client::on_server_assigned(Server& server) {
     server_ = &server;
-    pool_->stats().wait_time_us += (worker_.now_ms() - state_since_ms_) * 1000;
+    pool_->stats().record_wait_time((worker_.now_ms() - state_since_ms_) * 1000);
     pool_->stats().wait_count++;
     set_state(State::Active);
     last_activity_ms_ = worker_.now_ms();

@@ -54,12 +54,12 @@ void Link::note_request_start(std::uint64_t now_us) {
 
 void Link::note_quiet(char tx_status, std::uint64_t now_us, PoolStats& stats) {
     if (request_started_us_ != 0) {
-        stats.query_time_us += now_us - request_started_us_;
+        stats.record_query_time(now_us - request_started_us_);
         request_started_us_ = 0;
     }
     if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
         stats.xact_count++;
-        stats.xact_time_us += now_us - xact_started_us_;
+        stats.record_xact_time(now_us - xact_started_us_);
         xact_started_us_ = 0;
     }
 }

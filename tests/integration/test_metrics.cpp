@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/integration/support/admin.hpp"
@@ -62,7 +63,8 @@ Exposition parse_exposition(const std::string& text, bool openmetrics) {
             std::string type;
             fields >> family >> type;
             CHECK(valid_name(family));
-            bool known_type = type == "gauge" || type == "counter" || type == "summary";
+            bool known_type = type == "gauge" || type == "counter" || type == "summary" ||
+                              type == "histogram";
             CHECK(known_type);
             if (openmetrics && type == "counter") {
                 bool suffixed = family.size() >= 6 && family.substr(family.size() - 6) == "_total";
@@ -108,7 +110,7 @@ Exposition parse_exposition(const std::string& text, bool openmetrics) {
         }
         // The sample belongs to a declared family.
         std::string family = name;
-        for (const char* suffix : {"_total", "_sum", "_count"}) {
+        for (const char* suffix : {"_total", "_sum", "_count", "_bucket"}) {
             std::string s = suffix;
             if (out.types.count(family) == 0 && family.size() > s.size() &&
                 family.substr(family.size() - s.size()) == s) {
@@ -189,7 +191,7 @@ TEST_CASE("the metrics endpoint serves numbers that follow the load") {
     auto before = scrape(port);
     CHECK(version_info(before) == 1);
     CHECK(before.types.at("pgtether_queries_total") == "counter");
-    CHECK(before.types.at("pgtether_query_duration_seconds") == "summary");
+    CHECK(before.types.at("pgtether_query_duration_seconds") == "histogram");
     CHECK(before.types.at("pgtether_pool_clients") == "gauge");
     CHECK(value_of(before, "pgtether_pool_clients", pool_labels("state=\"idle\"")) == 1);
     CHECK(value_of(before, "pgtether_pool_servers", pool_labels("state=\"idle\"")) == 1);
@@ -270,6 +272,77 @@ TEST_CASE("the metrics endpoint serves numbers that follow the load") {
 
 // What alert rules divide by (docker/prometheus/pgtether-alerts.yaml): the configured limits,
 // and the process's descriptors against its limit, each compared with the truth.
+TEST_CASE("latency histograms: real query, transaction and wait times land in their buckets") {
+    auto started = start_with_metrics();  // default_pool_size = 2
+    Pgtether& pooler = *started.pooler;
+    const int port = started.port;
+    Conn a = Conn::must(pooler.conninfo());
+    Conn b = Conn::must(pooler.conninfo());
+    Conn c = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    auto before = scrape(port);
+    const std::vector<std::string> le = {"0.0001", "0.00025", "0.0005", "0.001", "0.0025",
+                                         "0.005",  "0.01",    "0.025",  "0.05",  "0.1",
+                                         "0.25",   "0.5",     "1",      "2.5",   "5",
+                                         "10",     "30",      "60",     "+Inf"};
+
+    // Five fast queries and three of at least 30 ms, each its own transaction.
+    for (int i = 0; i < 5; ++i) PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    for (int i = 0; i < 3; ++i) PGT_REQUIRE_OK(a.exec("SELECT pg_sleep(0.03)"));
+    // One wait of at least 300 ms: both servers held in transactions, c queued until a commits.
+    PGT_REQUIRE_OK(a.exec("BEGIN"));
+    PGT_REQUIRE_OK(a.exec("SELECT 1"));
+    PGT_REQUIRE_OK(b.exec("BEGIN"));
+    PGT_REQUIRE_OK(b.exec("SELECT 1"));
+    send_query(c, "SELECT 3");
+    std::this_thread::sleep_for(300ms);
+    PGT_REQUIRE_OK(a.exec("COMMIT"));
+    auto c_result = wait_result(c, 5s);
+    REQUIRE(c_result.has_value());
+    PGT_REQUIRE_OK(*c_result);
+    PGT_REQUIRE_OK(b.exec("COMMIT"));
+    auto after = scrape(port);
+
+    auto delta = [&](const std::string& name, const std::string& bound) {
+        const std::string labels = bound.empty() ? pool_labels() : pool_labels("le=\"" + bound + "\"");
+        return value_of(after, name, labels) - value_of(before, name, labels);
+    };
+    for (const char* family : {"pgtether_query_duration_seconds",
+                               "pgtether_transaction_duration_seconds",
+                               "pgtether_client_wait_seconds"}) {
+        CAPTURE(family);
+        CHECK(after.types.at(family) == "histogram");
+        // Every bucket is there, counts never decrease with le, +Inf is _count.
+        double previous = 0;
+        for (const auto& bound : le) {
+            CAPTURE(bound);
+            REQUIRE(has(after, std::string(family) + "_bucket", pool_labels("le=\"" + bound + "\"")));
+            double cumulative = value_of(after, std::string(family) + "_bucket",
+                                         pool_labels("le=\"" + bound + "\""));
+            CHECK(cumulative >= previous);
+            previous = cumulative;
+        }
+        CHECK(previous == value_of(after, std::string(family) + "_count", pool_labels()));
+    }
+    const std::string query = "pgtether_query_duration_seconds";
+    // 5 + 3 lone statements, a's and b's BEGIN, SELECT, COMMIT, and c's query.
+    CHECK(delta(query + "_count", "") == 5 + 3 + 3 + 3 + 1);
+    CHECK(delta(query + "_bucket", "+Inf") == 15);
+    // The three sleeps took 30 ms or more: none is in a bucket up to 25 ms.
+    CHECK(delta(query + "_bucket", "0.025") <= 15 - 3);
+    CHECK(delta(query + "_sum", "") >= 0.09);
+    const std::string xact = "pgtether_transaction_duration_seconds";
+    CHECK(delta(xact + "_count", "") == 5 + 3 + 2 + 1);
+    // a's transaction lasted the 300 ms c waited.
+    CHECK(delta(xact + "_bucket", "0.25") <= 11 - 1);
+    CHECK(delta(xact + "_bucket", "0.025") <= 11 - 4);
+    const std::string wait = "pgtether_client_wait_seconds";
+    // Every server handed to a client is one wait (most of 0 s); c's lasted 300 ms or more.
+    CHECK(delta(wait + "_count", "") == 5 + 3 + 2 + 1);
+    CHECK(delta(wait + "_bucket", "0.25") == delta(wait + "_count", "") - 1);
+    CHECK(delta(wait + "_sum", "") >= 0.3);
+}
+
 TEST_CASE("the limits and the descriptor counts are exported, for ratios") {
     PoolerConfig config;
     config.databases = {isolated_database("*")};

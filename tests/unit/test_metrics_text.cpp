@@ -74,6 +74,24 @@ TEST_CASE("metrics writer: Prometheus text format") {
           "pgtether_wait{n=\"2\"} 12.00001\n");
 }
 
+TEST_CASE("metrics writer: a histogram's buckets with le in seconds, +Inf, _sum and _count") {
+    MetricsWriter w(MetricsFormat::Prometheus);
+    w.family("pgtether_query_duration_seconds", "histogram", "Queries");
+    w.histogram({{"database", "db"}}, {100, 2'500'000}, {1, 3, 4}, 2'600'100);
+    // A mismatched call writes nothing rather than a broken histogram.
+    w.histogram({{"database", "x"}}, {100}, {1}, 0);
+    CHECK(w.finish() ==
+          "# HELP pgtether_query_duration_seconds Queries\n"
+          "# TYPE pgtether_query_duration_seconds histogram\n"
+          "pgtether_query_duration_seconds_bucket{database=\"db\",le=\"0.0001\"} 1\n"
+          "pgtether_query_duration_seconds_bucket{database=\"db\",le=\"2.5\"} 3\n"
+          "pgtether_query_duration_seconds_bucket{database=\"db\",le=\"+Inf\"} 4\n"
+          "pgtether_query_duration_seconds_sum{database=\"db\"} 2.6001\n"
+          "pgtether_query_duration_seconds_count{database=\"db\"} 4\n");
+    CHECK(MetricsWriter::seconds_text(60'000'000) == "60");
+    CHECK(MetricsWriter::seconds_text(250) == "0.00025");
+}
+
 TEST_CASE("metrics writer: OpenMetrics names counter families without _total and ends in EOF") {
     MetricsWriter w(MetricsFormat::OpenMetrics);
     w.family("pgtether_queries", "counter", "Queries pooled");

@@ -6,6 +6,63 @@
 
 using namespace pgtether;
 
+TEST_CASE("latency buckets: le is inclusive, past the largest bound is +Inf") {
+    const std::size_t inf = kLatencyBucketBoundsUs.size();
+    const struct {
+        std::uint64_t micros;
+        std::size_t bucket;
+    } rows[] = {
+        {0, 0},          {1, 0},           {100, 0},          {101, 1},
+        {250, 1},        {251, 2},         {999, 3},          {1'000, 3},
+        {1'001, 4},      {9'999, 6},       {10'000, 6},       {1'000'000, 12},
+        {1'000'001, 13}, {60'000'000, 17}, {60'000'001, inf}, {~std::uint64_t{0}, inf},
+    };
+    for (const auto& row : rows) {
+        CAPTURE(row.micros);
+        CHECK(latency_bucket(row.micros) == row.bucket);
+    }
+    // Bounds strictly increase, so every observation has one bucket.
+    for (std::size_t i = 1; i < kLatencyBucketBoundsUs.size(); ++i)
+        CHECK(kLatencyBucketBoundsUs[i - 1] < kLatencyBucketBoundsUs[i]);
+}
+
+TEST_CASE("latency histogram: per-bucket counts, cumulative as Prometheus wants, sums") {
+    LatencyHistogram h;
+    for (std::uint64_t micros : {50u, 100u, 700u, 700u, 30'000u, 90'000'000u}) h.record(micros);
+    CHECK(h.count() == 6);
+    CHECK(h.sum_us == 50 + 100 + 700 + 700 + 30'000 + 90'000'000);
+    CHECK(h.counts[0] == 2);                           // <= 100 us
+    CHECK(h.counts[3] == 2);                           // <= 1 ms
+    CHECK(h.counts[8] == 1);                           // <= 50 ms
+    CHECK(h.counts[kLatencyBucketBoundsUs.size()] == 1);  // +Inf only
+    CHECK(h.cumulative(0) == 2);
+    CHECK(h.cumulative(1) == 2);
+    CHECK(h.cumulative(3) == 4);
+    CHECK(h.cumulative(8) == 5);
+    CHECK(h.cumulative(kLatencyBucketBoundsUs.size() - 1) == 5);  // le="60"
+    CHECK(h.cumulative(kLatencyBucketBoundsUs.size()) == 6);      // le="+Inf"
+    // Never decreasing.
+    for (std::size_t i = 1; i <= kLatencyBucketBoundsUs.size(); ++i)
+        CHECK(h.cumulative(i - 1) <= h.cumulative(i));
+
+    // Pools and workers add up bucket by bucket; record_* keeps the totals in step.
+    PoolStats a;
+    PoolStats b;
+    a.record_query_time(700);
+    b.record_query_time(30'000);
+    b.record_wait_time(2'000);
+    b.record_xact_time(40'000);
+    a += b;
+    CHECK(a.query_time_us == 30'700);
+    CHECK(a.query_times.count() == 2);
+    CHECK(a.query_times.sum_us == a.query_time_us);
+    CHECK(a.query_times.cumulative(3) == 1);
+    CHECK(a.wait_times.counts[4] == 1);
+    CHECK(a.wait_time_us == 2'000);
+    CHECK(a.xact_times.count() == 1);
+    CHECK(a.xact_time_us == 40'000);
+}
+
 TEST_CASE("averages are rates per second and mean durations over the period") {
     PoolStats older;
     older.xact_count = 10;
