@@ -21,35 +21,40 @@ constexpr std::uint32_t kLinking = bit(S::Linked);
 constexpr std::uint32_t kReleased = bits(S::Closing, S::BeingCancelled, S::Resetting, S::Idle);
 
 // Indexed by ServerState.
+using In = ServerInput;
+using Due = ServerDeadline;
 constexpr std::array<ServerStateInfo, kServerStateCount> kStates = {{
-    {"connecting", PoolList::Used, ServerCensus::Login, false, false,
+    {"connecting", PoolList::Used, ServerCensus::Login, false, In::None, Due::Connect,
      bits(S::TlsAnswer, S::Login, S::Closing)},
-    {"tls answer", PoolList::Used, ServerCensus::Login, false, false, bits(S::Login, S::Closing)},
-    {"login", PoolList::Used, ServerCensus::Login, false, false,
+    {"tls answer", PoolList::Used, ServerCensus::Login, false, In::TlsAnswer, Due::Login,
+     bits(S::Login, S::Closing)},
+    {"login", PoolList::Used, ServerCensus::Login, false, In::Login, Due::Login,
      bits(S::ConnectQuery) | kReleased},
-    {"connect query", PoolList::Used, ServerCensus::Tested, false, true, kReleased},
-    {"idle", PoolList::Idle, ServerCensus::Idle, false, false,
+    {"connect query", PoolList::Used, ServerCensus::Tested, false, In::OwnQuery, Due::CleanUp,
+     kReleased},
+    {"idle", PoolList::Idle, ServerCensus::Idle, false, In::Unsolicited, Due::None,
      bits(S::Used, S::Sweeping, S::Closing) | kLinking},
-    {"used", PoolList::Idle, ServerCensus::Used, false, false,
+    {"used", PoolList::Idle, ServerCensus::Used, false, In::Unsolicited, Due::None,
      bits(S::Idle, S::Sweeping, S::Closing) | kLinking},
     // A transaction ends: probe, keep (stay), release; a client leaves: release or scrub.
-    {"linked", PoolList::Used, ServerCensus::Active, true, false,
+    {"linked", PoolList::Used, ServerCensus::Active, true, In::Client, Due::None,
      bits(S::Syncing, S::Probing, S::Scrubbing) | kReleased},
     // Done: forward (or sync after the check); the client left meanwhile: release or scrub.
-    {"syncing", PoolList::Used, ServerCensus::Active, true, true,
+    {"syncing", PoolList::Used, ServerCensus::Active, true, In::OwnQuery, Due::ForClient,
      bits(S::Linked, S::Scrubbing) | kReleased},
-    {"probing", PoolList::Used, ServerCensus::Active, true, true,
+    {"probing", PoolList::Used, ServerCensus::Active, true, In::OwnQuery, Due::ForClient,
      bits(S::Linked, S::Scrubbing) | kReleased},
-    {"resetting", PoolList::Used, ServerCensus::Tested, false, true, kReleased},
+    {"resetting", PoolList::Used, ServerCensus::Tested, false, In::OwnQuery, Due::CleanUp,
+     kReleased},
     // A cancelled scrub runs again.
-    {"scrubbing", PoolList::Used, ServerCensus::Tested, false, true,
+    {"scrubbing", PoolList::Used, ServerCensus::Tested, false, In::OwnQuery, Due::CleanUp,
      bits(S::Scrubbing) | kReleased},
     // A leak found is scrubbed.
-    {"sweeping", PoolList::Used, ServerCensus::Tested, false, true,
+    {"sweeping", PoolList::Used, ServerCensus::Tested, false, In::OwnQuery, Due::CleanUp,
      bits(S::Scrubbing) | kReleased},
-    {"being cancelled", PoolList::Used, ServerCensus::BeingCanceled, false, false,
-     kReleased & ~bit(S::BeingCancelled)},
-    {"closing", PoolList::None, ServerCensus::Hidden, false, false, 0},
+    {"being cancelled", PoolList::Used, ServerCensus::BeingCanceled, false, In::Unsolicited,
+     Due::CleanUp, kReleased & ~bit(S::BeingCancelled)},
+    {"closing", PoolList::None, ServerCensus::Hidden, false, In::None, Due::None, 0},
 }};
 
 }  // namespace

@@ -44,12 +44,32 @@ enum class PoolList : std::uint8_t { None, Idle, Used };
 enum class ServerCensus : std::uint8_t { Login, Idle, Used, Tested, Active, BeingCanceled, Hidden };
 inline constexpr std::size_t kServerCensusCount = static_cast<std::size_t>(ServerCensus::Hidden);
 
+// What the backend's bytes are in a state: whose reader takes them (Server::on_stream_data).
+enum class ServerInput : std::uint8_t {
+    None,         // not read: nothing asked yet (connecting), or closing
+    TlsAnswer,    // the one-byte answer to SSLRequest
+    Login,        // the login exchange up to ReadyForQuery
+    OwnQuery,     // the replies to pgtether's own query: consumed, never forwarded
+    Client,       // the linked client's replies: forwarded
+    Unsolicited,  // unasked for (idle): notices, parameter changes, a FATAL
+};
+
+// How long the janitor lets a server stay in a state (proxy/pool/janitor.cpp).
+enum class ServerDeadline : std::uint8_t {
+    None,
+    Connect,    // server_connect_timeout, counted from the connect
+    Login,      // server_connect_timeout, counted from when the connection was made
+    CleanUp,    // pgtether's own work on an unlinked server (janitor::kCleanupTimeoutMs)
+    ForClient,  // pgtether's query for a client: the same, once the client has left
+};
+
 struct ServerStateInfo {
     const char* name;      // for logs and docs
     PoolList list;
     ServerCensus census;
     bool linked;           // a client is linked (or was, until it left while pgtether's query ran)
-    bool internal_query;   // pgtether's own query runs: the backend's replies are consumed
+    ServerInput input;
+    ServerDeadline deadline;
     std::uint32_t next;    // the states that may follow (bit per ServerState)
 };
 

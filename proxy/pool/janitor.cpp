@@ -240,19 +240,14 @@ void Pool::janitor(std::uint64_t now) {
         }
     });
     used_.for_each([&](Server& server) {
-        using State = Server::State;
-        const State state = server.state();
+        const ServerDeadline deadline = state_info(server.state()).deadline;
         // Connecting counts from the connect, TLS and login from when the connection was made.
-        const std::uint64_t since = state == State::TlsAnswer || state == State::Login
-                                        ? server.login_since_ms()
-                                        : server.state_since_ms();
+        const std::uint64_t since = deadline == ServerDeadline::Login ? server.login_since_ms()
+                                                                      : server.state_since_ms();
         const bool logging_in =
-            state == State::Connecting || state == State::TlsAnswer || state == State::Login;
-        const bool cleaning = state == State::ConnectQuery || state == State::Resetting ||
-                              state == State::Scrubbing || state == State::Sweeping ||
-                              state == State::BeingCancelled;
-        const bool orphaned = (state == State::Syncing || state == State::Probing) &&
-                              server.client() == nullptr;
+            deadline == ServerDeadline::Connect || deadline == ServerDeadline::Login;
+        const bool cleaning = deadline == ServerDeadline::CleanUp;
+        const bool orphaned = deadline == ServerDeadline::ForClient && server.client() == nullptr;
         if (logging_in && config.server_connect_timeout.count() > 0 &&
             now - since >= to_ms(config.server_connect_timeout)) {
             to_close.emplace_back(&server, "connect timeout (server_connect_timeout)");

@@ -446,22 +446,13 @@ std::size_t Server::on_stream_data(ByteSpan data) {
     while (consumed < data.size() && !stream_.tls_handshaking()) {
         ByteSpan rest = data.subspan(consumed);
         std::size_t n = 0;
-        switch (state_) {
-            case State::Connecting:
-            case State::Closing:
-                return consumed;
-            case State::TlsAnswer: n = handle_tls_answer(rest); break;
-            case State::Login: n = handle_login_data(rest); break;
-            case State::ConnectQuery:
-            case State::Syncing:
-            case State::Probing:
-            case State::Resetting:
-            case State::Scrubbing:
-            case State::Sweeping: n = handle_internal_data(rest); break;
-            case State::Linked: n = handle_linked_data(rest); break;
-            case State::Idle:
-            case State::Used:
-            case State::BeingCancelled: n = handle_unexpected_data(rest); break;
+        switch (state_info(state_).input) {  // core/server_state.hpp
+            case ServerInput::None: return consumed;
+            case ServerInput::TlsAnswer: n = handle_tls_answer(rest); break;
+            case ServerInput::Login: n = handle_login_data(rest); break;
+            case ServerInput::OwnQuery: n = handle_internal_data(rest); break;
+            case ServerInput::Client: n = handle_linked_data(rest); break;
+            case ServerInput::Unsolicited: n = handle_unexpected_data(rest); break;
         }
         if (n == 0) break;
         consumed += n;

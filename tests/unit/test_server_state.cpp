@@ -17,29 +17,33 @@ const S kAll[] = {S::Connecting, S::TlsAnswer, S::Login,     S::ConnectQuery, S:
 
 }  // namespace
 
-TEST_CASE("server states: pool list, census and flags") {
+TEST_CASE("server states: pool list, census, input and deadline") {
+    using In = ServerInput;
+    using Due = ServerDeadline;
     struct Case {
         S state;
         PoolList list;
         const char* census;  // SHOW SERVERS' state column; nullptr: not shown
         bool linked;
-        bool internal_query;
+        In input;
+        Due deadline;
     };
     const Case cases[] = {
-        {S::Connecting, PoolList::Used, "new", false, false},
-        {S::TlsAnswer, PoolList::Used, "new", false, false},
-        {S::Login, PoolList::Used, "new", false, false},
-        {S::ConnectQuery, PoolList::Used, "tested", false, true},
-        {S::Idle, PoolList::Idle, "idle", false, false},
-        {S::Used, PoolList::Idle, "used", false, false},
-        {S::Linked, PoolList::Used, "active", true, false},
-        {S::Syncing, PoolList::Used, "active", true, true},
-        {S::Probing, PoolList::Used, "active", true, true},
-        {S::Resetting, PoolList::Used, "tested", false, true},
-        {S::Scrubbing, PoolList::Used, "tested", false, true},
-        {S::Sweeping, PoolList::Used, "tested", false, true},
-        {S::BeingCancelled, PoolList::Used, "being_canceled", false, false},
-        {S::Closing, PoolList::None, nullptr, false, false},
+        {S::Connecting, PoolList::Used, "new", false, In::None, Due::Connect},
+        {S::TlsAnswer, PoolList::Used, "new", false, In::TlsAnswer, Due::Login},
+        {S::Login, PoolList::Used, "new", false, In::Login, Due::Login},
+        {S::ConnectQuery, PoolList::Used, "tested", false, In::OwnQuery, Due::CleanUp},
+        {S::Idle, PoolList::Idle, "idle", false, In::Unsolicited, Due::None},
+        {S::Used, PoolList::Idle, "used", false, In::Unsolicited, Due::None},
+        {S::Linked, PoolList::Used, "active", true, In::Client, Due::None},
+        {S::Syncing, PoolList::Used, "active", true, In::OwnQuery, Due::ForClient},
+        {S::Probing, PoolList::Used, "active", true, In::OwnQuery, Due::ForClient},
+        {S::Resetting, PoolList::Used, "tested", false, In::OwnQuery, Due::CleanUp},
+        {S::Scrubbing, PoolList::Used, "tested", false, In::OwnQuery, Due::CleanUp},
+        {S::Sweeping, PoolList::Used, "tested", false, In::OwnQuery, Due::CleanUp},
+        {S::BeingCancelled, PoolList::Used, "being_canceled", false, In::Unsolicited,
+         Due::CleanUp},
+        {S::Closing, PoolList::None, nullptr, false, In::None, Due::None},
     };
     REQUIRE(std::size(cases) == kServerStateCount);
     for (const auto& c : cases) {
@@ -54,7 +58,8 @@ TEST_CASE("server states: pool list, census and flags") {
             CHECK(std::string(census) == c.census);
         }
         CHECK(info.linked == c.linked);
-        CHECK(info.internal_query == c.internal_query);
+        CHECK(info.input == c.input);
+        CHECK(info.deadline == c.deadline);
     }
 }
 
@@ -133,12 +138,16 @@ TEST_CASE("server states: every state can close, nothing follows Closing") {
     }
 }
 
-TEST_CASE("server states: a linked state is counted active, an internal query is not idle") {
+TEST_CASE("server states: a linked state is counted active, an own query is bounded, not idle") {
     for (S state : kAll) {
         CAPTURE(std::string(to_string(state)));
         const auto& info = state_info(state);
         CHECK(info.linked == (info.census == ServerCensus::Active));
-        if (info.internal_query) CHECK(info.list == PoolList::Used);
+        if (info.input == ServerInput::OwnQuery) {
+            CHECK(info.list == PoolList::Used);
+            // The janitor closes one that never ends (proxy/pool/janitor.cpp).
+            CHECK(info.deadline != ServerDeadline::None);
+        }
     }
 }
 
