@@ -4,6 +4,7 @@
 # corpus, new inputs go to a scratch corpus in the build directory (kept between local runs).
 #
 #   scripts/lib/fuzz.sh [NAME...]       # default: every target; NAME as in fuzz_NAME
+#   scripts/lib/fuzz.sh --build-only    # only the build (scripts/test runs it beside phase 2)
 #
 #   PGT_FUZZ_SECONDS     seconds per target (default 20)
 #   PGT_FUZZ_JOBS        targets fuzzed at the same time (default 2: one per core of the CI
@@ -34,6 +35,7 @@ if ! { cmake -S "$PGT_ROOT" -B "$build_dir" -DCMAKE_CXX_COMPILER=clang++ \
     printf 'the fuzz targets did not build\n0 passed, 1 failed\n'
     exit 1
 fi
+[[ ${1:-} != --build-only ]] || exit 0
 
 names=("$@")
 if ((${#names[@]} == 0)); then
