@@ -147,6 +147,25 @@ struct ReleasePlan {
     friend bool operator==(const ReleasePlan&, const ReleasePlan&) = default;
 };
 
-[[nodiscard]] ReleasePlan plan_release(const ReleaseFacts& facts);
+// Inline: it runs at every release (every transaction in transaction pooling).
+[[nodiscard]] inline ReleasePlan plan_release(const ReleaseFacts& facts) {
+    using Action = ReleasePlan::Action;
+    using Why = ReleasePlan::Why;
+    if (facts.closing) return {Action::Nothing, Why::None};
+    if (facts.retired) return {Action::Close, Why::Retired};
+    if (facts.lifetime_ms && facts.age_ms >= *facts.lifetime_ms && !facts.client_linked) {
+        return {Action::Close, Why::Lifetime};
+    }
+    // A standby promoted under a standby-only database (or the reverse): it is what it was not
+    // chosen for (target_session_attrs).
+    if (!facts.role_fits) return {Action::Close, Why::RoleChanged};
+    // PAUSE waits for every server of the database to close; released ones go right away.
+    if (facts.paused) return {Action::Close, Why::Paused};
+    // The backend must not serve someone else before the cancel meant for its last client has
+    // arrived.
+    if (facts.cancels_in_flight) return {Action::WaitForCancels, Why::None};
+    if (facts.reset_due && !facts.reset_done) return {Action::Reset, Why::None};
+    return {Action::Return, Why::None};
+}
 
 }  // namespace pgtether

@@ -4,18 +4,6 @@
 
 namespace pgtether {
 
-std::size_t latency_bucket(std::uint64_t micros) {
-    // The first bound not below the observation: le is inclusive.
-    return static_cast<std::size_t>(
-        std::lower_bound(kLatencyBucketBoundsUs.begin(), kLatencyBucketBoundsUs.end(), micros) -
-        kLatencyBucketBoundsUs.begin());
-}
-
-void LatencyHistogram::record(std::uint64_t micros) {
-    counts[latency_bucket(micros)]++;
-    sum_us += micros;
-}
-
 std::uint64_t LatencyHistogram::cumulative(std::size_t i) const {
     std::uint64_t total = 0;
     for (std::size_t b = 0; b <= i && b < counts.size(); ++b) total += counts[b];

@@ -8,21 +8,6 @@
 
 namespace pgtether {
 
-void Link::begin(bool translate_statements) {
-    tracker_.reset();
-    locks_.reset();
-    requests_.clear();
-    translate_statements_ = translate_statements;
-    if (parsed_names_) parsed_names_->clear();
-    effects_ = 0;
-    pipelined_probe_kinds_ = 0;
-    request_started_us_ = xact_started_us_ = 0;
-    client_forwarded_ = false;
-    fatal_forwarded_ = false;
-    held_fatal_message_.clear();
-    failed_sqlstate_.clear();
-}
-
 void Link::note_parsed_name(std::string_view name) {
     if (!parsed_names_) parsed_names_ = std::make_unique<std::unordered_set<std::string>>();
     if (parsed_names_->size() < kMaxParsedNames) parsed_names_->emplace(name);
@@ -45,23 +30,6 @@ TransactionEndDecision Link::at_boundary(const Config& config, std::uint32_t tet
     end.exact_ledger = &locks_.ledger();
     end.defer_lock_probes = config.tether_probe_delay.count() > 0;
     return decide_transaction_end(end);
-}
-
-void Link::note_request_start(std::uint64_t now_us) {
-    request_started_us_ = now_us;
-    if (xact_started_us_ == 0) xact_started_us_ = now_us;
-}
-
-void Link::note_quiet(char tx_status, std::uint64_t now_us, PoolStats& stats) {
-    if (request_started_us_ != 0) {
-        stats.record_query_time(now_us - request_started_us_);
-        request_started_us_ = 0;
-    }
-    if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
-        stats.xact_count++;
-        stats.record_xact_time(now_us - xact_started_us_);
-        xact_started_us_ = 0;
-    }
 }
 
 }  // namespace pgtether

@@ -22,7 +22,9 @@
 #include <utility>
 
 #include "core/lock_accounting.hpp"
+#include "core/stats.hpp"
 #include "core/tether_policy.hpp"
+#include "protocol/message_types.hpp"
 #include "protocol/pipeline_tracker.hpp"
 #include "proxy/server/request_queue.hpp"
 
@@ -30,7 +32,6 @@ namespace pgtether {
 
 struct Config;
 class LockLedger;
-struct PoolStats;
 
 class Link {
 public:
@@ -113,5 +114,39 @@ private:
     std::string held_fatal_message_;
     std::string failed_sqlstate_;
 };
+
+// Defined here: they run on every transaction, and inline they cost what the same lines cost
+// inside Server before the link had a class of its own (tests/bench/profile.sh).
+inline void Link::begin(bool translate_statements) {
+    tracker_.reset();
+    locks_.reset();
+    requests_.clear();
+    translate_statements_ = translate_statements;
+    if (parsed_names_) parsed_names_->clear();
+    effects_ = 0;
+    pipelined_probe_kinds_ = 0;
+    request_started_us_ = xact_started_us_ = 0;
+    client_forwarded_ = false;
+    fatal_forwarded_ = false;
+    held_fatal_message_.clear();
+    failed_sqlstate_.clear();
+}
+
+inline void Link::note_request_start(std::uint64_t now_us) {
+    request_started_us_ = now_us;
+    if (xact_started_us_ == 0) xact_started_us_ = now_us;
+}
+
+inline void Link::note_quiet(char tx_status, std::uint64_t now_us, PoolStats& stats) {
+    if (request_started_us_ != 0) {
+        stats.record_query_time(now_us - request_started_us_);
+        request_started_us_ = 0;
+    }
+    if (tx_status == protocol::kTxIdle && xact_started_us_ != 0) {
+        stats.xact_count++;
+        stats.record_xact_time(now_us - xact_started_us_);
+        xact_started_us_ = 0;
+    }
+}
 
 }  // namespace pgtether
