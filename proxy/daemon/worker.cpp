@@ -416,7 +416,10 @@ void Worker::on_janitor(uv_timer_t* timer) { static_cast<Worker*>(timer->data)->
 // progress, then every client's, pool's, auth lookup's, cancel's and lock catalog's checks.
 void Worker::janitor() {
     std::uint64_t now = now_ms();
-    if (draining() && client_count() == 0) {
+    // The process's clients, not this worker's: worker 0 keeps the Unix socket open for the
+    // console, and every worker's /readyz keeps saying it is draining, until the last client of
+    // every worker has left (workers = N).
+    if (draining() && group_.clients() == 0) {
         // The last client has left: close the servers and everything else, then stop.
         spdlog::info("shutting down: all clients have disconnected");
         shutdown_mode_ = ShutdownMode::Graceful;

@@ -389,7 +389,11 @@ TEST_CASE("the limits and the descriptor counts are exported, for ratios") {
         PGT_REQUIRE_OK(more.back().exec("SELECT 1"));
     }
     auto after = scrape(started.port);
-    CHECK(value_of(after, "pgtether_process_open_fds") >= before + 8);
+    // Eight more, give or take the descriptors that come and go on their own between the two
+    // scrapes: a pooled server connection closed or opened by the janitor, a lock-catalog side
+    // connection (with workers = 2 one came and went in CI: 30 after 23).
+    CHECK(value_of(after, "pgtether_process_open_fds") >= before + 8 - 2);
+    CHECK(value_of(after, "pgtether_process_open_fds") <= fds_now() + 2);
     CHECK(value_of(after, "pgtether_process_open_fds") < value_of(after, "pgtether_process_max_fds"));
 }
 

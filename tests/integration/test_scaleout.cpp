@@ -10,9 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -177,6 +179,64 @@ TEST_CASE(
     std::this_thread::sleep_for(500ms);
     CHECK(pooler.running());
     connected.reset();  // the last client leaves
+    CHECK(exits_within(pooler, 10s));
+    CHECK(pooler.log().find("all clients have disconnected") != std::string::npos);
+    CHECK(pooler.log().find("shutdown complete") != std::string::npos);
+}
+
+TEST_CASE(
+    "SHUTDOWN WAIT_FOR_CLIENTS with two workers: the console answers until the process's last "
+    "client leaves") {
+    Pgtether pooler(pool_config("transaction", 2, {{"workers", "2"}}));
+    // Eight TCP clients, spread over the two workers; client ids tell whose each is (worker i of
+    // N hands out i+1, i+1+N, ...).
+    std::vector<std::unique_ptr<Conn>> clients;
+    for (int i = 0; i < 8; ++i) {
+        clients.push_back(std::make_unique<Conn>(
+            Conn::must(pooler.conninfo("", "", "", "application_name=c" + std::to_string(i)))));
+        PGT_REQUIRE_OK(clients.back()->exec("SELECT 1"));
+    }
+    std::vector<int> worker_of(clients.size(), -1);
+    {
+        Conn admin = unix_console(pooler);
+        REQUIRE(admin.ok());
+        auto rows = admin.exec("SHOW CLIENTS");
+        PGT_REQUIRE_OK(rows);
+        for (std::size_t i = 0; i < clients.size(); ++i) {
+            auto row = find_row(rows, "application_name", "c" + std::to_string(i));
+            REQUIRE(row);
+            worker_of[i] = static_cast<int>((cell_int(*row, "id") - 1) % 2);
+        }
+    }
+    const auto on_worker = [&](int worker) {
+        return std::count(worker_of.begin(), worker_of.end(), worker);
+    };
+    // The kernel spreads accepted connections; with eight, both workers have some almost always.
+    if (on_worker(0) == 0 || on_worker(1) == 0) {
+        MESSAGE("all eight clients landed on one worker; nothing to check");
+        return;
+    }
+    {
+        Conn admin = unix_console(pooler);
+        REQUIRE(admin.ok());
+        PGT_CHECK_OK(admin.exec("SHUTDOWN WAIT_FOR_CLIENTS"));
+    }
+    CHECK(pooler.wait_for_log("SHUTDOWN WAIT_FOR_CLIENTS command issued"));
+    // Worker 0 (the console's Unix socket) loses all its clients first...
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+        if (worker_of[i] == 0) clients[i].reset();
+    }
+    std::this_thread::sleep_for(500ms);
+    // ...and still answers the console while worker 1's clients keep their sessions.
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+        if (worker_of[i] != 1) continue;
+        CHECK(pooler.running());
+        CHECK(scalar(*clients[i], "SELECT 'still served'") == "still served");
+        Conn admin = unix_console(pooler);
+        CHECK_MESSAGE(admin.ok(), admin.error());
+        if (admin.ok()) PGT_CHECK_OK(admin.exec("SHOW CLIENTS"));
+        clients[i].reset();
+    }
     CHECK(exits_within(pooler, 10s));
     CHECK(pooler.log().find("all clients have disconnected") != std::string::npos);
     CHECK(pooler.log().find("shutdown complete") != std::string::npos);
@@ -696,7 +756,9 @@ TEST_CASE("the shipped docker/ and docker/k8s configurations start, peer and ser
                              metrics, 0, 0));
     auto pod = start_shipped(k8s, "pgtether.ini", port);
     // The Deployment's probes: liveness /healthz, readiness /readyz, on the metrics port.
-    CHECK(http_get("127.0.0.1", metrics, "/healthz").status == 200);
+    // start_shipped waits for the client port; the metrics listener of a worker may answer a
+    // moment later, so /healthz too is polled (a liveness probe has its initialDelaySeconds).
+    CHECK(eventually([&] { return http_get("127.0.0.1", metrics, "/healthz").status == 200; }, 20s));
     CHECK(eventually([&] { return http_get("127.0.0.1", metrics, "/readyz").status == 200; }, 10s));
     Conn app = Conn::must(make_conninfo("127.0.0.1", port, "postgres", env.database, "postgres"));
     CHECK(scalar(app, "SELECT 1") == "1");
