@@ -133,6 +133,7 @@ void ListenHub::open() {
     setup.database = pool_.database();
     setup.credentials = pool_.server_credentials();
     setup.application_name = "pgtether listen";
+    setup.host_index = pool_.side_host();
     // A NotificationResponse carries at most PostgreSQL's 8000-byte payload and a channel name.
     setup.max_message = 64 * 1024;
     setup.limits = ResultLimits{0, 0};

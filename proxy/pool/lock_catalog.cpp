@@ -250,6 +250,7 @@ void LockCatalog::start_watch(Database& db) {
     setup.database = pool->database();
     setup.credentials = pool->server_credentials();
     setup.application_name = "pgtether catalog watch";
+    setup.host_index = pool->side_host();
     setup.max_message = 64 * 1024;
     setup.limits = ResultLimits{1, 4096};
     Database* target = &db;
@@ -325,6 +326,7 @@ void LockCatalog::start(Database& db) {
     request.database = pool->database();
     request.credentials = pool->server_credentials();
     request.application_name = "pgtether lock discovery";
+    request.host_index = pool->side_host();
     request.query = lock_discovery_query();
     request.max_rows = kMaxRows;
     request.max_row_bytes = kMaxRowBytes;

@@ -335,6 +335,10 @@ std::size_t Pool::choose_host() {
     return index;
 }
 
+std::size_t Pool::side_host() const {
+    return pgtether::choose_host(hosts_, session_attrs_, false, 0, worker_.now_ms());
+}
+
 bool Pool::on_server_role(const Server& server, const ServerRole& role) {
     const std::size_t index = server.host_index();
     if (index >= hosts_.size()) return serves(role);

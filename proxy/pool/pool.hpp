@@ -68,6 +68,11 @@ public:
     // The host of the database's host list the next server connection goes to (an index for
     // split_host_list / port_for_host): core/host_choice.hpp, from what the pool knows of its hosts.
     [[nodiscard]] std::size_t choose_host();
+    // The host for one of pgtether's own connections of this pool (the LISTEN hub's, the lock
+    // catalog's watch): the same choice, without taking a round-robin turn or counting as an
+    // attempt, so that after a failover they follow the pooled servers to the new primary
+    // instead of staying on the first host of the list.
+    [[nodiscard]] std::size_t side_host() const;
     // What the pool knows of each host of its database's list (SHOW HOSTS).
     [[nodiscard]] const std::vector<HostStatus>& hosts() const { return hosts_; }
     [[nodiscard]] SessionAttrs session_attrs() const { return session_attrs_; }

@@ -52,7 +52,7 @@ std::string AuthLookups::key_of(const AuthQuery::Target& target, const std::stri
 
 std::optional<std::uint64_t> AuthLookups::lookup(AuthQuery::Target target, std::string user,
                                                  AuthQuery::Callback done) {
-    // The lookup connection goes to the first host of a host list (AuthQuery::connect).
+    // The key names the whole host list; the connection goes to Target::host of it.
     const auto& db = target.database;
     std::string key =
         key_of(target, server_unix_socket_path(host_for_turn(db, 0), db.port, worker_.config()));
@@ -113,7 +113,7 @@ void AuthLookups::pump(std::string key) {
     for (std::size_t attempts = 0; attempts < kMaxConnections && target.queue.size() > starting &&
                                    target.connections.size() < kMaxConnections;
          ++attempts) {
-        AuthQuery* query = AuthQuery::create(worker_, *this, target.target);
+        AuthQuery* query = AuthQuery::create(worker_, *this, target.target, target.host);
         target.connections.push_back(Connection{query, generation_, std::nullopt});
         ++starting;
         query->begin();  // may fail at once: on_connection_lost then removed it
@@ -148,6 +148,7 @@ void AuthLookups::remove(const AuthQuery& query) {
 void AuthLookups::on_connection_ready(AuthQuery& query) {
     auto [target, connection] = find(query);
     if (!target) return;
+    target->hosts_failed = 0;
     if (connection->generation != generation_) {
         // Made before a reload: nothing of the old configuration stays; a fresh connection
         // takes over what waits.
@@ -175,6 +176,19 @@ void AuthLookups::on_connection_lost(AuthQuery& query, const std::string& why) {
     // serve them: an unreachable server or a refused auth_user login is then one error for each
     // waiting client, not a reconnect loop.
     bool others = target->connections.size() > 1;
+    // A connection that never logged in: with a host list, the next host is tried before the
+    // lookups fail (the first host may be a primary that went away in a failover).
+    const std::size_t hosts = split_host_list(target->target.database.host).size();
+    if (!query.logged_in() && hosts > 1) {
+        target->host = (target->host + 1) % hosts;
+        if (++target->hosts_failed < hosts) {
+            std::string key = target->key;
+            remove(query);
+            pump(std::move(key));
+            return;
+        }
+    }
+    target->hosts_failed = 0;
     std::deque<Waiting> orphans;
     if (!others) orphans.swap(target->queue);
     remove(query);

@@ -82,6 +82,10 @@ class AuthLookups {
         AuthQuery::Target target;  // how to connect (the first lookup's; equal for all by key)
         std::deque<Waiting> queue;
         std::vector<Connection> connections;
+        // A host list: the host new connections go to, and how many hosts in a row have failed
+        // before a login (lookups fail only once every host has; libpq's way with host lists).
+        std::size_t host = 0;
+        std::size_t hosts_failed = 0;
     };
 
     static std::string key_of(const AuthQuery::Target& target, const std::string& unix_path);

@@ -4,16 +4,18 @@
 
 namespace pgtether {
 
-AuthQuery* AuthQuery::create(Worker& worker, AuthLookups& owner, const Target& target) {
-    return new AuthQuery(worker, owner, target);
+AuthQuery* AuthQuery::create(Worker& worker, AuthLookups& owner, const Target& target,
+                             std::size_t host_index) {
+    return new AuthQuery(worker, owner, target, host_index);
 }
 
-AuthQuery::AuthQuery(Worker& worker, AuthLookups& owner, const Target& target)
+AuthQuery::AuthQuery(Worker& worker, AuthLookups& owner, const Target& target,
+                     std::size_t host_index)
     : SideConnection(worker, Setup{target.database, target.credentials, "pgtether auth_query",
                                    "auth_user ", ServerLogin::kMaxMessage,
                                    // The secret is column 2 of the only row; more rows are only
                                    // counted (and refused).
-                                   ResultLimits{1, 1 << 20}}),
+                                   ResultLimits{1, 1 << 20}, host_index}),
       owner_(&owner) {}
 
 void AuthQuery::close() {

@@ -53,7 +53,9 @@ class AuthQuery final : public SideConnection {
     // A connection to `target` (its query is not used here: every lookup brings its own), owned
     // by `owner`, which it tells when it is ready for a lookup, each lookup's result, and when it
     // is lost. begin() connects. The object frees itself once its socket is closed.
-    static AuthQuery* create(Worker& worker, AuthLookups& owner, const Target& target);
+    // `host_index`: which host of target.database's host list to connect to.
+    static AuthQuery* create(Worker& worker, AuthLookups& owner, const Target& target,
+                             std::size_t host_index);
     using SideConnection::begin;
     // Runs `query` for `user`; only when ready(). The result goes to owner.on_lookup_done().
     void run(const std::string& user, const std::string& query);
@@ -61,7 +63,7 @@ class AuthQuery final : public SideConnection {
     void close();
 
   private:
-    AuthQuery(Worker& worker, AuthLookups& owner, const Target& target);
+    AuthQuery(Worker& worker, AuthLookups& owner, const Target& target, std::size_t host_index);
     ~AuthQuery() override = default;
 
     // SideConnection

@@ -48,12 +48,13 @@ void SideConnection::run(std::string_view query,
 
 void SideConnection::connect() {
     const auto& db = setup_.database;
-    // A host list: the connection goes to its first host (these queries are few and short).
-    host_ = host_for_turn(db, 0);
+    // A host list: the host its creator chose (the pool's current choice, or the next one after
+    // a failure), with that host's port.
+    host_ = host_for_turn(db, setup_.host_index);
     bool resolving = false;
-    std::string error =
-        start_side_connect(stream_, worker_.loop(), host_, db.port, worker_.config(), *this,
-                           unix_socket_, resolving);
+    std::string error = start_side_connect(stream_, worker_.loop(), host_,
+                                           port_for_host(db, setup_.host_index), worker_.config(),
+                                           *this, unix_socket_, resolving);
     if (resolving) ++pending_resolves_;
     if (!error.empty()) fail(error);
 }

@@ -34,12 +34,15 @@ class Worker;
 class SideConnection : public Stream::Handler, public ResolveClient {
   public:
     struct Setup {
-        DatabaseConfig database;        // the [databases] entry to connect to (its first host)
+        DatabaseConfig database;        // the [databases] entry to connect to
         ServerCredentials credentials;  // who logs in, with its password or secret
         std::string application_name;   // "pgtether auth_query", ...
         std::string login_role;         // how a failed login names the user ("auth_user ")
         std::uint32_t max_message = ServerLogin::kMaxMessage;  // any one message from the server
         ResultLimits limits;                                   // of every query's answer
+        // Which host of database's host list (host_for_turn, port_for_host): the one the
+        // database's pool would choose now (Pool::side_host), or the next after a failure.
+        std::size_t host_index = 0;
     };
 
     SideConnection(const SideConnection&) = delete;
@@ -51,6 +54,8 @@ class SideConnection : public Stream::Handler, public ResolveClient {
     [[nodiscard]] bool ready() const { return phase_ == Phase::Ready; }
     // When the current phase began (connecting, a query, idleness), for timeouts.
     [[nodiscard]] std::uint64_t phase_since_ms() const { return phase_since_ms_; }
+    // Whether the login succeeded (it may have failed or closed since).
+    [[nodiscard]] bool logged_in() const { return logged_in_; }
 
   protected:
     enum class Phase {
@@ -125,7 +130,7 @@ class SideConnection : public Stream::Handler, public ResolveClient {
     std::unique_ptr<ServerLogin> login_;
     std::shared_ptr<const TlsContext> tls_context_;
     bool unix_socket_ = false;
-    std::string host_;    // the host connected to (the first of a host list)
+    std::string host_;    // the host connected to (setup_.host_index of the host list)
     QueryResult answer_;  // of the running query
     bool logged_in_ = false;
     bool stream_closed_ = false;

@@ -9,7 +9,8 @@ SideQuery* SideQuery::create(Worker& worker, Request request, Callback done) {
 SideQuery::SideQuery(Worker& worker, Request request, Callback done)
     : SideConnection(worker, Setup{std::move(request.database), std::move(request.credentials),
                                    std::move(request.application_name), "", request.max_message,
-                                   ResultLimits{request.max_rows, request.max_row_bytes}}),
+                                   ResultLimits{request.max_rows, request.max_row_bytes},
+                                   request.host_index}),
       query_(std::move(request.query)),
       params_(std::move(request.params)),
       done_(std::move(done)) {}

@@ -35,6 +35,7 @@ class SideQuery final : public SideConnection {
         std::size_t max_rows = 1;             // rows kept; further rows are only counted
         std::size_t max_row_bytes = 1 << 20;  // all kept rows together; more fails the query
         std::uint32_t max_message = 1 << 20;  // any one message from the server
+        std::size_t host_index = 0;           // SideConnection::Setup::host_index
     };
     struct Result {
         // Connecting, TLS or login failed, or the server misbehaved: why. Empty if the query ran.

@@ -19,6 +19,7 @@
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/process.hpp"
 #include "tests/integration/support/raw_socket.hpp"
 #include "tests/integration/support/test_env.hpp"
 #include "tests/integration/support/tls_support.hpp"
@@ -271,6 +272,29 @@ TEST_CASE("auth_query: valid, expired, missing and NOLOGIN users") {
     }
     CHECK(lookups_closed);
     (void)env;
+}
+
+TEST_CASE("auth_query on a host list whose first host is down: the lookup tries the next") {
+    // The first host refuses (a primary gone in a failover). A lookup connection that cannot
+    // log in there goes on to the next host, as libpq does with a host list, before any login
+    // is refused; the later lookups start where the last one logged in.
+    const TestEnv& env = TestEnv::get();
+    const int gone = free_port();
+    PoolerConfig config;
+    config.databases = {"hosts = host=" + env.pg_host + "," + env.pg_host + " port=" +
+                        std::to_string(gone) + "," + std::to_string(env.pg_port) +
+                        " dbname=" + env.database + " application_name=pgt_test_auth"};
+    config.settings = {{"auth_type", "md5"}, {"auth_user", "postgres"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+    config.extra_args = {"-v"};
+    Pgtether pgtether(config);
+    for (int i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        CHECK(try_connect(pgtether.conninfo("md5_user", "hosts", "secret")).error == "md5_user");
+    }
+    auto wrong = try_connect(pgtether.conninfo("md5_user", "hosts", "wrong"));
+    CHECK_FALSE(wrong.ok);
+    CHECK(contains(wrong.error, "password authentication failed for user \"md5_user\""));
 }
 
 TEST_CASE("auth_type = trust with auth_user: users missing from auth_file are looked up") {

@@ -403,6 +403,32 @@ TEST_CASE("a PostgreSQL restart: the listening connection LISTENs again, listene
     CHECK(warned);
 }
 
+TEST_CASE("a host list whose first host is down: the listening connection goes where the "
+          "pool's servers go") {
+    // The first host refuses (a primary gone in a failover: nothing listens on that port); the
+    // pooled servers find the second, and so must the one connection that LISTENs for the pool.
+    const TestEnv& env = TestEnv::get();
+    const int gone = free_port();
+    PoolerConfig config = two_backends({{"server_host_backoff", "60"}});
+    config.databases = {"hosts = host=" + env.pg_host + "," + env.pg_host + " port=" +
+                        std::to_string(gone) + "," + std::to_string(env.pg_port) +
+                        " dbname=" + env.database};
+    Pgtether pooler(config);
+    Conn listener = Conn::must(pooler.conninfo("", "hosts"));
+    CHECK(scalar(listener, "SELECT 'served by the second host'") == "served by the second host");
+    PGT_REQUIRE_OK(listener.exec("LISTEN lt_hosts"));
+    const std::string direct = make_conninfo(env.pg_host, env.pg_port, env.superuser,
+                                             env.database, "", "");
+    bool heard = eventually(
+        [&] {
+            Conn producer = Conn::must(direct);
+            PGT_REQUIRE_OK(producer.exec("NOTIFY lt_hosts, 'here'"));
+            return payloads(wait_for(listener, 1, 300ms)) == std::vector<std::string>{"here"};
+        },
+        10s);
+    CHECK(heard);
+}
+
 TEST_CASE("node-postgres: its LISTEN/NOTIFY API behaves through pgtether as directly") {
     // node and npm are on this project's machines, not on every Debian machine: without them the
     // case says so and checks nothing.
