@@ -292,8 +292,9 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
              "Client connections refused by max_client_conn");
     w.sample({}, ws.clients_refused);
     w.family("pgtether_accept_fd_exhausted", "counter",
-             "Times accept() failed for want of file descriptors (EMFILE/ENFILE); the listener "
-             "paused for 100 ms each time, the connections stayed queued");
+             "Times accept() failed for want of file descriptors (EMFILE/ENFILE), on a client "
+             "listener or the metrics endpoint; it paused for 100 ms each time, the connections "
+             "stayed queued");
     w.sample({}, ws.accept_fd_exhausted);
     w.family("pgtether_server_connections_opened", "counter", "Server connections opened");
     w.sample({}, ws.servers_opened);

@@ -1,6 +1,7 @@
 #include "proxy/admin/metrics_server.hpp"
 
 #include <netdb.h>
+#include <unistd.h>
 
 #include <stdexcept>
 
@@ -9,6 +10,7 @@
 #include "proxy/admin/health.hpp"
 #include "proxy/admin/http_request.hpp"
 #include "proxy/admin/metrics.hpp"
+#include "core/fd_budget.hpp"
 #include "core/metrics_text.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/net/listener.hpp"
@@ -50,9 +52,14 @@ MetricsConnection::~MetricsConnection() {
     server_.remove(*this);
 }
 
-bool MetricsConnection::accept(uv_stream_t* listener) {
+bool MetricsConnection::accept(int fd) {
     // On failure close() frees this object (in on_stream_closed), initialised or not.
-    if (stream_.init_tcp() != 0 || stream_.accept_from(listener) != 0) {
+    if (stream_.init_tcp() != 0) {
+        ::close(fd);
+        close();
+        return false;
+    }
+    if (stream_.adopt(fd) != 0) {
         close();
         return false;
     }
@@ -143,7 +150,8 @@ void MetricsConnection::on_stream_closed() {
 // ---------------------------------------------------------------------------------------------
 // The listening sockets
 
-MetricsServer::MetricsServer(Worker& worker) : worker_(worker) {}
+MetricsServer::MetricsServer(Worker& worker)
+    : worker_(worker), accept_failures_(kAcceptFailureReportMs) {}
 
 MetricsServer::~MetricsServer() = default;
 
@@ -154,24 +162,20 @@ void MetricsServer::listen(const std::vector<std::string>& addresses, int port, 
             const AddrinfoList result =
                 resolve_listen_address(host, service, "metrics_listen_addr");
             // The first address of a name is enough (as for listen_addr).
-            auto socket = std::make_unique<Socket>();
-            socket->owner = this;
-            int rc = uv_tcp_init(worker_.loop(), &socket->handle);
-            if (rc == 0) {
-                socket->open = true;
-                socket->handle.data = socket.get();
-                unsigned flags = result->ai_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0;
-                rc = uv_tcp_bind(&socket->handle, result->ai_addr, flags);
-                if (rc == 0) {
-                    rc = uv_listen(reinterpret_cast<uv_stream_t*>(&socket->handle), backlog,
-                                   on_connection);
-                }
-            }
-            sockets_.push_back(std::move(socket));
-            if (rc != 0) {
+            auto listener = std::make_unique<Listener>(worker_, *this);
+            try {
+                listener->listen_tcp(result->ai_addr, host + ":" + service, backlog, false);
+            } catch (const std::exception& e) {
+                listener->close();
+                listeners_.push_back(std::move(listener));
+                // e.what(): "cannot <step> <address>: <reason>"; the reason is what to add.
+                const std::string what = e.what();
+                const auto colon = what.rfind(": ");
                 throw std::runtime_error("cannot listen for metrics on " + host + ":" + service +
-                                         ": " + uv_strerror(rc));
+                                         ": " +
+                                         (colon == std::string::npos ? what : what.substr(colon + 2)));
             }
+            listeners_.push_back(std::move(listener));
             spdlog::info("metrics on http://{}:{}/metrics", host, port);
         }
     }
@@ -181,13 +185,21 @@ void MetricsServer::listen(const std::vector<std::string>& addresses, int port, 
     uv_timer_start(&timer_, on_timer, kTimerIntervalMs, kTimerIntervalMs);
 }
 
-void MetricsServer::on_connection(uv_stream_t* handle, int status) {
-    auto* socket = static_cast<Socket*>(handle->data);
-    if (status < 0) return;
-    auto* connection = new MetricsConnection(socket->owner->worker_, *socket->owner);
-    // Accept even when there is no room, so the connection does not stay queued: it is closed
-    // at once.
-    if (connection->accept(handle) && !socket->owner->make_room(*connection)) connection->close();
+void MetricsServer::accept_client(int fd, bool tcp, bool drained) {
+    (void)tcp;
+    (void)drained;
+    auto* connection = new MetricsConnection(worker_, *this);
+    // Accepted even when there is no room, so that the connection does not stay queued: it is
+    // closed at once.
+    if (connection->accept(fd) && !make_room(*connection)) connection->close();
+}
+
+void MetricsServer::on_accept_out_of_descriptors(const std::string& error) {
+    worker_.stats().accept_fd_exhausted++;
+    if (auto left_out = accept_failures_.occurrence(worker_.now_ms())) {
+        spdlog::error("metrics endpoint: accept() failed: {}{}; not accepting new scrapes for {} ms",
+                      error, ReportRate::left_out_note(*left_out), kAcceptPauseMs);
+    }
 }
 
 bool MetricsServer::make_room(const MetricsConnection& incoming) {
@@ -234,12 +246,7 @@ void MetricsServer::on_timer(uv_timer_t* timer) {
 }
 
 void MetricsServer::close() {
-    for (auto& socket : sockets_) {
-        if (socket->open) {
-            socket->open = false;
-            uv_close(reinterpret_cast<uv_handle_t*>(&socket->handle), nullptr);
-        }
-    }
+    for (auto& listener : listeners_) listener->close();
     if (timer_open_) {
         timer_open_ = false;
         uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "core/report_rate.hpp"
 #include "proxy/net/intrusive_list.hpp"
+#include "proxy/net/listener.hpp"
 #include "proxy/net/stream.hpp"
 
 namespace pgtether {
@@ -24,7 +26,8 @@ class MetricsConnection final : public Stream::Handler {
   public:
     MetricsConnection(Worker& worker, MetricsServer& server);
     ~MetricsConnection();
-    bool accept(uv_stream_t* listener);
+    // Takes the accepted socket `fd`; false (and the object frees itself) when it cannot.
+    bool accept(int fd);
     // Drops a connection whose request head is late, or that has been open too long (slow or
     // idle scrapers, slowloris).
     void expire(std::uint64_t now_ms);
@@ -56,10 +59,12 @@ class MetricsConnection final : public Stream::Handler {
     bool done_ = false;
 };
 
-class MetricsServer {
+// The listening sockets are net/'s Listener (accept4 on pgtether's own descriptor): at EMFILE
+// libuv's own accept path would close the queued scrapes without a word.
+class MetricsServer final : public Acceptor {
   public:
     explicit MetricsServer(Worker& worker);
-    ~MetricsServer();
+    ~MetricsServer() override;
     MetricsServer(const MetricsServer&) = delete;
     MetricsServer& operator=(const MetricsServer&) = delete;
 
@@ -72,13 +77,13 @@ class MetricsServer {
     void add(MetricsConnection& connection) { connections_.push_back(connection); }
     void remove(MetricsConnection& connection) { connections_.remove(connection); }
 
+    // Acceptor: a scrape connection; accept() out of descriptors (logged at most once per
+    // kAcceptFailureReportMs, counted with the client listeners'; the listener pauses and the
+    // scrapes stay queued).
+    void accept_client(int fd, bool tcp, bool drained) override;
+    void on_accept_out_of_descriptors(const std::string& error) override;
+
   private:
-    struct Socket {
-        uv_tcp_t handle{};
-        MetricsServer* owner = nullptr;
-        bool open = false;
-    };
-    static void on_connection(uv_stream_t* handle, int status);
     // Makes room for `incoming` when its peer, or the endpoint, has as many connections as it may:
     // closes the oldest connection still waiting for its request (of that peer when the peer is
     // at its limit). False when there is none to close and `incoming` must go instead.
@@ -86,10 +91,11 @@ class MetricsServer {
     static void on_timer(uv_timer_t* timer);
 
     Worker& worker_;
-    std::vector<std::unique_ptr<Socket>> sockets_;
+    std::vector<std::unique_ptr<Listener>> listeners_;
     IntrusiveList<MetricsConnection, &MetricsConnection::hook_> connections_;
     uv_timer_t timer_{};
     bool timer_open_ = false;
+    ReportRate accept_failures_;
 };
 
 }  // namespace pgtether

@@ -449,6 +449,35 @@ TEST_CASE("without metrics_listen_port there is no endpoint") {
     CHECK(pooler.log().find("metrics on") == std::string::npos);
 }
 
+// Issue 27, item 11, for the metrics endpoint: out of descriptors, libuv's accept path closed
+// the queued scrapes without a word. Now it is the client listeners' Listener: logged, counted,
+// paused, and the scrape is served once descriptors are free.
+TEST_CASE("out of file descriptors: a scrape waits, is logged and counted, and is served") {
+    PoolerConfig config = pool_config("transaction", 1, {{"max_client_conn", "500"}});
+    config.fd_limit = 64;
+    auto started = pgtether::itest::start_with_metrics(config);
+    Pgtether& pooler = *started.pooler;
+    // More client connections than descriptors: pgtether accepts until it has none left.
+    std::vector<std::unique_ptr<RawConn>> conns;
+    for (int i = 0; i < 90; ++i) {
+        conns.push_back(std::make_unique<RawConn>(pooler.host(), pooler.port()));
+    }
+    REQUIRE(pooler.wait_for_log("accept() failed: Too many open files; not accepting"));
+    HttpReply during;
+    std::thread scraper([&] {
+        during = http_exchange("127.0.0.1", started.port,
+                               "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                               20s);
+    });
+    CHECK(pooler.wait_for_log("metrics endpoint: accept() failed: Too many open files; not "
+                              "accepting new scrapes for 100 ms"));
+    conns.clear();
+    scraper.join();
+    // The scrape stayed queued and was answered once descriptors were free again.
+    CHECK_MESSAGE(during.status == 200, during.raw);
+    CHECK(value_of(scrape(started.port), "pgtether_accept_fd_exhausted_total") >= 2);
+}
+
 TEST_CASE("idle half-sent requests neither block scrapes nor stay open (slowloris)") {
     auto started = start_with_metrics();
     int port = started.port;
