@@ -74,7 +74,9 @@ bool metrics_family_takes_max(std::string_view name) {
            name == "pgtether_lock_functions_unknown" || name == "pgtether_max_client_conn" ||
            name == "pgtether_pool_size" || name == "pgtether_pool_reserve_size" ||
            name == "pgtether_pool_tether_reserve_size" || name == "pgtether_process_open_fds" ||
-           name == "pgtether_process_max_fds";
+           name == "pgtether_process_max_fds" || name == "pgtether_host_up" ||
+           name == "pgtether_host_role" || name == "pgtether_host_backoff_seconds" ||
+           name == "pgtether_host_failures";
 }
 
 std::string merge_metrics_texts(const std::vector<std::string>& texts) {

@@ -2,7 +2,7 @@
 // samples with the same name and labels are added up (counters, connection gauges), or the
 // largest taken where adding makes no sense (pgtether_info, the paused flags, the longest wait,
 // the size of a database's lock trigger, which every worker shares, the configured limits and
-// the process's descriptor counts). Pure text in, text out: the
+// the process's descriptor counts, and what each worker's pool knows of a host). Pure text in, text out: the
 // format is the one core/metrics_text.hpp writes (Prometheus 0.0.4 or OpenMetrics 1.0).
 #pragma once
 

@@ -9,6 +9,7 @@
 #include <system_error>
 #include <vector>
 
+#include "core/host_choice.hpp"
 #include "core/metrics_merge.hpp"
 #include "core/state_probe.hpp"
 
@@ -20,6 +21,7 @@
 #include "proxy/pool/pool_control.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"
+#include "proxy/net/server_address.hpp"
 
 namespace pgtether {
 
@@ -167,6 +169,50 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
     per_pool_gauge("pgtether_pool_tether_reserve_size",
                    "tether_reserve_size as resolved: servers the pool may add for tethered clients",
                    [&](const PoolRow& r) { return size(r.pool->sizes().tether_reserve_size); });
+
+    // Each host of each pool's [databases] host list, as SHOW HOSTS shows it (what this worker's
+    // pool saw at its logins there; with workers = N the largest of the workers' values).
+    struct HostRow {
+        Labels labels;
+        const HostStatus* status;
+    };
+    std::vector<HostRow> host_rows;
+    for (const auto& row : rows) {
+        const auto& db = row.pool->database();
+        const auto& hosts = row.pool->hosts();
+        for (std::size_t i = 0; i < hosts.size(); ++i) {
+            Labels labels = row.labels;
+            labels.emplace_back("host", host_for_turn(db, i));
+            labels.emplace_back("port", std::to_string(port_for_host(db, i)));
+            host_rows.push_back({std::move(labels), &hosts[i]});
+        }
+    }
+    const std::uint64_t now = worker.now_ms();
+    w.family("pgtether_host_up", "gauge",
+             "1 while the host is neither backing off nor untried (SHOW HOSTS' state up)");
+    for (const auto& h : host_rows) {
+        w.sample(h.labels, std::uint64_t{host_state_name(*h.status, now) == "up" ? 1u : 0u});
+    }
+    w.family("pgtether_host_role", "gauge",
+             "1 for the role the host had at the last login there: primary, primary (read-only), "
+             "standby or unknown");
+    for (const auto& h : host_rows) {
+        Labels labels = h.labels;
+        labels.emplace_back("role", host_role_name(*h.status));
+        w.sample(labels, std::uint64_t{1});
+    }
+    w.family("pgtether_host_backoff_seconds", "gauge",
+             "How long the host is still skipped (server_host_backoff after a failure or the "
+             "wrong role)");
+    for (const auto& h : host_rows) {
+        const std::uint64_t until = h.status->backoff_until_ms;
+        w.sample_seconds(h.labels, until > now ? (until - now) * 1000 : 0);
+    }
+    w.family("pgtether_host_failures", "gauge",
+             "Logins on the host that failed or reached the wrong role, in a row");
+    for (const auto& h : host_rows) {
+        w.sample(h.labels, static_cast<std::uint64_t>(std::max(0, h.status->failures)));
+    }
 
     per_pool_counter("pgtether_transactions", "Transactions pooled",
                      [](const PoolRow& r) { return r.stats.xact_count; });

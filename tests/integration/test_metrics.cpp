@@ -397,6 +397,46 @@ TEST_CASE("the limits and the descriptor counts are exported, for ratios") {
     CHECK(value_of(after, "pgtether_process_open_fds") < value_of(after, "pgtether_process_max_fds"));
 }
 
+TEST_CASE("each host of a host list has its state, role, back-off and failures") {
+    // The first host refuses (nothing listens on its port), the second is the test server.
+    const TestEnv& env = TestEnv::get();
+    const int gone = free_port();
+    PoolerConfig config;
+    config.databases = {"hosts = host=" + env.pg_host + "," + env.pg_host + " port=" +
+                        std::to_string(gone) + "," + std::to_string(env.pg_port) +
+                        " dbname=" + env.database};
+    config.settings = {{"pool_mode", "transaction"},
+                       {"default_pool_size", "2"},
+                       {"server_host_backoff", "60"}};
+    auto started = pgtether::itest::start_with_metrics(config);
+    Conn client = Conn::must(started.pooler->conninfo("", "hosts"));
+    CHECK(scalar(client, "SELECT 1") == "1");
+    // Keys as parse_exposition writes them: labels in name order.
+    const auto labels = [&](int port, const std::string& role = "") {
+        return "database=\"hosts\",host=\"" + env.pg_host + "\",port=\"" +
+               std::to_string(port) + "\"" + (role.empty() ? "" : ",role=\"" + role + "\"") +
+               ",user=\"" + env.superuser + "\"";
+    };
+    auto e = scrape(started.port);
+    // The server that answered: up, a primary, nothing skipped.
+    CHECK(value_of(e, "pgtether_host_up", labels(env.pg_port)) == 1);
+    CHECK(value_of(e, "pgtether_host_role", labels(env.pg_port, "primary")) == 1);
+    CHECK(value_of(e, "pgtether_host_backoff_seconds", labels(env.pg_port)) == 0);
+    CHECK(value_of(e, "pgtether_host_failures", labels(env.pg_port)) == 0);
+    // The one that refused (tried first or second, depending on the round-robin turn): skipped
+    // for server_host_backoff, its failure counted, its role never seen.
+    if (value_of(e, "pgtether_host_failures", labels(gone)) >= 1) {
+        CHECK(value_of(e, "pgtether_host_up", labels(gone)) == 0);
+        CHECK(value_of(e, "pgtether_host_role", labels(gone, "unknown")) == 1);
+        CHECK(value_of(e, "pgtether_host_backoff_seconds", labels(gone)) > 50);
+    } else {
+        // Not tried yet: unknown, and not up either.
+        CHECK(value_of(e, "pgtether_host_up", labels(gone)) == 0);
+        CHECK(value_of(e, "pgtether_host_role", labels(gone, "unknown")) == 1);
+    }
+    CHECK(has(e, "pgtether_host_failures", labels(gone)));
+}
+
 TEST_CASE("OpenMetrics is served when the scraper asks for it") {
     auto started = start_with_metrics();
     Pgtether& pooler = *started.pooler;

@@ -63,7 +63,10 @@ TEST_CASE("seconds add up exactly; the Prometheus format has no EOF line") {
     // Limits and process-wide counts are the same in every worker: not multiplied by N.
     for (const char* name : {"pgtether_max_client_conn", "pgtether_pool_size",
                              "pgtether_pool_reserve_size", "pgtether_pool_tether_reserve_size",
-                             "pgtether_process_open_fds", "pgtether_process_max_fds"}) {
+                             "pgtether_process_open_fds", "pgtether_process_max_fds",
+                             // per host: one worker's view, not a count of workers
+                             "pgtether_host_up", "pgtether_host_role",
+                             "pgtether_host_backoff_seconds", "pgtether_host_failures"}) {
         CAPTURE(name);
         CHECK(metrics_family_takes_max(name));
     }
