@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "protocol/ascii.hpp"
+
 namespace pgtether::protocol {
 
 namespace {
@@ -249,15 +251,9 @@ class NameScanner {
 
 bool names_statement_with_prefix(std::string_view sql, std::string_view prefix) {
     // Every Query passes here: most texts do not contain the prefix in any case, and the token
-    // scan (which folds words) is skipped for them.
-    const auto folded_equal = [](char a, char b) {
-        return std::tolower(static_cast<unsigned char>(a)) ==
-               std::tolower(static_cast<unsigned char>(b));
-    };
-    if (std::search(sql.begin(), sql.end(), prefix.begin(), prefix.end(), folded_equal) ==
-        sql.end()) {
-        return false;
-    }
+    // scan (which folds words) is skipped for them. (A name written with Unicode escapes,
+    // U&"\0070...", is not seen; nor is dynamic SQL.)
+    if (!ascii_icontains(sql, prefix)) return false;
     if (NameScanner(sql, false).find(prefix)) return true;
     // Only a backslash can make the two readings of a plain literal differ.
     return sql.find('\\') != std::string_view::npos && NameScanner(sql, true).find(prefix);

@@ -20,7 +20,7 @@ std::optional<std::string> parse_lone_deallocate(std::string_view sql);
 // -- anywhere in the text outside literals and comments, so `EXPLAIN ANALYZE EXECUTE x` and
 // `CREATE TABLE t AS EXECUTE x` count too. Where a plain '...' literal holds a backslash (its end
 // depends on standard_conforming_strings) both readings are looked at. Dynamic SQL (a name
-// inside a string or a function body) is not seen.
+// inside a string or a function body) is not seen. `prefix` is lower-case ASCII.
 [[nodiscard]] bool names_statement_with_prefix(std::string_view sql, std::string_view prefix);
 
 }  // namespace pgtether::protocol

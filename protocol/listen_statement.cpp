@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "protocol/ascii.hpp"
+
 namespace pgtether::protocol {
 
 namespace {
@@ -238,6 +240,22 @@ std::optional<std::string> channel_name(Lexer::Token token) {
 }  // namespace
 
 std::optional<std::vector<ListenOp>> parse_listen_only(std::string_view sql) {
+    // Every Query passes here: the first token must be LISTEN, UNLISTEN, an empty statement's
+    // semicolon, or a comment before one of them, so any other first character answers at once.
+    std::size_t first = 0;
+    while (first < sql.size() && is_space(sql[first])) ++first;
+    if (first < sql.size()) {
+        switch (ascii_lower(sql[first])) {
+            case 'l':
+            case 'u':
+            case ';':
+            case '-':
+            case '/':
+                break;
+            default:
+                return std::nullopt;
+        }
+    }
     Lexer lexer(sql);
     std::vector<ListenOp> ops;
     while (true) {

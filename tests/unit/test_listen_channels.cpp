@@ -27,6 +27,10 @@ TEST_CASE("strings of LISTEN and UNLISTEN only, with channels as PostgreSQL name
         {"unlisten*;listen a", {{Kind::UnlistenAll, ""}, {Kind::Listen, "a"}}},
         {"-- a comment\nLISTEN /* one /* nested */ */ a;;", {{Kind::Listen, "a"}}},
         {"LISTEN a$1_b", {{Kind::Listen, "a$1_b"}}},
+        // What may come before the first LISTEN (the cheap first-character test lets it by).
+        {" ;; LISTEN a", {{Kind::Listen, "a"}}},
+        {"/* c */ UNLISTEN *", {{Kind::UnlistenAll, ""}}},
+        {"\n-- c\nlisten a", {{Kind::Listen, "a"}}},
         {"LISTEN name", {{Kind::Listen, "name"}}},  // an unreserved keyword is a ColId
         {"LISTEN \"select\"", {{Kind::Listen, "select"}}},
         {"LISTEN caf\xc3\x89", {{Kind::Listen, "caf\xc3\x89"}}},  // only ASCII is folded
@@ -60,6 +64,8 @@ TEST_CASE("anything else goes to the backend, which answers it") {
         "LISTEN a /* unterminated",
         "LISTEN U&\"a\"",
         "NOTIFY a",
+        "(LISTEN a)",
+        "VALUES (1); LISTEN a",
         "UNLISTEN",
         "LISTEN aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",  // 64: truncated
     };

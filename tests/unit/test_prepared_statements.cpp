@@ -337,6 +337,13 @@ TEST_CASE("SQL that prepares, executes or deallocates a reserved name is recogni
     static constexpr Case kCases[] = {
         {"EXECUTE pgtether_0a1b_1", true},
         {"execute PGTETHER_0a1b_1(1, 2)", true},  // unquoted: folded to lower case
+        {"Execute PgTether_0a1b_1", true},
+        {"EXECUTE pgtether_", true},  // the text ends with the prefix
+        {"EXECUTE pgtether", false},  // shorter than the prefix
+        // Candidates for the first character in both cases, before the one that matches.
+        {"SELECT Pp, pP, PGTETHE; EXECUTE pPgTeThEr_1", false},
+        {"SELECT Pp, pP, PGTETHE; EXECUTE PgTeThEr_1", true},
+        {"SELECT pp, PGTETHE; EXECUTE pgtether_1", true},
         {"DEALLOCATE pgtether_x", true},
         {"DEALLOCATE PREPARE pgtether_x", true},
         {"deallocate prepare \"pgtether_x\"", true},
