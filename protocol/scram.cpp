@@ -225,6 +225,17 @@ std::string format_scram_secret(const ScramSecret& secret) {
     return out;
 }
 
+std::optional<ScramClientKeys> derive_scram_client_keys(std::string_view password,
+                                                      std::string_view salt, int iterations) {
+    ScramClientKeys keys;
+    ScramKey salted{};
+    if (!salted_password(password, salt, iterations, salted) ||
+        !derive_keys(salted, keys.client_key, keys.server_key)) {
+        return std::nullopt;
+    }
+    return keys;
+}
+
 ScramSecret make_scram_secret(std::string_view password, std::string_view salt, int iterations) {
     ScramSecret secret;
     ScramKey salted{};
@@ -419,11 +430,11 @@ std::optional<std::string> ScramClient::handle_server_first(std::string_view mes
     ScramKey client_key = client_key_;
     ScramKey server_key = server_key_;
     if (!have_keys_) {
-        ScramKey salted{};
-        if (!salted_password(password_, *salt, *iterations, salted) ||
-            !derive_keys(salted, client_key, server_key)) {
-            return std::nullopt;
-        }
+        const auto keys = deriver_ ? deriver_(password_, *salt, *iterations)
+                                   : derive_scram_client_keys(password_, *salt, *iterations);
+        if (!keys) return std::nullopt;
+        client_key = keys->client_key;
+        server_key = keys->server_key;
     }
     ScramKey stored_key{};
     if (!sha256(view(client_key), stored_key)) return std::nullopt;

@@ -27,6 +27,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -117,8 +118,25 @@ class ScramServer {
 };
 
 // We are the client (logging in to PostgreSQL).
+// A client's two keys, derived from a password with the server's salt and iteration count
+// (SaltedPassword = PBKDF2, then two HMACs): the costly step of a SCRAM login, and a function of
+// those three inputs only.
+struct ScramClientKeys {
+    ScramKey client_key{};
+    ScramKey server_key{};
+};
+[[nodiscard]] std::optional<ScramClientKeys> derive_scram_client_keys(std::string_view password,
+                                                                     std::string_view salt,
+                                                                     int iterations);
+
 class ScramClient {
   public:
+    // Where a password's keys come from once the server has named its salt and iteration count:
+    // derive_scram_client_keys unless set (a caller that logs in often with one password may
+    // remember the result).
+    using KeyDeriver = std::function<std::optional<ScramClientKeys>(
+        std::string_view password, std::string_view salt, int iterations)>;
+
     // `client_nonce` is raw random bytes (libpq uses 18); it is base64-encoded here, so it must not
     // be empty. `user` goes into "n=" (escaped per RFC 5802 §5.1); PostgreSQL ignores it and libpq
     // sends it empty, which is the default.
@@ -130,6 +148,8 @@ class ScramClient {
     // iteration count are then not used: the keys must come from the secret the server stores.
     ScramClient(const ScramKey& client_key, const ScramKey& server_key,
                 std::string_view client_nonce, std::string_view user = {});
+
+    void set_key_deriver(KeyDeriver deriver) { deriver_ = std::move(deriver); }
 
     std::string client_first() const;  // "n,,n=<user>,r=<nonce>"
     // Handles server-first-message; returns client-final-message, or nullopt when the message is
@@ -145,6 +165,7 @@ class ScramClient {
 
   private:
     std::string password_;
+    KeyDeriver deriver_;
     bool have_keys_ = false;  // true: client_key_/server_key_ given, no password
     ScramKey client_key_{};
     ScramKey server_key_{};

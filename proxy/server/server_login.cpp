@@ -8,6 +8,7 @@
 #include "protocol/frontend_messages.hpp"
 #include "protocol/md5_auth.hpp"
 #include "protocol/message_types.hpp"
+#include "proxy/server/scram_key_cache.hpp"
 
 namespace pgtether {
 
@@ -93,6 +94,11 @@ ServerLogin::Reply ServerLogin::on_authentication(const protocol::Authentication
             std::string_view nonce_view(reinterpret_cast<const char*>(nonce.data()), nonce.size());
             if (credentials_.password) {
                 scram_ = std::make_unique<protocol::ScramClient>(*credentials_.password, nonce_view);
+                // The PBKDF2 runs once per password, salt and iteration count in this worker.
+                scram_->set_key_deriver(
+                    [](std::string_view password, std::string_view salt, int iterations) {
+                        return this_threads_scram_key_cache().keys(password, salt, iterations);
+                    });
             } else if (credentials_.scram_client_key && credentials_.scram_server_key) {
                 scram_ = std::make_unique<protocol::ScramClient>(
                     *credentials_.scram_client_key, *credentials_.scram_server_key, nonce_view);

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 #include <poll.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -224,6 +225,40 @@ TEST_CASE("server login with the [databases] password: scram-sha-256, md5 and cl
     std::string error = login_error(pooler.conninfo("", "wrong_password"));
     CHECK_MESSAGE(contains(error, "28P01"), error);
     CHECK(pooler.running());
+}
+
+TEST_CASE("server logins with one plain password derive its SCRAM keys once") {
+    // PBKDF2 for every server connection ran on the event loop: a reconnect storm was one
+    // derivation per connection. The keys depend on the password, the role's salt and the
+    // iteration count only: four logins, one derivation (proxy/server/scram_key_cache.hpp).
+    const TestEnv& env = TestEnv::get();
+    const auto& scram = env.auth_user("scram-sha-256");
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"default_pool_size", "4"}, {"workers", "1"}};
+    config.databases = {"as_scram = host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+                        " dbname=" + env.database + " user=" + scram.name +
+                        " password=" + scram.password};
+    config.extra_args = {"-v"};
+    Pgtether pooler(config);
+    // Four clients in a transaction at once: four server connections, four SCRAM logins.
+    std::vector<Conn> clients;
+    for (int i = 0; i < 4; ++i) {
+        clients.emplace_back(pooler.conninfo("", "as_scram"));
+        REQUIRE_MESSAGE(clients.back().ok(), clients.back().error());
+        PGT_REQUIRE_OK(clients.back().exec("BEGIN"));
+        CHECK(scalar(clients.back(), "SELECT current_user") == scram.name);
+    }
+    std::set<std::string> pids;
+    for (auto& c : clients) pids.insert(scalar(c, "SELECT pg_backend_pid()"));
+    CHECK(pids.size() == 4);
+    const std::string log = pooler.log();
+    std::size_t derived = 0;
+    for (std::size_t at = log.find("SCRAM keys derived"); at != std::string::npos;
+         at = log.find("SCRAM keys derived", at + 1)) {
+        ++derived;
+    }
+    CHECK_MESSAGE(derived == 1, log);
+    for (auto& c : clients) PGT_CHECK_OK(c.exec("COMMIT"));
 }
 
 TEST_CASE("server login with the auth_file's plain and md5 secrets") {

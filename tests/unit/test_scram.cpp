@@ -151,6 +151,39 @@ TEST_CASE("scram: RFC 7677 section 3 exchange, client and server") {
     CHECK(by_keys.verify_server_final(kRfcServerFinal));
 }
 
+TEST_CASE("scram: a key deriver's keys are the ones used, and give the RFC 7677 exchange") {
+    // What the default derivation gives, handed back through a deriver that counts its calls:
+    // the same client-final-message and server signature.
+    int calls = 0;
+    std::string seen_salt;
+    int seen_iterations = 0;
+    ScramClient client("pencil", unbase64(kRfcClientNonce), "user");
+    client.set_key_deriver([&](std::string_view password, std::string_view salt, int iterations) {
+        ++calls;
+        seen_salt = std::string(salt);
+        seen_iterations = iterations;
+        return pgtether::protocol::derive_scram_client_keys(password, salt, iterations);
+    });
+    CHECK(client.handle_server_first(kRfcServerFirst) == kRfcClientFinal);
+    CHECK(client.verify_server_final(kRfcServerFinal));
+    CHECK(calls == 1);
+    CHECK(seen_salt == rfc_secret().salt);
+    CHECK(seen_iterations == 4096);
+    // Wrong keys from a deriver make a wrong proof; none at all fail the exchange.
+    ScramClient wrong("pencil", unbase64(kRfcClientNonce), "user");
+    wrong.set_key_deriver([](std::string_view, std::string_view salt, int iterations) {
+        return pgtether::protocol::derive_scram_client_keys("not pencil", salt, iterations);
+    });
+    auto wrong_final = wrong.handle_server_first(kRfcServerFirst);
+    REQUIRE(wrong_final.has_value());
+    CHECK(*wrong_final != kRfcClientFinal);
+    ScramClient failing("pencil", unbase64(kRfcClientNonce), "user");
+    failing.set_key_deriver([](std::string_view, std::string_view, int) {
+        return std::optional<pgtether::protocol::ScramClientKeys>{};
+    });
+    CHECK_FALSE(failing.handle_server_first(kRfcServerFirst).has_value());
+}
+
 TEST_CASE("scram: secrets match what PostgreSQL 15 stores in pg_authid") {
     struct Case {
         const char* password;
