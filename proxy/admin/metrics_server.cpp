@@ -171,9 +171,10 @@ void MetricsServer::listen(const std::vector<std::string>& addresses, int port, 
                 // e.what(): "cannot <step> <address>: <reason>"; the reason is what to add.
                 const std::string what = e.what();
                 const auto colon = what.rfind(": ");
+                const std::string reason =
+                    colon == std::string::npos ? what : what.substr(colon + 2);
                 throw std::runtime_error("cannot listen for metrics on " + host + ":" + service +
-                                         ": " +
-                                         (colon == std::string::npos ? what : what.substr(colon + 2)));
+                                         ": " + reason);
             }
             listeners_.push_back(std::move(listener));
             spdlog::info("metrics on http://{}:{}/metrics", host, port);
@@ -197,8 +198,9 @@ void MetricsServer::accept_client(int fd, bool tcp, bool drained) {
 void MetricsServer::on_accept_out_of_descriptors(const std::string& error) {
     worker_.stats().accept_fd_exhausted++;
     if (auto left_out = accept_failures_.occurrence(worker_.now_ms())) {
-        spdlog::error("metrics endpoint: accept() failed: {}{}; not accepting new scrapes for {} ms",
-                      error, ReportRate::left_out_note(*left_out), kAcceptPauseMs);
+        spdlog::error(
+            "metrics endpoint: accept() failed: {}{}; not accepting new scrapes for {} ms", error,
+            ReportRate::left_out_note(*left_out), kAcceptPauseMs);
     }
 }
 

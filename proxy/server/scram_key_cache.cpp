@@ -55,9 +55,9 @@ std::optional<protocol::ScramClientKeys> ScramKeyCache::keys(std::string_view pa
     if (entries_.size() < kCapacity) {
         entries_.push_back({*id, *derived, clock_});
     } else {
-        auto oldest = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-            return a.last_used < b.last_used;
-        });
+        auto oldest = std::min_element(
+            entries_.begin(), entries_.end(),
+            [](const Entry& a, const Entry& b) { return a.last_used < b.last_used; });
         *oldest = Entry{*id, *derived, clock_};
     }
     return derived;
