@@ -545,9 +545,50 @@ std::string dirt(const Result& r, const std::string& date_style) {
     auto expected = kCleanState;
     expected.back() = date_style;
     auto state = r.rows[0];
+    const std::string pid = state.back().value_or("?");
     state.pop_back();  // the backend's pid
-    if (state != expected) return "a backend carries foreign state: " + r.describe();
+    if (state != expected) {
+        return "a backend carries foreign state (backend pid " + pid + "): " + r.describe();
+    }
     return "";
+}
+
+// The log lines about the backend whose pid `failure` names ("backend pid N"): the lines that
+// name the pid, and every line of the server ids (S-n) those lines name. At most the last 300.
+std::string backend_history(const std::string& log, const std::string& failure) {
+    const std::string marker = "(backend pid ";
+    const auto at = failure.find(marker);
+    if (at == std::string::npos) return "";
+    const std::string pid =
+        failure.substr(at + marker.size(), failure.find(')', at) - at - marker.size());
+    std::vector<std::string> lines;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::vector<std::string> ids;
+    for (const auto& line : lines) {
+        if (line.find("backend pid " + pid) == std::string::npos &&
+            line.find("backend " + pid + " ") == std::string::npos) {
+            continue;
+        }
+        const auto s = line.find(" S-");
+        if (s == std::string::npos) continue;
+        const auto end = line.find_first_not_of("0123456789", s + 3);
+        ids.push_back(line.substr(s + 1, end - s - 1));
+    }
+    std::deque<std::string> out;
+    for (const auto& line : lines) {
+        bool about = line.find(pid) != std::string::npos;
+        for (const auto& id : ids) {
+            about = about || line.find(id + " ") != std::string::npos ||
+                    line.find(id + ":") != std::string::npos;
+        }
+        if (!about) continue;
+        out.push_back(line);
+        if (out.size() > 300) out.pop_front();
+    }
+    std::string text;
+    for (const auto& line : out) text += line + "\n";
+    return text;
 }
 
 struct GoodClientReport {
@@ -768,8 +809,10 @@ TEST_CASE("wire fuzzer: a storm of broken clients never breaks pgtether or a bys
         PGT_CHECK_OK(after.exec("SELECT 1"));
     }
     // The bystander was served correctly throughout (and did get served).
-    for (const auto& failure : good.failures)
-        CHECK_MESSAGE(false, "bystander: " << failure);
+    for (const auto& failure : good.failures) {
+        CHECK_MESSAGE(false, "bystander: " << failure << "\n"
+                                           << backend_history(pooler.log(), failure));
+    }
     CHECK(good.checks > 0);
     CHECK(shared.logged_in > 0);
 
