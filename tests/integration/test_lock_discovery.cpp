@@ -7,7 +7,6 @@
 // tethered is seen as in test_tether.cpp: the pool has two backends, so two other clients can
 // both hold a transaction open only when no client keeps one.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <string>
 #include <thread>
@@ -18,6 +17,7 @@
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/scratch_database.hpp"
 #include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
@@ -87,33 +87,6 @@ std::string with_key(const WrapperCall& call) {
     if (at != std::string::npos) sql.replace(at, 5, std::to_string(call.key));
     return sql;
 }
-
-// A database of its own, created on a direct superuser connection and dropped (with whatever
-// is still connected) when the test ends.
-class ScratchDatabase {
-  public:
-    explicit ScratchDatabase(const std::string& suffix)
-        : name_("pgtether_discovery_" + std::to_string(getpid()) + "_" + suffix) {
-        Conn admin = Conn::must(direct_conninfo());
-        admin.exec_ok("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
-        admin.exec_ok("CREATE DATABASE " + name_);
-    }
-    ~ScratchDatabase() {
-        Conn admin(direct_conninfo());
-        if (admin.ok()) (void)admin.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
-    }
-    ScratchDatabase(const ScratchDatabase&) = delete;
-    ScratchDatabase& operator=(const ScratchDatabase&) = delete;
-
-    [[nodiscard]] const std::string& name() const { return name_; }
-    void exec_ok(const std::string& sql) const {
-        Conn conn = Conn::must(direct_conninfo("", name_));
-        conn.exec_ok(sql);
-    }
-
-  private:
-    std::string name_;
-};
 
 PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
     extra.emplace("query_wait_timeout", "20");
@@ -200,7 +173,7 @@ void make_later_lock_a_wrapper(const ScratchDatabase& db, Pgtether& pooler) {
 class LaterLockSetup {
   public:
     explicit LaterLockSetup(const std::string& suffix)
-        : db_(suffix),
+        : db_("pgtether_discovery_" + suffix),
           created_((create_later_lock(db_), true)),
           pooler_(two_backends({{"advisory_lock_discovery_interval", "3600"}})),
           conninfo_(pooler_.conninfo("", db_.name())),
@@ -223,7 +196,7 @@ class LaterLockSetup {
 }  // namespace
 
 TEST_CASE("wrappers, procedures, triggers and views found in the catalog tether their callers") {
-    ScratchDatabase db("wrappers");
+    ScratchDatabase db("pgtether_discovery_wrappers");
     db.exec_ok(kSchema);
     Pgtether pooler(two_backends());
     const std::string& name = db.name();
@@ -281,7 +254,7 @@ TEST_CASE("wrappers, procedures, triggers and views found in the catalog tether 
 }
 
 TEST_CASE("without discovery a wrapper is not tethered (the hole discovery closes)") {
-    ScratchDatabase db("off");
+    ScratchDatabase db("pgtether_discovery_off");
     db.exec_ok(kSchema);
     Pgtether pooler(two_backends({{"advisory_lock_discovery", "off"}}));
     const std::string conninfo = pooler.conninfo("", db.name());
@@ -295,7 +268,7 @@ TEST_CASE("without discovery a wrapper is not tethered (the hole discovery close
 }
 
 TEST_CASE("a wrapper created and dropped through pgtether is discovered without a reload") {
-    ScratchDatabase db("ddl");
+    ScratchDatabase db("pgtether_discovery_ddl");
     db.exec_ok(
         "CREATE FUNCTION release_job_lock(k bigint) RETURNS boolean LANGUAGE sql "
         "AS 'SELECT pg_advisory_unlock(k)'");
@@ -370,7 +343,7 @@ TEST_CASE("an unnamed Parse text scanned before its function became a wrapper te
 }
 
 TEST_CASE("a database whose discovery fails keeps serving, and discovery is retried") {
-    ScratchDatabase db("denied");
+    ScratchDatabase db("pgtether_discovery_denied");
     // The pooled user cannot read pg_proc in this database: the discovery query fails.
     db.exec_ok("REVOKE SELECT ON pg_catalog.pg_proc FROM PUBLIC");
     const std::string user = private_role("lock_discovery_limited");
@@ -406,7 +379,7 @@ TEST_CASE("wrappers created behind pgtether's back are tethered a second later, 
     // On a direct connection (what PgBouncer users are told to run migrations on), or through
     // another pgtether instance: the catalog watch sees the catalog move and discovery runs
     // again, with no RELOAD and a discovery interval that never comes.
-    ScratchDatabase db("behind");
+    ScratchDatabase db("pgtether_discovery_behind");
     db.exec_ok(kBaseSchema);
     Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"},
                                   {"advisory_lock_catalog_check_interval", "0.5"}}));
@@ -436,7 +409,7 @@ TEST_CASE("wrappers created behind pgtether's back are tethered a second later, 
 TEST_CASE("a wrapper created 10 ms before its first call is tethered: an unknown name is probed") {
     // No catalog watch and no interval: only the call of a name the last discovery did not know
     // can tell pgtether to look.
-    ScratchDatabase db("unknown");
+    ScratchDatabase db("pgtether_discovery_unknown");
     db.exec_ok(kBaseSchema);
     Pgtether pooler(two_backends({{"advisory_lock_discovery_interval", "3600"},
                                   {"advisory_lock_catalog_check_interval", "0"}}));
@@ -462,7 +435,7 @@ TEST_CASE("a wrapper created 10 ms before its first call is tethered: an unknown
 }
 
 TEST_CASE("the optional event trigger: a DDL notification makes the watch look at once") {
-    ScratchDatabase db("event");
+    ScratchDatabase db("pgtether_discovery_event");
     db.exec_ok(kBaseSchema);
     // The event trigger of docs/advisory-locks.md, as a DBA would install it.
     db.exec_ok(
