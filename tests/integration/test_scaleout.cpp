@@ -266,7 +266,7 @@ TEST_CASE("SHUTDOWN with an unknown mode is a syntax error and shuts nothing dow
     Conn admin = unix_console(pooler);
     auto r = admin.exec("SHUTDOWN WAIT_FOR_NOTHING");
     CHECK(r.is_error());
-    CHECK(r.message.find("invalid command") != std::string::npos);
+    CHECK_MESSAGE(r.message.find("invalid command") != std::string::npos, r.describe());
     CHECK(port_accepts(pooler.host(), pooler.port()));
 }
 

@@ -2,8 +2,12 @@
 #include "tests/integration/support/pooler.hpp"
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -113,6 +117,23 @@ void PoolerProcess::write_config(const PoolerConfig& config) {
     dir_.write_file(name_ + ".ini", render_ini(config, defaults, env_));
 }
 
+namespace {
+
+// Whether a connection to the Unix socket at `path` is accepted (closed again at once).
+bool unix_socket_accepts(const std::string& path) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (path.size() >= sizeof address.sun_path) return true;  // cannot check: do not wait
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    return ok;
+}
+
+}  // namespace
+
 void PoolerProcess::start(std::chrono::milliseconds timeout) {
     // A port found free can be taken by someone else before the daemon binds it; then try another.
     for (int attempt = 1;; ++attempt) {
@@ -139,10 +160,18 @@ void PoolerProcess::start(std::chrono::milliseconds timeout) {
             run_in_network_namespace(config_.netns_fd, [&] { ok = port_accepts(host_, port_); });
             return ok;
         };
+        // The Unix socket is bound after the TCP listeners: a test that logs in to the console
+        // over it at once must not find it missing.
+        auto unix_accepts = [&] {
+            auto it = config_.settings.find("unix_socket_dir");
+            const std::string socket_dir = it == config_.settings.end() ? dir() : it->second;
+            if (socket_dir.empty()) return true;  // no Unix socket configured
+            return unix_socket_accepts(socket_dir + "/.s.PGSQL." + std::to_string(port_));
+        };
         auto deadline = std::chrono::steady_clock::now() + timeout;
         while (process_->running() && std::chrono::steady_clock::now() < deadline) {
             // Connectable and still ours: another listener on the port would leave our child dead.
-            if (accepts() && process_->running()) return;
+            if (accepts() && unix_accepts() && process_->running()) return;
             std::this_thread::sleep_for(20ms);
         }
 
