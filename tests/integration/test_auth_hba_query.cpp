@@ -443,11 +443,14 @@ TEST_CASE("auth_query: a flood of logins runs over a few pooled auth_user connec
         REQUIRE(flood.back()->send(wire::startup(
             {{"user", "pgt_ghost_" + std::to_string(i)}, {"database", env.database}})));
     }
-    // A legitimate login in the middle of the flood waits its turn and succeeds.
+    // A legitimate login in the middle of the flood waits its turn and succeeds. Its turn comes
+    // after the 150 lookups and, for SCRAM, after the 150 key derivations queued before it
+    // (every SCRAM login derives once, known user or not): several seconds under the sanitizers
+    // on a loaded machine, beyond the harness's 10-second connect_timeout (CI, sanitize phase).
     std::atomic<bool> legit_done{false};
     Outcome legit;
     std::thread legit_login([&] {
-        legit = try_connect(pgtether.conninfo("scram_user", "", "secret"));
+        legit = try_connect(pgtether.conninfo("scram_user", "", "secret", "connect_timeout=60"));
         legit_done = true;
     });
     int most = 0;
