@@ -26,6 +26,7 @@
 #include "core/config_values.hpp"
 #include "core/ini_file.hpp"
 #include "core/require_auth.hpp"
+#include "protocol/scram.hpp"
 #include "protocol/ascii.hpp"
 
 namespace pgtether {
@@ -174,6 +175,13 @@ std::optional<std::string> suggest_name(std::string_view name,
         }
     }
     return best;
+}
+
+Duration server_lifetime_for(const Config& config, const DatabaseConfig& database) {
+    if (database.server_lifetime && database.server_lifetime->count() != 0) {
+        return *database.server_lifetime;
+    }
+    return config.server_lifetime;
 }
 
 std::vector<std::string> configuration_warnings(const Config& config) {
@@ -335,7 +343,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("auth_dbname", Kind::String, kHonoured, "", &C::auth_dbname),  // 1.20
         key<C>("auth_file", Kind::String, kHonoured, "", &C::auth_file),
         key<C>("auth_hba_file", Kind::String, kHonoured, "", &C::auth_hba_file),
-        key<C>("auth_ident_file", Kind::String, kIgnored, ""),    // 1.23
+        key<C>("auth_ident_file", Kind::String, kHonoured, "", &C::auth_ident_file),  // 1.23
         key<C>("auth_ldap_options", Kind::String, kIgnored, ""),  // 1.25
         key<C>("auth_query", Kind::String, kHonoured,
                "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword "
@@ -406,7 +414,9 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("reserve_pool_timeout", Kind::Seconds, kHonoured, "5", &C::reserve_pool_timeout),
         key<C>("resolv_conf", Kind::String, kIgnored, "").fixed(),
         key<C>("sbuf_loopcnt", Kind::Int, kIgnored, "5", &C::sbuf_loopcnt),
-        key<C>("scram_iterations", Kind::Int, kIgnored, "4096").range(1, kIntMax),  // 1.21
+        // 1.21. At most protocol::kScramMaxIterations: one login's PBKDF2 stays bounded.
+        key<C>("scram_iterations", Kind::Int, kHonoured, "4096", &C::scram_iterations)
+            .range(1, protocol::kScramMaxIterations),
         key<C>("server_check_delay", Kind::Seconds, kHonoured, "30", &C::server_check_delay),
         key<C>("server_check_query", Kind::String, kHonoured, "select 1", &C::server_check_query),
         key<C>("server_connect_timeout", Kind::Seconds, kHonoured, "15",
@@ -448,14 +458,15 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("tcp_keepcnt", Kind::Int, kHonoured, "0", &C::tcp_keepcnt).range(0, kIntMax),
         key<C>("tcp_keepidle", Kind::Int, kHonoured, "0", &C::tcp_keepidle).range(0, kIntMax),
         key<C>("tcp_keepintvl", Kind::Int, kHonoured, "0", &C::tcp_keepintvl).range(0, kIntMax),
-        key<C>("tcp_socket_buffer", Kind::Int, kIgnored, "0", &C::tcp_socket_buffer),
+        key<C>("tcp_socket_buffer", Kind::Int, kHonoured, "0", &C::tcp_socket_buffer)
+            .range(0, kIntMax),
         key<C>("tcp_user_timeout", Kind::Int, kHonoured, "0", &C::tcp_user_timeout)
             .range(0, kIntMax),
         key<C>("track_extra_parameters", Kind::List, kIgnored, ""),   // 1.20
         key<C>("transaction_timeout", Kind::Seconds, kHonoured, "0",  // 1.25
                &C::transaction_timeout),
         key<C>("unix_socket_dir", Kind::String, kHonoured, "/tmp", &C::unix_socket_dir).fixed(),
-        key<C>("unix_socket_group", Kind::String, kIgnored, "", &C::unix_socket_group).fixed(),
+        key<C>("unix_socket_group", Kind::String, kHonoured, "", &C::unix_socket_group).fixed(),
         key<C>("unix_socket_mode", Kind::Mode, kHonoured, "0777", &C::unix_socket_mode).fixed(),
         key<C>("user", Kind::String, kHonoured, "", &C::user).fixed(),
         key<C>("verbose", Kind::Int, kHonoured, "0", &C::verbose),
@@ -490,8 +501,11 @@ const std::vector<GlobalKey>& global_keys() {
             .among(kTetherChoices),
         key<C>("session_state_listen", Kind::Choice, kHonoured, "tether", &C::session_state_listen)
             .among(kTetherChoices),
+        // Fixed: the listening connections hold the channels of the clients multiplex answered;
+        // under tether a client's UNLISTEN would go to its backend and leave them there.
         key<C>("listen_mode", Kind::Choice, kHonoured, "multiplex", &C::listen_mode)
-            .among(kListenModes),
+            .among(kListenModes)
+            .fixed(),
         key<C>("listen_client_buffer", Kind::Int, kHonoured, "1048576", &C::listen_client_buffer)
             .range(8192, kIntMax),
         key<C>("listen_stall_timeout", Kind::Seconds, kHonoured, "10", &C::listen_stall_timeout),
@@ -545,7 +559,8 @@ const std::vector<KeySpec<D>>& database_keys() {
         key<D>("application_name", Kind::String, kHonoured, std::nullopt, &D::application_name),
         key<D>("auth_query", Kind::String, kHonoured, std::nullopt, &D::auth_query),    // 1.23
         key<D>("auth_dbname", Kind::String, kHonoured, std::nullopt, &D::auth_dbname),  // 1.20
-        key<D>("server_lifetime", Kind::DecimalSeconds, kIgnored, std::nullopt),  // 1.24
+        key<D>("server_lifetime", Kind::DecimalSeconds, kHonoured, std::nullopt,  // 1.24
+               &D::server_lifetime),
         key<D>("load_balance_hosts", Kind::Choice, kHonoured, "round-robin",  // 1.24
                &D::load_balance_hosts)
             .among(kLoadBalanceHosts),

@@ -85,6 +85,8 @@ struct DatabaseConfig {
     // query_wait_timeout for this database's clients (PgBouncer 1.26); negative: not set.
     std::optional<Duration> query_wait_timeout;
     std::optional<int> tether_reserve_size;  // pgtether's own (docs/advisory-locks.md)
+    // server_lifetime of this database's servers (PgBouncer 1.24); unset or 0: the global one.
+    std::optional<Duration> server_lifetime;
     // Startup parameters PgBouncer lets a database entry preset for its server connections.
     std::optional<std::string> client_encoding;
     std::optional<std::string> datestyle;
@@ -152,6 +154,7 @@ struct Config {
     AuthType auth_type = AuthType::Md5;
     std::string auth_file;
     std::string auth_hba_file;
+    std::string auth_ident_file;  // 1.23: user name maps for hba peer and cert lines
     std::string auth_user;
     std::string auth_query =
         "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END FROM "
@@ -219,6 +222,9 @@ struct Config {
     int max_prepared_statements = 200;  // per backend; 0 disables statement translation
     int listen_backlog = 128;
     int sbuf_loopcnt = 5;
+    // Iterations of the SCRAM secrets pgtether makes from plain-text auth_file passwords (and of
+    // the mock secrets of unknown users, which must look the same).
+    int scram_iterations = 4096;
     bool so_reuseport = false;  // SO_REUSEPORT on the TCP listeners (docs/deployment.md)
     int peer_id = 0;            // this process's id among its [peers]; 0 = no peering
     // Event loops on threads of their own (docs/architecture.md, "Workers"); fixed at start-up.
@@ -326,6 +332,11 @@ std::optional<std::string> suggest_name(std::string_view name,
 // Today: "options" in ignore_startup_parameters while session_settings = keep (the client's
 // options are then accepted and ignored, not replayed: ignore_startup_parameters wins).
 std::vector<std::string> configuration_warnings(const Config& config);
+
+// The server_lifetime of `database`'s servers, as PgBouncer 1.24's pool_server_lifetime resolves
+// it: the entry's value when set and not 0, else the global one. 0 there means a server is used
+// once and closed when released.
+[[nodiscard]] Duration server_lifetime_for(const Config& config, const DatabaseConfig& database);
 
 // One [pgbouncer] setting as the admin console's SHOW CONFIG lists it.
 struct ConfigSetting {

@@ -122,8 +122,11 @@ struct ReleaseFacts {
     bool closing = false;   // already closing: nothing to do
     bool retired = false;   // a reload or RECONNECT retired it: close instead of reuse
     std::uint64_t age_ms = 0;       // since it connected
-    std::optional<std::uint64_t> lifetime_ms;  // server_lifetime, when set
+    std::optional<std::uint64_t> lifetime_ms;  // server_lifetime (0: used once), when known
     bool client_linked = false;     // still linked (server_lifetime waits for the client)
+    // The release that ends its login: server_lifetime does not apply yet, or a lifetime of 0
+    // would close every server before its first client (PgBouncer: state != SV_LOGIN).
+    bool after_login = false;
     bool role_fits = true;          // its host's role still serves target_session_attrs
     bool paused = false;            // PAUSE: servers close as they come back
     bool cancels_in_flight = false; // a cancel for its last client is still on its way
@@ -153,7 +156,8 @@ struct ReleasePlan {
     using Why = ReleasePlan::Why;
     if (facts.closing) return {Action::Nothing, Why::None};
     if (facts.retired) return {Action::Close, Why::Retired};
-    if (facts.lifetime_ms && facts.age_ms >= *facts.lifetime_ms && !facts.client_linked) {
+    if (facts.lifetime_ms && facts.age_ms >= *facts.lifetime_ms && !facts.client_linked &&
+        !facts.after_login) {
         return {Action::Close, Why::Lifetime};
     }
     // A standby promoted under a standby-only database (or the reverse): it is what it was not

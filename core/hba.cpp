@@ -8,6 +8,8 @@
 
 #include "core/config.hpp"
 #include "core/file_text.hpp"
+#include "core/hba_tokens.hpp"
+#include "core/ident_map.hpp"
 
 namespace pgtether {
 
@@ -39,73 +41,6 @@ constexpr int kMaxIncludeDepth = 10;
 // files naming the next eight times are 8^9 reads. The whole HBA file may read this many @files.
 constexpr int kMaxIncludes = 1000;
 
-struct Token {
-    std::string text;
-    bool quoted = false;
-    bool comma_after = false;  // a comma follows (the list goes on)
-};
-
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
-
-// Splits one line into fields the way PgBouncer's tokenizer does: whitespace separates fields, a
-// comma continues a list (whitespace around it is allowed), "..." quotes with "" for a literal
-// quote, # starts a comment outside quotes. Returns a list of fields, each a list of tokens.
-std::vector<std::vector<Token>> split_line(std::string_view line, const std::string& file,
-                                           int line_no) {
-    std::vector<std::vector<Token>> fields;
-    std::size_t pos = 0;
-    bool continue_list = false;
-    while (true) {
-        while (pos < line.size() && is_space(line[pos]))
-            ++pos;
-        if (pos >= line.size() || line[pos] == '#') break;
-        if (line[pos] == ',') {
-            if (fields.empty() || fields.back().empty() || continue_list) {
-                throw ConfigError(file, line_no, "", "unexpected comma");
-            }
-            fields.back().back().comma_after = true;
-            continue_list = true;
-            ++pos;
-            continue;
-        }
-        Token token;
-        if (line[pos] == '"') {
-            token.quoted = true;
-            ++pos;
-            bool closed = false;
-            while (pos < line.size()) {
-                if (line[pos] == '"') {
-                    if (pos + 1 < line.size() && line[pos + 1] == '"') {
-                        token.text.push_back('"');
-                        pos += 2;
-                        continue;
-                    }
-                    ++pos;
-                    closed = true;
-                    break;
-                }
-                token.text.push_back(line[pos++]);
-            }
-            if (!closed) throw ConfigError(file, line_no, "", "unterminated quoted name");
-        } else {
-            while (pos < line.size() && !is_space(line[pos]) && line[pos] != ',' &&
-                   line[pos] != '#' && line[pos] != '"') {
-                token.text.push_back(line[pos++]);
-            }
-        }
-        if (continue_list) {
-            fields.back().push_back(std::move(token));
-            continue_list = false;
-        } else {
-            fields.push_back({std::move(token)});
-        }
-    }
-    if (continue_list) throw ConfigError(file, line_no, "", "list ends with a comma");
-    return fields;
-}
-
 std::string directory_of(const std::string& path) {
     auto slash = path.rfind('/');
     if (slash == std::string::npos) return "";
@@ -116,7 +51,7 @@ class Parser {
   public:
     Parser(const HbaFileReader& reader) : reader_(reader) {}
 
-    void names(const std::vector<Token>& tokens, bool database_field, HbaNames& out,
+    void names(const std::vector<HbaToken>& tokens, bool database_field, HbaNames& out,
                const std::string& file, int line_no, int depth) {
         for (const auto& token : tokens) {
             const std::string& t = token.text;
@@ -170,8 +105,8 @@ class Parser {
             std::size_t end = text->find('\n', start);
             if (end == std::string::npos) end = text->size();
             ++inner_line;
-            auto fields =
-                split_line(std::string_view(*text).substr(start, end - start), path, inner_line);
+            auto fields = split_hba_line(std::string_view(*text).substr(start, end - start),
+                                         path, inner_line);
             for (const auto& field : fields) {
                 names(field, database_field, out, path, inner_line, depth + 1);
             }
@@ -274,20 +209,14 @@ bool address_matches(const HbaRule& rule, const sockaddr* address) {
 }  // namespace
 
 HbaRules parse_hba(std::string_view text, const std::string& file_name,
-                   const HbaFileReader& read_file) {
+                   const HbaFileReader& read_file, const IdentMaps* ident_maps) {
     HbaRules result;
     result.file = file_name;
     Parser parser(read_file);
-    int line_no = 0;
-    std::size_t start = 0;
-    while (start < text.size()) {
-        std::size_t end = text.find('\n', start);
-        if (end == std::string_view::npos) end = text.size();
-        ++line_no;
-        auto fields = split_line(text.substr(start, end - start), file_name, line_no);
-        start = end + 1;
-        if (fields.empty()) continue;
-        auto single = [&](std::size_t i, const char* what) -> const Token& {
+    for_each_line(text, [&](std::string_view line, int line_no) {
+        auto fields = split_hba_line(line, file_name, line_no);
+        if (fields.empty()) return;
+        auto single = [&](std::size_t i, const char* what) -> const HbaToken& {
             if (i >= fields.size()) {
                 throw ConfigError(file_name, line_no, "", std::string("missing ") + what);
             }
@@ -306,8 +235,12 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
         parser.names(fields[1], true, rule.databases, file_name, line_no, 0);
         parser.names(fields[2], false, rule.users, file_name, line_no, 0);
         std::size_t next = 3;
-        if (rule.type != HbaRule::Type::Local) {
-            const Token& addr = single(next++, "address");
+        if (rule.type != HbaRule::Type::Local && !single(next, "address").quoted &&
+            fields[next][0].text == "all") {
+            rule.any_address = true;  // PgBouncer 1.23+, PostgreSQL: any IPv4 or IPv6 address
+            ++next;
+        } else if (rule.type != HbaRule::Type::Local) {
+            const HbaToken& addr = single(next++, "address");
             std::string address = addr.text;
             std::string prefix;
             bool has_prefix = false;
@@ -319,7 +252,7 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
             if (!parse_address(address, rule)) {
                 throw ConfigError(file_name, line_no, "",
                                   "invalid IP address \"" + addr.text +
-                                      "\" (host names, all, samehost and samenet are not "
+                                      "\" (host names, samehost and samenet are not "
                                       "supported)");
             }
             if (has_prefix) {
@@ -328,7 +261,7 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
                                       "invalid CIDR mask in \"" + addr.text + "\"");
                 }
             } else {
-                const Token& mask = single(next++, "netmask (or write the address as CIDR)");
+                const HbaToken& mask = single(next++, "netmask (or write the address as CIDR)");
                 if (inet_pton(rule.family, mask.text.c_str(), rule.mask.data()) != 1) {
                     throw ConfigError(file_name, line_no, "",
                                       "invalid netmask \"" + mask.text + "\"");
@@ -345,10 +278,35 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
             }
         }
         rule.method = method_of(single(next++, "authentication method").text, file_name, line_no);
-        if (next < fields.size()) {
+        if (next + 1 < fields.size()) {
             throw ConfigError(file_name, line_no, "",
-                              "authentication options such as \"" + fields[next][0].text +
-                                  "\" are not supported");
+                              "unexpected \"" + fields[next + 1][0].text +
+                                  "\" after the authentication options");
+        }
+        if (next < fields.size()) {
+            const std::string& option = single(next++, "authentication option").text;
+            if (option.rfind("map=", 0) != 0) {
+                throw ConfigError(file_name, line_no, "",
+                                  "authentication options such as \"" + option +
+                                      "\" are not supported (map= is, with peer and cert)");
+            }
+            rule.ident_map = option.substr(4);
+            if (rule.method != HbaMethod::Peer && rule.method != HbaMethod::Cert) {
+                throw ConfigError(file_name, line_no, "",
+                                  "map= applies to peer and cert authentication only");
+            }
+            if (rule.ident_map.empty()) {
+                throw ConfigError(file_name, line_no, "", "map= without a map name");
+            }
+            if (!ident_maps) {
+                throw ConfigError(file_name, line_no, "",
+                                  "map=" + rule.ident_map + " needs auth_ident_file");
+            }
+            if (ident_maps->maps.find(rule.ident_map) == ident_maps->maps.end()) {
+                throw ConfigError(file_name, line_no, "",
+                                  "ident map \"" + rule.ident_map + "\" is not in " +
+                                      ident_maps->file);
+            }
         }
         if (rule.method == HbaMethod::Peer && rule.type != HbaRule::Type::Local) {
             throw ConfigError(file_name, line_no, "",
@@ -363,17 +321,17 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
                               "connections");
         }
         result.rules.push_back(std::move(rule));
-    }
+    });
     return result;
 }
 
-HbaRules load_hba_file(const std::string& path) {
+HbaRules load_hba_file(const std::string& path, const IdentMaps* ident_maps) {
     std::string error;
     auto text = read_file_text(path, &error);
     if (!text) throw ConfigError(path, 0, "", "cannot read HBA file: " + error);
-    return parse_hba(*text, path, [](const std::string& included) {
-        return read_file_text(included);
-    });
+    return parse_hba(
+        *text, path, [](const std::string& included) { return read_file_text(included); },
+        ident_maps);
 }
 
 const HbaRule* match_hba(const HbaRules& rules, const HbaClient& client) {
@@ -388,7 +346,7 @@ const HbaRule* match_hba(const HbaRules& rules, const HbaClient& client) {
                 if (client.unix_socket) continue;
                 if (rule.type == HbaRule::Type::HostSsl && !client.tls) continue;
                 if (rule.type == HbaRule::Type::HostNoSsl && client.tls) continue;
-                if (!address_matches(rule, client.address)) continue;
+                if (!rule.any_address && !address_matches(rule, client.address)) continue;
                 break;
         }
         if (!names_match(rule.databases, client.database, client.user)) continue;

@@ -8,14 +8,15 @@
 //
 // Types: local (Unix socket), host (TCP), hostssl (TCP with TLS), hostnossl (TCP without TLS).
 // Database: all, sameuser, names, @file. User: all, names, @file. Names may be double-quoted
-// ("all" in quotes is a name). Lists are comma-separated. Address: IPv4 or IPv6, with /bits or
-// followed by a netmask. Methods: trust, reject, md5, password, scram-sha-256, cert, peer.
+// ("all" in quotes is a name). Lists are comma-separated. Address: `all`, or IPv4 or IPv6 with
+// /bits or followed by a netmask. Methods: trust, reject, md5, password, scram-sha-256, cert,
+// peer; `map=NAME` after peer or cert names a map of auth_ident_file (core/ident_map.hpp).
 // The first line whose type, database, user and address match decides; no match means reject.
 //
 // PgBouncer logs a bad line and skips it; pgtether refuses the whole file naming the line, so a
 // typo cannot silently drop a `reject` rule (PostgreSQL refuses such a file too). What PgBouncer
 // does not support is refused with a clear message: replication, samerole, samegroup, +group,
-// host names, `all`/`samehost`/`samenet` as addresses, options such as map=.
+// host names, `samehost`/`samenet` as addresses, options other than map=.
 #pragma once
 
 #include <array>
@@ -31,6 +32,8 @@ struct sockaddr;
 
 namespace pgtether {
 
+struct IdentMaps;  // core/ident_map.hpp
+
 enum class HbaMethod { Trust, Reject, Md5, Password, ScramSha256, Cert, Peer };
 const char* to_string(HbaMethod method);
 
@@ -45,10 +48,12 @@ struct HbaRule {
     Type type = Type::Local;
     HbaNames databases;
     HbaNames users;
-    int family = 0;  // AF_INET or AF_INET6 for host rules
+    bool any_address = false;  // `all`: a host rule for every client address
+    int family = 0;            // AF_INET or AF_INET6 for host rules with an address
     std::array<std::uint8_t, 16> address{};
     std::array<std::uint8_t, 16> mask{};
     HbaMethod method = HbaMethod::Reject;
+    std::string ident_map;  // map=NAME (peer, cert): empty means system name == user name
     std::string file;  // where the rule was written, for logs
     int line = 0;
 };
@@ -62,11 +67,13 @@ struct HbaRules {
 using HbaFileReader = std::function<std::optional<std::string>(const std::string& path)>;
 
 // Parses `text`, the contents of `file_name`. @file names are resolved against the directory of
-// `file_name` and read with `read_file`. Throws ConfigError ("FILE:LINE: message").
+// `file_name` and read with `read_file`. `ident_maps` is auth_ident_file's content (nullptr when
+// it is not set): a map= option must name one of its maps. Throws ConfigError ("FILE:LINE:
+// message").
 HbaRules parse_hba(std::string_view text, const std::string& file_name,
-                   const HbaFileReader& read_file);
+                   const HbaFileReader& read_file, const IdentMaps* ident_maps = nullptr);
 // Reads and parses the file (and its @files) from disk.
-HbaRules load_hba_file(const std::string& path);
+HbaRules load_hba_file(const std::string& path, const IdentMaps* ident_maps = nullptr);
 
 // What is known about a client when its rule is looked up.
 struct HbaClient {

@@ -1,5 +1,6 @@
 #include "core/host_choice.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -119,6 +120,30 @@ void note_host_login(HostStatus& host, const ServerRole& role, std::uint64_t now
     host.failures = 0;
     host.wrong_role = false;
     host.backoff_until_ms = 0;
+}
+
+void apply_host_news(HostStatus& host, const HostNews& news, std::uint64_t now_ms) {
+    host.last_check_ms = now_ms;
+    switch (news.kind) {
+        case HostNews::Kind::Unreachable:
+            ++host.failures;
+            host.wrong_role = false;
+            host.backoff_until_ms = std::max(host.backoff_until_ms, now_ms + news.backoff_ms);
+            return;
+        case HostNews::Kind::LoggedIn: {
+            const HostStatus::Known known = news.role.in_hot_standby ? HostStatus::Known::Standby
+                                                                     : HostStatus::Known::Primary;
+            const bool changed = known != host.known || news.role.read_only != host.read_only;
+            host.known = known;
+            host.read_only = news.role.read_only;
+            if (!host.wrong_role || changed) {
+                host.failures = 0;
+                host.wrong_role = false;
+                host.backoff_until_ms = 0;
+            }
+            return;
+        }
+    }
 }
 
 std::string host_state_name(const HostStatus& host, std::uint64_t now_ms) {

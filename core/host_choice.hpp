@@ -70,6 +70,24 @@ void note_host_failure(HostStatus& host, bool wrong_role, std::uint64_t now_ms,
 // A login on the host succeeded (whatever the role fit): remember its role.
 void note_host_login(HostStatus& host, const ServerRole& role, std::uint64_t now_ms);
 
+// What one pool learnt of a host that holds for every pool using the same host and port: it
+// refused or timed out, or a login there found its role. A pool's wrong-role back-off is not
+// such news: it depends on that pool's target_session_attrs.
+struct HostNews {
+    enum class Kind : std::uint8_t { Unreachable, LoggedIn };
+    Kind kind = Kind::Unreachable;
+    std::string host;  // as the [databases] host list names it
+    int port = 0;
+    std::uint64_t backoff_ms = 0;  // Unreachable: server_host_backoff
+    ServerRole role;               // LoggedIn
+};
+
+// Applies `news` from another pool (of this worker, or of another, or the worker's memory for a
+// new pool) to this pool's record of the same host. Unreachable: skipped as if this pool had
+// failed there (a back-off already longer stays). LoggedIn: the role is known; a back-off ends
+// unless it is this pool's own wrong-role one and the role has not changed.
+void apply_host_news(HostStatus& host, const HostNews& news, std::uint64_t now_ms);
+
 // The host's state for SHOW HOSTS: "up", "backoff" (with the reason) or "unknown".
 [[nodiscard]] std::string host_state_name(const HostStatus& host, std::uint64_t now_ms);
 [[nodiscard]] const char* host_role_name(const HostStatus& host);

@@ -52,4 +52,9 @@ NotificationAction decide_notification(const NotificationTarget& target) {
     return target.between_transactions ? NotificationAction::Send : NotificationAction::Hold;
 }
 
+PendingListenAction decide_pending_listens(char status, bool commit_seen) {
+    if (commit_seen) return PendingListenAction::Commit;
+    return status == 'I' ? PendingListenAction::Discard : PendingListenAction::Keep;
+}
+
 }  // namespace pgtether

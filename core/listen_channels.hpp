@@ -65,4 +65,22 @@ enum class NotificationAction {
 
 NotificationAction decide_notification(const NotificationTarget& target);
 
+// LISTEN and UNLISTEN that pgtether answered inside a client's open transaction block are
+// pending, as PostgreSQL's are: they take effect when the transaction commits and are forgotten
+// when it rolls back (ROLLBACK, or COMMIT of a failed block, whose tag is ROLLBACK). Decided at
+// each ReadyForQuery the client's backend sends while some are pending.
+enum class PendingListenAction {
+    Keep,     // the block is still open ('T' without a COMMIT, or failed: 'E')
+    Discard,  // it ended without committing
+    Commit,   // it committed (a ReadyForQuery 'T' after COMMIT: COMMIT AND CHAIN)
+};
+
+// `status`: the ReadyForQuery's; `commit_seen`: a CommandComplete "COMMIT" came since the
+// previous ReadyForQuery.
+[[nodiscard]] PendingListenAction decide_pending_listens(char status, bool commit_seen);
+
+// The most LISTEN/UNLISTEN a client may have pending in one transaction: beyond, its next one
+// goes to the backend (which tethers it) rather than grow what pgtether holds for it.
+inline constexpr std::size_t kMaxPendingListenOps = 1000;
+
 }  // namespace pgtether

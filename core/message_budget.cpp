@@ -35,7 +35,8 @@ OversizedAction decide_oversized_message(const OversizedMessage& message) {
 std::uint32_t unscanned_effects() {
     return protocol::kEffectAdvisoryLock | protocol::kEffectDiscard | protocol::kEffectTempObject |
            protocol::kEffectListen | protocol::kEffectCursor | protocol::kEffectSqlPrepare |
-           protocol::kEffectSet | protocol::kEffectCatalogChange | protocol::kEffectOpaque;
+           protocol::kEffectSet | protocol::kEffectCatalogChange | protocol::kEffectOpaque |
+           protocol::kEffectSavepoint;
 }
 
 }  // namespace pgtether

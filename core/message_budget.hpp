@@ -50,7 +50,8 @@ struct OversizedMessage {
 
 // The trigger effects assumed for statement text that is streamed unscanned: everything the
 // transaction-end probe checks (advisory locks, temporary objects, LISTEN, cursors, SQL
-// PREPARE, settings) plus a catalog change (discovery runs again). Not LOAD: a LOAD would tether
+// PREPARE, settings) plus a catalog change (discovery runs again) and a SAVEPOINT (a later
+// LISTEN in the transaction goes to the backend). Not LOAD: a LOAD would tether
 // the client for good, and only a LOAD at the start of the text (which is scanned) is seen.
 [[nodiscard]] std::uint32_t unscanned_effects();
 

@@ -165,6 +165,7 @@ enum class Keyword : std::uint8_t {
     Replace,
     Reset,
     Routine,
+    Savepoint,
     Set,
     Temp,
     Temporary,
@@ -210,6 +211,7 @@ constexpr KeywordEntry kKeywords[] = {
     {"replace", Keyword::Replace},
     {"reset", Keyword::Reset},
     {"routine", Keyword::Routine},
+    {"savepoint", Keyword::Savepoint},
     {"set", Keyword::Set},
     {"temp", Keyword::Temp},
     {"temporary", Keyword::Temporary},
@@ -384,6 +386,9 @@ class StatementTracker {
                 return Lead::Ddl;
             case Keyword::Reset:
                 flags_ |= kEffectSet;
+                return Lead::Other;
+            case Keyword::Savepoint:
+                flags_ |= kEffectSavepoint;
                 return Lead::Other;
             case Keyword::Set:
                 return Lead::Set;

@@ -82,6 +82,10 @@ enum SessionEffect : std::uint32_t {
     // so the transaction is probed; the caller also asks for the catalog to be read again. Only
     // from a scanner given known names.
     kEffectUnknownCall = 1u << 11,
+    // SAVEPOINT: the transaction has a subtransaction that ROLLBACK TO may undo. Not session
+    // state: a LISTEN inside such a transaction is left to the backend (docs/session-state.md),
+    // since pgtether, answering it, could not tell whether a ROLLBACK TO undid it.
+    kEffectSavepoint = 1u << 12,
 };
 
 class SqlScanner {

@@ -19,6 +19,7 @@
 #                            (the process's workers: the server budget, lending, shared state);
 #       admin, daemon:       anything of ours.
 #   - Once the folders exist, no source or header lies directly in proxy/.
+#   - spdlog is included through proxy/net/log.hpp only (the compile-time fix it carries).
 set -euo pipefail
 
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
@@ -64,6 +65,11 @@ while IFS= read -r file; do
                 report "$file:${hit%%:*}: $layer/ is pure: ${hit#*:}"
             done < <(grep -nE '^#include[[:space:]]*<(uv\.h|spdlog/|openssl/ssl\.h)' "$file")
         fi
+    fi
+    # fmt 9.1 instantiates all of its formatting in every file that logs unless told the library
+    # has it: proxy/net/log.hpp says so (docs/architecture.md, "Logging").
+    if [[ $file != proxy/net/log.hpp ]] && grep -nE '^#include[[:space:]]*<spdlog/spdlog\.h>' "$file" >/dev/null; then
+        report "$file: includes <spdlog/spdlog.h>; include \"proxy/net/log.hpp\" instead"
     fi
     while IFS=: read -r line target; do
         [[ -n $target ]] || continue

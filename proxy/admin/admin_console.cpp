@@ -6,7 +6,7 @@
 #include <charconv>
 #include <vector>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/framing.hpp"

@@ -822,7 +822,8 @@ void show_locks(Worker& worker, ShowAudience audience, ShowTable& out) {
 }
 
 // Every name the tether's trigger matches, per database, and how it got there; then the functions
-// discovery could not read.
+// discovery could not read. `workers` is 1 here; merged over the workers it counts those whose
+// trigger has the name (one discovery is posted to the others, which take it a moment later).
 void show_lock_functions(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"database", kText},
                        {"schema", kText},
@@ -830,7 +831,9 @@ void show_lock_functions(Worker& worker, ShowTable& out) {
                        {"kind", kText},
                        {"found", kText},
                        {"discovered_at", kText},
-                       {"checked_at", kText}});
+                       {"checked_at", kText},
+                       {"workers", kInt4}});
+    const Value one = number(1);
     Clock clock(worker);
     const LockCatalog& catalog = worker.lock_catalog();
     for (const auto& [name, db] : catalog.databases()) {
@@ -843,26 +846,28 @@ void show_lock_functions(Worker& worker, ShowTable& out) {
             db->checked_at_ms == 0 ? kNull : text(clock.format(db->checked_at_ms));
         for (const std::string& builtin : builtin_lock_functions()) {
             rs.row({text(name), text("pg_catalog"), text(builtin), text("function"),
-                    text(to_string(LockNameSource::Builtin)), at, checked});
+                    text(to_string(LockNameSource::Builtin)), at, checked, one});
         }
         for (const std::string& configured : catalog.configured()) {
             const auto dot = configured.rfind('.');
             rs.row({text(name), dot == std::string::npos ? kNull : text(configured.substr(0, dot)),
                     text(dot == std::string::npos ? configured : configured.substr(dot + 1)),
-                    text("function"), text(to_string(LockNameSource::Configured)), at, checked});
+                    text("function"), text(to_string(LockNameSource::Configured)), at, checked,
+                    one});
         }
         for (const LockName& n : db->names) {
             std::string found = to_string(n.source);
             if (!n.detail.empty()) found += " " + n.detail;
-            rs.row(
-                {text(name), text(n.schema), text(n.name), text(n.kind), text(found), at, checked});
+            rs.row({text(name), text(n.schema), text(n.name), text(n.kind), text(found), at,
+                    checked, one});
         }
     }
 }
 
 // LISTEN multiplexed (docs/session-state.md): per pool and channel, its clients listening through
 // the pool's listening connection, the notifications handed to them and those dropped with a
-// client past its listen_client_buffer. With several workers each worker has its own listening
+// client past its listen_client_buffer; channels whose last listener left keep a row with their
+// counters (ListenHub::retired_channels). With several workers each worker has its own listening
 // connection: one row per worker.
 void show_listens(Worker& worker, ShowTable& out) {
     ResultSet rs(out, {{"database", kText},
@@ -876,12 +881,14 @@ void show_listens(Worker& worker, ShowTable& out) {
     for (const auto& [key, pool] : worker.pools()) {
         const ListenHub* hub = pool->listen_hub_if_any();
         if (!hub) continue;
-        for (const auto& channel : hub->channels()) {
+        auto row = [&](const ListenHub::ChannelView& channel) {
             rs.row({text(pool->database_name()), text(pool->user_name()), text(channel.channel),
                     number(channel.listeners), unsigned_number(channel.delivered),
                     unsigned_number(channel.dropped), text(channel.listening ? "yes" : "no"),
                     text(hub->connection_state())});
-        }
+        };
+        for (const auto& channel : hub->channels()) row(channel);
+        for (const auto& channel : hub->retired_channels()) row(channel);
     }
 }
 

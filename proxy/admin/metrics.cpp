@@ -253,7 +253,7 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
         return hub ? static_cast<std::uint64_t>(value(*hub)) : 0;
     };
     per_pool_gauge("pgtether_listen_channels",
-                   "Channels the pool's listening connection LISTENs on for its clients",
+                   "Channels the pool's clients listen on through its listening connection (listened on, or about to be)",
                    [&](const PoolRow& r) {
                        return hub_value(r, [](const ListenHub& h) { return h.channels().size(); });
                    });

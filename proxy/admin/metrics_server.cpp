@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "proxy/admin/health.hpp"
 #include "proxy/admin/http_request.hpp"

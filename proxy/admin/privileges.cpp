@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace pgtether {
 
@@ -50,25 +51,35 @@ FileOwner lookup_user(const std::string& user) {
     return {found->pw_name, found->pw_uid, found->pw_gid};
 }
 
-void give_unix_socket(const std::string& path, const FileOwner& owner) {
+gid_t lookup_group(const std::string& group) {
+    ::group entry{};
+    ::group* found = nullptr;
+    std::vector<char> buffer(64 * 1024);
+    if (getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 || !found) {
+        throw std::runtime_error("unix_socket_group: group \"" + group + "\" does not exist");
+    }
+    return found->gr_gid;
+}
+
+void give_unix_socket(const std::string& path, uid_t uid, gid_t gid, const std::string& to_whom) {
     // O_PATH | O_NOFOLLOW: the name itself, never what a link put in its place points to;
     // fchownat(AT_EMPTY_PATH) then changes exactly the inode we checked.
     int fd = ::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return;
-        fail("cannot give " + path + " to user \"" + owner.name + "\"");
+        fail("cannot give " + path + " to " + to_whom);
     }
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
         ::close(fd);
-        throw std::runtime_error("cannot give " + path + " to user \"" + owner.name +
-                                 "\": it is no longer the socket pgtether bound");
+        throw std::runtime_error("cannot give " + path + " to " + to_whom +
+                                 ": it is no longer the socket pgtether bound");
     }
-    int rc = ::fchownat(fd, "", owner.uid, owner.gid, AT_EMPTY_PATH);
+    int rc = ::fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
     int saved = errno;
     ::close(fd);
     errno = saved;
-    if (rc != 0) fail("cannot give " + path + " to user \"" + owner.name + "\"");
+    if (rc != 0) fail("cannot give " + path + " to " + to_whom);
 }
 
 void switch_user(const FileOwner& owner) {

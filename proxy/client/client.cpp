@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "core/departure.hpp"
 #include "core/peering.hpp"
@@ -340,18 +340,21 @@ std::size_t Client::handle_auth(ByteSpan data) {
         hold_input(data.size());
         return 0;
     }
+    // Like PostgreSQL, the type byte is judged before the rest is waited for: anything but a
+    // password message -- a second StartupMessage, whose first length byte reads as type 0 --
+    // is refused at once, not waited for until client_login_timeout.
+    if (static_cast<char>(data[0]) != fe::kPassword) {
+        fail(protocol::sqlstate::kProtocolViolation,
+             std::string("expected ") + (auth_ ? auth_->expected_response() : "password response") +
+                 ", got message type " + std::to_string(static_cast<int>(data[0])));
+        return data.size();
+    }
     const MessageReader::Next message = MessageReader::examine(data, kMaxAuthMessage);
     if (message.step == MessageReader::Step::Invalid) {
         fail(protocol::sqlstate::kProtocolViolation, "invalid authentication message length");
         return data.size();
     }
     if (message.step != MessageReader::Step::Message) return 0;
-    if (message.type != fe::kPassword) {
-        fail(protocol::sqlstate::kProtocolViolation,
-             std::string("expected password response, got message type ") +
-                 std::to_string(static_cast<int>(message.type)));
-        return data.size();
-    }
     carry_out(auth_->on_password_message(message.body()));
     return state_ == State::Closing ? data.size() : message.total;
 }

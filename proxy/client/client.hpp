@@ -22,6 +22,7 @@
 #include "core/session_params.hpp"
 #include "core/session_settings.hpp"
 #include "core/listen_channels.hpp"
+#include "protocol/listen_request.hpp"
 #include "core/state_probe.hpp"
 #include "proxy/net/stream.hpp"
 
@@ -179,6 +180,17 @@ public:
     // Notifications held while the client was in a transaction: its server sends them right
     // before the ReadyForQuery that ends it, where PostgreSQL sends them.
     [[nodiscard]] bool has_held_notifications() const { return listen_ && !listen_->held.empty(); }
+    // LISTEN/UNLISTEN answered inside the open transaction block wait for its end.
+    [[nodiscard]] bool has_pending_listens() const {
+        return listen_ && !listen_->pending.empty();
+    }
+    // The block committed: they take effect. `ready_for_query`, the backend's ReadyForQuery that
+    // ended the block (or empty when more replies follow), goes out once the listening
+    // connection listens on the new channels, so a notification committed after the client saw
+    // its COMMIT end reaches it.
+    void commit_pending_listens(std::string ready_for_query);
+    // The block ended without committing: they never happened.
+    void discard_pending_listens();
     std::string take_held_notifications();
     // For the parameter sync of the server linked next, when the client is about to run a
     // LISTEN/UNLISTEN pgtether does not answer (or asks pg_listening_channels()): LISTENs of its
@@ -227,8 +239,9 @@ private:
     // Sends the step's error and closes, logging PgBouncer's reason (ClientAuth::failure_reason,
     // or "no such user" after an auth_query that found none).
     void fail_authentication(const std::string& sqlstate, const std::string& message);
-    void authenticate_by_certificate();
-    void authenticate_by_peer();
+    // `ident_map`: the hba line's map= (empty: the name must be the user name).
+    void authenticate_by_certificate(const std::string& ident_map);
+    void authenticate_by_peer(const std::string& ident_map);
     // PgBouncer's rule for the console: user "pgbouncer" over the Unix socket, connecting from
     // the OS user pgtether runs as, needs no password.
     [[nodiscard]] bool is_own_user_console_login();
@@ -298,16 +311,26 @@ private:
     // A lone `DEALLOCATE name` of one of the client's protocol-level statements, while idle.
     bool answer_deallocate(protocol::ByteSpan message);
     // LISTEN multiplexed (client_listen.cpp), between transactions: a Query, or an extended
-    // batch up to its Sync, of nothing but LISTEN/UNLISTEN, answered by pgtether. Returns the
-    // bytes taken (0: not such a request; it goes to a backend).
-    std::size_t answer_listen(protocol::ByteSpan data);
-    std::size_t answer_listen_batch(protocol::ByteSpan data);
+    // batch up to its Sync, of nothing but LISTEN/UNLISTEN, answered by pgtether
+    // (protocol/listen_request.hpp). Returns the bytes taken; 0 when only the start of such a
+    // request is here (the input is held for the rest); nullopt when it is not one (it goes to a
+    // backend).
+    std::optional<std::size_t> answer_listen(protocol::ByteSpan data);
+    // The same inside an open transaction block: the answer goes out at once, the LISTENs and
+    // UNLISTENs wait for the block's end (Server::handle_linked_data decides).
+    std::optional<std::size_t> answer_listen_in_transaction(protocol::ByteSpan data);
+    // What both share: the request's kind (Incomplete: the input is held); nullopt for Other.
+    std::optional<protocol::ListenRequest> recognise_listen(protocol::ByteSpan data,
+                                                            char tx_status);
     // The channels change; the answer goes out once the listening connection listens on them.
     void take_listen_ops(const std::vector<protocol::ListenOp>& ops, std::string reply);
     // A request pgtether does not answer may LISTEN, UNLISTEN or read pg_listening_channels():
     // the client's channels move to the backend that runs it.
     void note_unanswered_listen(protocol::ByteSpan data);
     [[nodiscard]] bool multiplexes_listen() const;
+    // The client's backend may LISTEN on channels of its own (tether kinds listen or unknown):
+    // then the client's LISTEN and UNLISTEN go there, not to the pool's listening connection.
+    [[nodiscard]] bool backend_may_listen() const;
     [[nodiscard]] bool between_transactions() const;
     [[nodiscard]] bool awaiting_listen() const { return listen_ && listen_->awaiting; }
     void send_held_notifications();
@@ -400,6 +423,10 @@ private:
         std::string queued;       // notifications to write once the hub's read is handled
         std::string reply;        // the answer to a LISTEN waiting for the hub
         std::vector<std::string> awaited;  // channels that answer waits for
+        // LISTEN/UNLISTEN answered inside the open transaction block: applied at its COMMIT,
+        // forgotten at its ROLLBACK (decide_pending_listens), at most kMaxPendingListenOps.
+        std::vector<protocol::ListenOp> pending;
+        bool after_commit = false;  // what awaits the hub is a committed transaction's
         bool awaiting = false;
         bool replay_on_link = false;  // take_listen_replay() has the channels for the backend
         // The socket is backed up past half the budget: the hub waits for it to drain.

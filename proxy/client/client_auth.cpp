@@ -12,9 +12,6 @@ namespace pgtether {
 
 namespace {
 
-// PostgreSQL's default for new SCRAM secrets (scram_iterations).
-constexpr int kScramIterations = 4096;
-
 template <std::size_t N>
 std::array<std::uint8_t, N> random_bytes() {
     std::array<std::uint8_t, N> out{};
@@ -38,8 +35,11 @@ std::string_view bytes_view(const auto& array) {
 }  // namespace
 
 ClientAuth::ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_configured,
-                       std::string user)
-    : type_(type), user_(std::move(user)), auth_file_configured_(auth_file_configured) {
+                       std::string user, int scram_iterations)
+    : type_(type),
+      user_(std::move(user)),
+      auth_file_configured_(auth_file_configured),
+      scram_iterations_(scram_iterations) {
     if (auto it = auth_file.find(user_); it != auth_file.end()) {
         user_listed_ = true;
         // An empty secret never authenticates anyone (PostgreSQL refuses empty passwords too),
@@ -49,8 +49,12 @@ ClientAuth::ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_
 }
 
 ClientAuth::ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, bool user_found,
-                       std::string user)
-    : type_(type), user_(std::move(user)), auth_file_configured_(true), user_listed_(user_found) {
+                       std::string user, int scram_iterations)
+    : type_(type),
+      user_(std::move(user)),
+      auth_file_configured_(true),
+      scram_iterations_(scram_iterations),
+      user_listed_(user_found) {
     if (fetched_secret && !fetched_secret->secret.empty()) secret_ = std::move(fetched_secret);
 }
 
@@ -111,7 +115,7 @@ ClientAuth::Step ClientAuth::begin_scram() {
     auto salt = random_bytes<16>();
     KeyDerivation derivation;
     derivation.salt = std::string(bytes_view(salt));
-    derivation.iterations = kScramIterations;
+    derivation.iterations = scram_iterations_;
     if (secret_ && secret_->kind == SecretKind::Plain) {
         derivation.password = secret_->secret;
     } else {
@@ -137,7 +141,7 @@ void ClientAuth::build_scram_server(const protocol::ScramSecret& derived) {
     if (!secret) {
         // A mock secret with random keys: the exchange proceeds and the proof never matches.
         protocol::ScramSecret mock;
-        mock.iterations = kScramIterations;
+        mock.iterations = scram_iterations_;
         auto salt = random_bytes<16>();
         mock.salt.assign(reinterpret_cast<const char*>(salt.data()), salt.size());
         mock.stored_key = random_bytes<32>();
@@ -243,9 +247,9 @@ ClientAuth::Step ClientAuth::on_cleartext(protocol::ByteSpan body) {
         derivation = {pw, stored->salt, stored->iterations};
     } else {
         // A plain or md5 secret, or no such user: the same work as for a SCRAM secret of the
-        // default iteration count, dropped, so that timing does not tell them apart.
+        // scram_iterations iterations, dropped, so that timing does not tell them apart.
         derivation = {std::string(bytes_view(random_bytes<16>())),
-                      std::string(bytes_view(random_bytes<16>())), kScramIterations};
+                      std::string(bytes_view(random_bytes<16>())), scram_iterations_};
     }
     pending_password_ = std::move(pw);
     awaiting_ = Awaiting::CleartextCheck;

@@ -30,6 +30,8 @@ namespace pgtether {
 
 class ClientAuth {
 public:
+    // PostgreSQL's and PgBouncer's default (scram_iterations).
+    static constexpr int kDefaultScramIterations = 4096;
     enum class Outcome { Continue, Success, Failure };
     struct Step {
         Outcome outcome = Outcome::Continue;
@@ -41,14 +43,16 @@ public:
         std::optional<KeyDerivation> derive;
     };
 
+    // `scram_iterations` (the key of that name): the iteration count of the SCRAM secrets made
+    // from plain-text passwords, and of the mock secret of an unknown user.
     ClientAuth(AuthType type, const AuthFile& auth_file, bool auth_file_configured,
-               std::string user);
+               std::string user, int scram_iterations = kDefaultScramIterations);
     // For a user not in auth_file whose secret auth_query fetched (nullopt: no usable secret;
     // the exchange then runs against a mock secret and fails like a wrong password).
     // `user_found`: auth_query returned the user's row (trust logs such a user in, with or
     // without a secret, as PgBouncer does; a user it did not find fails).
     ClientAuth(AuthType type, std::optional<UserSecret> fetched_secret, bool user_found,
-               std::string user);
+               std::string user, int scram_iterations = kDefaultScramIterations);
     ~ClientAuth();
 
     // The first step: an authentication request, or an immediate verdict (trust, unknown method).
@@ -58,6 +62,12 @@ public:
     // The result of the derivation the last step asked for.
     Step on_derived(const protocol::ScramSecret& derived);
 
+    // What the client must send next, in PostgreSQL's words for a message of another type
+    // ("expected SASL response, got message type 0"): "SASL response" in a SCRAM exchange,
+    // "password response" otherwise.
+    [[nodiscard]] const char* expected_response() const {
+        return method_ == Method::Scram ? "SASL response" : "password response";
+    }
     // How PgBouncer names a failure of this exchange in its log ("closing because: ..."):
     // "\"trust\" authentication failed", "SASL authentication failed" or "password
     // authentication failed".
@@ -94,6 +104,7 @@ private:
     std::string user_;
     std::optional<UserSecret> secret_;
     bool auth_file_configured_;
+    int scram_iterations_;
     bool user_listed_ = false;  // the user has a line in auth_file
     Method method_ = Method::None;
     std::array<std::uint8_t, 4> md5_salt_{};

@@ -4,11 +4,12 @@
 // transactions, held inside one (the server sends what is held before the ReadyForQuery that
 // ends it). A request that LISTENs among other statements, or asks pg_listening_channels(),
 // runs on a backend that gets the client's channels first, and the tether keeps the client there.
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/bytes.hpp"
 #include "protocol/frontend_messages.hpp"
+#include "protocol/listen_request.hpp"
 #include "protocol/listen_statement.hpp"
 #include "protocol/message_reader.hpp"
 #include "protocol/message_types.hpp"
@@ -22,7 +23,6 @@
 namespace pgtether {
 
 namespace fe = protocol::fe;
-namespace be = protocol::be;
 using protocol::ByteSpan;
 using protocol::MessageReader;
 
@@ -34,6 +34,11 @@ Client::ListenState& Client::listen_state() {
 bool Client::multiplexes_listen() const {
     // Session pooling keeps the backend anyway: LISTEN runs there, as it always did.
     return worker_.config().multiplexes_listen() && pool_ && pool_->mode() != PoolMode::Session;
+}
+
+bool Client::backend_may_listen() const {
+    // The last probe found channels on the backend, or could not tell.
+    return (tether_kinds_ & (kStateListen | kStateUnknown)) != 0;
 }
 
 bool Client::between_transactions() const {
@@ -49,93 +54,50 @@ bool Client::between_transactions() const {
     }
 }
 
-std::size_t Client::answer_listen(ByteSpan data) {
-    const MessageReader::Next first = MessageReader::examine(data, kMaxAuthMessage);
-    if (first.step != MessageReader::Step::Message) return 0;
-    if (first.type == fe::kParse) return answer_listen_batch(data);
-    if (first.type != fe::kQuery) return 0;
-    auto sql = protocol::parse_query(first.body());
-    if (!sql) return 0;
-    auto ops = protocol::parse_listen_only(*sql);
-    if (!ops) return 0;
-    std::string reply;
-    for (const auto& op : *ops)
-        protocol::append_command_complete(reply, protocol::listen_command_tag(op));
-    protocol::append_ready_for_query(reply, protocol::kTxIdle);
-    take_listen_ops(*ops, std::move(reply));
-    return first.total;
+std::optional<protocol::ListenRequest> Client::recognise_listen(ByteSpan data, char tx_status) {
+    // Below the size at which hold_input stops reading: the rest of the request must be able to
+    // arrive.
+    const std::size_t wait_limit = worker_.scratch().size();
+    protocol::ListenRequest request =
+        protocol::recognise_listen_request(data, kMaxAuthMessage, wait_limit, tx_status);
+    if (request.kind == protocol::ListenRequest::Kind::Other) return std::nullopt;
+    if (request.kind == protocol::ListenRequest::Kind::Incomplete) hold_input(data.size());
+    return request;
 }
 
-std::size_t Client::answer_listen_batch(ByteSpan data) {
-    // Parse of the unnamed statement, then its Bind, Describe and Execute, up to Sync: what
-    // psycopg, pgjdbc and libpq's PQexecParams send for one statement. Anything else, or a
-    // batch not all here yet, goes to a backend.
-    std::optional<protocol::ListenOp> op;
-    std::string reply;
-    std::size_t consumed = 0;
-    int executed = 0;
-    while (consumed < data.size()) {
-        const MessageReader::Next next =
-            MessageReader::examine(data.subspan(consumed), kMaxAuthMessage);
-        if (next.step != MessageReader::Step::Message) return 0;
-        consumed += next.total;
-        protocol::ByteReader body(next.body());
-        switch (next.type) {
-            case fe::kParse: {
-                auto parse = protocol::parse_parse(next.body());
-                if (!parse || !parse->statement.empty() || op) return 0;
-                auto ops = protocol::parse_listen_only(parse->query);
-                // PostgreSQL refuses several commands in one prepared statement.
-                // Declared parameter types would need as many parameters: the backend's case.
-                const ByteSpan types = parse->parameter_types;
-                const bool no_types = types.size() < 2 || (types[0] == 0 && types[1] == 0);
-                if (!ops || ops->size() != 1 || !no_types) return 0;
-                op = ops->front();
-                protocol::MessageWriter(reply).begin(be::kParseComplete).end();
-                break;
-            }
-            case fe::kBind: {
-                auto names = protocol::parse_bind_names(next.body());
-                auto parameters = protocol::parse_bind_parameters(next.body());
-                if (!op || !names || !names->portal.empty() || !names->statement.empty() ||
-                    !parameters || !parameters->values.empty()) {
-                    return 0;
-                }
-                protocol::MessageWriter(reply).begin(be::kBindComplete).end();
-                break;
-            }
-            case fe::kDescribe: {
-                const std::uint8_t what = body.u8();
-                const std::string_view name = body.cstring();
-                if (!op || !body.ok() || !name.empty() || (what != 'S' && what != 'P')) return 0;
-                if (what == 'S')
-                    protocol::MessageWriter(reply).begin(be::kParameterDescription).i16(0).end();
-                protocol::MessageWriter(reply).begin(be::kNoData).end();
-                break;
-            }
-            case fe::kExecute: {
-                const std::string_view portal = body.cstring();
-                if (!op || !body.ok() || !portal.empty()) return 0;
-                protocol::append_command_complete(reply, protocol::listen_command_tag(*op));
-                ++executed;
-                break;
-            }
-            case fe::kFlush:
-                break;
-            case fe::kSync: {
-                if (!op) return 0;
-                protocol::append_ready_for_query(reply, protocol::kTxIdle);
-                // Each Execute did the statement once; LISTEN and UNLISTEN do the same twice.
-                std::vector<protocol::ListenOp> ops;
-                if (executed > 0) ops.push_back(*op);
-                take_listen_ops(ops, std::move(reply));
-                return consumed;
-            }
-            default:
-                return 0;
-        }
-    }
-    return 0;
+std::optional<std::size_t> Client::answer_listen(ByteSpan data) {
+    auto request = recognise_listen(data, protocol::kTxIdle);
+    if (!request) return std::nullopt;
+    if (request->kind == protocol::ListenRequest::Kind::Incomplete) return 0;
+    take_listen_ops(request->ops, std::move(request->reply));
+    return request->consumed;
+}
+
+std::optional<std::size_t> Client::answer_listen_in_transaction(ByteSpan data) {
+    auto request = recognise_listen(data, protocol::kTxInBlock);
+    if (!request) return std::nullopt;
+    if (request->kind == protocol::ListenRequest::Kind::Incomplete) return 0;
+    ListenState& state = listen_state();
+    if (state.pending.size() + request->ops.size() > kMaxPendingListenOps) return std::nullopt;
+    // Nothing reaches the backend: its transaction goes on as if the statement had not been
+    // sent, and PostgreSQL's LISTEN would change nothing before the COMMIT either.
+    state.pending.insert(state.pending.end(), request->ops.begin(), request->ops.end());
+    last_activity_ms_ = worker_.now_ms();
+    send(request->reply);
+    return request->consumed;
+}
+
+void Client::commit_pending_listens(std::string ready_for_query) {
+    if (!listen_) return;
+    std::vector<protocol::ListenOp> ops = std::exchange(listen_->pending, {});
+    spdlog::debug("{}: its transaction committed {} LISTEN/UNLISTEN answered by pgtether",
+                  describe(), ops.size());
+    take_listen_ops(ops, std::move(ready_for_query));
+    listen_->after_commit = awaiting_listen();
+}
+
+void Client::discard_pending_listens() {
+    if (listen_) listen_->pending.clear();
 }
 
 void Client::take_listen_ops(const std::vector<protocol::ListenOp>& ops, std::string reply) {
@@ -147,8 +109,8 @@ void Client::take_listen_ops(const std::vector<protocol::ListenOp>& ops, std::st
                       state.channels.size(), change.added.size(), change.removed.size());
     }
     last_activity_ms_ = worker_.now_ms();
-    if (change.added.empty() || pool_->listen_hub().listening(change.added)) {
-        send(reply);
+    if (change.added.empty() || pool_->listen_hub().listening_for(*this, change.added)) {
+        if (!reply.empty()) send(reply);
         return;
     }
     // A notification committed after the answer must reach the client: the answer waits until
@@ -159,14 +121,15 @@ void Client::take_listen_ops(const std::vector<protocol::ListenOp>& ops, std::st
 }
 
 bool Client::listen_channels_ready() const {
-    return listen_ && listen_->awaiting && pool_->listen_hub().listening(listen_->awaited);
+    return listen_ && listen_->awaiting && pool_->listen_hub().listening_for(*this, listen_->awaited);
 }
 
 void Client::on_listen_ready() {
     if (!awaiting_listen() || state_ == State::Closing) return;
     listen_->awaiting = false;
+    listen_->after_commit = false;
     listen_->awaited.clear();
-    send(std::exchange(listen_->reply, {}));
+    if (!listen_->reply.empty()) send(std::exchange(listen_->reply, {}));
     if (between_transactions()) send_held_notifications();
     stream_.start_reading();
     stream_.redeliver_pending_input();
@@ -176,6 +139,9 @@ void Client::on_listen_failed(const std::string& why) {
     if (!awaiting_listen() || state_ == State::Closing) return;
     ListenState& state = *listen_;
     state.awaiting = false;
+    // The reply waiting ends with its ReadyForQuery (its status: 'T' after a COMMIT AND CHAIN);
+    // none waits when a committed transaction's replies went on (commit_pending_listens).
+    const char status = state.reply.empty() ? '\0' : state.reply.back();
     state.reply.clear();
     // The LISTEN did not happen: its channels are given up, and the client hears why, as from a
     // backend that could not LISTEN (the statement failed; the session goes on).
@@ -185,13 +151,26 @@ void Client::on_listen_failed(const std::string& why) {
     }
     state.awaited.clear();
     pool_->listen_hub().change(*this, undo);
+    const bool after_commit = std::exchange(state.after_commit, false);
     std::string reply;
-    protocol::append_error_response(reply, {"ERROR",
-                                            protocol::sqlstate::kConnectionFailure,
-                                            "pgtether: the listening connection failed: " + why,
-                                            {},
-                                            {}});
-    protocol::append_ready_for_query(reply, protocol::kTxIdle);
+    if (after_commit) {
+        // The transaction did commit: an error now would say it had not (a client might run it
+        // again). A warning says what did not happen.
+        protocol::append_notice_response(
+            reply, {"WARNING",
+                    "01000",
+                    "pgtether: the listening connection failed: " + why +
+                        "; the LISTEN of the committed transaction did not take effect",
+                    {},
+                    {}});
+    } else {
+        protocol::append_error_response(reply, {"ERROR",
+                                                protocol::sqlstate::kConnectionFailure,
+                                                "pgtether: the listening connection failed: " + why,
+                                                {},
+                                                {}});
+    }
+    if (status != '\0') protocol::append_ready_for_query(reply, status);
     send(reply);
     send_held_notifications();
     stream_.start_reading();
@@ -320,6 +299,7 @@ void Client::leave_listens() {
         pool_->listen_hub().leave(*this, listen_->channels);
     }
     listen_->channels.clear();
+    listen_->pending.clear();
     listen_->awaiting = false;
 }
 

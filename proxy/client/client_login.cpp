@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin/admin_console.hpp"
@@ -19,6 +19,7 @@
 #include "proxy/client/client_auth.hpp"
 #include "core/client_limits.hpp"
 #include "core/hba.hpp"
+#include "core/ident_map.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/net/tls.hpp"
 #include "proxy/daemon/worker.hpp"
@@ -235,10 +236,10 @@ void Client::start_authentication() {
                      "auth_hba_file rejects connection for " + target);
                 return;
             case HbaMethod::Cert:
-                authenticate_by_certificate();
+                authenticate_by_certificate(rule->ident_map);
                 return;
             case HbaMethod::Peer:
-                authenticate_by_peer();
+                authenticate_by_peer(rule->ident_map);
                 return;
             case HbaMethod::Trust:
                 method = AuthType::Trust;
@@ -255,7 +256,7 @@ void Client::start_authentication() {
         }
     }
     if (method == AuthType::Cert) {
-        authenticate_by_certificate();
+        authenticate_by_certificate("");
         return;
     }
     start_password_authentication(method);
@@ -334,8 +335,8 @@ void Client::start_password_authentication(AuthType method) {
         // PgBouncer's words; the exchange still runs (against a mock secret) and fails.
         spdlog::info("{}: no such user: {}", describe(), user_);
     }
-    auth_ =
-        std::make_unique<ClientAuth>(method, worker_.auth_file(), !config.auth_file.empty(), user_);
+    auth_ = std::make_unique<ClientAuth>(method, worker_.auth_file(), !config.auth_file.empty(),
+                                         user_, config.scram_iterations);
     run_password_authentication();
 }
 
@@ -370,7 +371,8 @@ void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
     // Without a secret the exchange runs against a mock one and ends in the same 28P01 as a
     // wrong password: no way to tell a missing user from a wrong guess.
     const bool user_found = result.outcome != Outcome::NotFound;
-    auth_ = std::make_unique<ClientAuth>(method, std::move(result.secret), user_found, user_);
+    auth_ = std::make_unique<ClientAuth>(method, std::move(result.secret), user_found, user_,
+                                         worker_.config().scram_iterations);
     run_password_authentication();
     if (state_ == State::Auth) {
         stream_.start_reading();
@@ -432,7 +434,7 @@ void Client::fail_authentication(const std::string& sqlstate, const std::string&
 // ---------------------------------------------------------------------------------------------
 // Certificates and peer credentials
 
-void Client::authenticate_by_certificate() {
+void Client::authenticate_by_certificate(const std::string& ident_map) {
     const TlsSession* tls = stream_.tls();
     if (!tls || !tls->established() || !tls->peer_certificate_verified()) {
         fail(protocol::sqlstate::kInvalidAuthorization,
@@ -440,11 +442,19 @@ void Client::authenticate_by_certificate() {
         return;
     }
     auto name = tls->peer_common_name();
-    if (!name || *name != user_) {
-        spdlog::info(
-            "{}: certificate authentication failed: certificate name \"{}\" is not the "
-            "user name \"{}\"",
-            describe(), name ? *name : std::string("(none)"), user_);
+    if (!external_name_allows(worker_.security().ident_maps.get(), ident_map,
+                              name ? *name : std::string(), user_)) {
+        if (ident_map.empty()) {
+            spdlog::info(
+                "{}: certificate authentication failed: certificate name \"{}\" is not the "
+                "user name \"{}\"",
+                describe(), name ? *name : std::string("(none)"), user_);
+        } else {
+            spdlog::info(
+                "{}: certificate authentication failed: ident map \"{}\" does not let "
+                "certificate name \"{}\" log in as \"{}\"",
+                describe(), ident_map, name ? *name : std::string("(none)"), user_);
+        }
         fail(protocol::sqlstate::kInvalidAuthorization,
              "certificate authentication failed for user \"" + user_ + "\"");
         return;
@@ -453,7 +463,7 @@ void Client::authenticate_by_certificate() {
     on_authenticated();
 }
 
-void Client::authenticate_by_peer() {
+void Client::authenticate_by_peer(const std::string& ident_map) {
     auto peer = stream_.peer_credentials();
     std::optional<uid_t> uid;
     if (peer) uid = peer->uid;
@@ -466,11 +476,18 @@ void Client::authenticate_by_peer() {
             os_user = found->pw_name;
         }
     }
-    if (os_user.empty() || os_user != user_) {
-        spdlog::info(
-            "{}: peer authentication failed: operating-system user \"{}\" (uid {}) is "
-            "not \"{}\"",
-            describe(), os_user, uid ? std::to_string(*uid) : "?", user_);
+    if (!external_name_allows(worker_.security().ident_maps.get(), ident_map, os_user, user_)) {
+        if (ident_map.empty()) {
+            spdlog::info(
+                "{}: peer authentication failed: operating-system user \"{}\" (uid {}) is "
+                "not \"{}\"",
+                describe(), os_user, uid ? std::to_string(*uid) : "?", user_);
+        } else {
+            spdlog::info(
+                "{}: peer authentication failed: ident map \"{}\" does not let "
+                "operating-system user \"{}\" (uid {}) log in as \"{}\"",
+                describe(), ident_map, os_user, uid ? std::to_string(*uid) : "?", user_);
+        }
         fail(protocol::sqlstate::kInvalidAuthorization,
              "Peer authentication failed for user \"" + user_ + "\"");
         return;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <list>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "core/message_budget.hpp"
 #include "protocol/backend_messages.hpp"
@@ -135,9 +135,20 @@ std::size_t Client::handle_requests(ByteSpan data) {
         return 0;
     }
     if (state_ == State::Active && !reader_.in_message() && multiplexes_listen() &&
-        server_->client_between_transactions()) {
-        // A tethered client between its transactions: its LISTEN needs no backend either.
-        if (const std::size_t answered = answer_listen(data)) return answered;
+        server_->client_between_transactions() && !backend_may_listen()) {
+        // A tethered client between its transactions: its LISTEN needs no backend either --
+        // unless the backend listens itself (the client's channels moved there), where its
+        // LISTEN and UNLISTEN must go, or the backend would keep channels the client gave up.
+        if (const auto answered = answer_listen(data)) return *answered;
+    }
+    if (state_ == State::Active && !reader_.in_message() && multiplexes_listen() &&
+        server_->client_in_open_transaction() && !backend_may_listen() &&
+        (server_->link().effects() & protocol::kEffectSavepoint) == 0 &&
+        !(listen_ && listen_->replay_on_link)) {
+        // Inside an open transaction block: answered now, in effect at the COMMIT, as
+        // PostgreSQL's LISTEN would be -- unless a SAVEPOINT came first, whose ROLLBACK TO
+        // could undo it unseen by pgtether: then the backend runs it (and the client tethers).
+        if (const auto answered = answer_listen_in_transaction(data)) return *answered;
     }
     if (state_ == State::Idle) {
         const MessageReader::Next first = MessageReader::examine(data, kMaxAuthMessage);
@@ -153,7 +164,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
             }
         }
         if (!reader_.in_message() && multiplexes_listen()) {
-            if (const std::size_t answered = answer_listen(data)) return answered;
+            if (const auto answered = answer_listen(data)) return *answered;
             note_unanswered_listen(data);
         }
         set_state(State::Waiting);

@@ -3,9 +3,9 @@
 #include <exception>
 
 #include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "core/config.hpp"
+#include "proxy/net/log.hpp"
 #include "core/config_diff.hpp"
 #include "proxy/daemon/reload.hpp"
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "core/config.hpp"
 #include "core/fd_budget.hpp"

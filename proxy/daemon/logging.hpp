@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "core/root_files.hpp"
 

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include <openssl/crypto.h>
-#include <spdlog/spdlog.h>
 #include <uv.h>
 
 #include "core/auth_file.hpp"
+#include "proxy/net/log.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/key_derivations.hpp"
 #include "proxy/daemon/command_line.hpp"
@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
     std::string wanted_user;
     pgtether::PrivilegePlan privileges;
     std::optional<pgtether::FileOwner> owner;
+    std::optional<gid_t> socket_group;  // unix_socket_group
     try {
         auto first_look = pgtether::load_config(cl.config_file);
         wanted_user = !cl.user.empty() ? cl.user : first_look->user;
@@ -196,6 +197,9 @@ int main(int argc, char** argv) {
         pgtether::setup_logging(log_options);
         logging_ready = true;
         loaded = pgtether::load_configuration(cl.config_file);
+        if (!loaded.config->unix_socket_group.empty() && !loaded.config->unix_socket_dir.empty()) {
+            socket_group = pgtether::lookup_group(loaded.config->unix_socket_group);
+        }
         if (cl.daemonize && loaded.config->pidfile.empty()) {
             throw std::runtime_error("-d needs a pidfile in the configuration");
         }
@@ -278,14 +282,22 @@ int main(int argc, char** argv) {
         // Listen only once the signals are handled: a SIGHUP that arrives as soon as the port
         // accepts connections must reload, not kill the process (SIGHUP's default action).
         for (auto& each : workers) each->start();
-        if (owner) {
+        if ((owner || socket_group) && !config.unix_socket_dir.empty()) {
             // The sockets are bound; the Unix socket goes to the user, so that it can remove it
-            // at exit (the pidfile and the logfile were handed over when they were created).
-            if (!config.unix_socket_dir.empty()) {
-                pgtether::give_unix_socket(
-                    config.unix_socket_dir + "/.s.PGSQL." + std::to_string(config.listen_port),
-                    *owner);
+            // at exit (the pidfile and the logfile were handed over when they were created), and
+            // to unix_socket_group, as PgBouncer does (the mode is unix_socket_mode's from bind).
+            std::string to_whom = owner ? "user \"" + owner->name + "\"" : std::string();
+            if (socket_group) {
+                to_whom += (to_whom.empty() ? "" : " and ") + std::string("group \"") +
+                           config.unix_socket_group + "\"";
             }
+            pgtether::give_unix_socket(
+                config.unix_socket_dir + "/.s.PGSQL." + std::to_string(config.listen_port),
+                owner ? owner->uid : static_cast<uid_t>(-1),
+                socket_group ? *socket_group : owner ? owner->gid : static_cast<gid_t>(-1),
+                to_whom);
+        }
+        if (owner) {
             pgtether::switch_user(*owner);
             spdlog::info("switched to user {}", owner->name);
         }

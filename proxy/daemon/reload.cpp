@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "core/config_diff.hpp"
 #include "proxy/daemon/logging.hpp"

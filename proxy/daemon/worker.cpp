@@ -8,7 +8,7 @@
 
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/sqlstate.hpp"
@@ -49,6 +49,7 @@ TcpOptions tcp_options_of(const Config& config) {
     options.keepidle = config.tcp_keepidle;
     options.keepintvl = config.tcp_keepintvl;
     options.keepcnt = config.tcp_keepcnt;
+    options.socket_buffer = config.tcp_socket_buffer;
     return options;
 }
 
@@ -320,7 +321,7 @@ void Worker::for_each_cancel(const std::function<void(const CancelForwarder&)>& 
 }
 
 void Worker::cancels_janitor(std::uint64_t now) {
-    peer_cancels_->janitor(now);
+    peer_cancels_->janitor();
     // fail() only starts closing a forwarder's stream: none is deleted during the walk.
     registry_->cancels.for_each([&](CancelForwarder& forwarder) { forwarder.janitor(now); });
 }
@@ -377,6 +378,25 @@ void Worker::use_lent_slot(const std::string& database, const std::string& user)
         return;
     }
     it->second->use_lent_slot();
+}
+
+void Worker::share_host_news(const HostNews& news, const Pool& from) {
+    take_host_news(news, &from);
+    if (group_.size() > 1) {
+        group_.post_to_others(*this, [news](Worker& other) { other.take_host_news(news); });
+    }
+}
+
+void Worker::take_host_news(const HostNews& news, const Pool* from) {
+    apply_host_news(host_memory_[{news.host, news.port}], news, now_ms());
+    for (const auto& [key, pool] : pools_) {
+        if (pool.get() != from) pool->learn_host(news);
+    }
+}
+
+const HostStatus* Worker::remembered_host(const std::string& host, int port) const {
+    auto it = host_memory_.find({host, port});
+    return it == host_memory_.end() ? nullptr : &it->second;
 }
 
 // ---------------------------------------------------------------------------------------------

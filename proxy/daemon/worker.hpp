@@ -22,6 +22,7 @@
 #include "core/auth_file.hpp"
 #include "core/config.hpp"
 #include "core/fd_budget.hpp"
+#include "core/host_choice.hpp"
 #include "proxy/server/prepared_statements.hpp"
 #include "core/stats.hpp"
 #include "core/stats_history.hpp"
@@ -171,6 +172,17 @@ public:
     // budget (Pool::use_lent_slot). Runs from the mailbox.
     void use_lent_slot(const std::string& database, const std::string& user);
 
+    // A pool learnt what holds for every pool with the same host and port (a host of its list
+    // refused, or a login found its role: core/host_choice.hpp): this worker's other pools and
+    // the other workers' hear it, and every worker remembers it for pools it creates later, so
+    // that each pool does not pay a refused connection of its own to learn it.
+    void share_host_news(const HostNews& news, const Pool& from);
+    // The news, for this worker's pools but `from` (the one that learnt it) and its memory; from
+    // another worker's mailbox, for all of them.
+    void take_host_news(const HostNews& news, const Pool* from = nullptr);
+    // What this worker knows of a host:port from such news (nullptr: nothing), for a new pool.
+    [[nodiscard]] const HostStatus* remembered_host(const std::string& host, int port) const;
+
     // A pool has idle servers and waiting clients: Pool::serve_waiting_clients runs once this
     // loop iteration's I/O callbacks are done (uv_check), before the loop blocks in poll again
     // (uv_idle keeps a hand-off scheduled from a timer from waiting for the next event).
@@ -259,6 +271,9 @@ private:
     std::vector<Pool*> hand_offs_;  // pools whose serve_waiting_clients() is due
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
+    // See share_host_news: by host and port, only what holds for every pool (never a wrong-role
+    // back-off). Bounded by the configuration's host lists.
+    std::map<std::pair<std::string, int>, HostStatus> host_memory_;
     struct Registry;  // intrusive lists of every client and server (defined in worker.cpp)
     std::unique_ptr<Registry> registry_;
     std::uint64_t last_id_ = 0;

@@ -11,10 +11,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
-
 #include "core/fd_budget.hpp"
-
+#include "proxy/net/log.hpp"
 
 namespace pgtether {
 

@@ -20,6 +20,7 @@ struct TcpOptions {
     int keepidle = 0;
     int keepintvl = 0;
     int keepcnt = 0;
+    int socket_buffer = 0;  // bytes, SO_SNDBUF and SO_RCVBUF (tcp_socket_buffer)
 };
 
 class LoopContext {

@@ -37,7 +37,12 @@ std::shared_ptr<const SecuritySetup> load_security(const Config& config) {
             throw ConfigError(config.config_file, 0, "auth_hba_file",
                               "auth_type = hba needs auth_hba_file");
         }
-        auto rules = std::make_shared<HbaRules>(load_hba_file(config.auth_hba_file));
+        if (!config.auth_ident_file.empty()) {
+            setup->ident_maps =
+                std::make_shared<const IdentMaps>(load_ident_file(config.auth_ident_file));
+        }
+        auto rules = std::make_shared<HbaRules>(
+            load_hba_file(config.auth_hba_file, setup->ident_maps.get()));
         for (const auto& rule : rules->rules) {
             if (rule.method == HbaMethod::Cert &&
                 (!setup->client_tls || config.client_tls_ca_file.empty())) {

@@ -88,6 +88,12 @@ void Stream::apply_tcp_settings() {
     // Data unacknowledged this long (milliseconds) makes the kernel drop the connection with
     // ETIMEDOUT; this also bounds keepalive probing (tcp(7), TCP_USER_TIMEOUT).
     if (tcp.user_timeout > 0) set(IPPROTO_TCP, TCP_USER_TIMEOUT, tcp.user_timeout);
+    // tcp_socket_buffer: both buffers, as PgBouncer sets them (the kernel doubles the value for
+    // its bookkeeping and stops autotuning them).
+    if (tcp.socket_buffer > 0) {
+        set(SOL_SOCKET, SO_SNDBUF, tcp.socket_buffer);
+        set(SOL_SOCKET, SO_RCVBUF, tcp.socket_buffer);
+    }
     if (!tcp.keepalive) return;
     set(SOL_SOCKET, SO_KEEPALIVE, 1);
     if (tcp.keepidle > 0) set(IPPROTO_TCP, TCP_KEEPIDLE, tcp.keepidle);

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <vector>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/message_types.hpp"
@@ -212,14 +212,14 @@ void Pool::janitor(std::uint64_t now) {
     const int elsewhere = share.servers - server_count_;  // other workers' servers of the pool
     auto remaining = [&] { return server_count_ + elsewhere - static_cast<int>(to_close.size()); };
     const bool checks = !config.server_check_query.empty();
+    const std::uint64_t lifetime_ms = to_ms(server_lifetime_for(config, database_));
     idle_.for_each([&](Server& server) {
         // SV_USED: due for server_check_query before its next use (Server::link runs it).
         server.mark_check_due(checks && now - server.idle_since_ms() >=
                                             to_ms(config.server_check_delay));
         const Surplus surplus =
             share.largest ? server_surplus(sizes_, remaining(), tethered) : Surplus::None;
-        if (config.server_lifetime.count() > 0 &&
-            now - server.connected_at_ms() >= to_ms(config.server_lifetime)) {
+        if (now - server.connected_at_ms() >= lifetime_ms) {
             to_close.emplace_back(&server, "server lifetime over");
         } else if (surplus == Surplus::PoolSizeReduced) {
             // pool_size, reserve_pool_size or tether_reserve_size was lowered by a reload or SET.

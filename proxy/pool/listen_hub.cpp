@@ -1,8 +1,8 @@
 #include "proxy/pool/listen_hub.hpp"
 
-#include <spdlog/spdlog.h>
 #include <algorithm>
 
+#include "proxy/net/log.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/bytes.hpp"
 #include "protocol/listen_statement.hpp"
@@ -21,6 +21,16 @@ constexpr std::uint64_t kRetryMs = 1000;
 
 void remove_client(std::vector<Client*>& clients, const Client& client) {
     clients.erase(std::remove(clients.begin(), clients.end(), &client), clients.end());
+}
+
+void remove_client(std::vector<std::pair<Client*, std::uint64_t>>& clients, const Client& client) {
+    std::erase_if(clients, [&](const auto& entry) { return entry.first == &client; });
+}
+
+bool is_joining(const std::vector<std::pair<Client*, std::uint64_t>>& clients,
+                const Client& client) {
+    return std::any_of(clients.begin(), clients.end(),
+                       [&](const auto& entry) { return entry.first == &client; });
 }
 
 }  // namespace
@@ -43,38 +53,61 @@ void ListenHub::change(Client& client, const ChannelChange& change) {
         auto it = channels_.find(name);
         if (it == channels_.end()) continue;
         remove_client(it->second.listeners, client);
-        if (it->second.listeners.empty()) {
+        remove_client(it->second.joining, client);
+        if (it->second.listeners.empty() && it->second.joining.empty()) {
             const bool was_listening = it->second.listening;
+            retire(name, it->second);
             channels_.erase(it);
             // Only what the connection listens on needs an UNLISTEN; a LISTEN still queued is
             // dropped instead.
             auto queued = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
-                return p.listen && p.channel == name;
+                return p.step == Step::Listen && p.channel == name;
             });
             if (queued != pending_.end()) {
                 pending_.erase(queued);
-            } else if (was_listening || (query_running_ && running_.channel == name)) {
-                pending_.push_back({false, name});
+            } else if (was_listening || (query_running_ && running_.step == Step::Listen &&
+                                         running_.channel == name)) {
+                pending_.push_back({Step::Unlisten, name});
             }
         }
     }
+    bool needs_sync = false;
     for (const auto& name : change.added) {
         auto [it, fresh] = channels_.try_emplace(name);
-        it->second.listeners.push_back(&client);
-        if (fresh) {
-            // An UNLISTEN of it still queued is undone by this LISTEN.
-            auto queued = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
-                return !p.listen && p.channel == name;
-            });
-            if (queued != pending_.end()) {
-                pending_.erase(queued);
-                it->second.listening = true;
-            } else {
-                pending_.push_back({true, name});
-            }
+        Channel& channel = it->second;
+        if (auto retired = retired_.find(name); fresh && retired != retired_.end()) {
+            channel.delivered = retired->second.delivered;
+            channel.dropped = retired->second.dropped;
+            retired_.erase(retired);  // its entry in retired_order_ is stale now
+        }
+        // An UNLISTEN of a channel still queued is undone by this LISTEN: the connection
+        // listens on it still.
+        auto unlisten = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
+            return p.step == Step::Unlisten && p.channel == name;
+        });
+        if (fresh && unlisten != pending_.end()) {
+            pending_.erase(unlisten);
+            channel.listening = true;
+        } else if (fresh) {
+            pending_.push_back({Step::Listen, name});
+        }
+        const bool unlisten_running = query_running_ && running_.step == Step::Unlisten &&
+                                      running_.channel == name;
+        if (channel.listening || unlisten_running) {
+            // Notifications the connection has not read yet may have been committed before
+            // this LISTEN: the client joins once a sync sent from now on is answered.
+            channel.joining.emplace_back(&client, syncs_sent_ + 1);
+            needs_sync = true;
+        } else {
+            // The connection's LISTEN is on its way: nothing of the channel has been read.
+            channel.listeners.push_back(&client);
         }
     }
-    if (!listening(change.added)) {
+    if (needs_sync && std::none_of(pending_.begin(), pending_.end(),
+                                   [](const Pending& p) { return p.step == Step::Sync; })) {
+        pending_.push_back({Step::Sync, {}});
+    }
+    if (!listening_for(client, change.added)) {
         if (std::find(waiting_.begin(), waiting_.end(), &client) == waiting_.end()) {
             waiting_.push_back(&client);
         }
@@ -86,11 +119,23 @@ void ListenHub::change(Client& client, const ChannelChange& change) {
     }
 }
 
-bool ListenHub::listening(const std::vector<std::string>& channels) const {
+bool ListenHub::listening_for(const Client& client,
+                              const std::vector<std::string>& channels) const {
     return std::all_of(channels.begin(), channels.end(), [&](const std::string& name) {
         auto it = channels_.find(name);
-        return it != channels_.end() && it->second.listening;
+        return it != channels_.end() && it->second.listening &&
+               !is_joining(it->second.joining, client);
     });
+}
+
+void ListenHub::admit_joining(std::uint64_t up_to) {
+    for (auto& [name, channel] : channels_) {
+        std::erase_if(channel.joining, [&](const auto& entry) {
+            if (entry.second > up_to) return false;
+            channel.listeners.push_back(entry.first);
+            return true;
+        });
+    }
 }
 
 void ListenHub::listener_backed_up(Client& client) {
@@ -141,10 +186,12 @@ void ListenHub::open() {
     query_running_ = false;
     opened_at_ms_ = worker_.now_ms();
     // What the connection listened on is gone with it: everything is LISTENed again, in order.
+    // A new connection has read nothing yet: joining clients need no sync.
+    admit_joining(UINT64_MAX);
     pending_.clear();
     for (auto& [name, channel] : channels_) {
         channel.listening = false;
-        pending_.push_back({true, name});
+        pending_.push_back({Step::Listen, name});
     }
     // The connection may fail inside begin(): the pointer is set first and cleared there.
     connection_ = ListenConnection::create(worker_, std::move(setup), *this);
@@ -188,8 +235,21 @@ void ListenHub::pump() {
     running_ = pending_.front();
     pending_.pop_front();
     query_running_ = true;
-    connection_->run_statement(std::string(running_.listen ? "LISTEN " : "UNLISTEN ") +
-                               protocol::quote_identifier(running_.channel));
+    switch (running_.step) {
+        case Step::Listen:
+            connection_->run_statement("LISTEN " + protocol::quote_identifier(running_.channel));
+            break;
+        case Step::Unlisten:
+            connection_->run_statement("UNLISTEN " +
+                                       protocol::quote_identifier(running_.channel));
+            break;
+        case Step::Sync:
+            // An empty statement: its backend sends the notifications it has been told of
+            // before its ReadyForQuery (PostgresMain), so they are all read when it is answered.
+            ++syncs_sent_;
+            connection_->run_statement("");
+            break;
+    }
 }
 
 void ListenHub::on_answer(bool ok, const std::string& error) {
@@ -198,15 +258,21 @@ void ListenHub::on_answer(bool ok, const std::string& error) {
         // PostgreSQL refuses a LISTEN only when something is badly wrong (out of memory, the
         // queue full): start over on a new connection.
         spdlog::warn("listening connection of {}/{}: {} \"{}\" failed: {}", pool_.database_name(),
-                     pool_.user_name(), running_.listen ? "LISTEN" : "UNLISTEN", running_.channel,
-                     error);
+                     pool_.user_name(),
+                     running_.step == Step::Listen     ? "LISTEN"
+                     : running_.step == Step::Unlisten ? "UNLISTEN"
+                                                       : "an empty statement",
+                     running_.channel, error);
         if (connection_) connection_->stop();
         on_failed("LISTEN failed: " + error);
         return;
     }
-    if (running_.listen) {
+    if (running_.step == Step::Listen) {
         auto it = channels_.find(running_.channel);
         if (it != channels_.end()) it->second.listening = true;
+        tell_waiting_clients();
+    } else if (running_.step == Step::Sync) {
+        admit_joining(syncs_sent_);
         tell_waiting_clients();
     }
     pump();
@@ -277,9 +343,32 @@ void ListenHub::on_failed(const std::string& why) {
 std::vector<ListenHub::ChannelView> ListenHub::channels() const {
     std::vector<ChannelView> out;
     for (const auto& [name, channel] : channels_) {
-        out.push_back({name, static_cast<int>(channel.listeners.size()), channel.delivered,
-                       channel.dropped, channel.listening});
+        out.push_back({name, static_cast<int>(channel.listeners.size() + channel.joining.size()),
+                       channel.delivered, channel.dropped, channel.listening});
     }
+    return out;
+}
+
+void ListenHub::retire(const std::string& name, const Channel& channel) {
+    const std::uint64_t sequence = ++retired_sequence_;
+    retired_[name] = {channel.delivered, channel.dropped, sequence};
+    retired_order_.emplace_back(name, sequence);
+    // Bounded, whatever names clients make up: the channels that left first go first (stale
+    // entries on the way are dropped with them).
+    while (retired_.size() > kMaxRetiredChannels ||
+           retired_order_.size() > 2 * kMaxRetiredChannels) {
+        const auto [oldest, oldest_sequence] = retired_order_.front();
+        retired_order_.pop_front();
+        auto it = retired_.find(oldest);
+        if (it != retired_.end() && it->second.sequence == oldest_sequence) retired_.erase(it);
+    }
+}
+
+std::vector<ListenHub::ChannelView> ListenHub::retired_channels() const {
+    std::vector<ChannelView> out;
+    out.reserve(retired_.size());
+    for (const auto& [name, counts] : retired_)
+        out.push_back({name, 0, counts.delivered, counts.dropped, false});
     return out;
 }
 

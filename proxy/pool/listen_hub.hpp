@@ -8,12 +8,19 @@
 // it loses its last. After a failure it is opened again (at once, then every second while it
 // fails) and LISTENs on every channel again; the listeners of the pool are then told, with a
 // NOTICE, that notifications sent meanwhile were lost.
+//
+// A client joining a channel the connection already listens on is not handed its notifications
+// at once: the connection may not have read all of those committed before the client's LISTEN,
+// which PostgreSQL would never deliver to it. The connection runs an empty statement first (its
+// backend sends every notification it has been told of before it answers), and the client joins
+// the channel's listeners, and gets its answer, when that statement is answered.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/listen_channels.hpp"
@@ -35,10 +42,12 @@ class ListenHub {
 
     // The client's channels changed by `change` (apply_listen_ops). The connection starts
     // listening on the added channels that have no listener yet; the client is told through
-    // Client::on_listen_ready when they all are listened on (at once when they already are).
+    // Client::on_listen_ready when it gets the notifications of all of them.
     void change(Client& client, const ChannelChange& change);
-    // Whether the connection listens on every one of `channels` now.
-    [[nodiscard]] bool listening(const std::vector<std::string>& channels) const;
+    // Whether `client` gets the notifications of every one of `channels` now: the connection
+    // listens on them and the client has joined their listeners.
+    [[nodiscard]] bool listening_for(const Client& client,
+                                     const std::vector<std::string>& channels) const;
     // The client leaves (or its channels move to its backend): all its channels are dropped.
     void leave(Client& client, const ChannelSet& channels);
 
@@ -69,6 +78,11 @@ class ListenHub {
         bool listening = false;
     };
     [[nodiscard]] std::vector<ChannelView> channels() const;
+    // Channels whose last listener left, with what they delivered and dropped until then (no
+    // listeners, not listening): SHOW LISTENS keeps their counters, for the kMaxRetiredChannels
+    // that left last. A channel listened on again takes its counters back.
+    [[nodiscard]] std::vector<ChannelView> retired_channels() const;
+    static constexpr std::size_t kMaxRetiredChannels = 1000;
     // "listening", "connecting", "reconnecting" (failed, retried on the next tick), or "none".
     [[nodiscard]] const char* connection_state() const;
     [[nodiscard]] std::uint64_t delivered() const { return delivered_; }
@@ -79,6 +93,10 @@ class ListenHub {
     friend class ListenConnection;
     struct Channel {
         std::vector<Client*> listeners;
+        // Clients that joined while the connection listened, with the sync (an empty statement,
+        // counted by syncs_sent_) whose answer lets them in: every notification committed
+        // before their LISTEN has been read by then.
+        std::vector<std::pair<Client*, std::uint64_t>> joining;
         bool listening = false;  // the connection's LISTEN of it has been answered
         std::uint64_t delivered = 0;
         std::uint64_t dropped = 0;
@@ -98,17 +116,33 @@ class ListenHub {
     Worker& worker_;
     Pool& pool_;
     std::map<std::string, Channel> channels_;
+    // See retired_channels(). `order_` holds (name, sequence) in the order channels left; an
+    // entry whose sequence is no longer its channel's (listened on again since) is stale.
+    struct Retired {
+        std::uint64_t delivered = 0;
+        std::uint64_t dropped = 0;
+        std::uint64_t sequence = 0;
+    };
+    void retire(const std::string& name, const Channel& channel);
+    std::map<std::string, Retired> retired_;
+    std::deque<std::pair<std::string, std::uint64_t>> retired_order_;
+    std::uint64_t retired_sequence_ = 0;
     ListenConnection* connection_ = nullptr;
     bool connected_ = false;      // logged in
     bool query_running_ = false;  // a LISTEN/UNLISTEN is on its way
     bool lost_since_ = false;     // failed while channels had listeners: say so once back
     std::uint64_t retry_at_ms_ = 0;
     std::uint64_t opened_at_ms_ = 0;
-    // Statements to run, in order ("LISTEN \"a\"", "UNLISTEN \"b\"") with their channel.
+    std::uint64_t syncs_sent_ = 0;
+    // Statements to run, in order ("LISTEN \"a\"", "UNLISTEN \"b\"", the empty sync) with their
+    // channel.
+    enum class Step : std::uint8_t { Listen, Unlisten, Sync };
     struct Pending {
-        bool listen = true;
+        Step step = Step::Listen;
         std::string channel;
     };
+    // Lets in the joining clients whose sync has been answered (all of them: `up_to` max).
+    void admit_joining(std::uint64_t up_to);
     std::deque<Pending> pending_;
     Pending running_;
     // Clients whose LISTEN waits for the connection.

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"

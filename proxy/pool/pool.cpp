@@ -1,6 +1,6 @@
 #include "proxy/pool/pool.hpp"
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "protocol/scram.hpp"
 #include "protocol/sqlstate.hpp"
@@ -9,6 +9,7 @@
 #include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool_control.hpp"
 #include "proxy/net/security.hpp"
+#include "proxy/net/server_address.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"
 
@@ -45,6 +46,12 @@ void Pool::apply_config(const DatabaseConfig& database) {
     if (database.host != database_.host || database.ports != database_.ports || hosts_.empty()) {
         hosts_.assign(std::max<std::size_t>(split_host_list(database.host).size(), 1),
                       HostStatus{});
+        // What other pools found of the same hosts (Worker::share_host_news).
+        for (std::size_t i = 0; i < hosts_.size(); ++i) {
+            const HostStatus* known =
+                worker_.remembered_host(host_for_turn(database, i), port_for_host(database, i));
+            if (known) hosts_[i] = *known;
+        }
     }
     database_ = database;
     session_attrs_ = parse_session_attrs(database_.target_session_attrs).value_or(SessionAttrs::Any);
@@ -324,7 +331,7 @@ void Pool::on_server_login(Server& server) {
     login_backoff_.on_success();
     last_login_error_.reset();
     if (welcome_.empty()) adopt_welcome(server.welcome(), server.params());
-    release(server);
+    release(server, true);
 }
 
 std::size_t Pool::choose_host() {
@@ -339,15 +346,39 @@ std::size_t Pool::side_host() const {
     return pgtether::choose_host(hosts_, session_attrs_, false, 0, worker_.now_ms());
 }
 
+void Pool::learn_host(const HostNews& news) {
+    for (std::size_t i = 0; i < hosts_.size(); ++i) {
+        if (host_for_turn(database_, i) == news.host && port_for_host(database_, i) == news.port) {
+            apply_host_news(hosts_[i], news, worker_.now_ms());
+        }
+    }
+}
+
+HostNews Pool::host_news(std::size_t index, HostNews::Kind kind) const {
+    HostNews news;
+    news.kind = kind;
+    news.host = host_for_turn(database_, index);
+    news.port = port_for_host(database_, index);
+    return news;
+}
+
 bool Pool::on_server_role(const Server& server, const ServerRole& role) {
     const std::size_t index = server.host_index();
     if (index >= hosts_.size()) return serves(role);
     HostStatus& host = hosts_[index];
-    const HostStatus::Known before = host.known;
+    const HostStatus before = host;
     note_host_login(host, role, worker_.now_ms());
-    if (before != HostStatus::Known::Nothing && before != host.known) {
+    if (before.known != HostStatus::Known::Nothing && before.known != host.known) {
         spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_,
                      server.host_and_port(), host_role_name(host));
+    }
+    // Other pools with this host learn its role when it is news: first learnt, changed, or
+    // the host was being skipped (not on every login).
+    if (before.known != host.known || before.read_only != host.read_only ||
+        before.failures != 0 || before.backoff_until_ms != 0) {
+        HostNews news = host_news(index, HostNews::Kind::LoggedIn);
+        news.role = role;
+        worker_.share_host_news(news, *this);
     }
     const bool fits = login_serves(hosts_, index, session_attrs_, role, worker_.now_ms());
     if (!fits) {
@@ -390,6 +421,9 @@ void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& e
         note_host_failure(hosts_[server.host_index()], false, worker_.now_ms(), backoff_ms);
         spdlog::info("{}/{}: host {} skipped for {} ms: {}", database_.name, user_,
                      server.host_and_port(), backoff_ms, error.message);
+        HostNews news = host_news(server.host_index(), HostNews::Kind::Unreachable);
+        news.backoff_ms = backoff_ms;
+        worker_.share_host_news(news, *this);
     }
     login_backoff_.on_failure(kind, worker_.now_ms(), to_ms(worker_.config().server_login_retry));
     last_login_error_ = error;
@@ -447,15 +481,17 @@ void Pool::forget_server(Server& server) {
     launch_if_needed();
 }
 
-void Pool::release(Server& server) {
+void Pool::release(Server& server, bool after_login) {
     const auto& config = worker_.config();
     const std::uint64_t now = worker_.now_ms();
     ReleaseFacts facts;
     facts.closing = server.state() == Server::State::Closing;
     facts.retired = server.retired();
     facts.age_ms = now - server.connected_at_ms();
-    if (config.server_lifetime.count() > 0) facts.lifetime_ms = to_ms(config.server_lifetime);
+    // 0, as in PgBouncer: every server is used once (closed at its first release).
+    facts.lifetime_ms = to_ms(server_lifetime_for(config, database_));
     facts.client_linked = server.client() != nullptr;
+    facts.after_login = after_login;
     facts.role_fits = serves(server.role());
     facts.paused = paused();
     facts.cancels_in_flight = server.cancels_in_flight() > 0;

@@ -75,6 +75,9 @@ public:
     [[nodiscard]] std::size_t side_host() const;
     // What the pool knows of each host of its database's list (SHOW HOSTS).
     [[nodiscard]] const std::vector<HostStatus>& hosts() const { return hosts_; }
+    // What another pool learnt of a host (Worker::share_host_news): applied to each host of
+    // this pool's list with the same host and port.
+    void learn_host(const HostNews& news);
     [[nodiscard]] SessionAttrs session_attrs() const { return session_attrs_; }
     // Whether a server that reports `role` serves this database (target_session_attrs).
     [[nodiscard]] bool serves(const ServerRole& role) const {
@@ -137,7 +140,7 @@ public:
     // A server is clean and unlinked: the one way back. plan_release (core/departure.hpp) says
     // whether it closes, waits for a cancel, runs the reset query first, or returns: to a client
     // owed a lent server, or the idle list (with a hand-off scheduled when clients wait).
-    void release(Server& server);
+    void release(Server& server) { release(server, false); }
     // The hand-off (PgBouncer's per_loop_activate): idle servers go to waiting clients. Run by the
     // worker once per loop iteration when scheduled (Worker::schedule_hand_offs), never from
     // inside the read callback of the server being released.
@@ -198,6 +201,10 @@ public:
     [[nodiscard]] int tethered_server_count() const;
 
 private:
+    // `after_login`: the release that ends the server's login (ReleaseFacts::after_login).
+    void release(Server& server, bool after_login);
+    // News of hosts_[index] for the other pools (Worker::share_host_news).
+    [[nodiscard]] HostNews host_news(std::size_t index, HostNews::Kind kind) const;
     // The pool's greeting is known (from a server of its own or another worker's share): keep
     // it and log in every client waiting for it.
     void adopt_welcome(std::vector<std::pair<std::string, std::string>> welcome,

@@ -1,6 +1,6 @@
 #include "proxy/server/auth_lookups.hpp"
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "proxy/net/server_address.hpp"
 #include "proxy/daemon/worker.hpp"

@@ -1,6 +1,6 @@
 #include "proxy/server/cancel_forwarder.hpp"
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "core/config.hpp"
 #include "core/peering.hpp"
@@ -15,12 +15,12 @@ CancelForwarder::CancelForwarder(Worker& worker, Server& target)
     : worker_(worker), target_(&target), stream_(worker, *this) {
     request_ = protocol::build_cancel_request(target.backend_key());
     target.cancel_started();
-    started_ms_ = worker_.now_ms();
+    arrived_ms_ = worker_.now_ms();
     worker_.register_cancel(*this);
 }
 
 CancelForwarder::CancelForwarder(Worker& worker, const PeerConfig& peer,
-                                 const protocol::CancelKey& key)
+                                 const protocol::CancelKey& key, std::uint64_t arrived_ms)
     : worker_(worker),
       target_(nullptr),
       stream_(worker, *this),
@@ -28,7 +28,7 @@ CancelForwarder::CancelForwarder(Worker& worker, const PeerConfig& peer,
       peer_host_(peer.host),
       peer_port_(peer.port),
       peer_id_(peer.id) {
-    started_ms_ = worker_.now_ms();
+    arrived_ms_ = arrived_ms;
     worker_.register_cancel(*this);
 }
 
@@ -43,7 +43,7 @@ void CancelForwarder::janitor(std::uint64_t now_ms) {
         static_cast<std::uint64_t>(worker_.config().cancel_wait_timeout.count() / 1000);
     CancelForwardTimes times;
     times.to_peer = peer_id_ != 0;
-    times.arrived_ms = started_ms_;
+    times.arrived_ms = arrived_ms_;
     if (sent_) times.sent_ms = sent_ms_;
     switch (cancel_forward_expiry(times, now_ms, timeout_ms)) {
         case CancelForwardExpiry::Keep:

@@ -23,8 +23,10 @@ struct PeerConfig;
 class CancelForwarder final : public Stream::Handler, public ResolveClient {
 public:
     CancelForwarder(Worker& worker, Server& target);
-    // Forwards `key` (its TTL already decremented) to `peer`.
-    CancelForwarder(Worker& worker, const PeerConfig& peer, const protocol::CancelKey& key);
+    // Forwards `key` (its TTL already decremented) to `peer`. The request arrived at
+    // `arrived_ms`: it may have waited for a turn, and cancel_wait_timeout counts from arrival.
+    CancelForwarder(Worker& worker, const PeerConfig& peer, const protocol::CancelKey& key,
+                    std::uint64_t arrived_ms);
     ~CancelForwarder();
     void start();
     // The target server is going away: stop reporting to it.
@@ -62,7 +64,7 @@ private:
     int peer_id_ = 0;
     bool finished_ = false;
     bool sent_ = false;
-    std::uint64_t started_ms_ = 0;
+    std::uint64_t arrived_ms_ = 0;
     std::uint64_t sent_ms_ = 0;
     bool resolving_ = false;
     bool stream_closed_ = false;

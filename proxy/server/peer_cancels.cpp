@@ -1,10 +1,9 @@
 #include "proxy/server/peer_cancels.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 
 #include "core/config.hpp"
+#include "proxy/net/log.hpp"
 #include "core/peering.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"
@@ -33,7 +32,7 @@ int PeerCancels::in_flight(int peer_id) const {
 void PeerCancels::forward(const PeerConfig& peer, const protocol::CancelKey& key) {
     std::deque<Queued>& queued = queued_[peer.id];
     if (queued.empty() && in_flight(peer.id) < limit_for(peer)) {
-        start(peer, key);
+        start(peer, key, worker_.now_ms());
         return;
     }
     const int queue_limit =
@@ -81,8 +80,10 @@ void PeerCancels::warn_forward_failed(int peer_id, const std::string& host, int 
     }
 }
 
-void PeerCancels::start(const PeerConfig& peer, const protocol::CancelKey& key) {
-    auto* forwarder = new CancelForwarder(worker_, peer, key);  // deletes itself when done
+void PeerCancels::start(const PeerConfig& peer, const protocol::CancelKey& key,
+                        std::uint64_t arrived_ms) {
+    // Deletes itself when done.
+    auto* forwarder = new CancelForwarder(worker_, peer, key, arrived_ms);
     forwarder->start();
 }
 
@@ -100,32 +101,44 @@ void PeerCancels::pump(int peer_id) {
         queued.clear();
         return;
     }
+    // A request whose time ran out while it waited is dropped, not sent late (the tick that
+    // ended a forwarder may come before the one that would drop it).
+    drop_expired(peer_id, queued, worker_.now_ms());
     const int limit = limit_for(peer->second);
     for (int running = in_flight(peer_id); !queued.empty() && running < limit; ++running) {
-        const protocol::CancelKey key = queued.front().key;
+        const Queued next = queued.front();
         queued.pop_front();
-        start(peer->second, key);
+        start(peer->second, next.key, next.since_ms);
     }
 }
 
-void PeerCancels::janitor(std::uint64_t now_ms) {
+void PeerCancels::drop_expired(int peer_id, std::deque<Queued>& queued, std::uint64_t now_ms) {
     const auto timeout_ms =
         static_cast<std::uint64_t>(worker_.config().cancel_wait_timeout.count() / 1000);
-    for (auto& [peer_id, queued] : queued_) {
-        std::size_t dropped = 0;
-        while (timeout_ms != 0 && !queued.empty() &&
-               now_ms - queued.front().since_ms >= timeout_ms) {
-            queued.pop_front();
-            ++dropped;
-        }
-        if (dropped > 0) {
-            spdlog::warn("dropped {} cancel requests for peer {}: not forwarded within "
-                         "cancel_wait_timeout",
-                         dropped, peer_id);
-        }
-        // Room may have appeared without a forwarder ending: a reload raised the pool_size.
-        pump(peer_id);
+    // The same rule as for a forwarder that has not sent yet (core/peering.hpp).
+    auto unsent = [&](const Queued& q) {
+        CancelForwardTimes times;
+        times.to_peer = true;
+        times.arrived_ms = q.since_ms;
+        return cancel_forward_expiry(times, now_ms, timeout_ms) == CancelForwardExpiry::NotSent;
+    };
+    std::size_t dropped = 0;
+    while (!queued.empty() && unsent(queued.front())) {
+        queued.pop_front();
+        ++dropped;
     }
+    if (dropped > 0) {
+        spdlog::warn("dropped {} cancel requests for peer {}: not forwarded within "
+                     "cancel_wait_timeout",
+                     dropped, peer_id);
+    }
+}
+
+void PeerCancels::janitor() {
+    // pump drops what waited too long, and starts what fits: room may have appeared without a
+    // forwarder ending (a reload raised the pool_size).
+    for (const auto& [peer_id, queued] : queued_)
+        pump(peer_id);
 }
 
 int PeerCancels::queued(int peer_id) const {

@@ -31,8 +31,9 @@ class PeerCancels {
     // A forwarder to `peer_id` is gone (no longer among the worker's): the next queued request
     // may go.
     void on_forwarder_gone(int peer_id);
-    // Drops queued requests that have waited cancel_wait_timeout (0: no limit).
-    void janitor(std::uint64_t now_ms);
+    // Drops queued requests that have waited cancel_wait_timeout (0: no limit) and starts those
+    // that now fit.
+    void janitor();
     // Requests waiting for a turn to `peer_id` (SHOW PEER_POOLS' cl_waiting_cancel_req).
     [[nodiscard]] int queued(int peer_id) const;
     // How many requests to `peer` one worker may have in flight: the peer's pool_size (else
@@ -59,7 +60,9 @@ class PeerCancels {
     [[nodiscard]] int limit_for(const PeerConfig& peer) const;
     // Forwarders to `peer_id` alive now (connecting, or sent and awaiting the close).
     [[nodiscard]] int in_flight(int peer_id) const;
-    void start(const PeerConfig& peer, const protocol::CancelKey& key);
+    void start(const PeerConfig& peer, const protocol::CancelKey& key, std::uint64_t arrived_ms);
+    // Drops (and logs) the queued requests that arrived cancel_wait_timeout ago or earlier.
+    void drop_expired(int peer_id, std::deque<Queued>& queued, std::uint64_t now_ms);
     // Starts queued requests to `peer_id` while there is room (the peer may have left the
     // configuration by a reload: then they are dropped).
     void pump(int peer_id);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 namespace pgtether {
 

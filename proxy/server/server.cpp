@@ -9,7 +9,7 @@
 #include <utility>
 #include <list>
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
@@ -17,6 +17,7 @@
 #include "protocol/sqlstate.hpp"
 #include "protocol/statement_redaction.hpp"
 #include "core/departure.hpp"
+#include "core/listen_channels.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
@@ -546,7 +547,27 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
                             answers.back().size());
                 }
-                forward(rest.data(), rest.size());
+                const PendingListenAction pending =
+                    client_->has_pending_listens()
+                        ? decide_pending_listens(*status, commit_seen_)
+                        : PendingListenAction::Keep;
+                commit_seen_ = false;
+                if (pending == PendingListenAction::Commit && tracker.quiet()) {
+                    // The LISTENs pgtether answered in the block take effect now; the block's
+                    // ReadyForQuery waits until the listening connection listens on their
+                    // channels (Client::commit_pending_listens).
+                    flush();
+                    client_->commit_pending_listens(std::string(
+                        reinterpret_cast<const char*>(rest.data()), rest.size()));
+                } else {
+                    forward(rest.data(), rest.size());
+                    if (pending == PendingListenAction::Commit) {
+                        flush();
+                        client_->commit_pending_listens({});
+                    } else if (pending == PendingListenAction::Discard) {
+                        client_->discard_pending_listens();
+                    }
+                }
                 settle();
                 if (pool_.mode() != PoolMode::Session && tracker.quiet()) {
                     if (pool_.mode() == PoolMode::Statement && *status != protocol::kTxIdle &&
@@ -581,6 +602,9 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
             }
             case be::kCommandComplete:
                 tracker.on_backend(type);
+                if (client_->has_pending_listens() && !commit_seen_) {
+                    commit_seen_ = protocol::parse_command_complete(body) == "COMMIT";
+                }
                 if (!prepared_probes_.empty() && deallocates_all(body)) prepared_probes_.clear();
                 if (link_.translates_statements() && deallocates_all(body)) {
                     // DISCARD ALL / DEALLOCATE ALL: the backend and the client forgot every

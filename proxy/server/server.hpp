@@ -87,6 +87,14 @@ public:
     [[nodiscard]] bool client_between_transactions() const {
         return state_ == State::Linked && link_.tracker().idle() && !holds_client_input();
     }
+    // The linked client is inside an open transaction block ('T', not failed) with nothing owed
+    // to it and none of pgtether's own queries running: a LISTEN it sends now may be answered by
+    // pgtether and take effect at the COMMIT (docs/session-state.md).
+    [[nodiscard]] bool client_in_open_transaction() const {
+        const auto& tracker = link_.tracker();
+        return state_ == State::Linked && tracker.quiet() && tracker.tx_status() == 'T' &&
+               !tracker.in_copy_in() && !holds_client_input();
+    }
     [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
     [[nodiscard]] std::uint64_t idle_since_ms() const { return idle_since_ms_; }
     [[nodiscard]] std::uint64_t last_checked_ms() const { return last_checked_ms_; }
@@ -298,6 +306,8 @@ private:
     ServerRole role_;
     StatementPtr unnamed_statement_;  // see unnamed_statement()
     bool unnamed_unknown_ = false;    // see unnamed_statement_unknown()
+    // A CommandComplete "COMMIT" came since the last ReadyForQuery (decide_pending_listens).
+    bool commit_seen_ = false;
     // Kind masks whose transaction-end probe is prepared on this backend (as
     // "pgtether_probe_<mask>"); cleared by DISCARD ALL / DEALLOCATE ALL.
     std::vector<std::uint32_t> prepared_probes_;

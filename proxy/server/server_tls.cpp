@@ -1,6 +1,6 @@
 #include "proxy/server/server_tls.hpp"
 
-#include <spdlog/spdlog.h>
+#include "proxy/net/log.hpp"
 
 #include "protocol/sqlstate.hpp"
 #include "proxy/pool/pool.hpp"

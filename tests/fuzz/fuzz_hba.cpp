@@ -1,14 +1,19 @@
-// Fuzzes the auth_hba_file reader and matcher (core/hba.hpp).
+// Fuzzes the auth_hba_file reader and matcher (core/hba.hpp) and the auth_ident_file reader
+// (core/ident_map.hpp).
 //
 // Input: the HBA file, then NUL-separated texts of @files: `@1` names the first one, `@2` the
-// second, ... (any other @file cannot be read). A ConfigError is the expected answer to a bad
-// file; any other exception, a crash or a hang is a bug. Checked for a file that reads:
+// second, ... (any other @file cannot be read). The first @file's text is also read as the
+// ident map file, and the HBA file is read with its maps when it reads. A ConfigError is the
+// expected answer to a bad file; any other exception, a crash or a hang is a bug. Checked for an
+// ident map file that reads: each line of a map lets its system user log in as its database
+// user. Checked for an HBA file that reads:
 //  * each rule comes from a line of the file (a rule from an @file still carries its HBA line);
 //  * a host rule's address has no bit outside its mask (else it could never match);
 //  * a host rule for all databases and users matches a client at its own address (with or
 //    without TLS as the rule's type wants), at that rule or an earlier one;
 //  * a local rule for all databases and users matches a Unix-socket client;
-//  * match_hba returns a rule of the file or none.
+//  * match_hba returns a rule of the file or none;
+//  * a rule's map= names a map of the ident map file.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -23,6 +28,7 @@
 
 #include "core/config.hpp"
 #include "core/hba.hpp"
+#include "core/ident_map.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 using namespace pgtether;
@@ -75,9 +81,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return std::string(parts[index]);
     };
 
+    std::optional<IdentMaps> maps;
+    if (parts.size() > 1) {
+        try {
+            maps = parse_ident_maps(parts[1], "/fuzz/pg_ident.conf");
+        } catch (const ConfigError&) {
+        }
+    }
+    if (maps) {
+        for (const auto& [name, lines] : maps->maps) {
+            for (const IdentMapping& line : lines) {
+                require(external_name_allows(&*maps, name, line.system_user,
+                                             line.any_database_user ? "anyone"
+                                                                    : line.database_user),
+                        "a map's line lets its system user in as its database user");
+            }
+        }
+    }
+
     HbaRules rules;
     try {
-        rules = parse_hba(parts[0], kFile, reader);
+        rules = parse_hba(parts[0], kFile, reader, maps ? &*maps : nullptr);
     } catch (const ConfigError&) {
         return 0;
     }
@@ -89,6 +113,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         require(rule.file == kFile && rule.line >= 1 && static_cast<std::size_t>(rule.line) <= lines,
                 "a rule comes from a line of the file");
         (void)to_string(rule.method);
+        if (!rule.ident_map.empty()) {
+            require(maps && maps->maps.count(rule.ident_map) == 1, "map= names a map of the file");
+        }
         const bool for_all = rule.databases.all && rule.users.all;
         if (rule.type == HbaRule::Type::Local) {
             if (for_all) {
@@ -101,6 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             }
             continue;
         }
+        if (rule.any_address) continue;
         require(rule.family == AF_INET || rule.family == AF_INET6, "a host rule has an address");
         for (std::size_t i = 0; i < rule.address.size(); ++i)
             require((rule.address[i] & ~rule.mask[i]) == 0, "no address bit outside the mask");

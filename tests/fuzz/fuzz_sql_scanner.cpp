@@ -30,7 +30,8 @@ namespace {
 constexpr std::uint32_t kAllEffects = kEffectAdvisoryLock | kEffectDiscard | kEffectTempObject |
                                       kEffectListen | kEffectCursor | kEffectSqlPrepare |
                                       kEffectLoad | kEffectSet | kEffectCatalogChange |
-                                      kEffectOpaque | kEffectCreate | kEffectUnknownCall;
+                                      kEffectOpaque | kEffectCreate | kEffectUnknownCall |
+                                      kEffectSavepoint;
 
 bool mentions_advisory(std::string_view sql) {
     constexpr std::string_view kWord = "advisory";

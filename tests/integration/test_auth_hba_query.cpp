@@ -1,8 +1,9 @@
 // The rest of PgBouncer's authentication, driven through pgtether by real clients against the
 // shared throwaway PostgreSQL (whose roles require md5, scram-sha-256 or password): auth_type = hba
-// with an allow/deny matrix over TCP, TLS and the Unix socket; auth_query for valid, expired,
-// missing and NOLOGIN users, through auth_user, a SECURITY DEFINER function, per-database settings
-// and auth_dbname, with proof that no client start-up parameter reaches the lookup connection;
+// with an allow/deny matrix over TCP, TLS and the Unix socket, and peer logins through an
+// auth_ident_file map; auth_query for valid, expired, missing and NOLOGIN users, through
+// auth_user, a SECURITY DEFINER function, per-database settings and auth_dbname, with proof that
+// no client start-up parameter reaches the lookup connection;
 // SCRAM pass-through to a server that requires scram-sha-256, with secrets from auth_file and
 // from auth_query. Failing logins must leave no backend behind.
 #include <doctest/doctest.h>
@@ -227,6 +228,59 @@ TEST_CASE("auth_type = hba: allow/deny matrix over TCP, TLS and the Unix socket"
 
     // Refused logins opened no backend.
     CHECK(backends("datname = 'template1' AND usename = 'postgres'") == template1_before);
+}
+
+TEST_CASE("auth_type = hba: peer with map= follows auth_ident_file, also after a reload") {
+    if (::geteuid() != 0) return;  // the map pairs root, the user this test runs as in CI
+    const TestEnv& env = TestEnv::get();
+    TempDir dir("pgt-ident", env.tmp_dir);
+    std::string ident = dir.write_file("ident.conf",
+                                       "# MAPNAME  SYSTEM-USERNAME  PG-USERNAME\n"
+                                       "ops        root             deployer\n"
+                                       "ops        somebody_else    all\n");
+    std::string hba = dir.write_file("hba.conf",
+                                     "local all all peer map=ops\n"
+                                     "host  all all all  reject\n");
+    PoolerConfig config;
+    config.settings = {{"auth_type", "hba"}, {"auth_hba_file", hba}, {"auth_ident_file", ident}};
+    // Whoever logs in, the server connection is postgres's: the map decides who gets in.
+    config.databases = {"peerdb = " + shared_server() + " dbname=" + env.database +
+                        " user=postgres"};
+    config.extra_args = {"-v"};
+    Pgtether pgtether(config);
+    auto local = [&](const std::string& user) {
+        return try_connect(make_conninfo(pgtether.dir(), pgtether.port(), user, "peerdb"));
+    };
+
+    CHECK(local("deployer").error == "postgres");
+    // Under a map, the same name is not implied: root is not paired with root.
+    auto same_name = local("root");
+    CHECK_FALSE(same_name.ok);
+    CHECK(contains(same_name.error, "Peer authentication failed for user \"root\""));
+    CHECK(pgtether.wait_for_log(
+        "ident map \"ops\" does not let operating-system user \"root\" (uid 0) log in as "
+        "\"root\""));
+    CHECK_FALSE(local("postgres").ok);
+    // `all` on another system user's line does not help root.
+    CHECK_FALSE(local("anyone").ok);
+    // `all` as an address: every TCP client.
+    auto tcp = try_connect(pgtether.conninfo("deployer", "peerdb"));
+    CHECK_FALSE(tcp.ok);
+    CHECK(contains(tcp.error, "auth_hba_file rejects connection for host \"127.0.0.1\""));
+
+    // The map is read again on reload: root may now be anyone.
+    dir.write_file("ident.conf", "ops root all\n");
+    pgtether.reload();
+    CHECK(eventually([&] { return local("anyone").ok; }));
+    CHECK(local("deployer").ok);
+
+    // A map= naming a map the file does not have is refused at reload, naming the line; the
+    // running rules stay.
+    dir.write_file("hba.conf", "local all all peer map=nosuchmap\n");
+    pgtether.reload();
+    CHECK(pgtether.wait_for_log("hba.conf:1: ident map \"nosuchmap\" is not in "));
+    CHECK(local("anyone").ok);
+    CHECK(pgtether.running());
 }
 
 TEST_CASE("auth_query: valid, expired, missing and NOLOGIN users") {

@@ -3,6 +3,7 @@
 // the logfile, a missing auth_file, application_name_add_host and the warning about "options" in
 // ignore_startup_parameters.
 #include <doctest/doctest.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -184,11 +185,12 @@ void plant_link(const std::string& target, const std::string& link, const Daemon
 struct Stat {
     uid_t uid = 0;
     mode_t mode = 0;
+    gid_t gid = 0;
 };
 std::optional<Stat> lstat_of(const std::string& path) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
-    return Stat{st.st_uid, st.st_mode};
+    return Stat{st.st_uid, st.st_mode, st.st_gid};
 }
 
 }  // namespace
@@ -261,6 +263,36 @@ TEST_CASE("started as root: links planted where root writes reach nothing; unsaf
         CHECK(read_file(dir.path() + "/hard.out")
                   .find("refusing to start as root: logfile " + logfile + " has 2 hard links") !=
               std::string::npos);
+    }
+    SUBCASE("unix_socket_group: the Unix socket's group, with unix_socket_mode's mode") {
+        const ::group* daemon_group = ::getgrnam("daemon");
+        REQUIRE(daemon_group != nullptr);
+        const gid_t gid = daemon_group->gr_gid;
+        REQUIRE(gid != user->gid);
+        int port = free_port();
+        auto child =
+            start_as_root("group", port, "unix_socket_group = daemon\nunix_socket_mode = 0770\n");
+        REQUIRE(eventually([&] { return port_accepts("127.0.0.1", port); }));
+        // The port accepts once the sockets are bound; the Unix socket is given away after that,
+        // just before the process switches user (under load, a check in between saw root's).
+        REQUIRE(eventually([&] { return uid_of(child->pid()) == user->uid; }));
+        const std::string socket_path = dir.path() + "/.s.PGSQL." + std::to_string(port);
+        REQUIRE(lstat_of(socket_path).has_value());
+        auto socket_stat = lstat_of(socket_path);
+        CHECK(S_ISSOCK(socket_stat->mode));
+        CHECK(socket_stat->uid == user->uid);
+        CHECK(socket_stat->gid == gid);
+        CHECK((socket_stat->mode & 0777) == 0770);
+        CHECK(exit_code(child->stop()) == 0);
+    }
+    SUBCASE("unix_socket_group naming no group: start-up refused, naming the key") {
+        int port = free_port();
+        auto child = start_as_root("nogroup", port, "unix_socket_group = pgt_no_such_group\n");
+        CHECK(exit_code(child->wait_exit(10s)) == 1);
+        CHECK(read_file(dir.path() + "/nogroup.out")
+                  .find("unix_socket_group: group \"pgt_no_such_group\" does not exist") !=
+              std::string::npos);
+        CHECK_FALSE(port_accepts("127.0.0.1", port));
     }
     SUBCASE("a unix_socket_dir that every user may write (no sticky bit) is refused") {
         TempDir open_dir("pgt-open", TestEnv::get().tmp_dir);

@@ -18,6 +18,8 @@
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/private_postgres.hpp"
+#include "tests/integration/support/process.hpp"
+#include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
 using Clock = std::chrono::steady_clock;
@@ -236,4 +238,48 @@ TEST_CASE("failover: the primary dies, the standby is promoted, writers carry on
     CHECK(scalar(check, "SELECT count(*) FROM acked a WHERE NOT EXISTS (SELECT 1 FROM writes w "
                         "WHERE w.writer = a.writer AND w.n = a.n)") == "0");
     CHECK(pooler.running());
+}
+
+TEST_CASE("a host one pool found down is skipped by the others, on every worker") {
+    // The shared PostgreSQL behind a list whose first host refuses: each pool (here: each user)
+    // used to pay a refused connection of its own to learn that (docs/deployment.md).
+    const TestEnv& env = TestEnv::get();
+    const std::string other = private_role("pgt_failover_news");
+    REQUIRE(settled(other));
+    const int dead = free_port();
+    PoolerConfig config;
+    config.settings = {{"pool_mode", "transaction"}, {"server_host_backoff", "60"}};
+    config.databases = {"news = host=127.0.0.1,127.0.0.1 port=" + std::to_string(dead) + "," +
+                        std::to_string(env.pg_port) + " dbname=" + env.database +
+                        " load_balance_hosts=disable"};
+    config.userlist =
+        std::vector<std::pair<std::string, std::string>>{{env.superuser, ""}, {other, ""}};
+    config.extra_args = {"-v"};
+    Pgtether pooler(config);
+    auto skipped_lines = [&] {
+        const std::string log = pooler.log();
+        int n = 0;
+        for (std::size_t at = log.find("skipped for 60000 ms"); at != std::string::npos;
+             at = log.find("skipped for 60000 ms", at + 1)) {
+            ++n;
+        }
+        return n;
+    };
+    Conn first = Conn::must(pooler.conninfo(env.superuser, "news"));
+    CHECK(scalar(first, "SELECT 1") == "1");
+    REQUIRE(pooler.wait_for_log("skipped for 60000 ms"));
+    // The news reaches the other worker through its mailbox: a moment.
+    std::this_thread::sleep_for(300ms);
+    // A pool created afterwards, on either worker, goes to the second host at once.
+    Conn second = Conn::must(pooler.conninfo(other, "news"));
+    CHECK(scalar(second, "SELECT 1") == "1");
+    CHECK(skipped_lines() == 1);
+    Conn admin = console(pooler);
+    bool seen = false;
+    for (const auto& row : named_rows(admin.exec("SHOW HOSTS"))) {
+        if (cell(row, "user") != other || cell_int(row, "port") != dead) continue;
+        seen = true;
+        CHECK(cell(row, "state") == "backoff (unreachable)");
+    }
+    CHECK(seen);
 }

@@ -58,7 +58,8 @@ void check_clean_backend(const Pgtether& pooler, const std::string& role,
                        "(SELECT count(*) FROM faults_rows), "
                        "(SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND "
                        "pg_table_is_visible(oid))");
-    PGT_REQUIRE_OK(r);
+    // Seen once under workers = 2 (a 25P03 here, unexplained): the log tells what happened.
+    REQUIRE_MESSAGE(r.ok(), r.describe() << "\npgtether's log:\n" << pooler.log());
     // The same backend, reused (with two workers the next client may get it lent: a new one).
     if (!expected_pid.empty() && workers_in_this_run() == 1) CHECK(r.value(0, 0) == expected_pid);
     CHECK(r.value(0, 1) == "t");  // a fresh transaction, not one left open
@@ -204,14 +205,16 @@ TEST_CASE("a client vanishing mid-transaction, mid-query or mid-pipeline leaves 
 
 TEST_CASE("client_login_timeout: a client that never finishes logging in is dropped") {
     const std::string role = private_role("pgt_faults_login");
-    PoolerConfig config = pool_for(role, "transaction", 1, {{"client_login_timeout", "1"}});
+    // 3 s: the last check's login is the pool's first, and it waits for its server's login too
+    // (a backend forked on a loaded machine took more than 1 s).
+    PoolerConfig config = pool_for(role, "transaction", 1, {{"client_login_timeout", "3"}});
     config.settings["auth_type"] = "plain";
     config.userlist = std::vector<std::pair<std::string, std::string>>{
         {TestEnv::get().superuser, "pw"}, {role, "pw"}};
     Pgtether pooler(config);
     SUBCASE("no start-up packet at all") {
         RawConn raw(pooler.host(), pooler.port());
-        auto reply = raw.read_until_ready_or_error(5s);
+        auto reply = raw.read_until_ready_or_error(10s);
         INFO(wire::describe(reply));
         CHECK(wire::first_error_sqlstate(reply) == "08P01");
         CHECK(raw.wait_closed());
@@ -219,7 +222,7 @@ TEST_CASE("client_login_timeout: a client that never finishes logging in is drop
     SUBCASE("half a start-up packet") {
         RawConn raw(pooler.host(), pooler.port());
         REQUIRE(raw.send(wire::startup({{"user", role}}).substr(0, 10)));
-        auto reply = raw.read_until_ready_or_error(5s);
+        auto reply = raw.read_until_ready_or_error(10s);
         CHECK(wire::first_error_sqlstate(reply) == "08P01");
         CHECK(raw.wait_closed());
     }
@@ -229,14 +232,14 @@ TEST_CASE("client_login_timeout: a client that never finishes logging in is drop
         auto request = raw.read_message();
         REQUIRE(request.has_value());
         CHECK(request->type == 'R');
-        auto reply = raw.read_until_ready_or_error(5s);
+        auto reply = raw.read_until_ready_or_error(10s);
         INFO(wire::describe(reply));
         CHECK(wire::first_error_sqlstate(reply) == "08P01");
         CHECK(raw.wait_closed());
     }
     // A client that does log in is not affected by the timeout later.
     Conn ok = Conn::must(pooler.conninfo(role, "", "pw"));
-    std::this_thread::sleep_for(1500ms);
+    std::this_thread::sleep_for(3500ms);
     CHECK(scalar(ok, "SELECT 'logged in long ago'") == "logged in long ago");
 }
 
@@ -341,7 +344,10 @@ TEST_CASE("idle_transaction_timeout: the idle-in-transaction client goes, its ba
 TEST_CASE("query_timeout: a query running too long is stopped, the backend reused cleanly") {
     const std::string role = private_role("pgt_faults_query");
     RowsTable table(role);
-    Pgtether pooler(pool_for(role, "transaction", 1, {{"query_timeout", "1"}}));
+    // 3 s, not 1: the clients after `a` may wait for the cancelled backend's scrub and, with two
+    // workers, for a lent server's login (CI saw a login there take over a second on the loaded
+    // machine), and query_timeout counts that wait too.
+    Pgtether pooler(pool_for(role, "transaction", 1, {{"query_timeout", "3"}}));
     Conn a = Conn::must(pooler.conninfo(role));
     PGT_REQUIRE_OK(a.exec("BEGIN"));
     PGT_REQUIRE_OK(a.exec("INSERT INTO faults_rows VALUES (1)"));

@@ -16,6 +16,7 @@
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/private_postgres.hpp"
 #include "tests/integration/support/process.hpp"
+#include "tests/integration/support/raw_socket.hpp"
 #include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
@@ -132,10 +133,19 @@ TEST_CASE("NOTIFY from a pooled client, a direct one, and the listener itself") 
     PGT_REQUIRE_OK(pooled.exec("NOTIFY lt_from, 'pooled'"));
     PGT_REQUIRE_OK(direct.exec("SELECT pg_notify('lt_from', 'direct')"));
     PGT_REQUIRE_OK(listener.exec("NOTIFY lt_from, 'self'"));
-    const auto got = wait_for(listener, 3);
-    CHECK(payloads(got) == std::vector<std::string>{"pooled", "direct", "self"});
-    REQUIRE(got.size() == 3);
+    // PostgreSQL's longest payload (7999 bytes; 8000 is refused), from each side.
+    const std::string longest(7999, 'p');
+    PGT_REQUIRE_OK(pooled.exec("NOTIFY lt_from, '" + longest + "'"));
+    PGT_REQUIRE_OK(direct.exec("NOTIFY lt_from, '" + longest + "'"));
+    Result too_long = pooled.exec("NOTIFY lt_from, '" + longest + "x'");
+    CHECK(too_long.describe() == direct.exec("NOTIFY lt_from, '" + longest + "x'").describe());
+    const auto got = wait_for(listener, 5);
+    CHECK(payloads(got) ==
+          std::vector<std::string>{"pooled", "direct", "self", longest, longest});
+    REQUIRE(got.size() == 5);
     CHECK(got[1].pid == direct.backend_pid());
+    CHECK(got[4].pid == direct.backend_pid());
+    CHECK(arrived(listener).empty());
 }
 
 TEST_CASE("UNLISTEN and UNLISTEN * answer as PostgreSQL does and stop the notifications") {
@@ -231,6 +241,145 @@ TEST_CASE("the extended protocol's LISTEN is answered too, and never tethers") {
     CHECK(first_error(wrong).sqlstate == "08P01");
 }
 
+TEST_CASE("a LISTEN batch that arrives in pieces is answered too; one that Flushes is not held") {
+    Pgtether pooler(two_backends());
+    const TestEnv& env = TestEnv::get();
+    auto parse = [](const std::string& sql) {
+        return wire::message('P', wire::cstr("") + wire::cstr(sql) + wire::i16(0));
+    };
+    const std::string bind = wire::message('B', wire::cstr("") + wire::cstr("") + wire::i16(0) +
+                                                    wire::i16(0) + wire::i16(0));
+    const std::string describe = wire::message('D', "P" + wire::cstr(""));
+    const std::string execute = wire::message('E', wire::cstr("") + wire::i32(0));
+    auto types_of = [](const std::vector<BackendMessage>& messages) {
+        std::string types;
+        for (const auto& m : messages) types.push_back(m.type);
+        return types;
+    };
+
+    RawConn raw(pooler.host(), pooler.port());
+    auto greeting = raw.startup(env.superuser, env.database);
+    REQUIRE(!greeting.empty());
+    REQUIRE(greeting.back().type == 'Z');
+    // Three writes with a pause between them: one boundary inside the Parse, one between Bind
+    // and Describe, as a client on a slow network (or one that writes message by message) sends.
+    const std::string first = parse("LISTEN lt_pieces");
+    const std::string batch = first + bind + describe + execute + wire::sync();
+    REQUIRE(raw.send(batch.substr(0, 7)));
+    std::this_thread::sleep_for(100ms);
+    REQUIRE(raw.send(batch.substr(7, first.size() + bind.size() - 7)));
+    std::this_thread::sleep_for(100ms);
+    REQUIRE(raw.send(batch.substr(first.size() + bind.size())));
+    CHECK(types_of(raw.read_until_ready_or_error()) == "12nCZ");
+    CHECK(listeners_of(pooler, "lt_pieces") == 1);
+    CHECK(two_transactions_fit(pooler.conninfo()));  // answered by pgtether: not tethered
+    Conn direct = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(direct.exec("NOTIFY lt_pieces, 'x'"));
+    auto note = raw.read_message();
+    REQUIRE(note.has_value());
+    CHECK(note->type == 'A');
+
+    // A client that Flushes and waits for the replies before it Syncs is not kept waiting for
+    // its Sync: the batch goes to a backend, which answers at the Flush.
+    RawConn flusher(pooler.host(), pooler.port());
+    REQUIRE(flusher.startup(env.superuser, env.database).back().type == 'Z');
+    REQUIRE(flusher.send(parse("LISTEN lt_flushed") + bind + execute + wire::message('H', "")));
+    std::string answered;
+    for (int i = 0; i < 3; ++i) {
+        auto m = flusher.read_message();
+        REQUIRE(m.has_value());
+        answered.push_back(m->type);
+    }
+    CHECK(answered == "12C");
+    REQUIRE(flusher.send(wire::sync()));
+    CHECK(types_of(flusher.read_until_ready_or_error()) == "Z");
+}
+
+TEST_CASE("LISTEN inside a transaction block: answered at once, in effect at COMMIT, never "
+          "after ROLLBACK") {
+    Pgtether pooler(two_backends());
+    Conn pooled = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    Conn producer = Conn::must(direct_conninfo());
+    auto notify = [&](const std::string& channel, const std::string& payload) {
+        PGT_REQUIRE_OK(producer.exec("NOTIFY " + channel + ", '" + payload + "'"));
+    };
+    // What each side got for the same steps: command tags, transaction status, and then the
+    // payloads a notification per channel brought (in order).
+    auto run = [&](Conn& conn, const std::vector<std::string>& steps) {
+        std::vector<std::string> seen;
+        for (const auto& sql : steps) {
+            Result r = conn.exec(sql);
+            seen.push_back(sql + " -> " + (r.ok() ? r.command_tag : "ERROR " + r.sqlstate) + " " +
+                           std::to_string(static_cast<int>(conn.transaction_status())));
+        }
+        return seen;
+    };
+    struct Case {
+        const char* channel;
+        std::vector<std::string> steps;
+        bool listens_after;
+    };
+    const Case cases[] = {
+        {"lt_tx_commit", {"BEGIN", "LISTEN lt_tx_commit", "SELECT 1", "COMMIT"}, true},
+        {"lt_tx_end", {"START TRANSACTION", "listen \"lt_tx_end\"", "END"}, true},
+        {"lt_tx_rollback", {"BEGIN", "LISTEN lt_tx_rollback", "ROLLBACK"}, false},
+        {"lt_tx_failed",
+         {"BEGIN", "LISTEN lt_tx_failed", "SELECT 1/0", "LISTEN lt_tx_failed", "COMMIT"},
+         false},
+        {"lt_tx_unlisten",
+         {"LISTEN lt_tx_unlisten", "BEGIN", "UNLISTEN lt_tx_unlisten", "COMMIT"}, false},
+        {"lt_tx_unlisten_undone",
+         {"LISTEN lt_tx_unlisten_undone", "BEGIN", "UNLISTEN *", "ROLLBACK"}, true},
+        {"lt_tx_chain", {"BEGIN", "LISTEN lt_tx_chain", "COMMIT AND CHAIN", "ROLLBACK"}, true},
+        // A SAVEPOINT first: the backend runs the LISTEN (ROLLBACK TO could undo it).
+        {"lt_tx_savepoint",
+         {"BEGIN", "SAVEPOINT s", "LISTEN lt_tx_savepoint", "ROLLBACK TO SAVEPOINT s", "COMMIT"},
+         false},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.channel);
+        const auto ours = run(pooled, c.steps);
+        const auto theirs = run(direct, c.steps);
+        CHECK(ours == theirs);
+        notify(c.channel, c.channel);
+        // A notification on a channel nobody should hear is given a moment to arrive wrongly.
+        const auto want = c.listens_after ? std::vector<std::string>{c.channel}
+                                          : std::vector<std::string>{};
+        CHECK(payloads(wait_for(pooled, 1, c.listens_after ? 10s : 500ms)) == want);
+        CHECK(payloads(wait_for(direct, 1, c.listens_after ? 10s : 500ms)) == want);
+    }
+    // None of this tethered the client: both backends are free for others.
+    CHECK(two_transactions_fit(pooler.conninfo()));
+    CHECK(listeners_of(pooler, "lt_tx_commit") == 1);
+
+    // While the block is open, the LISTEN is not yet in effect: SHOW LISTENS has no listener.
+    // A notification committed meanwhile is not delivered by pgtether; PostgreSQL itself may
+    // deliver it after the COMMIT ("we might get a few more", async.c), and does here.
+    for (Conn* conn : {&pooled, &direct}) {
+        PGT_REQUIRE_OK(conn->exec("BEGIN"));
+        PGT_REQUIRE_OK(conn->exec("LISTEN lt_tx_pending"));
+    }
+    CHECK(listeners_of(pooler, "lt_tx_pending") == 0);
+    notify("lt_tx_pending", "before");
+    for (Conn* conn : {&pooled, &direct}) PGT_REQUIRE_OK(conn->exec("COMMIT"));
+    CHECK(listeners_of(pooler, "lt_tx_pending") == 1);
+    notify("lt_tx_pending", "after");
+    CHECK(payloads(wait_for(pooled, 2, 2s)) == std::vector<std::string>{"after"});
+    const auto direct_got = payloads(wait_for(direct, 2, 2s));
+    CAPTURE(direct_got.size());
+    CHECK((!direct_got.empty() && direct_got.back() == "after"));
+
+    // The extended protocol's LISTEN inside a block, too.
+    PGT_REQUIRE_OK(pooled.exec("BEGIN"));
+    CHECK(first_error(exec_params_all(pooled, "LISTEN lt_tx_extended", {})).sqlstate.empty());
+    CHECK(pooled.transaction_status() == PQTRANS_INTRANS);
+    PGT_REQUIRE_OK(pooled.exec("COMMIT"));
+    notify("lt_tx_extended", "x");
+    CHECK(payloads(wait_for(pooled, 1)) == std::vector<std::string>{"x"});
+    CHECK(two_transactions_fit(pooler.conninfo()));
+}
+
 TEST_CASE("what pgtether does not answer runs on a backend that gets the client's channels") {
     Pgtether pooler(two_backends());
     Conn pooled = Conn::must(pooler.conninfo());
@@ -256,9 +405,22 @@ TEST_CASE("what pgtether does not answer runs on a backend that gets the client'
     PGT_REQUIRE_OK(producer.exec("NOTIFY lt_m1, 'a'; NOTIFY lt_m2, 'b'"));
     CHECK(payloads(wait_for(pooled, 3, 1500ms)) == std::vector<std::string>{"a", "b"});
     CHECK(payloads(wait_for(direct, 3, 200ms)) == std::vector<std::string>{"a", "b"});
-    // UNLISTEN * on the backend ends the tether, as before.
-    PGT_REQUIRE_OK(pooled.exec("SELECT 1; UNLISTEN *"));
+    // While the backend listens, the client's lone LISTEN and UNLISTEN go there too: answered
+    // by pgtether, the backend would keep lt_m2 and the listening connection would deliver
+    // lt_m1 a second time.
+    for (const char* step : {"LISTEN lt_m1", "UNLISTEN lt_m2"}) {
+        CAPTURE(step);
+        CHECK(pooled.exec(step).describe() == direct.exec(step).describe());
+    }
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_m1, 'c'; NOTIFY lt_m2, 'd'"));
+    CHECK(payloads(wait_for(pooled, 2, 1500ms)) == std::vector<std::string>{"c"});
+    CHECK(payloads(wait_for(direct, 2, 200ms)) == std::vector<std::string>{"c"});
+    CHECK(listeners_of(pooler, "lt_m1") == 0);
+    // A lone UNLISTEN * on the backend ends the tether, as before.
+    PGT_REQUIRE_OK(pooled.exec("UNLISTEN *"));
     CHECK(two_transactions_fit(pooler.conninfo()));
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_m1, 'e'"));
+    CHECK(wait_for(pooled, 1, 500ms).empty());
 }
 
 TEST_CASE("a leaving listener's channels are dropped from the listening connection") {
@@ -288,6 +450,40 @@ TEST_CASE("a leaving listener's channels are dropped from the listening connecti
                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
                    "'pgtether listen' AND query = 'UNLISTEN \"lt_leaving\"'") != "0";
     }));
+    // SHOW LISTENS keeps the channel's counters, with no listener; a new listener takes them on
+    // (with two workers, a listener on the other worker has a row of its own: the rows of the
+    // channel are added up).
+    struct Sums {
+        long long rows = 0, listeners = 0, delivered = 0;
+        bool listening = false;
+    };
+    auto sums_of = [&](const std::string& channel) {
+        Conn admin = console(pooler);
+        Sums sums;
+        for (const auto& row : named_rows(admin.exec("SHOW LISTENS"))) {
+            if (cell(row, "channel") != channel) continue;
+            ++sums.rows;
+            sums.listeners += cell_int(row, "listeners");
+            sums.delivered += cell_int(row, "delivered");
+            sums.listening = sums.listening || cell(row, "listening") == "yes";
+        }
+        return sums;
+    };
+    const Sums left = sums_of("lt_leaving");
+    CHECK(left.rows == 1);
+    CHECK(left.listeners == 0);
+    CHECK(left.delivered == 1);
+    CHECK_FALSE(left.listening);
+    Conn again = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(again.exec("LISTEN lt_leaving"));
+    Conn producer = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_leaving, 'y'"));
+    CHECK(wait_for(again, 1).size() == 1);
+    const Sums back = sums_of("lt_leaving");
+    CHECK(back.listeners == 1);
+    CHECK(back.delivered == 2);
+    CHECK(back.listening);
+    if (workers_in_this_run() == 1) CHECK(back.rows == 1);  // the same row took them on
 }
 
 TEST_CASE("a slow listener loses nothing; one that does not read is disconnected") {
@@ -322,7 +518,71 @@ TEST_CASE("a slow listener loses nothing; one that does not read is disconnected
         },
         30s);
     CHECK(closed);
+    // ... with PostgreSQL's SQLSTATE for a limit (libpq hands an error that arrives while no
+    // query runs to the notice receiver).
+    INFO(stalled.error());
+    bool told = false;
+    for (const auto& notice : stalled.take_notices()) {
+        told = told || (notice.severity == "FATAL" && notice.sqlstate == "53400" &&
+                        notice.message.find("notifications not read") != std::string::npos);
+    }
+    CHECK(told);
     CHECK(eventually([&] { return listeners_of(pooler, "lt_flood") == 1; }));
+    // SHOW LISTENS counted the reader's deliveries and what the stalled client lost. With two
+    // workers the stalled client's worker may keep a row of its own for the channel, with no
+    // listener since it left (its counters kept): the rows are added up.
+    Conn admin = console(pooler);
+    long long delivered = 0;
+    bool listening = false;
+    for (const auto& row : named_rows(admin.exec("SHOW LISTENS"))) {
+        if (cell(row, "channel") != "lt_flood") continue;
+        delivered += cell_int(row, "delivered");
+        listening = listening || (cell_int(row, "listeners") > 0 && cell(row, "listening") == "yes");
+    }
+    CHECK(delivered >= 3000);
+    CHECK(listening);
+}
+
+TEST_CASE("a listener that joins a channel gets nothing committed before its LISTEN") {
+    // The listening connection may not have read everything committed before a client's
+    // LISTEN (here it stops reading while a listener does not read). PostgreSQL never delivers
+    // those to the newcomer: pgtether answers the newcomer once its connection has read them.
+    Pgtether pooler(
+        two_backends({{"listen_client_buffer", "65536"}, {"listen_stall_timeout", "2"}}));
+    Conn stalled = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(stalled.exec("LISTEN lt_late"));
+    Conn producer = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(
+        producer.exec("SELECT count(pg_notify('lt_late', 'before ' || i || repeat('x', 7000))) "
+                      "FROM generate_series(1, 3000) i"));
+    // The stalled listener has backed the connection up long before it has read 21 MB.
+    Conn newcomer = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(direct.exec("LISTEN lt_late"));
+    Result listened = newcomer.exec("LISTEN lt_late");
+    CHECK(listened.command_tag == "LISTEN");
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_late, 'after'"));
+    CHECK(payloads(wait_for(direct, 2, 1s)) == std::vector<std::string>{"after"});
+    CHECK(payloads(wait_for(newcomer, 2, 5s)) == std::vector<std::string>{"after"});
+}
+
+TEST_CASE("session pooling: LISTEN runs on the client's own backend, as it always did") {
+    Pgtether pooler(pool_config("session", 2, {{"max_client_conn", "100"}}));
+    Conn listener = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    for (const char* step : {"LISTEN lt_session",
+                             "SELECT string_agg(c, ',') FROM pg_listening_channels() c"}) {
+        CAPTURE(step);
+        CHECK(listener.exec(step).describe() == direct.exec(step).describe());
+    }
+    CHECK(listeners_of(pooler, "lt_session") == 0);  // not the listening connection's
+    Conn producer = Conn::must(direct_conninfo());
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_session, 's'"));
+    const auto got = wait_for(listener, 1);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].pid == producer.backend_pid());
+    CHECK(direct_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                        "'pgtether listen'") == "0");
 }
 
 TEST_CASE("the listening connection comes back after it is lost, and says what was lost") {

@@ -95,20 +95,37 @@ PoolerConfig two_backends(std::map<std::string, std::string> extra = {}) {
     return pool_config("transaction", 2, extra);
 }
 
-// SHOW LOCK_FUNCTIONS' row for `name` in `database`; nullopt when there is none.
-std::optional<NamedRow> lock_function(const Pgtether& pooler, const std::string& database,
-                                      const std::string& name) {
-    Conn admin = console(pooler);
-    for (const auto& row : named_rows(admin.exec_ok("SHOW LOCK_FUNCTIONS"))) {
+// The row for `name` in `database` among SHOW LOCK_FUNCTIONS' `rows`; nullopt when there is none.
+std::optional<NamedRow> lock_function_in(const std::vector<NamedRow>& rows,
+                                         const std::string& database, const std::string& name) {
+    for (const auto& row : rows) {
         if (row.at("database") == database && row.at("name") == name) return row;
     }
     return std::nullopt;
 }
 
+std::vector<NamedRow> lock_functions(const Pgtether& pooler) {
+    Conn admin = console(pooler);
+    return named_rows(admin.exec_ok("SHOW LOCK_FUNCTIONS"));
+}
+
+// SHOW LOCK_FUNCTIONS' row for `name` in `database`; nullopt when there is none.
+std::optional<NamedRow> lock_function(const Pgtether& pooler, const std::string& database,
+                                      const std::string& name) {
+    return lock_function_in(lock_functions(pooler), database, name);
+}
+
+// `name` is in the trigger as `found_prefix` says, on every worker that serves `database`: with
+// several workers one discovery is posted to the others, and a client on a worker that has not
+// taken it yet is not tethered by the name (SHOW LOCK_FUNCTIONS' `workers` counts those that
+// have; every worker with the database has the built-in names).
 bool found_as(const Pgtether& pooler, const std::string& database, const std::string& name,
               const std::string& found_prefix) {
-    auto row = lock_function(pooler, database, name);
-    return row && cell(*row, "found").rfind(found_prefix, 0) == 0;
+    const auto rows = lock_functions(pooler);
+    auto row = lock_function_in(rows, database, name);
+    auto builtin = lock_function_in(rows, database, "pg_advisory_lock");
+    return row && builtin && cell(*row, "found").rfind(found_prefix, 0) == 0 &&
+           cell(*row, "workers") == cell(*builtin, "workers");
 }
 
 // The catalog watch of `database` has read the catalog (SHOW LOCK_FUNCTIONS' checked_at).

@@ -16,7 +16,11 @@ using namespace pgtether::itest;
 namespace {
 
 PoolerConfig one_backend(const std::string& mode) {
-    return pool_config(mode, 1, {{"query_wait_timeout", "20"}});
+    // Without lock discovery: a statement that runs before the database's lock functions are
+    // known is probed, and its client tethered until the probe answers, which lets the pool
+    // open a second backend for the next client (the tether allowance); these tests are about
+    // what happens between clients on one backend.
+    return pool_config(mode, 1, {{"query_wait_timeout", "20"}, {"advisory_lock_discovery", "off"}});
 }
 
 // Leaves session state behind on the client's backend: a temp table, a prepared statement, a
@@ -99,7 +103,9 @@ TEST_CASE("transaction mode with server_reset_query_always: session state never 
     std::string pid = scalar(a, "SELECT pg_backend_pid()");
     PGT_REQUIRE_OK(a.exec("SET work_mem = '9MB'"));
     PGT_REQUIRE_OK(a.exec("CREATE TEMP TABLE always_reset (x int)"));
-    if (workers_in_this_run() == 1) CHECK(scalar(b, "SELECT pg_backend_pid()") == pid);
+    if (workers_in_this_run() == 1) {
+        CHECK_MESSAGE(scalar(b, "SELECT pg_backend_pid()") == pid, pooler.log());
+    }
     CHECK(scalar(b, "SHOW work_mem") == "4MB");
     PGT_CHECK_SQLSTATE(b.exec("SELECT * FROM always_reset"), "42P01");
     // Tracked parameters survive the reset for their own client (they are re-applied).

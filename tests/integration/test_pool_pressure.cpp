@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,7 +100,16 @@ TEST_CASE("max_client_conn does not keep an operator from the console, as in PgB
     REQUIRE(settled(role));
     Pgtether pooler(for_role(role, {{"max_client_conn", "2"}, {"workers", "1"}}));
     std::vector<Conn> clients;
-    for (int i = 0; i < 2; ++i) clients.push_back(Conn::must(pooler.conninfo(role)));
+    for (int i = 0; i < 2; ++i) {
+        // The harness's readiness checks (a TCP and a Unix-socket connection that close at once)
+        // count until pgtether has read their end: on a loaded machine that may come later.
+        REQUIRE(eventually([&] {
+            Conn conn(pooler.conninfo(role));
+            if (!conn.ok()) return false;
+            clients.push_back(std::move(conn));
+            return true;
+        }));
+    }
     Conn extra(pooler.conninfo(role));
     REQUIRE_FALSE(extra.ok());
     CHECK_MESSAGE(extra.error().find("no more connections allowed (max_client_conn)") !=
@@ -216,6 +226,41 @@ TEST_CASE("server_lifetime retires old backends once released") {
     CHECK(eventually([&] { return backends_of(role) == 0; }, 5s));
 }
 
+TEST_CASE("server_lifetime per database (1.24), and 0: every backend is used once") {
+    const std::string role = private_role("pgt_pressure_lifetime_db");
+    REQUIRE(settled(role));
+    const TestEnv& env = TestEnv::get();
+    const std::string target = "host=" + env.pg_host + " port=" + std::to_string(env.pg_port) +
+                               " dbname=" + env.database;
+    auto pid_after_pause = [&](Pgtether& pooler, const std::string& database) {
+        Conn conn = Conn::must(pooler.conninfo(role, database));
+        const std::string first = scalar(conn, "SELECT pg_backend_pid()");
+        std::this_thread::sleep_for(1200ms);
+        const std::string second = scalar(conn, "SELECT pg_backend_pid()");
+        return std::make_pair(first, second);
+    };
+    SUBCASE("an entry's value wins over the global one; 0 there means the global one") {
+        PoolerConfig config = for_role(role, {});  // server_lifetime = 3600
+        config.databases = {"short = " + target + " server_lifetime=1",
+                            "global = " + target + " server_lifetime=0"};
+        Pgtether pooler(config);
+        auto [short_first, short_second] = pid_after_pause(pooler, "short");
+        CHECK(short_second != short_first);
+        auto [global_first, global_second] = pid_after_pause(pooler, "global");
+        CHECK(global_second == global_first);
+    }
+    SUBCASE("a global server_lifetime of 0: closed at every release, as in PgBouncer") {
+        PoolerConfig config = for_role(role, {{"server_lifetime", "0"}});
+        config.databases = {"once = " + target};
+        Pgtether pooler(config);
+        Conn conn = Conn::must(pooler.conninfo(role, "once"));
+        std::set<std::string> pids;
+        for (int i = 0; i < 3; ++i) pids.insert(scalar(conn, "SELECT pg_backend_pid()"));
+        CHECK(pids.size() == 3);
+        CHECK(pooler.wait_for_log("server_lifetime"));
+    }
+}
+
 TEST_CASE("server_check_query runs before reusing a backend idle longer than server_check_delay") {
     const std::string role = private_role("pgt_pressure_check");
     REQUIRE(settled(role));
@@ -282,7 +327,8 @@ TEST_CASE("max_db_connections and max_user_connections cap backends across pools
         Conn idle_user = Conn::must(pooler.conninfo(other_role, "capped"));
         CHECK(scalar(idle_user, "SELECT 1") == "1");
         Holder holder(pooler.conninfo(role, "capped"));
-        CHECK(backends_of(other_role) == 0);
+        // Closed by pgtether; its backend exits once it reads the end (later, when loaded).
+        CHECK(eventually([&] { return backends_of(other_role) == 0; }));
         CHECK(backends_of(role) == 1);
         // Now the cap is held by a busy backend: the other pool waits and times out.
         Result r = first_error(idle_user.exec_all("SELECT 1"));

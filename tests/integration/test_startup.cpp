@@ -24,6 +24,7 @@
 #include "tests/integration/support/process.hpp"
 #include "tests/integration/support/raw_socket.hpp"
 #include "tests/integration/support/test_env.hpp"
+#include "tests/integration/support/tls_support.hpp"  // run_command
 
 using namespace pgtether::itest;
 
@@ -483,4 +484,39 @@ TEST_CASE("--check: exit 0 or 1, every problem as FILE:LINE: KEY, and what a REL
     Exit missing = run_pgtether({"--check", dir.path() + "/nope.ini"}, dir, "check-missing");
     CHECK(exit_code(missing) == 1);
     CHECK(missing.output.find("nope.ini: cannot read config file") != std::string::npos);
+}
+
+namespace {
+
+// The receive and send buffer sizes (ss's skmem rb and tb) of the established TCP socket whose
+// local port is `port`, as the kernel reports them.
+std::pair<long, long> socket_buffers(int port) {
+    const std::string out = run_command("ss -tmnH state established '( sport = :" +
+                                        std::to_string(port) + " )'");
+    std::smatch rb, tb;
+    if (!std::regex_search(out, rb, std::regex("rb([0-9]+)")) ||
+        !std::regex_search(out, tb, std::regex("tb([0-9]+)"))) {
+        throw std::runtime_error("no socket on local port " + std::to_string(port) + ": " + out);
+    }
+    return {std::stol(rb[1]), std::stol(tb[1])};
+}
+
+}  // namespace
+
+TEST_CASE("tcp_socket_buffer: the clients' and the servers' sockets get that buffer size") {
+    // The kernel doubles the value it is given (socket(7)); left alone, the buffers start at
+    // tcp_rmem's and tcp_wmem's defaults and are tuned from there, never at 2 x 40000.
+    Pgtether pooler(pool_config("session", 1, {{"tcp_socket_buffer", "40000"}}));
+    Conn conn = Conn::must(pooler.conninfo());
+    const int server_side_port =
+        std::stoi(scalar(conn, "SELECT client_port FROM pg_stat_activity "
+                               "WHERE pid = pg_backend_pid()"));
+    CHECK(socket_buffers(pooler.port()) == std::pair<long, long>{80000, 80000});
+    CHECK(socket_buffers(server_side_port) == std::pair<long, long>{80000, 80000});
+
+    // 0 (the default) leaves them to the kernel.
+    Pgtether plain(pool_config("session", 1));
+    Conn other = Conn::must(plain.conninfo());
+    PGT_CHECK_OK(other.exec("SELECT 1"));
+    CHECK(socket_buffers(plain.port()) != std::pair<long, long>{80000, 80000});
 }

@@ -337,7 +337,9 @@ TEST_CASE("a tethered client that leaves is scrubbed: its locks are released and
     // After any of these the pool still works with at most its two backends: the scrubbed one
     // was cleaned and reused, not closed and replaced.
     CHECK(two_transactions_fit(pooler.conninfo()));
-    CHECK(backend_count() <= 2);
+    // With two workers a lend closes a server and opens another: the closed backend exits when
+    // it reads the end, later on a loaded machine.
+    CHECK(eventually([&] { return backend_count() <= 2; }));
     CHECK(backend_count() >= 1);  // the filter does see this pooler's backends
     CHECK(pooler.log().find("scrub failed") == std::string::npos);
     // No server was closed (with two workers a lend closes one: see workers_in_this_run).

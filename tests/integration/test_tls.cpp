@@ -280,6 +280,36 @@ TEST_CASE("auth_type = cert: the certificate's CommonName is the user") {
     CHECK(contains(local.error(), "connection requires a valid client certificate"));
 }
 
+TEST_CASE("auth_type = hba: cert with map= lets the names of auth_ident_file in") {
+    TempDir dir("pgt-certmap", TestEnv::get().tmp_dir);
+    std::string ident = dir.write_file("ident.conf",
+                                       "certs  cert_user  postgres\n"
+                                       "certs  md5_user   all\n");
+    std::string hba = dir.write_file("hba.conf", "hostssl all all all cert map=certs\n");
+    Pgtether pgtether(client_tls("verify-full", {{"auth_type", "hba"},
+                                                 {"auth_hba_file", hba},
+                                                 {"auth_ident_file", ident}}),
+                      10s, tls_env());
+    // CN=cert_user may be postgres; CN=md5_user may be anyone.
+    for (const char* cert : {"client-cert_user", "client-md5_user"}) {
+        CAPTURE(cert);
+        Conn mapped(tls_conninfo(pgtether, "verify-full", cert, "postgres"));
+        REQUIRE_MESSAGE(mapped.ok(), mapped.error());
+        CHECK(mapped.exec_ok("SELECT current_user").value() == "postgres");
+    }
+    // CN=postgres is not in the map: under map=, the same name is not implied.
+    Conn same_name(tls_conninfo(pgtether, "verify-full", "client-postgres", "postgres"));
+    CHECK_FALSE(same_name.ok());
+    CHECK(contains(same_name.error(), "certificate authentication failed for user \"postgres\""));
+    CHECK(pgtether.wait_for_log(
+        "ident map \"certs\" does not let certificate name \"postgres\" log in as "
+        "\"postgres\""));
+    // CN=cert_user is paired with postgres only.
+    Conn other_user(tls_conninfo(pgtether, "verify-full", "client-cert_user", "md5_user"));
+    CHECK_FALSE(other_user.ok());
+    CHECK(contains(other_user.error(), "certificate authentication failed for user \"md5_user\""));
+}
+
 TEST_CASE("PostgreSQL 17 direct TLS (ClientHello first, ALPN postgresql)") {
     auto startup = wire::startup({{"user", "postgres"}, {"database", tls_env().database}});
     SUBCASE("accepted with ALPN when TLS is configured") {

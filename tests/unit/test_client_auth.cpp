@@ -21,6 +21,17 @@ std::string password_body(const std::string& password) {
     return password + '\0';
 }
 
+// A SASLInitialResponse body: the mechanism, its NUL, the length of `client_first` and it.
+std::string sasl_initial_response(const std::string& client_first) {
+    std::string initial = "SCRAM-SHA-256";
+    initial.push_back('\0');
+    const auto length = static_cast<std::uint32_t>(client_first.size());
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        initial.push_back(static_cast<char>((length >> shift) & 0xff));
+    }
+    return initial + client_first;
+}
+
 UserSecret scram_user_secret(const std::string& password, int iterations) {
     UserSecret secret;
     secret.user = "alice";
@@ -139,19 +150,48 @@ TEST_CASE("client_auth: PBKDF2 is asked for, never run, and once for every user 
         CHECK(after.outcome == ClientAuth::Outcome::Continue);
         CHECK(after.reply.empty());
         // The exchange proceeds: the client-first-message gets a server-first-message.
-        const std::string client_first = "n,,n=,r=abcdefgh";
-        std::string initial = "SCRAM-SHA-256";
-        initial.push_back('\0');
-        const auto length = static_cast<std::uint32_t>(client_first.size());
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            initial.push_back(static_cast<char>((length >> shift) & 0xff));
-        }
-        initial += client_first;
+        const std::string initial = sasl_initial_response("n,,n=,r=abcdefgh");
         auto first = auth.on_password_message(protocol::as_bytes(initial));
         CHECK(first.outcome == ClientAuth::Outcome::Continue);
         CHECK_FALSE(first.reply.empty());
         CHECK_FALSE(first.derive);
     }
+}
+
+TEST_CASE("client_auth: scram_iterations sets the iterations of secrets pgtether makes") {
+    // A plain-text password and an unknown user get secrets of scram_iterations iterations (the
+    // unknown user's mock looks like the plain-text one); a stored SCRAM secret keeps its own.
+    const std::string initial = sasl_initial_response("n,,n=,r=abcdefgh");
+    struct Case {
+        const char* name;
+        std::optional<UserSecret> secret;
+        int expected;  // the i= of the server-first-message
+    };
+    const Case cases[] = {
+        {"plain-text password", UserSecret{"alice", "pw", SecretKind::Plain}, 10'000},
+        {"unknown user", std::nullopt, 10'000},
+        {"stored SCRAM secret", scram_user_secret("pw", 4096), 4096},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.name);
+        ClientAuth auth(AuthType::ScramSha256, c.secret, true, "alice", 10'000);
+        auto start = auth.start();
+        REQUIRE(start.derive);
+        // The same work whatever the user: timing tells none from another.
+        CHECK(start.derive->iterations == 10'000);
+        REQUIRE(derive_if_asked(auth, start, nullptr).outcome == ClientAuth::Outcome::Continue);
+        auto first = auth.on_password_message(protocol::as_bytes(initial));
+        REQUIRE(first.outcome == ClientAuth::Outcome::Continue);
+        CHECK(first.reply.find(",i=" + std::to_string(c.expected)) != std::string::npos);
+    }
+    // Cleartext against a plain or md5 secret: the dummy derivation does as much work.
+    ClientAuth cleartext(AuthType::Plain, UserSecret{"alice", "pw", SecretKind::Plain}, true,
+                         "alice", 10'000);
+    REQUIRE(cleartext.start().outcome == ClientAuth::Outcome::Continue);
+    std::string body = password_body("pw");
+    auto step = cleartext.on_password_message(protocol::as_bytes(body));
+    REQUIRE(step.derive);
+    CHECK(step.derive->iterations == 10'000);
 }
 
 TEST_CASE("trust with a user auth_query looked up: found logs in, not found fails") {

@@ -480,11 +480,12 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
                ": recognised but not supported by pgtether";
     };
     std::vector<std::string> expected = {
-        at("reporting = ", "[databases] server_lifetime"),
-        at("unix_socket_group =", "unix_socket_group"),
         at("track_extra_parameters =", "track_extra_parameters"),
     };
     CHECK(cfg->unsupported_keys == expected);
+    REQUIRE(cfg->find_database("reporting") != nullptr);
+    CHECK(cfg->find_database("reporting")->server_lifetime == std::optional<Duration>(600s));
+    CHECK(server_lifetime_for(*cfg, *cfg->find_database("reporting")) == 600s);
 }
 
 TEST_CASE("conf/pgtether.ini loads and mentions every key") {
@@ -522,6 +523,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "auth_type",
                                             "auth_file",
                                             "auth_hba_file",
+                                            "auth_ident_file",
                                             "auth_user",
                                             "auth_query",
                                             "auth_dbname",
@@ -623,6 +625,9 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "so_reuseport",
                                             "peer_id",
                                             "server_host_backoff",
+                                            "scram_iterations",
+                                            "unix_socket_group",
+                                            "tcp_socket_buffer",
                                             "user"};
     CHECK(honoured == expected);
 }
@@ -853,6 +858,8 @@ TEST_CASE("bad values of each type") {
         {"listen_port = ", "listen_port", "expected an integer"},
         {"max_client_conn = 0", "max_client_conn", "out of range"},
         {"workers = 0", "workers", "out of range"},
+        {"scram_iterations = 0", "scram_iterations", "out of range"},
+        {"scram_iterations = 100001", "scram_iterations", "out of range"},
         {"workers = 65", "workers", "out of range"},
         {"workers = many", "workers", "(or auto: one per CPU)"},
         {"log_connections = on", "log_connections", "0 (off) or 1 (on)"},
@@ -1026,6 +1033,7 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
               "x = host=h auth_query='SELECT 1'\n"
               "y = host=h auth_query='SELECT 2' load_balance_hosts=disable\n"
               "z = host=h server_lifetime=10\n");
+    tmp.write("tail.ini", "autodb_idle_timeout = 60\n");
     tmp.write("main.ini",
               "[pgbouncer]\n"
               "server_tls_sslmode = disable\n"
@@ -1045,14 +1053,15 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
               "auth_type = hba\n"
               "disable_pqexec = 1\n"
               "disable_pqexec = 0\n"
-              "dns_max_ttl = 30\n");
+              "dns_max_ttl = 30\n"
+              "%include tail.ini\n");
     auto cfg = load_config("main.ini");
     const std::string suffix = ": recognised but not supported by pgtether";
-    // auth_type = hba, [databases] auth_query and load_balance_hosts and [peers] pool_size are
-    // honoured, so not reported.
+    // auth_type = hba, [databases] auth_query, load_balance_hosts and server_lifetime and
+    // [peers] pool_size are honoured, so not reported.
     std::vector<std::string> expected = {
-        "extra.ini:4: [databases] server_lifetime" + suffix,
         "main.ini:19: dns_max_ttl" + suffix,
+        "tail.ini:1: autodb_idle_timeout" + suffix,
     };
     CHECK(cfg->unsupported_keys == expected);
     // [peers] entries survive the [pgbouncer] section that follows them, as in PgBouncer.
@@ -1062,10 +1071,12 @@ TEST_CASE("unsupported keys: silent values, once per key, file order, included f
     CHECK(cfg->auth_type == AuthType::Hba);
     REQUIRE(cfg->find_database("x") != nullptr);
     CHECK(cfg->find_database("x")->auth_query == "SELECT 1");
+    REQUIRE(cfg->find_database("z") != nullptr);
+    CHECK(cfg->find_database("z")->server_lifetime == std::optional<Duration>(10s));
 
     cfg = load_config((tmp.path() / "main.ini").string());
     REQUIRE(cfg->unsupported_keys.size() == 2);  // names the files as given
-    CHECK(contains(cfg->unsupported_keys[1], (tmp.path() / "main.ini").string() + ":19:"));
+    CHECK(contains(cfg->unsupported_keys[0], (tmp.path() / "main.ini").string() + ":19:"));
 }
 
 TEST_CASE("disable_pqexec: off by default, a boolean fixed at start-up as PgBouncer's") {
@@ -1099,8 +1110,8 @@ TEST_CASE("unsupported keys: values stored where Config has a field") {
     CHECK(cfg->auth_hba_file == "/etc/pgbouncer/hba.conf");
     CHECK(cfg->auth_dbname == "authdb");
     CHECK(cfg->server_fast_close);
-    // auth_hba_file, auth_dbname and server_fast_close are honoured.
-    CHECK(cfg->unsupported_keys.size() == 3);
+    // auth_hba_file, auth_dbname, server_fast_close and tcp_socket_buffer are honoured.
+    CHECK(cfg->unsupported_keys.size() == 2);
 }
 
 TEST_CASE("newer PgBouncer keys are recognised") {
@@ -1349,6 +1360,16 @@ TEST_CASE("keep_fixed_settings: a reload cannot move listeners or the pidfile") 
     CHECK(next.user == "pgb");
     CHECK(next.pidfile == "/run/a.pid");
     CHECK(next.default_pool_size == 9);  // changeable settings take the new value
+}
+
+TEST_CASE("keep_fixed_settings: listen_mode stays what it was at start-up") {
+    // The listening connections hold the channels multiplex answered; under tether a client's
+    // UNLISTEN would go to its backend and leave them there.
+    auto running = load_text("[pgbouncer]\n");
+    Config next = *load_text("[pgbouncer]\nlisten_mode = tether\n");
+    CHECK(keep_fixed_settings(*running, next) == std::vector<std::string>{"listen_mode"});
+    CHECK(next.multiplexes_listen());
+    CHECK_FALSE(setting_is_changeable("listen_mode"));
 }
 
 TEST_CASE("server_require_auth: libpq's require_auth list, checked when read") {

@@ -14,6 +14,7 @@
 
 #include "core/config.hpp"
 #include "core/hba.hpp"
+#include "core/ident_map.hpp"
 
 using namespace pgtether;
 
@@ -216,13 +217,18 @@ TEST_CASE("hba: refused lines name the file and line") {
         {"host samerole all 0.0.0.0/0 md5\n", "\"samerole\" is not supported"},
         {"host all +admins 0.0.0.0/0 md5\n", "group membership (\"+admins\") is not supported"},
         {"host all all db.example.com md5\n", "invalid IP address \"db.example.com\""},
-        {"host all all all md5\n", "invalid IP address \"all\""},
+        {"host all all \"all\" md5\n", "invalid IP address \"all\""},
         {"host all all samenet md5\n", "invalid IP address \"samenet\""},
         {"host all all 10.0.0.0/33 md5\n", "invalid CIDR mask"},
         {"host all all 10.0.0.0 md5\n", "invalid netmask \"md5\""},
         {"host all all 10.0.0.1/8 md5\n", "has bits set outside its netmask"},
         {"host all all 10.0.0.0/8 ident\n", "authentication method \"ident\" is not supported"},
-        {"host all all 10.0.0.0/8 md5 map=x\n", "options such as \"map=x\" are not supported"},
+        {"host all all 10.0.0.0/8 md5 clientcert=verify-ca\n",
+         "options such as \"clientcert=verify-ca\" are not supported"},
+        {"host all all 10.0.0.0/8 md5 map=x\n", "map= applies to peer and cert authentication only"},
+        {"local all all peer map=x\n", "map=x needs auth_ident_file"},
+        {"local all all peer map=\n", "map= without a map name"},
+        {"local all all peer map=x map=y\n", "unexpected \"map=y\" after the authentication"},
         {"host all all 10.0.0.0/8 peer\n", "peer authentication is only supported on local"},
         {"hostnossl all all 10.0.0.0/8 cert\n", "cert authentication is only supported on host"},
         {"local all all cert\n", "cert authentication is only supported on host"},
@@ -302,4 +308,132 @@ TEST_CASE("PgBouncer's HBA test vectors") {
         ++checked;
     }
     CHECK(checked == 57);
+}
+
+TEST_CASE("hba: all as an address matches every TCP client, and no Unix-socket client") {
+    auto rules = parse(
+        "hostssl all all all cert\n"
+        "host    all all all scram-sha-256\n");
+    CHECK(rules.rules[0].any_address);
+    CHECK(decide(rules, "tls", "10.1.2.3", "app", "alice") == "cert");
+    CHECK(decide(rules, "tls", "2001:db8::1", "app", "alice") == "cert");
+    CHECK(decide(rules, "tcp", "192.0.2.7", "app", "alice") == "scram-sha-256");
+    CHECK(decide(rules, "tcp", "::1", "app", "alice") == "scram-sha-256");
+    CHECK(decide(rules, "local", "", "app", "alice") == "none");
+}
+
+namespace {
+
+IdentMaps ident(const std::string& text) { return parse_ident_maps(text, "/etc/pgtether/ident"); }
+
+std::string ident_error(const std::string& text) {
+    try {
+        ident(text);
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("ident maps: which system name may log in as which user") {
+    IdentMaps maps = ident(
+        "# MAPNAME  SYSTEM-USERNAME  PG-USERNAME\n"
+        "ops        deploy           app_owner\n"
+        "ops        deploy           app_reader   # a comment\n"
+        "ops        \"svc user\"       app_reader\n"
+        "admins     alice            all\n"
+        "quoted     bob              \"all\"\n");
+    REQUIRE(maps.maps.size() == 3);
+    CHECK(maps.maps.at("ops").size() == 3);
+    struct Case {
+        const char* map;
+        const char* system;
+        const char* user;
+        bool allowed;
+    };
+    const Case cases[] = {
+        {"ops", "deploy", "app_owner", true},
+        {"ops", "deploy", "app_reader", true},
+        {"ops", "deploy", "postgres", false},
+        {"ops", "svc user", "app_reader", true},
+        {"ops", "svc user", "app_owner", false},
+        {"ops", "alice", "app_owner", false},
+        {"admins", "alice", "anyone", true},   // all, unquoted: every user
+        {"admins", "deploy", "anyone", false},
+        {"quoted", "bob", "all", true},         // "all" quoted is a user called all
+        {"quoted", "bob", "someone", false},
+        {"missing", "deploy", "app_owner", false},
+        {"", "alice", "alice", true},           // no map: the same name only
+        {"", "alice", "bob", false},
+        {"", "", "", false},                    // no system name known
+        {"admins", "", "anyone", false},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.map);
+        CAPTURE(c.system);
+        CAPTURE(c.user);
+        CHECK(external_name_allows(&maps, c.map, c.system, c.user) == c.allowed);
+    }
+    CHECK_FALSE(external_name_allows(nullptr, "ops", "deploy", "app_owner"));
+    const IdentMapping* line = match_ident(maps, "ops", "deploy", "app_reader");
+    REQUIRE(line != nullptr);
+    CHECK(line->line == 3);
+}
+
+TEST_CASE("ident maps: refused lines name the file and line") {
+    struct Case {
+        const char* text;
+        const char* message;
+    };
+    const Case cases[] = {
+        {"ops deploy\n", "expected MAPNAME SYSTEM-USERNAME PG-USERNAME"},
+        {"ops deploy app extra\n", "unexpected \"extra\" after MAPNAME"},
+        {"ops /^(.*)$ \\1\n", "regular expressions are not supported as system user name"},
+        {"ops deploy +admins\n", "group membership (\"+admins\") is not supported"},
+        {"ops \"/^x$\" app\n", "regular expressions are not supported as system user name"},
+        {"ops deploy \\1\n", "\\1 substitution is not supported"},
+        {"ops deploy a,b\n", "a list is not allowed as database user name"},
+        {"include other.conf\n", "\"include\" is not supported"},
+        {"include_dir conf.d\n", "\"include_dir\" is not supported"},
+        {"ops \"unterminated app\n", "unterminated quoted name"},
+    };
+    for (const auto& c : cases) {
+        std::string text = c.text;
+        CAPTURE(text);
+        std::string error = ident_error(std::string("# header\n") + c.text);
+        CAPTURE(error);
+        CHECK(contains(error, "/etc/pgtether/ident:2: "));
+        CHECK(contains(error, c.message));
+    }
+}
+
+TEST_CASE("hba: map= names a map of auth_ident_file") {
+    IdentMaps maps = ident("ops deploy app_owner\n");
+    HbaRules rules = parse_hba(
+        "local all all peer map=ops\n"
+        "hostssl all all all cert map=ops\n"
+        "hostssl all all all cert\n",
+        "/etc/pgtether/hba.conf", Files{}.reader(), &maps);
+    CHECK(rules.rules[0].ident_map == "ops");
+    CHECK(rules.rules[1].ident_map == "ops");
+    CHECK(rules.rules[2].ident_map.empty());
+    try {
+        (void)parse_hba("local all all peer map=other\n", "/etc/pgtether/hba.conf",
+                        Files{}.reader(), &maps);
+        FAIL("an unknown map was accepted");
+    } catch (const ConfigError& e) {
+        CHECK(contains(e.what(), "/etc/pgtether/hba.conf:1: "));
+        CHECK(contains(e.what(), "ident map \"other\" is not in /etc/pgtether/ident"));
+    }
+}
+
+TEST_CASE("ident maps: load_ident_file reports an unreadable file") {
+    try {
+        (void)load_ident_file("/nonexistent/ident.conf");
+        FAIL("no error");
+    } catch (const ConfigError& e) {
+        CHECK(contains(e.what(), "/nonexistent/ident.conf: cannot read ident map file"));
+    }
 }

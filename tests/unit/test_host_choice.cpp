@@ -180,3 +180,57 @@ TEST_CASE("host choice: whether a login serves the database (prefer-standby's fa
         CHECK(login_serves(c.hosts, 0, c.attrs, c.role, now) == c.serves);
     }
 }
+
+TEST_CASE("host choice: what another pool learnt of the same host") {
+    const ServerRole primary{false, false}, standby{true, true};
+    auto unreachable = [](std::uint64_t backoff_ms) {
+        HostNews news;
+        news.kind = HostNews::Kind::Unreachable;
+        news.backoff_ms = backoff_ms;
+        return news;
+    };
+    auto logged_in = [](const ServerRole& role) {
+        HostNews news;
+        news.kind = HostNews::Kind::LoggedIn;
+        news.role = role;
+        return news;
+    };
+    struct Row {
+        const char* what;
+        HostStatus before;
+        HostNews news;
+        std::string state_after;  // host_state_name at 1000 ms
+        std::string role_after;
+    };
+    HostStatus fresh;
+    HostStatus backing_off;  // this pool found it unreachable until 5000
+    backing_off.failures = 1;
+    backing_off.backoff_until_ms = 5000;
+    HostStatus wrong_role;  // this pool found a standby where it wants a primary, until 5000
+    wrong_role.known = HostStatus::Known::Standby;
+    wrong_role.read_only = true;
+    wrong_role.failures = 1;
+    wrong_role.wrong_role = true;
+    wrong_role.backoff_until_ms = 5000;
+    const Row rows[] = {
+        {"unreachable elsewhere: skipped here too", fresh, unreachable(500),
+         "backoff (unreachable)", "unknown"},
+        {"a longer back-off here stays", backing_off, unreachable(10), "backoff (unreachable)",
+         "unknown"},
+        {"logged in elsewhere: its role is known", fresh, logged_in(standby), "up", "standby"},
+        {"logged in elsewhere: it is reachable again", backing_off, logged_in(primary), "up",
+         "primary"},
+        {"the same role elsewhere: this pool's wrong-role back-off stays", wrong_role,
+         logged_in(standby), "backoff (wrong role)", "standby"},
+        {"another role elsewhere (a promotion): the wrong-role back-off ends", wrong_role,
+         logged_in(primary), "up", "primary"},
+    };
+    for (const auto& row : rows) {
+        CAPTURE(row.what);
+        HostStatus host = row.before;
+        apply_host_news(host, row.news, 1000);
+        CHECK(host_state_name(host, 1000) == row.state_after);
+        CHECK(std::string(host_role_name(host)) == row.role_after);
+        CHECK(host.last_check_ms == 1000);
+    }
+}

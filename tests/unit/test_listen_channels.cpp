@@ -148,3 +148,28 @@ TEST_CASE("a notification is sent between transactions, held inside one, and bou
               row.action);
     }
 }
+
+TEST_CASE("LISTENs pending in a transaction: kept, forgotten or committed at its ReadyForQuery") {
+    struct Row {
+        const char* what;
+        char status;
+        bool commit_seen;
+        PendingListenAction action;
+    };
+    const Row rows[] = {
+        {"a statement inside the block", 'T', false, PendingListenAction::Keep},
+        {"an error inside the block", 'E', false, PendingListenAction::Keep},
+        {"COMMIT", 'I', true, PendingListenAction::Commit},
+        {"ROLLBACK, or COMMIT of a failed block (tag ROLLBACK)", 'I', false,
+         PendingListenAction::Discard},
+        {"COMMIT AND CHAIN", 'T', true, PendingListenAction::Commit},
+        {"COMMIT, then a failing implicit transaction in the same string", 'I', true,
+         PendingListenAction::Commit},
+        {"COMMIT, then BEGIN and a failing statement in the same string", 'E', true,
+         PendingListenAction::Commit},
+    };
+    for (const auto& row : rows) {
+        CAPTURE(row.what);
+        CHECK(decide_pending_listens(row.status, row.commit_seen) == row.action);
+    }
+}

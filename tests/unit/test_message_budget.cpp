@@ -80,5 +80,6 @@ TEST_CASE("unscanned text is assumed to do everything the probe checks, but not 
     CHECK(probe_kinds_for(assumed, kProbedKinds, false) == kProbedKinds);
     CHECK((assumed & protocol::kEffectAdvisoryLock) != 0);
     CHECK((assumed & protocol::kEffectCatalogChange) != 0);
+    CHECK((assumed & protocol::kEffectSavepoint) != 0);
     CHECK((assumed & protocol::kEffectLoad) == 0);
 }

@@ -36,6 +36,11 @@ TEST_CASE("the options start-up parameter") {
     CHECK(std::holds_alternative<std::string>(parse_startup_options("-c novalue")));
     CHECK(std::holds_alternative<std::string>(parse_startup_options("--novalue")));
     CHECK(std::holds_alternative<std::string>(parse_startup_options("-c")));
+    // An empty name (PgBouncer 1.20-1.26.0 spun forever on it: CVE-2026-107349) is refused.
+    CHECK(std::holds_alternative<std::string>(parse_startup_options("-c=")));
+    CHECK(std::holds_alternative<std::string>(parse_startup_options("-c=1")));
+    CHECK(std::holds_alternative<std::string>(parse_startup_options("--=x")));
+    CHECK(std::holds_alternative<std::string>(parse_startup_options("-c a=1 -c=")));
     // PgBouncer's words, which its clients and test suite match.
     auto refused = parse_startup_options("-c timezone");
     REQUIRE(std::holds_alternative<std::string>(refused));

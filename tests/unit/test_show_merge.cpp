@@ -110,3 +110,27 @@ TEST_CASE("a stopped worker's empty table is left out; NULLs and text stay as th
     CHECK(merged.rows == std::vector<Row>{{"db", "a", std::nullopt, "1", "x", "2"}});
     CHECK(merge_show_tables("pools", {stopped}).columns.empty());
 }
+
+TEST_CASE("SHOW LOCK_FUNCTIONS: the union of the workers' names, `workers` counting who has each") {
+    auto functions = [](std::vector<Row> rows) {
+        ShowTable t;
+        t.columns = {{"database", kText}, {"schema", kText},  {"name", kText},
+                     {"kind", kText},     {"found", kText},   {"discovered_at", kText},
+                     {"checked_at", kText}, {"workers", kInt4}};
+        t.rows = std::move(rows);
+        return t;
+    };
+    const Row builtin{"app", "pg_catalog", "pg_advisory_lock", "function", "builtin", "t1", "c1",
+                      "1"};
+    // The second worker has not taken the first one's discovery of later_lock yet.
+    auto merged = merge_show_tables(
+        "lock_functions",
+        {functions({builtin,
+                    {"app", "public", "later_lock", "function", "discovered", "t1", "c1", "1"}}),
+         functions({builtin})});
+    REQUIRE(merged.rows.size() == 2);
+    CHECK(merged.rows[0] ==
+          Row{"app", "pg_catalog", "pg_advisory_lock", "function", "builtin", "t1", "c1", "2"});
+    CHECK(merged.rows[1] ==
+          Row{"app", "public", "later_lock", "function", "discovered", "t1", "c1", "1"});
+}

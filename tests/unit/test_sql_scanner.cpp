@@ -30,13 +30,14 @@ constexpr std::uint32_t F = kEffectCatalogChange;
 constexpr std::uint32_t U = kEffectOpaque;
 constexpr std::uint32_t K = kEffectCreate;
 constexpr std::uint32_t W = kEffectUnknownCall;
+constexpr std::uint32_t V = kEffectSavepoint;
 
 // Names the flags, so a failing case prints "AdvisoryLock|Set" instead of a number.
 std::string describe(std::uint32_t flags) {
     static constexpr std::pair<std::uint32_t, std::string_view> kNames[] = {
         {L, "AdvisoryLock"},  {D, "Discard"},    {T, "TempObject"}, {N, "Listen"},
         {C, "Cursor"},        {P, "SqlPrepare"}, {O, "Load"},       {S, "Set"},
-        {F, "CatalogChange"}, {U, "Opaque"},     {K, "Create"},
+        {F, "CatalogChange"}, {U, "Opaque"},     {K, "Create"},     {V, "Savepoint"},
     };
     std::string out;
     for (const auto& [bit, name] : kNames) {
@@ -601,4 +602,19 @@ TEST_CASE("sql scanner: with the catalog's names, a call of any other name is an
                 ~K & ~kEffectOpaque);
     // Without known names (no discovery yet, or too many names), calls are not looked at.
     check_cases(SqlScanner{}, {{"SELECT take_job_lock(42)", 0}});
+}
+
+TEST_CASE("sql scanner: SAVEPOINT as a statement, not as a word elsewhere") {
+    check_cases(SqlScanner{},
+                {
+                    {"SAVEPOINT s1", V},
+                    {"savepoint \"x\"", V},
+                    {"BEGIN; SAVEPOINT a; LISTEN jobs", V | N},
+                    {"/* c */ SaVePoInT a", V},
+                    {"RELEASE SAVEPOINT a", 0},
+                    {"ROLLBACK TO SAVEPOINT a", 0},
+                    {"SELECT 'SAVEPOINT a'", 0},
+                    {"SELECT savepoint FROM t", 0},
+                    {"LISTEN savepoint", N},
+                });
 }

@@ -195,7 +195,12 @@ void PoolerProcess::start(std::chrono::milliseconds timeout) {
 }
 
 std::string PoolerProcess::log() const {
-    return read_file(dir() + "/" + name_ + ".log");
+    std::string text = read_file(dir() + "/" + name_ + ".log");
+    // While the process lives, whole lines only: it may be writing the last one (a test that
+    // parsed each line met half a JSON object). Once it is gone, all of it: a last word without
+    // a newline (a crash) must show.
+    if (process_ && ::kill(process_->pid(), 0) == 0) text.resize(text.rfind('\n') + 1);
+    return text;
 }
 
 bool PoolerProcess::wait_for_log(const std::string& needle,

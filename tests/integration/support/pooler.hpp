@@ -68,7 +68,8 @@ class PoolerProcess {
     [[nodiscard]] pid_t pid() const { return process_->pid(); }
     [[nodiscard]] bool running() { return process_ && process_->running(); }
 
-    // Everything the process wrote to stdout and stderr so far.
+    // Everything the process wrote to stdout and stderr so far (while it runs, up to the last
+    // whole line).
     [[nodiscard]] std::string log() const;
     // Polls the log until it contains `needle`; false on timeout.
     [[nodiscard]] bool wait_for_log(const std::string& needle,

@@ -76,6 +76,7 @@ TestEnv TestEnv::load(const std::string& env_file) {
         env.auth_users.push_back({fields[0], fields[1], fields[2]});
     }
     env.pgtether_bin = env_or("PGTETHER_BIN", "");
+    env.pgtether_sanitized = env_or("PGT_PGTETHER_SANITIZED", "0") == "1";
     env.pgbouncer_bin = env_or("PGT_PGBOUNCER_BIN", "/usr/sbin/pgbouncer");
     return env;
 }

@@ -30,6 +30,10 @@ struct TestEnv {
     std::vector<AuthUser> auth_users;
 
     std::string pgtether_bin;   // $PGTETHER_BIN
+    // $PGT_PGTETHER_SANITIZED=1: PGTETHER_BIN runs under AddressSanitizer, whose quarantine and
+    // shadow memory make the daemon's RSS say nothing about what it holds. A runtime fact, not
+    // this program's build: the sanitizer phase runs the release build's test programs.
+    bool pgtether_sanitized = false;
     std::string pgbouncer_bin;  // $PGT_PGBOUNCER_BIN, default /usr/sbin/pgbouncer
 
     // The first auth-test role whose pg_hba method is `method`; throws std::runtime_error if none.
