@@ -354,10 +354,10 @@ TEST_CASE("a backend whose clean-up fails is closed, never reused") {
     PGT_REQUIRE_OK(admin.exec("GRANT CONNECT ON DATABASE pgtether_test TO tether_limited"));
     // Without SELECT on pg_locks the scrub cannot verify that the backend is clean. (Only this
     // role is affected: the other tests connect as a superuser.)
-    PGT_REQUIRE_OK(admin.exec("REVOKE SELECT ON pg_catalog.pg_locks FROM PUBLIC"));
+    PGT_REQUIRE_OK(exec_privilege_change(admin, "REVOKE SELECT ON pg_catalog.pg_locks FROM PUBLIC"));
     struct Restore {
         Conn& admin;
-        ~Restore() { admin.exec("GRANT SELECT ON pg_catalog.pg_locks TO PUBLIC"); }
+        ~Restore() { exec_privilege_change(admin, "GRANT SELECT ON pg_catalog.pg_locks TO PUBLIC"); }
     } restore{admin};
 
     PoolerConfig config = two_backends();

@@ -214,9 +214,20 @@ std::string private_role(const std::string& name) {
     if (!r.ok()) throw std::runtime_error("creating role " + name + ": " + r.describe());
     // The tether's probe reads pg_locks. test_tether revokes it from PUBLIC for a while (to make
     // a clean-up fail on purpose); a test running at the same time must not lose it.
-    r = conn.exec("GRANT SELECT ON pg_catalog.pg_locks TO \"" + name + "\"");
+    r = exec_privilege_change(conn, "GRANT SELECT ON pg_catalog.pg_locks TO \"" + name + "\"");
     if (!r.ok()) throw std::runtime_error("granting pg_locks to " + name + ": " + r.describe());
     return name;
+}
+
+Result exec_privilege_change(Conn& conn, const std::string& sql) {
+    Result r = conn.exec(sql);
+    for (int attempt = 0; attempt < 50 && !r.ok() && r.sqlstate == "XX000" &&
+                          r.message.find("tuple concurrently updated") != std::string::npos;
+         ++attempt) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        r = conn.exec(sql);
+    }
+    return r;
 }
 
 long process_memory_kb(int pid, std::string_view field) {

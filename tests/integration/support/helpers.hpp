@@ -113,4 +113,9 @@ std::string md5_hex(std::string_view data);
 // for a while).
 std::string private_role(const std::string& name);
 
+// Runs a GRANT or REVOKE on a shared catalog object (pg_locks), retrying while another test's
+// GRANT on the same object is committing: PostgreSQL refuses the second of two concurrent
+// updates of one catalog row with "tuple concurrently updated" (XX000) instead of waiting.
+Result exec_privilege_change(Conn& conn, const std::string& sql);
+
 }  // namespace pgtether::itest
