@@ -2,7 +2,7 @@
 // client's Parse, Bind, Describe or Close of a named statement and what the two statement maps
 // say about it (the client's names, the backend's prepared set), what goes to the backend and
 // what pgtether answers itself. proxy/server/statement_translator.hpp carries the decisions out: it
-// writes the messages, queues the requests (proxy/server/request_queue.hpp) and updates both maps.
+// writes the messages, queues the requests (core/request_queue.hpp) and updates both maps.
 //
 // Only named statements are translated: the unnamed statement is the backend's own, and a Parse
 // or Bind of it always goes as sent.

@@ -7,11 +7,11 @@
 
 #include "proxy/net/log.hpp"
 
-#include "proxy/admin/health.hpp"
-#include "proxy/admin/http_request.hpp"
-#include "proxy/admin/metrics.hpp"
 #include "core/fd_budget.hpp"
 #include "core/metrics_text.hpp"
+#include "protocol/http_request.hpp"
+#include "proxy/admin/health.hpp"
+#include "proxy/admin/metrics.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/net/listener.hpp"
 

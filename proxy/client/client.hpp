@@ -7,24 +7,24 @@
 #include <string>
 #include <vector>
 
-#include "protocol/backend_messages.hpp"
-#include "protocol/frontend_messages.hpp"
-#include "protocol/startup.hpp"
-#include "proxy/client/client_auth.hpp"
-#include "proxy/server/auth_query.hpp"
 #include "core/config.hpp"
-#include "proxy/net/intrusive_list.hpp"
-#include "protocol/message_reader.hpp"
-#include "proxy/server/prepared_statements.hpp"
-#include "proxy/server/request_queue.hpp"
-#include "proxy/server/server.hpp"
-#include "proxy/server/statement_translator.hpp"
+#include "core/listen_channels.hpp"
+#include "core/prepared_statements.hpp"
+#include "core/request_queue.hpp"
 #include "core/session_params.hpp"
 #include "core/session_settings.hpp"
-#include "core/listen_channels.hpp"
-#include "protocol/listen_request.hpp"
 #include "core/state_probe.hpp"
+#include "protocol/backend_messages.hpp"
+#include "protocol/frontend_messages.hpp"
+#include "protocol/listen_request.hpp"
+#include "protocol/message_reader.hpp"
+#include "protocol/startup.hpp"
+#include "proxy/client/client_auth.hpp"
+#include "proxy/net/intrusive_list.hpp"
 #include "proxy/net/stream.hpp"
+#include "proxy/server/auth_query.hpp"
+#include "proxy/server/server.hpp"
+#include "proxy/server/statement_translator.hpp"
 
 namespace pgtether {
 

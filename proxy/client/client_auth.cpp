@@ -175,7 +175,7 @@ ClientAuth::Step ClientAuth::on_derived(const protocol::ScramSecret& derived) {
                 pending_password_.clear();
                 return fail_password();
             }
-            cleartext_ = std::move(pending_password_);
+            // The password is not kept past the check (nothing logs in with it).
             pending_password_.clear();
             return {Outcome::Success, {}, {}, {}, {}};
         }

@@ -81,10 +81,6 @@ public:
     // After a failure whose reason is for pgtether's log only (the client hears only the usual
     // 28P01): why. Empty otherwise.
     [[nodiscard]] const std::string& failure_log() const { return failure_log_; }
-    // The plain password, when the client sent it in clear (plain auth).
-    [[nodiscard]] const std::optional<std::string>& cleartext_password() const {
-        return cleartext_;
-    }
 
 private:
     enum class Method { None, Cleartext, Md5, Scram };
@@ -110,7 +106,6 @@ private:
     std::array<std::uint8_t, 4> md5_salt_{};
     std::unique_ptr<protocol::ScramServer> scram_;
     bool scram_started_ = false;
-    std::optional<std::string> cleartext_;
     std::string failure_log_;
     Awaiting awaiting_ = Awaiting::Nothing;
     std::string pending_password_;  // CleartextCheck: what the client sent

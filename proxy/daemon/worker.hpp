@@ -23,7 +23,7 @@
 #include "core/config.hpp"
 #include "core/fd_budget.hpp"
 #include "core/host_choice.hpp"
-#include "proxy/server/prepared_statements.hpp"
+#include "core/prepared_statements.hpp"
 #include "core/stats.hpp"
 #include "core/stats_history.hpp"
 #include "proxy/net/listener.hpp"

@@ -43,8 +43,6 @@ int Stream::init_pipe() {
     return rc;
 }
 
-int Stream::accept_from(uv_stream_t* listener) { return uv_accept(listener, handle()); }
-
 int Stream::adopt(int fd) {
     int rc = is_tcp_ ? uv_tcp_open(&handle_.tcp, fd) : uv_pipe_open(&handle_.pipe, fd);
     if (rc != 0) ::close(fd);

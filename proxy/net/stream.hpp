@@ -66,7 +66,6 @@ public:
     // Set up the handle as TCP or as a Unix-domain pipe.
     [[nodiscard]] int init_tcp();
     [[nodiscard]] int init_pipe();
-    [[nodiscard]] int accept_from(uv_stream_t* listener);
     // Takes an already accepted socket (closed here if libuv cannot take it).
     [[nodiscard]] int adopt(int fd);
     [[nodiscard]] int connect_tcp(const sockaddr* address);

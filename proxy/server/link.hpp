@@ -22,11 +22,11 @@
 #include <utility>
 
 #include "core/lock_accounting.hpp"
+#include "core/request_queue.hpp"
 #include "core/stats.hpp"
 #include "core/tether_policy.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/pipeline_tracker.hpp"
-#include "proxy/server/request_queue.hpp"
 
 namespace pgtether {
 
@@ -86,6 +86,15 @@ public:
     // query_time; back at 'I' (`tx_status`), one transaction.
     void note_quiet(char tx_status, std::uint64_t now_us, PoolStats& stats);
 
+    // ---- LISTENs pgtether answered inside the client's block (core/listen_channels.hpp) ----
+    // The tag of a CommandComplete forwarded while the client has such LISTENs pending.
+    void note_pending_listen_tag(std::string_view tag) {
+        if (tag == "COMMIT") commit_seen_ = true;
+    }
+    // At a ReadyForQuery: whether a COMMIT came since the previous one (and a new count begins),
+    // the input of decide_pending_listens.
+    [[nodiscard]] bool take_commit_seen() { return std::exchange(commit_seen_, false); }
+
     // ---- what the client was told, for the words it gets if the backend is lost ----
     void note_client_forwarded() { client_forwarded_ = true; }
     [[nodiscard]] bool client_forwarded() const { return client_forwarded_; }
@@ -109,6 +118,7 @@ private:
     std::uint32_t pipelined_probe_kinds_ = 0;
     std::uint64_t request_started_us_ = 0;  // 0: no query running
     std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
+    bool commit_seen_ = false;       // see take_commit_seen()
     bool client_forwarded_ = false;  // the client has sent this backend anything
     bool fatal_forwarded_ = false;   // the client got the backend's FATAL ErrorResponse
     std::string held_fatal_message_;
@@ -125,6 +135,7 @@ inline void Link::begin(bool translate_statements) {
     if (parsed_names_) parsed_names_->clear();
     effects_ = 0;
     pipelined_probe_kinds_ = 0;
+    commit_seen_ = false;
     request_started_us_ = xact_started_us_ = 0;
     client_forwarded_ = false;
     fatal_forwarded_ = false;

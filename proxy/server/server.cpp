@@ -547,11 +547,11 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
                             answers.back().size());
                 }
+                const bool commit_seen = link_.take_commit_seen();
                 const PendingListenAction pending =
                     client_->has_pending_listens()
-                        ? decide_pending_listens(*status, commit_seen_)
+                        ? decide_pending_listens(*status, commit_seen)
                         : PendingListenAction::Keep;
-                commit_seen_ = false;
                 if (pending == PendingListenAction::Commit && tracker.quiet()) {
                     // The LISTENs pgtether answered in the block take effect now; the block's
                     // ReadyForQuery waits until the listening connection listens on their
@@ -602,8 +602,9 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
             }
             case be::kCommandComplete:
                 tracker.on_backend(type);
-                if (client_->has_pending_listens() && !commit_seen_) {
-                    commit_seen_ = protocol::parse_command_complete(body) == "COMMIT";
+                if (client_->has_pending_listens()) {
+                    const auto tag = protocol::parse_command_complete(body);
+                    link_.note_pending_listen_tag(tag.value_or(std::string_view{}));
                 }
                 if (!prepared_probes_.empty() && deallocates_all(body)) prepared_probes_.clear();
                 if (link_.translates_statements() && deallocates_all(body)) {

@@ -16,20 +16,20 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/backend_messages.hpp"
-#include "protocol/startup.hpp"
 #include "core/host_choice.hpp"
-#include "core/server_state.hpp"
-#include "proxy/net/intrusive_list.hpp"
 #include "core/login_retry.hpp"
-#include "protocol/message_reader.hpp"
-#include "proxy/server/prepared_statements.hpp"
+#include "core/prepared_statements.hpp"
 #include "core/query_result.hpp"
-#include "proxy/server/link.hpp"
-#include "proxy/net/server_address.hpp"
+#include "core/server_state.hpp"
 #include "core/session_params.hpp"
-#include "proxy/net/stream.hpp"
 #include "core/state_probe.hpp"
+#include "protocol/backend_messages.hpp"
+#include "protocol/message_reader.hpp"
+#include "protocol/startup.hpp"
+#include "proxy/net/intrusive_list.hpp"
+#include "proxy/net/server_address.hpp"
+#include "proxy/net/stream.hpp"
+#include "proxy/server/link.hpp"
 
 namespace pgtether {
 
@@ -306,8 +306,6 @@ private:
     ServerRole role_;
     StatementPtr unnamed_statement_;  // see unnamed_statement()
     bool unnamed_unknown_ = false;    // see unnamed_statement_unknown()
-    // A CommandComplete "COMMIT" came since the last ReadyForQuery (decide_pending_listens).
-    bool commit_seen_ = false;
     // Kind masks whose transaction-end probe is prepared on this backend (as
     // "pgtether_probe_<mask>"); cleared by DISCARD ALL / DEALLOCATE ALL.
     std::vector<std::uint32_t> prepared_probes_;

@@ -16,11 +16,11 @@
 #include <string>
 #include <string_view>
 
+#include "core/prepared_statements.hpp"
+#include "core/request_queue.hpp"
 #include "core/statement_translation.hpp"
 #include "protocol/bytes.hpp"
 #include "protocol/frontend_messages.hpp"
-#include "proxy/server/prepared_statements.hpp"
-#include "proxy/server/request_queue.hpp"
 
 namespace pgtether {
 

@@ -1,4 +1,4 @@
-// Fuzzes the HTTP request-head reader of the metrics endpoint (proxy/admin/http_request.hpp), the only
+// Fuzzes the HTTP request-head reader of the metrics endpoint (protocol/http_request.hpp), the only
 // parser there that anyone who can reach the metrics port talks to.
 //
 // Checked:
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "proxy/admin/http_request.hpp"
+#include "protocol/http_request.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 using namespace pgtether;

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "proxy/admin/http_request.hpp"
 #include "core/metrics_text.hpp"
+#include "protocol/http_request.hpp"
 
 using namespace pgtether;
 

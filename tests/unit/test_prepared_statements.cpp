@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/prepared_statements.hpp"
+#include "core/request_queue.hpp"
 #include "protocol/bytes.hpp"
 #include "protocol/deallocate_statement.hpp"
-#include "proxy/server/prepared_statements.hpp"
-#include "proxy/server/request_queue.hpp"
 
 using namespace pgtether;
 using pgtether::protocol::as_bytes;

@@ -1,4 +1,4 @@
-#include "proxy/server/prepared_statements.hpp"
+#include "core/prepared_statements.hpp"
 
 #include <openssl/rand.h>
 

@@ -1,4 +1,4 @@
-#include "proxy/server/request_queue.hpp"
+#include "core/request_queue.hpp"
 
 #include <limits>
 

@@ -1,4 +1,4 @@
-#include "proxy/admin/http_request.hpp"
+#include "protocol/http_request.hpp"
 
 #include "protocol/ascii.hpp"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "proxy/server/prepared_statements.hpp"
+#include "core/prepared_statements.hpp"
 
 namespace pgtether {
 
