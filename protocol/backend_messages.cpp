@@ -115,6 +115,50 @@ std::optional<ErrorFields> parse_error_fields(ByteSpan body) {
     return f;
 }
 
+namespace {
+
+// PostgreSQL writes a position as a positive decimal.
+std::optional<std::size_t> decimal(std::string_view text) {
+    if (text.empty() || text.size() > 9) return std::nullopt;
+    std::size_t value = 0;
+    for (char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        value = value * 10 + static_cast<std::size_t>(c - '0');
+    }
+    return value;
+}
+
+}  // namespace
+
+std::optional<std::size_t> parse_error_position(ByteSpan body) {
+    ByteReader r(body);
+    while (true) {
+        const std::uint8_t code = r.u8();
+        if (!r.ok() || code == 0) return std::nullopt;
+        const std::string_view value = r.cstring();
+        if (!r.ok()) return std::nullopt;
+        if (code == 'P') return decimal(value);
+    }
+}
+
+std::optional<std::string> error_with_position(ByteSpan body, std::size_t position) {
+    const std::string position_text = std::to_string(position);
+    std::string out;
+    MessageWriter w(out);
+    w.begin(be::kErrorResponse);
+    ByteReader r(body);
+    while (true) {
+        const std::uint8_t code = r.u8();
+        if (!r.ok()) return std::nullopt;
+        if (code == 0) break;
+        const std::string_view value = r.cstring();
+        if (!r.ok()) return std::nullopt;
+        w.u8(code).cstring(code == 'P' ? std::string_view(position_text) : value);
+    }
+    w.u8(0).end();
+    return out;
+}
+
 void append_v2_fatal_error(std::string& out, std::string_view message) {
     out.push_back(be::kErrorResponse);
     out.append("FATAL:  ").append(message).append("\n");

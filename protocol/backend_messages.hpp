@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,6 +49,12 @@ void append_command_complete(std::string& out, std::string_view tag);
 
 // ---- readers ----
 [[nodiscard]] std::optional<ErrorFields> parse_error_fields(ByteSpan body);
+// An ErrorResponse's position field ('P': 1-based, in characters of the Query text); nullopt
+// when it has none (or not as PostgreSQL writes it) or is malformed.
+[[nodiscard]] std::optional<std::size_t> parse_error_position(ByteSpan body);
+// The ErrorResponse of `body` as a complete message with its position field set to `position`,
+// every other field as the backend sent it; nullopt when it is malformed.
+[[nodiscard]] std::optional<std::string> error_with_position(ByteSpan body, std::size_t position);
 // Whether an error is FATAL or PANIC: the backend closes the connection after it.
 [[nodiscard]] bool is_fatal(const ErrorFields& error);
 

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "protocol/ascii.hpp"
+#include "protocol/sql_tokens.hpp"
 
 namespace pgtether::protocol {
 
@@ -288,6 +289,60 @@ std::optional<std::vector<ListenOp>> parse_listen_only(std::string_view sql) {
     }
     if (ops.empty()) return std::nullopt;
     return ops;
+}
+
+std::optional<ListenSplice> splice_listen_statements(std::string_view sql) {
+    // Cheap refusals first: every Query that is not LISTEN-only comes here when its client may
+    // have its LISTEN answered.
+    if (!ascii_icontains(sql, "listen")) return std::nullopt;
+    if (std::any_of(sql.begin(), sql.end(),
+                    [](char c) { return static_cast<unsigned char>(c) >= 0x80; })) {
+        return std::nullopt;
+    }
+    const auto spans = split_sql_statements(sql);
+    if (!spans) return std::nullopt;
+    ListenSplice splice;
+    splice.statements.reserve(spans->size());
+    bool others = false;
+    std::size_t copied = 0;  // the client's text up to here is in splice.sql
+    for (const StatementSpan& span : *spans) {
+        const std::string_view text = sql.substr(span.begin, span.end - span.begin);
+        std::vector<SqlToken> head;
+        (void)tokenize_sql(text, head);  // reliable: the whole text was
+        const bool listen_word = !head.empty() && (token_is_name(head[0], "listen") ||
+                                                   token_is_name(head[0], "unlisten"));
+        if (!listen_word) {
+            for (std::string_view word : {"begin", "start", "commit", "end", "rollback", "abort",
+                                          "savepoint", "release", "prepare", "copy"}) {
+                if (!head.empty() && token_is_name(head[0], word)) return std::nullopt;
+            }
+            others = true;
+            splice.statements.emplace_back(std::nullopt);
+            continue;
+        }
+        auto ops = parse_listen_only(text);
+        if (!ops || ops->size() != 1) return std::nullopt;
+        splice.sql.append(sql.substr(copied, span.begin - copied));
+        splice.replacements.push_back({splice.sql.size(), span.begin, text.size()});
+        splice.sql.append(kListenStandIn);
+        copied = span.end;
+        splice.statements.emplace_back(std::move(ops->front()));
+    }
+    if (!others || splice.replacements.empty()) return std::nullopt;
+    splice.sql.append(sql.substr(copied));
+    return splice;
+}
+
+std::size_t ListenSplice::client_position(std::size_t position) const {
+    if (position == 0) return 0;
+    const std::size_t offset = position - 1;
+    std::size_t client_offset = offset;  // before the first stand-in the texts agree
+    for (const Replacement& r : replacements) {
+        if (offset < r.at) break;
+        if (offset < r.at + kListenStandIn.size()) return r.client_at + 1;
+        client_offset = r.client_at + r.client_length + (offset - r.at - kListenStandIn.size());
+    }
+    return client_offset + 1;
 }
 
 std::string_view listen_command_tag(const ListenOp& op) {

@@ -184,6 +184,9 @@ public:
     [[nodiscard]] bool has_pending_listens() const {
         return listen_ && !listen_->pending.empty();
     }
+    // LISTEN/UNLISTEN of a Query that mixed them with other statements, which ran inside the
+    // client's block, or in their own transaction that just committed (core/listen_splice.hpp).
+    void add_pending_listens(const std::vector<protocol::ListenOp>& ops);
     // The block committed: they take effect. `ready_for_query`, the backend's ReadyForQuery that
     // ended the block (or empty when more replies follow), goes out once the listening
     // connection listens on the new channels, so a notification committed after the client saw
@@ -319,6 +322,14 @@ private:
     // The same inside an open transaction block: the answer goes out at once, the LISTENs and
     // UNLISTENs wait for the block's end (Server::handle_linked_data decides).
     std::optional<std::size_t> answer_listen_in_transaction(protocol::ByteSpan data);
+    // A Query text that mixes LISTEN/UNLISTEN with other statements, as pgtether would splice
+    // it (protocol::splice_listen_statements), unless a statement of the rest may LISTEN or read
+    // pg_listening_channels() unseen (a DO block): such a text goes to the backend as sent.
+    [[nodiscard]] std::optional<protocol::ListenSplice> listen_splice_of(
+        std::string_view sql) const;
+    // ... and whether this client's Query, about to go to its backend, is spliced now: nullopt
+    // where its LISTENs must reach the backend, as a lone LISTEN's would.
+    [[nodiscard]] std::optional<protocol::ListenSplice> take_listen_splice(std::string_view sql);
     // What both share: the request's kind (Incomplete: the input is held); nullopt for Other.
     std::optional<protocol::ListenRequest> recognise_listen(protocol::ByteSpan data,
                                                             char tx_status);

@@ -87,6 +87,43 @@ std::optional<std::size_t> Client::answer_listen_in_transaction(ByteSpan data) {
     return request->consumed;
 }
 
+std::optional<protocol::ListenSplice> Client::listen_splice_of(std::string_view sql) const {
+    auto splice = protocol::splice_listen_statements(sql);
+    if (!splice) return std::nullopt;
+    if (pool_->lock_trigger().scan(splice->sql) &
+        (protocol::kEffectListen | protocol::kEffectOpaque)) {
+        return std::nullopt;
+    }
+    return splice;
+}
+
+std::optional<protocol::ListenSplice> Client::take_listen_splice(std::string_view sql) {
+    // The conditions of a lone LISTEN's answer (handle_requests), and its answer must be the
+    // backend's next: nothing else owed before it.
+    if (!multiplexes_listen() || backend_may_listen() || (listen_ && listen_->replay_on_link)) {
+        return std::nullopt;
+    }
+    const auto& tracker = server_->link().tracker();
+    if (!tracker.quiet()) return std::nullopt;
+    const char status = tracker.tx_status();
+    if (status == protocol::kTxFailed) return std::nullopt;  // the backend refuses it anyway
+    const bool in_block = status == protocol::kTxInBlock;
+    if (in_block && (server_->link().effects() & protocol::kEffectSavepoint)) return std::nullopt;
+    auto splice = listen_splice_of(sql);
+    if (!splice) return std::nullopt;
+    const std::size_t pending = listen_ ? listen_->pending.size() : 0;
+    if (in_block && pending + splice->replacements.size() > kMaxPendingListenOps) {
+        return std::nullopt;
+    }
+    return splice;
+}
+
+void Client::add_pending_listens(const std::vector<protocol::ListenOp>& ops) {
+    if (ops.empty()) return;
+    ListenState& state = listen_state();
+    state.pending.insert(state.pending.end(), ops.begin(), ops.end());
+}
+
 void Client::commit_pending_listens(std::string ready_for_query) {
     if (!listen_) return;
     std::vector<protocol::ListenOp> ops = std::exchange(listen_->pending, {});
@@ -273,6 +310,8 @@ void Client::note_unanswered_listen(ByteSpan data) {
         if (auto parse = protocol::parse_parse(first.body())) sql = parse->query;
     }
     if (!sql || !(pool_->lock_trigger().scan(*sql) & protocol::kEffectListen)) return;
+    // A Query whose LISTENs pgtether answers beside the rest (take_listen_splice) moves nothing.
+    if (first.type == fe::kQuery && listen_splice_of(*sql)) return;
     listen_->replay_on_link = true;
 }
 

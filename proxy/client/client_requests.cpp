@@ -287,19 +287,37 @@ std::size_t Client::handle_requests(ByteSpan data) {
                     routed = true;
                     break;
                 }
-                const std::uint32_t effects = pool_->lock_trigger().scan(*sql);
-                note_effects(*sql, effects);
+                // LISTEN/UNLISTEN beside other statements: the backend runs the text with
+                // stand-ins for them (core/listen_splice.hpp), and that text is what counts.
+                std::string spliced;
+                std::string_view text = *sql;
+                if (auto splice = take_listen_splice(*sql)) {
+                    protocol::MessageWriter(spliced).begin(fe::kQuery).cstring(splice->sql).end();
+                    text = std::string_view(spliced).substr(protocol::kTypedHeaderSize,
+                                                            splice->sql.size());
+                    server_->link().begin_listen_splice(std::move(*splice));
+                }
+                const std::uint32_t effects = pool_->lock_trigger().scan(text);
+                note_effects(text, effects);
                 // A simple Query destroys the backend's unnamed statement (protocol §55.2.3).
                 server_->note_unnamed_statement(nullptr);
                 // A new transaction starts with this Query when nothing is owed and no block is
                 // open: then its probe can go out right behind it.
                 const bool starts_transaction =
                     tracker.quiet() && tracker.tx_status() == protocol::kTxIdle;
-                if ((effects & kLockRelevant) && account_query_locks(*sql) && starts_transaction) {
+                if ((effects & kLockRelevant) && account_query_locks(text) && starts_transaction) {
                     probe_may_follow_at = consumed;
                 }
                 server_->link().lock_accounting().note_group_end();
                 remember_query(*sql);
+                if (!spliced.empty()) {
+                    tracker.on_frontend(type);
+                    out.add_owned(std::move(spliced));
+                    if (server_->link().translates_statements()) {
+                        server_->link().requests().push_forwarded(type);
+                    }
+                    routed = true;
+                }
                 break;
             }
             case fe::kParse: {

@@ -16,15 +16,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 #include <utility>
 
+#include "core/listen_splice.hpp"
 #include "core/lock_accounting.hpp"
 #include "core/request_queue.hpp"
 #include "core/stats.hpp"
 #include "core/tether_policy.hpp"
+#include "protocol/listen_statement.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/pipeline_tracker.hpp"
 
@@ -95,6 +98,23 @@ public:
     // the input of decide_pending_listens.
     [[nodiscard]] bool take_commit_seen() { return std::exchange(commit_seen_, false); }
 
+    // ---- a Query mixing LISTEN/UNLISTEN with other statements (core/listen_splice.hpp) ----
+    // The client sent `splice.sql` in its text's place; its answer comes next.
+    void begin_listen_splice(protocol::ListenSplice splice) {
+        auto statements = splice.statements;
+        splice_.emplace(ActiveSplice{std::move(splice), SplicedReplies(std::move(statements))});
+    }
+    [[nodiscard]] bool splicing() const { return splice_.has_value(); }
+    [[nodiscard]] SplicedReplies& spliced_replies() { return splice_->replies; }
+    [[nodiscard]] const protocol::ListenSplice& listen_splice() const { return splice_->text; }
+    // At the Query's ReadyForQuery: what its answer did, and the splice is over.
+    [[nodiscard]] std::optional<SplicedReplies> take_spliced_replies() {
+        if (!splice_) return std::nullopt;
+        SplicedReplies replies = std::move(splice_->replies);
+        splice_.reset();
+        return replies;
+    }
+
     // ---- what the client was told, for the words it gets if the backend is lost ----
     void note_client_forwarded() { client_forwarded_ = true; }
     [[nodiscard]] bool client_forwarded() const { return client_forwarded_; }
@@ -119,6 +139,11 @@ private:
     std::uint64_t request_started_us_ = 0;  // 0: no query running
     std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
     bool commit_seen_ = false;       // see take_commit_seen()
+    struct ActiveSplice {
+        protocol::ListenSplice text;
+        SplicedReplies replies;
+    };
+    std::optional<ActiveSplice> splice_;  // see begin_listen_splice()
     bool client_forwarded_ = false;  // the client has sent this backend anything
     bool fatal_forwarded_ = false;   // the client got the backend's FATAL ErrorResponse
     std::string held_fatal_message_;
@@ -136,6 +161,7 @@ inline void Link::begin(bool translate_statements) {
     effects_ = 0;
     pipelined_probe_kinds_ = 0;
     commit_seen_ = false;
+    splice_.reset();
     request_started_us_ = xact_started_us_ = 0;
     client_forwarded_ = false;
     fatal_forwarded_ = false;

@@ -18,6 +18,7 @@
 #include "protocol/statement_redaction.hpp"
 #include "core/departure.hpp"
 #include "core/listen_channels.hpp"
+#include "core/listen_splice.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
@@ -528,6 +529,28 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
         bool swallow = link_.translates_statements() && !requests.empty() &&
                        requests.on_backend_message(type) == RequestQueue::Verdict::Swallow;
         if (locks.armed()) locks.on_backend_message(type, body);
+        // What the client gets in this message's place: a spliced Query's LISTEN answer, or its
+        // error with the position in the client's own text.
+        const std::string* replacement = nullptr;
+        if (link_.splicing() && type != be::kReadyForQuery) {
+            switch (link_.spliced_replies().on_backend_message(type)) {
+                case SplicedReplies::Verdict::Forward: break;
+                case SplicedReplies::Verdict::Swallow: swallow = true; break;
+                case SplicedReplies::Verdict::ListenComplete:
+                    answers.emplace_back();
+                    protocol::append_command_complete(answers.back(),
+                                                      link_.spliced_replies().listen_tag());
+                    replacement = &answers.back();
+                    break;
+                case SplicedReplies::Verdict::ErrorPosition:
+                    if (const auto position = protocol::parse_error_position(body)) {
+                        auto error = protocol::error_with_position(
+                            body, link_.listen_splice().client_position(*position));
+                        if (error) replacement = &answers.emplace_back(std::move(*error));
+                    }
+                    break;
+            }
+        }
         switch (type) {
             case be::kReadyForQuery: {
                 auto status = protocol::parse_ready_for_query(body);
@@ -547,7 +570,15 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
                             answers.back().size());
                 }
-                const bool commit_seen = link_.take_commit_seen();
+                bool commit_seen = link_.take_commit_seen();
+                if (auto spliced = link_.take_spliced_replies()) {
+                    // The LISTENs of a Query that mixed them with other statements: pending in
+                    // the client's block, or in effect now that their own transaction committed.
+                    const SplicedListenOutcome outcome =
+                        decide_spliced_listens(*status, spliced->failed());
+                    if (outcome.take) client_->add_pending_listens(spliced->completed());
+                    commit_seen = commit_seen || outcome.commit;
+                }
                 const PendingListenAction pending =
                     client_->has_pending_listens()
                         ? decide_pending_listens(*status, commit_seen)
@@ -642,7 +673,12 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 tracker.on_backend(type);
                 break;
         }
-        if (!swallow) forward(rest.data(), rest.size());
+        if (!swallow && replacement) {
+            forward(reinterpret_cast<const std::uint8_t*>(replacement->data()),
+                    replacement->size());
+        } else if (!swallow) {
+            forward(rest.data(), rest.size());
+        }
         settle();
     }
     flush();

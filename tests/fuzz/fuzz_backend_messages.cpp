@@ -8,7 +8,8 @@
 //  * returned strings and byte ranges are views into the body;
 //  * rebuilding the message with pgtether's builder gives the body back byte for byte
 //    (Authentication, ParameterStatus, BackendKeyData, ReadyForQuery, CommandComplete, DataRow);
-//  * ErrorResponse fields survive a rebuild: reading the built message gives the same fields;
+//  * ErrorResponse fields survive a rebuild: reading the built message gives the same fields,
+//    and so do they when its position is set anew (the new position reading back);
 //  * an AuthenticationSASL mechanism list rebuilt reads back the same.
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +50,17 @@ void read_error(std::string_view body) {
     const std::string built_body = body_of(out);
     auto again = parse_error_fields(as_bytes(built_body));
     require(again && same_fields(*again, *fields), "ErrorResponse fields survive a rebuild");
+
+    // A new position (a spliced LISTEN's Query, core/listen_splice.hpp): only it changes.
+    if (const auto position = parse_error_position(as_bytes(body))) {
+        const std::size_t moved = *position / 2 + 1;
+        auto with = error_with_position(as_bytes(body), moved);
+        require(with.has_value(), "an error with a position takes another");
+        const std::string with_body = body_of(*with);
+        require(parse_error_position(as_bytes(with_body)) == moved, "the new position reads back");
+        auto kept = parse_error_fields(as_bytes(with_body));
+        require(kept && same_fields(*kept, *fields), "the other fields stay");
+    }
 }
 
 void read_authentication(std::string_view body) {

@@ -380,14 +380,123 @@ TEST_CASE("LISTEN inside a transaction block: answered at once, in effect at COM
     CHECK(two_transactions_fit(pooler.conninfo()));
 }
 
+TEST_CASE("LISTEN beside other statements in one Query: PostgreSQL's replies, in effect when "
+          "its transaction commits, never tethered") {
+    Pgtether pooler(two_backends());
+    Conn pooled = Conn::must(pooler.conninfo());
+    Conn direct = Conn::must(direct_conninfo());
+    Conn producer = Conn::must(direct_conninfo());
+    // Everything a client sees of one step: each result (tag, rows, error with libpq's
+    // "LINE 1: ... ^" marking the error's position in the text), its notices, and the
+    // transaction status after it.
+    auto run = [](Conn& conn, const std::string& sql) {
+        std::vector<std::string> seen;
+        for (const Result& r : conn.exec_all(sql)) {
+            std::string line = r.describe();
+            for (const auto& row : r.rows) {
+                for (const auto& cell : row) line += " " + cell.value_or("NULL");
+            }
+            seen.push_back(line + " | " + r.error_text);
+        }
+        for (const Notice& n : conn.take_notices()) {
+            seen.push_back("notice " + n.severity + " " + n.sqlstate + " " + n.message);
+        }
+        seen.push_back("status " + std::to_string(static_cast<int>(conn.transaction_status())));
+        return seen;
+    };
+    struct Case {
+        const char* channel;
+        std::vector<std::string> steps;
+        bool listens_after;
+    };
+    const Case cases[] = {
+        {"lt_mix_unlisten_all", {"LISTEN lt_mix_unlisten_all", "UNLISTEN *; SELECT 1"}, false},
+        {"lt_mix_after", {"SELECT 1 AS one; LISTEN lt_mix_after"}, true},
+        {"lt_mix_before", {"LISTEN lt_mix_before; SELECT generate_series(1, 3) AS n"}, true},
+        {"lt_mix_between",
+         {"SET application_name = 'lt_mix'; listen \"lt_mix_between\" ; "
+          "SELECT current_setting('application_name')"},
+         true},
+        // The statements after an error do not run, and the text's implicit transaction rolls
+        // back: the LISTEN before it never takes effect.
+        {"lt_mix_failed", {"LISTEN lt_mix_failed; SELECT 1/0; LISTEN lt_mix_failed"}, false},
+        // An error with a position: the caret points into the client's text.
+        {"lt_mix_position",
+         {"LISTEN lt_mix_position; SELECT no_such_column FROM pg_class; LISTEN x"}, false},
+        {"lt_mix_syntax", {"LISTEN lt_mix_syntax; SELEC 1"}, false},
+        // Still one implicit transaction of several statements: VACUUM refuses to run in it,
+        // SET LOCAL raises no warning.
+        {"lt_mix_vacuum", {"LISTEN lt_mix_vacuum; VACUUM pg_class"}, false},
+        {"lt_mix_local", {"SET LOCAL work_mem = '2MB'; LISTEN lt_mix_local"}, true},
+        // SET TRANSACTION after a LISTEN: no snapshot was taken before it (neither LISTEN nor
+        // pgtether's stand-in takes one).
+        {"lt_mix_set_tx",
+         {"LISTEN lt_mix_set_tx; SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; SELECT 2"}, true},
+        // Inside a block: in effect at its COMMIT, never after ROLLBACK or in a failed block.
+        {"lt_mix_block_commit", {"BEGIN", "SELECT 1; LISTEN lt_mix_block_commit", "COMMIT"}, true},
+        {"lt_mix_block_rollback",
+         {"BEGIN", "LISTEN lt_mix_block_rollback; SELECT 1", "ROLLBACK"}, false},
+        {"lt_mix_block_failed",
+         {"BEGIN", "LISTEN lt_mix_block_failed; SELECT 1", "SELECT 1/0", "COMMIT"}, false},
+        {"lt_mix_unlisten",
+         {"LISTEN lt_mix_unlisten", "SELECT 1; UNLISTEN lt_mix_unlisten; SELECT 2"}, false},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.channel);
+        for (const auto& step : c.steps) {
+            CAPTURE(step);
+            CHECK(run(pooled, step) == run(direct, step));
+        }
+        PGT_REQUIRE_OK(producer.exec(std::string("NOTIFY ") + c.channel + ", '" + c.channel + "'"));
+        const auto want = c.listens_after ? std::vector<std::string>{c.channel}
+                                          : std::vector<std::string>{};
+        CHECK(payloads(wait_for(pooled, 1, c.listens_after ? 10s : 500ms)) == want);
+        CHECK(payloads(wait_for(direct, 1, c.listens_after ? 10s : 500ms)) == want);
+    }
+    // The listening connection holds the channels, not a backend: nothing tethered the client.
+    CHECK(two_transactions_fit(pooler.conninfo()));
+    CHECK(listeners_of(pooler, "lt_mix_after") == 1);
+    CHECK(listeners_of(pooler, "lt_mix_failed") == 0);
+    // The backend ran a stand-in in the LISTEN's place, never the LISTEN (its last query,
+    // as PostgreSQL shows it).
+    pooled.exec_all("SELECT 'lt_mix_marker'; LISTEN lt_mix_marker");
+    Conn admin = Conn::must(direct_conninfo());
+    const Result last_query = admin.exec(
+        "SELECT query FROM pg_stat_activity WHERE query LIKE 'SELECT ''lt_mix_marker''%'");
+    PGT_REQUIRE_OK(last_query);
+    REQUIRE(last_query.rows.size() == 1);
+    CHECK(last_query.value() == "SELECT 'lt_mix_marker';SHOW datestyle");
+
+    // A session lock beside the LISTEN (a job runner's start): the lock tethers the client, the
+    // LISTEN does not keep it there; the unlock lets it go and it still listens.
+    Result locked = pooled.exec_all("SELECT pg_try_advisory_lock(4242) AS locked; "
+                                    "LISTEN lt_mix_lock").front();
+    CHECK(locked.value() == "t");
+    CHECK(second_transaction_waits(pooler.conninfo()));  // the lock's tether
+    PGT_REQUIRE_OK(pooled.exec("SELECT pg_advisory_unlock(4242)"));
+    CHECK(two_transactions_fit(pooler.conninfo()));
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_mix_lock, 'l'"));
+    CHECK(payloads(wait_for(pooled, 1)) == std::vector<std::string>{"l"});
+
+    // What the text does around the LISTEN still decides what else happens: a DO block may
+    // LISTEN unseen, so such a text goes to the backend as it is (and its probe tethers).
+    const std::string opaque = "DO $$BEGIN PERFORM 1; END$$; LISTEN lt_mix_opaque";
+    CHECK(run(pooled, opaque) == run(direct, opaque));
+    CHECK(second_transaction_waits(pooler.conninfo()));
+    PGT_REQUIRE_OK(producer.exec("NOTIFY lt_mix_opaque, 'o'"));
+    CHECK(payloads(wait_for(pooled, 2, 1500ms)) == std::vector<std::string>{"o"});
+    CHECK(payloads(wait_for(direct, 2, 200ms)) == std::vector<std::string>{"o"});
+}
+
 TEST_CASE("what pgtether does not answer runs on a backend that gets the client's channels") {
     Pgtether pooler(two_backends());
     Conn pooled = Conn::must(pooler.conninfo());
     Conn direct = Conn::must(direct_conninfo());
     const char* const steps[] = {
         "LISTEN lt_m1",
-        // Mixed with another statement, and asked of pg_listening_channels(): the backend runs it.
+        // Mixed with another statement: answered by pgtether too (the case above) ...
         "SELECT 1; LISTEN lt_m2",
+        // ... but pg_listening_channels() is the backend's to answer, with the client's channels.
         "SELECT string_agg(c, ',' ORDER BY c) FROM pg_listening_channels() c",
     };
     for (const char* step : steps) {
