@@ -210,32 +210,48 @@ TEST_CASE("known and unknown users take the same time to the server-first-messag
     // Warm up both paths once.
     REQUIRE(time_to_server_first(pooler, roles.plain));
     REQUIRE(time_to_server_first(pooler, unknown));
-    std::vector<std::chrono::microseconds> known_times, unknown_times;
-    int known_slower = 0;
     constexpr int kPairs = 60;
-    for (int i = 0; i < kPairs; ++i) {
-        // Alternate which goes first, so drift affects both alike.
-        auto a = i % 2 ? time_to_server_first(pooler, roles.plain)
-                       : time_to_server_first(pooler, unknown);
-        auto b = i % 2 ? time_to_server_first(pooler, unknown)
-                       : time_to_server_first(pooler, roles.plain);
-        REQUIRE(a);
-        REQUIRE(b);
-        auto known = i % 2 ? *a : *b;
-        auto other = i % 2 ? *b : *a;
-        known_times.push_back(known);
-        unknown_times.push_back(other);
-        if (known > other) ++known_slower;
-    }
-    const auto known_median = median(known_times);
-    const auto unknown_median = median(unknown_times);
-    MESSAGE("known median ", known_median.count(), " us, unknown median ", unknown_median.count(),
-            " us, known slower in ", known_slower, " of ", kPairs, " pairs");
+    // One round: how often the known user was slower, and both medians.
+    auto measure = [&](int& known_slower, std::chrono::microseconds& known_median,
+                       std::chrono::microseconds& unknown_median) {
+        std::vector<std::chrono::microseconds> known_times, unknown_times;
+        known_slower = 0;
+        for (int i = 0; i < kPairs; ++i) {
+            // Alternate which goes first, so drift affects both alike.
+            auto a = i % 2 ? time_to_server_first(pooler, roles.plain)
+                           : time_to_server_first(pooler, unknown);
+            auto b = i % 2 ? time_to_server_first(pooler, unknown)
+                           : time_to_server_first(pooler, roles.plain);
+            REQUIRE(a);
+            REQUIRE(b);
+            auto known = i % 2 ? *a : *b;
+            auto other = i % 2 ? *b : *a;
+            known_times.push_back(known);
+            unknown_times.push_back(other);
+            if (known > other) ++known_slower;
+        }
+        known_median = median(known_times);
+        unknown_median = median(unknown_times);
+        MESSAGE("known median ", known_median.count(), " us, unknown median ",
+                unknown_median.count(), " us, known slower in ", known_slower, " of ", kPairs,
+                " pairs");
+    };
     // Before: the known user derived PBKDF2 on the loop before its first reply and was slower in
     // 95% of pairs, by the derivation (5-9 ms against 1 ms). Now both derive; what is left is
     // noise, and the machine is shared (other tests, builds): loose bounds. Runs here saw the
-    // known user slower in 8 to 36 of 60 pairs (the unknown user's mock secret costs a few random
-    // bytes more); the regression guarded against is the known user slower in 57 of 60.
+    // known user slower in 8 to 39 of 60 pairs (the unknown user's mock secret costs a few random
+    // bytes more), and once, under ctest -j4 in CI, in 56 of 60 by 0.1 ms of 1.2; the regression
+    // guarded against is the known user slower in 57 of 60, every time. So a round outside the
+    // bounds is measured again, up to three rounds: noise does not repeat, a leak does.
+    int known_slower = 0;
+    std::chrono::microseconds known_median{}, unknown_median{};
+    auto within_bounds = [&] {
+        return known_slower >= kPairs / 10 && known_slower <= kPairs * 4 / 5;
+    };
+    for (int round = 0; round < 3; ++round) {
+        measure(known_slower, known_median, unknown_median);
+        if (within_bounds()) break;
+    }
     CHECK(known_slower >= kPairs / 10);
     CHECK(known_slower <= kPairs * 4 / 5);
     const auto larger = std::max(known_median, unknown_median);
