@@ -17,6 +17,7 @@
 #include "tests/integration/support/private_postgres.hpp"
 #include "tests/integration/support/process.hpp"
 #include "tests/integration/support/raw_socket.hpp"
+#include "tests/integration/support/scratch_database.hpp"
 #include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
@@ -676,22 +677,25 @@ TEST_CASE("a listener that joins a channel gets nothing committed before its LIS
 }
 
 TEST_CASE("session pooling: LISTEN runs on the client's own backend, as it always did") {
+    // A database of its own: other tests (ctest -j4) have listening connections of their own,
+    // and the previous case's may still be exiting; in this one there must be none.
+    ScratchDatabase db("pgt_listen_session");
     Pgtether pooler(pool_config("session", 2, {{"max_client_conn", "100"}}));
-    Conn listener = Conn::must(pooler.conninfo());
-    Conn direct = Conn::must(direct_conninfo());
+    Conn listener = Conn::must(pooler.conninfo("", db.name()));
+    Conn direct = Conn::must(direct_conninfo("", db.name()));
     for (const char* step : {"LISTEN lt_session",
                              "SELECT string_agg(c, ',') FROM pg_listening_channels() c"}) {
         CAPTURE(step);
         CHECK(listener.exec(step).describe() == direct.exec(step).describe());
     }
     CHECK(listeners_of(pooler, "lt_session") == 0);  // not the listening connection's
-    Conn producer = Conn::must(direct_conninfo());
+    Conn producer = Conn::must(direct_conninfo("", db.name()));
     PGT_REQUIRE_OK(producer.exec("NOTIFY lt_session, 's'"));
     const auto got = wait_for(listener, 1);
     REQUIRE(got.size() == 1);
     CHECK(got[0].pid == producer.backend_pid());
     CHECK(direct_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                        "'pgtether listen'") == "0");
+                        "'pgtether listen' AND datname = '" + db.name() + "'") == "0");
 }
 
 TEST_CASE("the listening connection comes back after it is lost, and says what was lost") {
