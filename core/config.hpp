@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,10 @@ namespace pgtether {
 inline constexpr int kMaxWorkers = 64;
 
 using Duration = std::chrono::microseconds;
+// A configured time in whole milliseconds, the unit of the loop's clock (negative: 0).
+[[nodiscard]] inline std::uint64_t duration_ms(Duration d) {
+    return d.count() > 0 ? static_cast<std::uint64_t>(d.count() / 1000) : 0;
+}
 
 enum class PoolMode { Session, Transaction, Statement };
 // PgBouncer's auth_type values; Pam is parsed so that a real pgbouncer.ini loads, and refused at

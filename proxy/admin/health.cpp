@@ -13,7 +13,7 @@ Readiness check_readiness(Worker& worker) {
     ReadinessInputs in;
     in.now_ms = worker.now_ms();
     in.failure_memory_ms =
-        static_cast<std::uint64_t>(worker.config().server_login_retry.count() / 1000);
+        duration_ms(worker.config().server_login_retry);
     if (worker.draining()) {
         in.lifecycle = Lifecycle::Draining;
     } else if (worker.shutting_down()) {

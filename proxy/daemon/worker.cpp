@@ -33,8 +33,6 @@ namespace pgtether {
 
 namespace {
 
-std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
-
 // pkt_buf sizes the loop's shared receive buffer; tiny values would only multiply read calls.
 std::size_t read_buffer_size(const Config& config) {
     constexpr int kMinReadBuffer = 1024;
@@ -158,7 +156,7 @@ void Worker::start() {
 }
 
 void Worker::restart_stats_timer() {
-    auto period = to_ms(config_->stats_period);
+    auto period = duration_ms(config_->stats_period);
     if (period == stats_period_ms_) return;
     stats_period_ms_ = period;
     uv_timer_stop(&stats_timer_);

@@ -26,7 +26,6 @@ namespace pgtether {
 using janitor::kCleanupTimeoutMs;
 using janitor::kLingerMs;
 using janitor::kTetherSurplusIdleMs;
-using janitor::to_ms;
 
 // ---------------------------------------------------------------------------------------------
 // Clients: login, waiting, idleness, queries, transactions, tethers
@@ -36,7 +35,7 @@ void Client::janitor(std::uint64_t now) {
     check_listener_stall(now);
     if (state_ == State::Closing) return;
     auto expired = [&](std::uint64_t since, Duration limit) {
-        return limit.count() > 0 && now - since >= to_ms(limit);
+        return limit.count() > 0 && now - since >= duration_ms(limit);
     };
     // The pool's resolution of the per-database and per-user values; before the client has a
     // pool, the global ones.
@@ -138,7 +137,7 @@ void Client::janitor(std::uint64_t now) {
                 idle.backend_idle = tracker.idle() && !server_->holds_client_input();
                 idle.idle_ms = now - std::min(now, last_activity_ms_);
                 idle.since_last_probe_ms = now - std::min(now, tether_details().idle_probe_at_ms);
-                idle.delay_ms = to_ms(config.tether_probe_delay);
+                idle.delay_ms = duration_ms(config.tether_probe_delay);
                 idle.others_waiting = pool_->clients_wait_for_servers();
                 if (should_probe_idle_tether(idle)) {
                     tether_details().idle_probe_at_ms = now;
@@ -164,7 +163,7 @@ void Pool::janitor(std::uint64_t now) {
     if (listen_hub_) listen_hub_->tick(now);
     // Reserve pool: a client has waited longer than reserve_pool_timeout.
     if (Client* first = waiting_.front()) {
-        if (now - first->state_since_ms() >= to_ms(config.reserve_pool_timeout) &&
+        if (now - first->state_since_ms() >= duration_ms(config.reserve_pool_timeout) &&
             uncovered_waiting() > 0 && !launch_suspended() && take_slot(true) == LaunchVerdict::Launch) {
             // PgBouncer logs this as a WARNING: the pool was too small for the load.
             spdlog::warn("{}/{}: taking connection from reserve_pool", database_.name, user_);
@@ -212,11 +211,11 @@ void Pool::janitor(std::uint64_t now) {
     const int elsewhere = share.servers - server_count_;  // other workers' servers of the pool
     auto remaining = [&] { return server_count_ + elsewhere - static_cast<int>(to_close.size()); };
     const bool checks = !config.server_check_query.empty();
-    const std::uint64_t lifetime_ms = to_ms(server_lifetime_for(config, database_));
+    const std::uint64_t lifetime_ms = duration_ms(server_lifetime_for(config, database_));
     idle_.for_each([&](Server& server) {
         // SV_USED: due for server_check_query before its next use (Server::link runs it).
         server.mark_check_due(checks && now - server.idle_since_ms() >=
-                                            to_ms(config.server_check_delay));
+                                            duration_ms(config.server_check_delay));
         const Surplus surplus =
             share.largest ? server_surplus(sizes_, remaining(), tethered) : Surplus::None;
         if (now - server.connected_at_ms() >= lifetime_ms) {
@@ -231,11 +230,11 @@ void Pool::janitor(std::uint64_t now) {
             to_close.emplace_back(&server,
                                   "not needed: beyond pool_size and the tether allowance in use");
         } else if (config.server_idle_timeout.count() > 0 &&
-                   now - server.idle_since_ms() >= to_ms(config.server_idle_timeout) &&
+                   now - server.idle_since_ms() >= duration_ms(config.server_idle_timeout) &&
                    remaining() > sizes_.min_pool_size) {
             to_close.emplace_back(&server, "server idle timeout");
         } else if (sweep && now - std::max(server.idle_since_ms(), server.last_checked_ms()) >=
-                                to_ms(config.server_check_delay)) {
+                                duration_ms(config.server_check_delay)) {
             to_sweep.push_back(&server);
         }
     });
@@ -249,7 +248,7 @@ void Pool::janitor(std::uint64_t now) {
         const bool cleaning = deadline == ServerDeadline::CleanUp;
         const bool orphaned = deadline == ServerDeadline::ForClient && server.client() == nullptr;
         if (logging_in && config.server_connect_timeout.count() > 0 &&
-            now - since >= to_ms(config.server_connect_timeout)) {
+            now - since >= duration_ms(config.server_connect_timeout)) {
             to_close.emplace_back(&server, "connect timeout (server_connect_timeout)");
         } else if (cleaning && now - since >= kCleanupTimeoutMs) {
             to_close.emplace_back(&server, "clean-up took too long");

@@ -49,6 +49,4 @@ inline constexpr std::uint64_t kCleanupTimeoutMs = 10'000;
 // short enough that the pool is back to pool_size soon after the tethers end.
 inline constexpr std::uint64_t kTetherSurplusIdleMs = 1'000;
 
-inline std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
-
 }  // namespace pgtether::janitor

@@ -24,11 +24,11 @@ constexpr std::size_t kMaxRowBytes = 256u << 20;
 constexpr std::uint32_t kMaxMessage = 64u << 20;  // one function body
 
 std::uint64_t interval_ms(const Config& config) {
-    return static_cast<std::uint64_t>(config.advisory_lock_discovery_interval.count() / 1000);
+    return duration_ms(config.advisory_lock_discovery_interval);
 }
 
 std::uint64_t check_interval_ms(const Config& config) {
-    return static_cast<std::uint64_t>(config.advisory_lock_catalog_check_interval.count() / 1000);
+    return duration_ms(config.advisory_lock_catalog_check_interval);
 }
 
 // A catalog watch whose connection failed is opened again after this long.

@@ -15,12 +15,6 @@
 
 namespace pgtether {
 
-namespace {
-
-std::uint64_t to_ms(Duration d) { return static_cast<std::uint64_t>(d.count() / 1000); }
-
-}  // namespace
-
 Pool::Pool(Worker& worker, DatabaseConfig database, std::string user)
     : worker_(worker),
       database_(std::move(database)),
@@ -382,7 +376,7 @@ bool Pool::on_server_role(const Server& server, const ServerRole& role) {
     }
     const bool fits = login_serves(hosts_, index, session_attrs_, role, worker_.now_ms());
     if (!fits) {
-        const std::uint64_t backoff_ms = to_ms(worker_.config().server_host_backoff);
+        const std::uint64_t backoff_ms = duration_ms(worker_.config().server_host_backoff);
         note_host_failure(host, true, worker_.now_ms(), backoff_ms);
         spdlog::info("{}/{}: host {} skipped for {} ms: it is a {}, target_session_attrs = {}",
                      database_.name, user_, server.host_and_port(), backoff_ms,
@@ -417,7 +411,7 @@ void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& e
         server.host_index() < hosts_.size()) {
         // A host of a list that is down is skipped for a while, not retried by every new
         // connection (a wrong role was noted by on_server_role already).
-        const std::uint64_t backoff_ms = to_ms(worker_.config().server_host_backoff);
+        const std::uint64_t backoff_ms = duration_ms(worker_.config().server_host_backoff);
         note_host_failure(hosts_[server.host_index()], false, worker_.now_ms(), backoff_ms);
         spdlog::info("{}/{}: host {} skipped for {} ms: {}", database_.name, user_,
                      server.host_and_port(), backoff_ms, error.message);
@@ -425,7 +419,8 @@ void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& e
         news.backoff_ms = backoff_ms;
         worker_.share_host_news(news, *this);
     }
-    login_backoff_.on_failure(kind, worker_.now_ms(), to_ms(worker_.config().server_login_retry));
+    login_backoff_.on_failure(kind, worker_.now_ms(),
+                              duration_ms(worker_.config().server_login_retry));
     last_login_error_ = error;
     // A server that is restarting is waited for (core/login_retry.hpp): its clients are served
     // once it is back, unless it stays away longer than server_login_retry.
@@ -489,7 +484,7 @@ void Pool::release(Server& server, bool after_login) {
     facts.retired = server.retired();
     facts.age_ms = now - server.connected_at_ms();
     // 0, as in PgBouncer: every server is used once (closed at its first release).
-    facts.lifetime_ms = to_ms(server_lifetime_for(config, database_));
+    facts.lifetime_ms = duration_ms(server_lifetime_for(config, database_));
     facts.client_linked = server.client() != nullptr;
     facts.after_login = after_login;
     facts.role_fits = serves(server.role());
@@ -743,7 +738,7 @@ void Pool::probe_login() {
 
 bool Pool::login_fails_clients() const {
     return login_backoff_.fail_clients(worker_.now_ms(),
-                                       to_ms(worker_.config().server_login_retry));
+                                       duration_ms(worker_.config().server_login_retry));
 }
 
 PoolLoginRecord Pool::login_record() const {

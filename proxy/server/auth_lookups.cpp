@@ -9,10 +9,6 @@ namespace pgtether {
 
 namespace {
 
-std::uint64_t to_ms(Duration d) {
-    return static_cast<std::uint64_t>(d.count() / 1000);
-}
-
 AuthQuery::Result failed(const std::string& why) {
     AuthQuery::Result result;
     result.outcome = AuthQuery::Result::Outcome::Failed;
@@ -215,8 +211,8 @@ void AuthLookups::fail_queue(Target& target, const std::string& why) {
 
 void AuthLookups::janitor(std::uint64_t now_ms) {
     const auto& config = worker_.config();
-    const std::uint64_t connect_timeout = to_ms(config.server_connect_timeout);
-    const std::uint64_t idle_timeout = to_ms(config.server_idle_timeout);
+    const std::uint64_t connect_timeout = duration_ms(config.server_connect_timeout);
+    const std::uint64_t idle_timeout = duration_ms(config.server_idle_timeout);
     std::vector<AuthQuery*> late;
     std::vector<AuthQuery*> idle;
     for (auto& [key, target] : targets_) {

@@ -40,7 +40,7 @@ CancelForwarder::~CancelForwarder() {
 void CancelForwarder::janitor(std::uint64_t now_ms) {
     if (finished_) return;
     const auto timeout_ms =
-        static_cast<std::uint64_t>(worker_.config().cancel_wait_timeout.count() / 1000);
+        duration_ms(worker_.config().cancel_wait_timeout);
     CancelForwardTimes times;
     times.to_peer = peer_id_ != 0;
     times.arrived_ms = arrived_ms_;

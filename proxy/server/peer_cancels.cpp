@@ -114,7 +114,7 @@ void PeerCancels::pump(int peer_id) {
 
 void PeerCancels::drop_expired(int peer_id, std::deque<Queued>& queued, std::uint64_t now_ms) {
     const auto timeout_ms =
-        static_cast<std::uint64_t>(worker_.config().cancel_wait_timeout.count() / 1000);
+        duration_ms(worker_.config().cancel_wait_timeout);
     // The same rule as for a forwarder that has not sent yet (core/peering.hpp).
     auto unsent = [&](const Queued& q) {
         CancelForwardTimes times;

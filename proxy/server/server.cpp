@@ -321,7 +321,7 @@ void Server::link_client(Client& client) {
     }
     const auto& config = worker_.config();
     bool long_idle = worker_.now_ms() - idle_since_ms_ >=
-                     static_cast<std::uint64_t>(config.server_check_delay.count() / 1000);
+                     duration_ms(config.server_check_delay);
     if (long_idle && !config.server_check_query.empty() && idle_since_ms_ != 0) {
         run_internal(InternalPurpose::Check, {config.server_check_query});
         return;

@@ -1564,3 +1564,11 @@ TEST_CASE("per-user timeouts (1.24) and query_wait_timeout per database and user
     CHECK(tt->transaction_timeout == std::chrono::milliseconds(2500));
     CHECK(tt->find_user("u")->transaction_timeout == std::chrono::seconds(5));
 }
+
+TEST_CASE("a configured time in the loop clock's milliseconds") {
+    CHECK(duration_ms(Duration{0}) == 0);
+    CHECK(duration_ms(Duration{999}) == 0);
+    CHECK(duration_ms(Duration{1'500}) == 1);
+    CHECK(duration_ms(std::chrono::seconds(3600)) == 3'600'000);
+    CHECK(duration_ms(Duration{-5'000}) == 0);  // never a wrapped-around huge timeout
+}
