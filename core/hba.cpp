@@ -99,19 +99,11 @@ class Parser {
         auto text = reader_(path);
         if (!text) throw ConfigError(file, line_no, "", "cannot read @" + name + " (" + path + ")");
         // The file lists names separated by whitespace, commas or line breaks; # comments.
-        int inner_line = 0;
-        std::size_t start = 0;
-        while (start <= text->size()) {
-            std::size_t end = text->find('\n', start);
-            if (end == std::string::npos) end = text->size();
-            ++inner_line;
-            auto fields = split_hba_line(std::string_view(*text).substr(start, end - start),
-                                         path, inner_line);
-            for (const auto& field : fields) {
+        for_each_line(*text, [&](std::string_view line, int inner_line) {
+            for (const auto& field : split_hba_line(line, path, inner_line)) {
                 names(field, database_field, out, path, inner_line, depth + 1);
             }
-            start = end + 1;
-        }
+        });
     }
 
     const HbaFileReader& reader_;
