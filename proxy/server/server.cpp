@@ -533,23 +533,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
         // error with the position in the client's own text.
         const std::string* replacement = nullptr;
         if (link_.splicing() && type != be::kReadyForQuery) {
-            switch (link_.spliced_replies().on_backend_message(type)) {
-                case SplicedReplies::Verdict::Forward: break;
-                case SplicedReplies::Verdict::Swallow: swallow = true; break;
-                case SplicedReplies::Verdict::ListenComplete:
-                    answers.emplace_back();
-                    protocol::append_command_complete(answers.back(),
-                                                      link_.spliced_replies().listen_tag());
-                    replacement = &answers.back();
-                    break;
-                case SplicedReplies::Verdict::ErrorPosition:
-                    if (const auto position = protocol::parse_error_position(body)) {
-                        auto error = protocol::error_with_position(
-                            body, link_.listen_splice().client_position(*position));
-                        if (error) replacement = &answers.emplace_back(std::move(*error));
-                    }
-                    break;
-            }
+            replacement = spliced_reply(type, body, answers, swallow);
         }
         switch (type) {
             case be::kReadyForQuery: {
@@ -570,19 +554,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
                             answers.back().size());
                 }
-                bool commit_seen = link_.take_commit_seen();
-                if (auto spliced = link_.take_spliced_replies()) {
-                    // The LISTENs of a Query that mixed them with other statements: pending in
-                    // the client's block, or in effect now that their own transaction committed.
-                    const SplicedListenOutcome outcome =
-                        decide_spliced_listens(*status, spliced->failed());
-                    if (outcome.take) client_->add_pending_listens(spliced->completed());
-                    commit_seen = commit_seen || outcome.commit;
-                }
-                const PendingListenAction pending =
-                    client_->has_pending_listens()
-                        ? decide_pending_listens(*status, commit_seen)
-                        : PendingListenAction::Keep;
+                const PendingListenAction pending = pending_listens_at_ready(*status);
                 if (pending == PendingListenAction::Commit && tracker.quiet()) {
                     // The LISTENs pgtether answered in the block take effect now; the block's
                     // ReadyForQuery waits until the listening connection listens on their
@@ -683,6 +655,39 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
     }
     flush();
     return consumed;
+}
+
+const std::string* Server::spliced_reply(char type, ByteSpan body,
+                                         std::list<std::string>& answers, bool& swallow) {
+    switch (link_.spliced_replies().on_backend_message(type)) {
+        case SplicedReplies::Verdict::Forward: return nullptr;
+        case SplicedReplies::Verdict::Swallow: swallow = true; return nullptr;
+        case SplicedReplies::Verdict::ListenComplete:
+            answers.emplace_back();
+            protocol::append_command_complete(answers.back(), link_.spliced_replies().listen_tag());
+            return &answers.back();
+        case SplicedReplies::Verdict::ErrorPosition: {
+            const auto position = protocol::parse_error_position(body);
+            if (!position) return nullptr;
+            auto error = protocol::error_with_position(
+                body, link_.listen_splice().client_position(*position));
+            return error ? &answers.emplace_back(std::move(*error)) : nullptr;
+        }
+    }
+    return nullptr;
+}
+
+PendingListenAction Server::pending_listens_at_ready(char status) {
+    bool commit_seen = link_.take_commit_seen();
+    if (auto spliced = link_.take_spliced_replies()) {
+        // The LISTENs of a Query that mixed them with other statements: pending in the client's
+        // block, or in effect now that their own transaction committed.
+        const SplicedListenOutcome outcome = decide_spliced_listens(status, spliced->failed());
+        if (outcome.take) client_->add_pending_listens(spliced->completed());
+        commit_seen = commit_seen || outcome.commit;
+    }
+    return client_->has_pending_listens() ? decide_pending_listens(status, commit_seen)
+                                          : PendingListenAction::Keep;
 }
 
 void Server::record_parameter(std::string_view name, std::string_view value,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "core/host_choice.hpp"
+#include "core/listen_channels.hpp"
 #include "core/login_retry.hpp"
 #include "core/prepared_statements.hpp"
 #include "core/query_result.hpp"
@@ -258,6 +260,14 @@ private:
     void on_resolved(int status, const sockaddr* address) override;
     std::size_t handle_login_data(protocol::ByteSpan data);
     std::size_t handle_linked_data(protocol::ByteSpan data);
+    // A spliced Query's answer (core/listen_splice.hpp): what the client gets in place of the
+    // backend message `type` (a LISTEN's CommandComplete, an error with the client's position;
+    // kept in `answers`), nullptr for the message as it is; sets `swallow` for a stand-in's row.
+    const std::string* spliced_reply(char type, protocol::ByteSpan body,
+                                     std::list<std::string>& answers, bool& swallow);
+    // At a ReadyForQuery: what becomes of the LISTENs pgtether answered in the client's
+    // transaction, a spliced Query's included (decide_spliced_listens, decide_pending_listens).
+    PendingListenAction pending_listens_at_ready(char status);
     std::size_t handle_internal_data(protocol::ByteSpan data);
     std::size_t handle_unexpected_data(protocol::ByteSpan data);
     void finish_login();
