@@ -287,17 +287,21 @@ std::size_t Client::handle_requests(ByteSpan data) {
                     routed = true;
                     break;
                 }
+                std::uint32_t effects = pool_->lock_trigger().scan(*sql);
                 // LISTEN/UNLISTEN beside other statements: the backend runs the text with
                 // stand-ins for them (core/listen_splice.hpp), and that text is what counts.
+                // Only a text the trigger saw LISTEN in is looked at (the scan runs anyway).
                 std::string spliced;
                 std::string_view text = *sql;
-                if (auto splice = take_listen_splice(*sql)) {
+                auto splice = (effects & protocol::kEffectListen) ? take_listen_splice(*sql)
+                                                                  : std::nullopt;
+                if (splice) {
                     protocol::MessageWriter(spliced).begin(fe::kQuery).cstring(splice->sql).end();
                     text = std::string_view(spliced).substr(protocol::kTypedHeaderSize,
                                                             splice->sql.size());
                     server_->link().begin_listen_splice(std::move(*splice));
+                    effects = pool_->lock_trigger().scan(text);
                 }
-                const std::uint32_t effects = pool_->lock_trigger().scan(text);
                 note_effects(text, effects);
                 // A simple Query destroys the backend's unnamed statement (protocol §55.2.3).
                 server_->note_unnamed_statement(nullptr);

@@ -107,13 +107,8 @@ public:
     [[nodiscard]] bool splicing() const { return splice_.has_value(); }
     [[nodiscard]] SplicedReplies& spliced_replies() { return splice_->replies; }
     [[nodiscard]] const protocol::ListenSplice& listen_splice() const { return splice_->text; }
-    // At the Query's ReadyForQuery: what its answer did, and the splice is over.
-    [[nodiscard]] std::optional<SplicedReplies> take_spliced_replies() {
-        if (!splice_) return std::nullopt;
-        SplicedReplies replies = std::move(splice_->replies);
-        splice_.reset();
-        return replies;
-    }
+    // At the Query's ReadyForQuery, once its answer was read (spliced_replies()).
+    void end_listen_splice() { splice_.reset(); }
 
     // ---- what the client was told, for the words it gets if the backend is lost ----
     void note_client_forwarded() { client_forwarded_ = true; }

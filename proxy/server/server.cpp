@@ -493,6 +493,8 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
     auto& tracker = link_.tracker();
     auto& requests = link_.requests();
     auto& locks = link_.lock_accounting();
+    // A Query that mixed LISTEN with other statements is being answered (core/listen_splice.hpp).
+    bool splicing = link_.splicing();
     const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     while (consumed < data.size()) {
         const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
@@ -532,7 +534,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
         // What the client gets in this message's place: a spliced Query's LISTEN answer, or its
         // error with the position in the client's own text.
         const std::string* replacement = nullptr;
-        if (link_.splicing() && type != be::kReadyForQuery) {
+        if (splicing && type != be::kReadyForQuery) [[unlikely]] {
             replacement = spliced_reply(type, body, answers, swallow);
         }
         switch (type) {
@@ -554,7 +556,12 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
                             answers.back().size());
                 }
-                const PendingListenAction pending = pending_listens_at_ready(*status);
+                // (Without LISTENs pgtether answered in the transaction, nothing to decide: the
+                // COMMIT flag is only ever set while some wait.)
+                const PendingListenAction pending =
+                    splicing || client_->has_pending_listens() ? pending_listens_at_ready(*status)
+                                                               : PendingListenAction::Keep;
+                splicing = false;  // the spliced Query's answer ended here
                 if (pending == PendingListenAction::Commit && tracker.quiet()) {
                     // The LISTENs pgtether answered in the block take effect now; the block's
                     // ReadyForQuery waits until the listening connection listens on their
@@ -645,11 +652,13 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 tracker.on_backend(type);
                 break;
         }
-        if (!swallow && replacement) {
-            forward(reinterpret_cast<const std::uint8_t*>(replacement->data()),
-                    replacement->size());
-        } else if (!swallow) {
-            forward(rest.data(), rest.size());
+        if (!swallow) {
+            if (replacement == nullptr) [[likely]] {
+                forward(rest.data(), rest.size());
+            } else {
+                forward(reinterpret_cast<const std::uint8_t*>(replacement->data()),
+                        replacement->size());
+            }
         }
         settle();
     }
@@ -679,12 +688,14 @@ const std::string* Server::spliced_reply(char type, ByteSpan body,
 
 PendingListenAction Server::pending_listens_at_ready(char status) {
     bool commit_seen = link_.take_commit_seen();
-    if (auto spliced = link_.take_spliced_replies()) {
+    if (link_.splicing()) {
         // The LISTENs of a Query that mixed them with other statements: pending in the client's
         // block, or in effect now that their own transaction committed.
-        const SplicedListenOutcome outcome = decide_spliced_listens(status, spliced->failed());
-        if (outcome.take) client_->add_pending_listens(spliced->completed());
+        const SplicedReplies& spliced = link_.spliced_replies();
+        const SplicedListenOutcome outcome = decide_spliced_listens(status, spliced.failed());
+        if (outcome.take) client_->add_pending_listens(spliced.completed());
         commit_seen = commit_seen || outcome.commit;
+        link_.end_listen_splice();
     }
     return client_->has_pending_listens() ? decide_pending_listens(status, commit_seen)
                                           : PendingListenAction::Keep;
