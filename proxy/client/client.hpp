@@ -322,14 +322,24 @@ private:
     // The same inside an open transaction block: the answer goes out at once, the LISTENs and
     // UNLISTENs wait for the block's end (Server::handle_linked_data decides).
     std::optional<std::size_t> answer_listen_in_transaction(protocol::ByteSpan data);
+    // Whether pgtether may answer this client's LISTEN itself with its transaction at
+    // `tx_status` ('I' or 'T'): LISTEN is multiplexed, the backend does not listen for the
+    // client (its channels moved there) and they are not about to move, and inside a block no
+    // SAVEPOINT came first (a ROLLBACK TO could undo the LISTEN unseen).
+    [[nodiscard]] bool answers_listen(char tx_status) const;
+    // Whether `more` LISTEN/UNLISTEN may still wait for the block's end (kMaxPendingListenOps).
+    [[nodiscard]] bool room_for_pending_listens(std::size_t more) const;
     // A Query text that mixes LISTEN/UNLISTEN with other statements, as pgtether would splice
     // it (protocol::splice_listen_statements), unless a statement of the rest may LISTEN or read
     // pg_listening_channels() unseen (a DO block): such a text goes to the backend as sent.
+    // `effects`, when given, gets the trigger scan's effects of the spliced text.
     [[nodiscard]] std::optional<protocol::ListenSplice> listen_splice_of(
-        std::string_view sql) const;
+        std::string_view sql, std::uint32_t* effects = nullptr) const;
     // ... and whether this client's Query, about to go to its backend, is spliced now: nullopt
-    // where its LISTENs must reach the backend, as a lone LISTEN's would.
-    [[nodiscard]] std::optional<protocol::ListenSplice> take_listen_splice(std::string_view sql);
+    // where its LISTENs must reach the backend, as a lone LISTEN's would. Spliced, `effects`
+    // becomes the spliced text's (what the backend runs).
+    [[nodiscard]] std::optional<protocol::ListenSplice> take_listen_splice(
+        std::string_view sql, std::uint32_t& effects);
     // What both share: the request's kind (Incomplete: the input is held); nullopt for Other.
     std::optional<protocol::ListenRequest> recognise_listen(protocol::ByteSpan data,
                                                             char tx_status);

@@ -41,6 +41,22 @@ bool Client::backend_may_listen() const {
     return (tether_kinds_ & (kStateListen | kStateUnknown)) != 0;
 }
 
+bool Client::answers_listen(char tx_status) const {
+    if (!multiplexes_listen() || backend_may_listen() || (listen_ && listen_->replay_on_link)) {
+        return false;
+    }
+    switch (tx_status) {
+        case protocol::kTxIdle: return true;
+        case protocol::kTxInBlock:
+            return (server_->link().effects() & protocol::kEffectSavepoint) == 0;
+        default: return false;  // a failed block: the backend refuses anything but its end
+    }
+}
+
+bool Client::room_for_pending_listens(std::size_t more) const {
+    return (listen_ ? listen_->pending.size() : 0) + more <= kMaxPendingListenOps;
+}
+
 bool Client::between_transactions() const {
     if (awaiting_listen()) return false;
     switch (state_) {
@@ -77,8 +93,8 @@ std::optional<std::size_t> Client::answer_listen_in_transaction(ByteSpan data) {
     auto request = recognise_listen(data, protocol::kTxInBlock);
     if (!request) return std::nullopt;
     if (request->kind == protocol::ListenRequest::Kind::Incomplete) return 0;
+    if (!room_for_pending_listens(request->ops.size())) return std::nullopt;
     ListenState& state = listen_state();
-    if (state.pending.size() + request->ops.size() > kMaxPendingListenOps) return std::nullopt;
     // Nothing reaches the backend: its transaction goes on as if the statement had not been
     // sent, and PostgreSQL's LISTEN would change nothing before the COMMIT either.
     state.pending.insert(state.pending.end(), request->ops.begin(), request->ops.end());
@@ -87,34 +103,30 @@ std::optional<std::size_t> Client::answer_listen_in_transaction(ByteSpan data) {
     return request->consumed;
 }
 
-std::optional<protocol::ListenSplice> Client::listen_splice_of(std::string_view sql) const {
+std::optional<protocol::ListenSplice> Client::listen_splice_of(std::string_view sql,
+                                                               std::uint32_t* effects) const {
     auto splice = protocol::splice_listen_statements(sql);
     if (!splice) return std::nullopt;
-    if (pool_->lock_trigger().scan(splice->sql) &
-        (protocol::kEffectListen | protocol::kEffectOpaque)) {
-        return std::nullopt;
-    }
+    const std::uint32_t spliced = pool_->lock_trigger().scan(splice->sql);
+    if (spliced & (protocol::kEffectListen | protocol::kEffectOpaque)) return std::nullopt;
+    if (effects) *effects = spliced;
     return splice;
 }
 
-std::optional<protocol::ListenSplice> Client::take_listen_splice(std::string_view sql) {
-    // The conditions of a lone LISTEN's answer (handle_requests), and its answer must be the
-    // backend's next: nothing else owed before it.
-    if (!multiplexes_listen() || backend_may_listen() || (listen_ && listen_->replay_on_link)) {
-        return std::nullopt;
-    }
+std::optional<protocol::ListenSplice> Client::take_listen_splice(std::string_view sql,
+                                                                 std::uint32_t& effects) {
+    // The conditions of a lone LISTEN's answer, and its answer must be the backend's next:
+    // nothing else owed before it.
     const auto& tracker = server_->link().tracker();
-    if (!tracker.quiet()) return std::nullopt;
-    const char status = tracker.tx_status();
-    if (status == protocol::kTxFailed) return std::nullopt;  // the backend refuses it anyway
-    const bool in_block = status == protocol::kTxInBlock;
-    if (in_block && (server_->link().effects() & protocol::kEffectSavepoint)) return std::nullopt;
-    auto splice = listen_splice_of(sql);
+    if (!tracker.quiet() || !answers_listen(tracker.tx_status())) return std::nullopt;
+    std::uint32_t spliced_effects = 0;
+    auto splice = listen_splice_of(sql, &spliced_effects);
     if (!splice) return std::nullopt;
-    const std::size_t pending = listen_ ? listen_->pending.size() : 0;
-    if (in_block && pending + splice->replacements.size() > kMaxPendingListenOps) {
+    if (tracker.tx_status() == protocol::kTxInBlock &&
+        !room_for_pending_listens(splice->replacements.size())) {
         return std::nullopt;
     }
+    effects = spliced_effects;
     return splice;
 }
 

@@ -134,17 +134,15 @@ std::size_t Client::handle_requests(ByteSpan data) {
         hold_input(data.size());  // the answer to a LISTEN waits for the listening connection
         return 0;
     }
-    if (state_ == State::Active && !reader_.in_message() && multiplexes_listen() &&
-        server_->client_between_transactions() && !backend_may_listen()) {
+    if (state_ == State::Active && !reader_.in_message() &&
+        server_->client_between_transactions() && answers_listen(protocol::kTxIdle)) {
         // A tethered client between its transactions: its LISTEN needs no backend either --
         // unless the backend listens itself (the client's channels moved there), where its
         // LISTEN and UNLISTEN must go, or the backend would keep channels the client gave up.
         if (const auto answered = answer_listen(data)) return *answered;
     }
-    if (state_ == State::Active && !reader_.in_message() && multiplexes_listen() &&
-        server_->client_in_open_transaction() && !backend_may_listen() &&
-        (server_->link().effects() & protocol::kEffectSavepoint) == 0 &&
-        !(listen_ && listen_->replay_on_link)) {
+    if (state_ == State::Active && !reader_.in_message() &&
+        server_->client_in_open_transaction() && answers_listen(protocol::kTxInBlock)) {
         // Inside an open transaction block: answered now, in effect at the COMMIT, as
         // PostgreSQL's LISTEN would be -- unless a SAVEPOINT came first, whose ROLLBACK TO
         // could undo it unseen by pgtether: then the backend runs it (and the client tethers).
@@ -293,14 +291,14 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 // Only a text the trigger saw LISTEN in is looked at (the scan runs anyway).
                 std::string spliced;
                 std::string_view text = *sql;
-                auto splice = (effects & protocol::kEffectListen) ? take_listen_splice(*sql)
-                                                                  : std::nullopt;
+                auto splice = (effects & protocol::kEffectListen)
+                                  ? take_listen_splice(*sql, effects)
+                                  : std::nullopt;
                 if (splice) {
                     protocol::MessageWriter(spliced).begin(fe::kQuery).cstring(splice->sql).end();
                     text = std::string_view(spliced).substr(protocol::kTypedHeaderSize,
                                                             splice->sql.size());
                     server_->link().begin_listen_splice(std::move(*splice));
-                    effects = pool_->lock_trigger().scan(text);
                 }
                 note_effects(text, effects);
                 // A simple Query destroys the backend's unnamed statement (protocol §55.2.3).

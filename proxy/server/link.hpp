@@ -101,8 +101,8 @@ public:
     // ---- a Query mixing LISTEN/UNLISTEN with other statements (core/listen_splice.hpp) ----
     // The client sent `splice.sql` in its text's place; its answer comes next.
     void begin_listen_splice(protocol::ListenSplice splice) {
-        auto statements = splice.statements;
-        splice_.emplace(ActiveSplice{std::move(splice), SplicedReplies(std::move(statements))});
+        SplicedReplies replies(std::move(splice.statements));  // moved, not copied
+        splice_.emplace(ActiveSplice{std::move(splice), std::move(replies)});
     }
     [[nodiscard]] bool splicing() const { return splice_.has_value(); }
     [[nodiscard]] SplicedReplies& spliced_replies() { return splice_->replies; }
@@ -135,7 +135,7 @@ private:
     std::uint64_t xact_started_us_ = 0;     // 0: no transaction open
     bool commit_seen_ = false;       // see take_commit_seen()
     struct ActiveSplice {
-        protocol::ListenSplice text;
+        protocol::ListenSplice text;  // its replacements (client_position); statements: replies'
         SplicedReplies replies;
     };
     std::optional<ActiveSplice> splice_;  // see begin_listen_splice()
