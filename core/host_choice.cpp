@@ -123,24 +123,24 @@ void note_host_login(HostStatus& host, const ServerRole& role, std::uint64_t now
 }
 
 void apply_host_news(HostStatus& host, const HostNews& news, std::uint64_t now_ms) {
-    host.last_check_ms = now_ms;
+    // The pool's own notes, with two differences: a back-off learnt from elsewhere never
+    // shortens one this pool has, and a login elsewhere in the role this pool found wrong does
+    // not lift this pool's wrong-role back-off (it depends on its own target_session_attrs).
     switch (news.kind) {
-        case HostNews::Kind::Unreachable:
-            ++host.failures;
-            host.wrong_role = false;
-            host.backoff_until_ms = std::max(host.backoff_until_ms, now_ms + news.backoff_ms);
+        case HostNews::Kind::Unreachable: {
+            const std::uint64_t until = host.backoff_until_ms;
+            note_host_failure(host, false, now_ms, news.backoff_ms);
+            host.backoff_until_ms = std::max(until, host.backoff_until_ms);
             return;
+        }
         case HostNews::Kind::LoggedIn: {
             const HostStatus::Known known = news.role.in_hot_standby ? HostStatus::Known::Standby
                                                                      : HostStatus::Known::Primary;
-            const bool changed = known != host.known || news.role.read_only != host.read_only;
-            host.known = known;
-            host.read_only = news.role.read_only;
-            if (!host.wrong_role || changed) {
-                host.failures = 0;
-                host.wrong_role = false;
-                host.backoff_until_ms = 0;
+            if (host.wrong_role && known == host.known && news.role.read_only == host.read_only) {
+                host.last_check_ms = now_ms;
+                return;
             }
+            note_host_login(host, news.role, now_ms);
             return;
         }
     }
