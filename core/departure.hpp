@@ -131,7 +131,7 @@ struct ReleaseFacts {
     bool paused = false;            // PAUSE: servers close as they come back
     bool cancels_in_flight = false; // a cancel for its last client is still on its way
     // Session mode or server_reset_query_always, with a server_reset_query; and whether that
-    // reset ran since the last client left.
+    // reset ran since the last client left (never due after the login).
     bool reset_due = false;
     bool reset_done = false;
 };
@@ -168,7 +168,12 @@ struct ReleasePlan {
     // The backend must not serve someone else before the cancel meant for its last client has
     // arrived.
     if (facts.cancels_in_flight) return {Action::WaitForCancels, Why::None};
-    if (facts.reset_due && !facts.reset_done) return {Action::Reset, Why::None};
+    // Not after the login: no client has used it yet, and a connect_query's settings are meant
+    // to stay. (A reset there kept the first server busy while the first client came, which
+    // then got a second server PgBouncer would not have opened.)
+    if (facts.reset_due && !facts.reset_done && !facts.after_login) {
+        return {Action::Reset, Why::None};
+    }
     return {Action::Return, Why::None};
 }
 

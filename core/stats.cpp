@@ -24,7 +24,10 @@ PoolStats& PoolStats::operator+=(const PoolStats& other) {
     xact_time_us += other.xact_time_us;
     query_time_us += other.query_time_us;
     wait_time_us += other.wait_time_us;
-    wait_count += other.wait_count;
+    server_assignment_count += other.server_assignment_count;
+    client_parse_count += other.client_parse_count;
+    server_parse_count += other.server_parse_count;
+    bind_count += other.bind_count;
     tether_events += other.tether_events;
     untether_events += other.untether_events;
     probes += other.probes;
@@ -55,6 +58,11 @@ StatsAverages compute_averages(const PoolStats& newer, const PoolStats& older,
     if (xacts > 0) avg.xact_time_us = delta(newer.xact_time_us, older.xact_time_us) / xacts;
     if (queries > 0) avg.query_time_us = delta(newer.query_time_us, older.query_time_us) / queries;
     avg.wait_time_us = per_second(delta(newer.wait_time_us, older.wait_time_us));
+    avg.server_assignment_count =
+        per_second(delta(newer.server_assignment_count, older.server_assignment_count));
+    avg.client_parse_count = per_second(delta(newer.client_parse_count, older.client_parse_count));
+    avg.server_parse_count = per_second(delta(newer.server_parse_count, older.server_parse_count));
+    avg.bind_count = per_second(delta(newer.bind_count, older.bind_count));
     return avg;
 }
 

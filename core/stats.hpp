@@ -53,7 +53,14 @@ struct PoolStats {
     std::uint64_t xact_time_us = 0;    // first request of a transaction to its end
     std::uint64_t query_time_us = 0;   // request sent to a quiet backend until it is quiet again
     std::uint64_t wait_time_us = 0;    // time clients spent waiting for a server
-    std::uint64_t wait_count = 0;      // servers handed to clients (waits that ended)
+    // Servers handed to clients (waits that ended): PgBouncer 1.23's server_assignment_count.
+    std::uint64_t server_assignment_count = 0;
+    // Prepared-statement translation (PgBouncer 1.21's counters; 0 without translation): named
+    // Parse messages of clients, Parse messages pgtether sent to backends for them (a client's
+    // own, or a statement prepared on a backend that lacked it), Binds of such statements.
+    std::uint64_t client_parse_count = 0;
+    std::uint64_t server_parse_count = 0;
+    std::uint64_t bind_count = 0;
     // The tether (docs/advisory-locks.md).
     std::uint64_t tether_events = 0;    // a client became tethered
     std::uint64_t untether_events = 0;  // a tethered client released its last lock
@@ -100,9 +107,10 @@ struct WorkerStats {
     std::uint64_t admin_queries = 0;  // commands run on the admin console
 };
 
-// SHOW STATS' avg_ columns, PgBouncer 1.18's definitions (src/stats.c): rates per second over a
+// SHOW STATS' avg_ columns, PgBouncer's definitions (src/stats.c): rates per second over a
 // stats_period, mean transaction and query durations, and wait time per second.
 struct StatsAverages {
+    std::uint64_t server_assignment_count = 0;  // per second
     std::uint64_t xact_count = 0;      // transactions per second
     std::uint64_t query_count = 0;     // queries per second
     std::uint64_t bytes_received = 0;  // bytes per second from clients
@@ -110,6 +118,9 @@ struct StatsAverages {
     std::uint64_t xact_time_us = 0;    // mean transaction duration
     std::uint64_t query_time_us = 0;   // mean query duration
     std::uint64_t wait_time_us = 0;    // microseconds of client waiting per second
+    std::uint64_t client_parse_count = 0;  // per second, and the next two
+    std::uint64_t server_parse_count = 0;
+    std::uint64_t bind_count = 0;
 };
 
 // Averages between two snapshots taken `period_us` apart (`older` before `newer`).

@@ -386,9 +386,10 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
     } else if (verb == "kill_client") {
         std::uint64_t id = 0;
         auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), id);
+        // PgBouncer's words and SQLSTATE (08P01, as for all its console errors), which its
+        // suite checks.
         if (arg.empty() || ec != std::errc() || end != arg.data() + arg.size()) {
-            send_error(sqlstate::kInvalidParameterValue,
-                       "invalid client id \"" + arg + "\" (SHOW CLIENTS lists them in column id)");
+            send_error(sqlstate::kProtocolViolation, "invalid client pointer supplied");
             return;
         }
         // Ids are unique in the process; the client may be any worker's (only its own loop may
@@ -402,7 +403,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         auto owner = std::find_if(found.begin(), found.end(),
                                   [](const std::string& d) { return !d.empty(); });
         if (owner == found.end()) {
-            send_error(sqlstate::kUndefinedObject, "client not found");
+            send_error(sqlstate::kProtocolViolation, "client not found");
             return;
         }
         spdlog::info("{}: KILL_CLIENT {} command issued ({})", client_.describe(), id, *owner);

@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "core/client_limits.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/statement_redaction.hpp"
 #include "proxy/client/client.hpp"
@@ -188,19 +189,31 @@ std::pair<std::string, std::string> lock_lists(const std::vector<AdvisoryLockKey
     return {bigint, pairs};
 }
 
+// The load_balance_hosts column of SHOW POOLS and SHOW DATABASES: only for a host list, as
+// PgBouncer shows it.
+Value load_balance_hosts_of(const DatabaseConfig& db) {
+    return db.host.find(',') != std::string::npos ? text(db.load_balance_hosts) : kNull;
+}
+
 std::vector<protocol::ColumnDescription> socket_columns() {
-    // PgBouncer 1.18's SHOW CLIENTS / SHOW SERVERS header.
-    return {{"type", kText},         {"user", kText},       {"database", kText},
-            {"state", kText},        {"addr", kText},       {"port", kInt4},
-            {"local_addr", kText},   {"local_port", kInt4}, {"connect_time", kText},
-            {"request_time", kText}, {"wait", kInt4},       {"wait_us", kInt4},
-            {"close_needed", kInt4}, {"ptr", kText},        {"link", kText},
-            {"remote_pid", kInt4},   {"tls", kText},        {"application_name", kText}};
+    // PgBouncer 1.24's SHOW CLIENTS / SHOW SERVERS / SHOW SOCKETS header (socket_header).
+    return {{"type", kText},         {"user", kText},
+            {"database", kText},     {"replication", kText},
+            {"state", kText},        {"addr", kText},
+            {"port", kInt4},         {"local_addr", kText},
+            {"local_port", kInt4},   {"connect_time", kText},
+            {"request_time", kText}, {"wait", kInt4},
+            {"wait_us", kInt4},      {"close_needed", kInt4},
+            {"ptr", kText},          {"link", kText},
+            {"remote_pid", kInt4},   {"tls", kText},
+            {"application_name", kText}, {"prepared_statements", kInt4},
+            {"id", kInt8}};
 }
 
 // ---------------------------------------------------------------------------------------------
 
-// PgBouncer's 18 socket columns of a client in `state` ("active", "cl_login", ...).
+// PgBouncer's 21 socket columns of a client in `state` ("active", "cl_login", ...). Replication
+// connections are refused, so `replication` is always "none".
 Row client_socket_row(const Clock& clock, Client& client, const char* state, int listen_port) {
     auto [remote, local] = endpoints(client.stream(), listen_port);
     std::uint64_t wait_us = 0;
@@ -215,6 +228,7 @@ Row client_socket_row(const Clock& clock, Client& client, const char* state, int
             text(client.is_admin()          ? kAdminDatabaseName
                  : client.database().empty() ? "(nodb)"
                                              : client.database()),
+            text("none"),
             text(state),
             text(remote.addr),
             number(remote.port),
@@ -229,7 +243,9 @@ Row client_socket_row(const Clock& clock, Client& client, const char* state, int
             text(client.server() ? pointer_text(client.server()) : ""),
             number(unix_peer_pid(client.stream())),
             text(tls_info(client.stream())),
-            text(std::string(app.value_or("")))};
+            text(std::string(app.value_or(""))),
+            unsigned_number(client.statements().size()),
+            unsigned_number(client.id())};
 }
 
 // The same for a server.
@@ -255,6 +271,7 @@ Row server_socket_row(const Clock& clock, Server& server, const char* state) {
     return {text("S"),
             text(server.pool().user_name()),
             text(server.pool().database_name()),
+            text("none"),
             text(state),
             text(remote.addr),
             number(remote.port),
@@ -269,13 +286,14 @@ Row server_socket_row(const Clock& clock, Server& server, const char* state) {
             text(client ? pointer_text(client) : ""),
             number(server.backend_pid()),
             text(tls_info(server.stream())),
-            text(std::string(app.value_or("")))};
+            text(std::string(app.value_or(""))),
+            unsigned_number(server.statements().size()),
+            unsigned_number(server.id())};
 }
 
 void show_clients(Worker& worker, ShowTable& out) {
     auto columns = socket_columns();
-    // pgtether: the id KILL_CLIENT takes, and the tether.
-    columns.push_back({"id", kInt8});
+    // pgtether: the tether. (`id` is the one KILL_CLIENT takes.)
     columns.push_back({"tethered", kInt4});
     columns.push_back({"tethered_since", kText});
     columns.push_back({"held_locks", kText});
@@ -288,7 +306,7 @@ void show_clients(Worker& worker, ShowTable& out) {
         if (!state) return;
         Row row = client_socket_row(clock, client, state, listen_port);
         row.insert(row.end(),
-                   {unsigned_number(client.id()), number(client.tethered() ? 1 : 0),
+                   {number(client.tethered() ? 1 : 0),
                     client.tethered() ? text(clock.format(client.tethered_since_ms())) : kNull,
                     client.tethered() ? text(client.lock_ledger().describe()) : kNull,
                     client.tethered() ? text(client.describe_tether()) : kNull});
@@ -298,9 +316,8 @@ void show_clients(Worker& worker, ShowTable& out) {
 
 void show_servers(Worker& worker, ShowTable& out) {
     auto columns = socket_columns();
-    // pgtether: the server's id, whether its client is tethered, which client, and which of
-    // pgtether's own queries runs on it.
-    columns.push_back({"id", kInt8});
+    // pgtether: whether its client is tethered, which client, and which of pgtether's own
+    // queries runs on it.
     columns.push_back({"tethered", kInt4});
     columns.push_back({"client_id", kInt8});
     columns.push_back({"internal_query", kText});
@@ -312,8 +329,7 @@ void show_servers(Worker& worker, ShowTable& out) {
         Client* client = server.client();
         auto purpose = server.internal_purpose();
         Row row = server_socket_row(clock, server, state);
-        row.insert(row.end(), {unsigned_number(server.id()),
-                               number(client && client->tethered() ? 1 : 0),
+        row.insert(row.end(), {number(client && client->tethered() ? 1 : 0),
                                client ? unsigned_number(client->id()) : kNull,
                                purpose ? text(to_string(*purpose)) : kNull});
         rs.row(row);
@@ -321,7 +337,7 @@ void show_servers(Worker& worker, ShowTable& out) {
 }
 
 // SHOW SOCKETS and SHOW ACTIVE_SOCKETS: every client and server socket (or, for ACTIVE_SOCKETS,
-// those with bytes buffered either way) with PgBouncer 1.18's columns. State names get PgBouncer's
+// those with bytes buffered either way) with PgBouncer 1.24's columns. State names get PgBouncer's
 // cl_/sv_ prefixes; clients still logging in show as cl_login. Of PgBouncer's buffer columns,
 // pkt_avail (input received, not yet forwarded) and send_avail (output queued) are measured;
 // the others describe PgBouncer's iobuf and are 0.
@@ -446,6 +462,7 @@ void show_pools(Worker& worker, ShowTable& out) {
                        {"maxwait", kInt4},
                        {"maxwait_us", kInt4},
                        {"pool_mode", kText},
+                       {"load_balance_hosts", kText},
                        // pgtether
                        {"cl_tethered", kInt4},
                        {"sv_tethered", kInt4},
@@ -462,7 +479,7 @@ void show_pools(Worker& worker, ShowTable& out) {
         rs.row({text(kAdminDatabaseName), text(kAdminDatabaseName), number(admin_clients),
                 number(0), number(0), number(0), number(0), number(0), number(0), number(0),
                 number(0), number(0), number(0), number(0), number(0), text(kAdminPoolMode),
-                number(0), number(0), number(0)});
+                kNull, number(0), number(0), number(0)});
     };
     for (const auto& [key, pool] : worker.pools()) {
         if (!admin_done && key.first > kAdminDatabaseName) admin_row();
@@ -473,7 +490,7 @@ void show_pools(Worker& worker, ShowTable& out) {
                 number(c.sv_used), number(c.sv_tested), number(c.sv_login),
                 unsigned_number(c.maxwait_us / 1'000'000),
                 unsigned_number(c.maxwait_us % 1'000'000), text(pool_mode_text(pool->mode())),
-                number(c.cl_tethered), number(c.sv_tethered),
+                load_balance_hosts_of(pool->database()), number(c.cl_tethered), number(c.sv_tethered),
                 unsigned_number(pool->stats().tether_reserve_exhausted)});
     }
     if (!admin_done) admin_row();
@@ -498,13 +515,16 @@ std::map<std::string, DatabaseStats> stats_by_database(Worker& worker) {
     return out;
 }
 
+// SHOW STATS and its relatives: PgBouncer 1.24's columns in its order, pgtether's own after them.
 void show_stats(Worker& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
     for (const char* name :
-         {"total_xact_count", "total_query_count", "total_received", "total_sent",
-          "total_xact_time", "total_query_time", "total_wait_time", "avg_xact_count",
-          "avg_query_count", "avg_recv", "avg_sent", "avg_xact_time", "avg_query_time",
-          "avg_wait_time",
+         {"total_server_assignment_count", "total_xact_count", "total_query_count",
+          "total_received", "total_sent", "total_xact_time", "total_query_time",
+          "total_wait_time", "total_client_parse_count", "total_server_parse_count",
+          "total_bind_count", "avg_server_assignment_count", "avg_xact_count", "avg_query_count",
+          "avg_recv", "avg_sent", "avg_xact_time", "avg_query_time", "avg_wait_time",
+          "avg_client_parse_count", "avg_server_parse_count", "avg_bind_count",
           // pgtether: the tether's counters
           "total_tether_count", "total_untether_count", "total_probe_count", "total_scrub_count",
           "total_scrub_failure_count", "total_leak_count", "total_ledger_count"}) {
@@ -515,6 +535,7 @@ void show_stats(Worker& worker, ShowTable& out) {
         const auto& t = s.totals;
         const auto& a = s.averages;
         rs.row({text(name),
+                unsigned_number(t.server_assignment_count),
                 unsigned_number(t.xact_count),
                 unsigned_number(t.query_count),
                 unsigned_number(t.bytes_received),
@@ -522,6 +543,10 @@ void show_stats(Worker& worker, ShowTable& out) {
                 unsigned_number(t.xact_time_us),
                 unsigned_number(t.query_time_us),
                 unsigned_number(t.wait_time_us),
+                unsigned_number(t.client_parse_count),
+                unsigned_number(t.server_parse_count),
+                unsigned_number(t.bind_count),
+                unsigned_number(a.server_assignment_count),
                 unsigned_number(a.xact_count),
                 unsigned_number(a.query_count),
                 unsigned_number(a.bytes_received),
@@ -529,6 +554,9 @@ void show_stats(Worker& worker, ShowTable& out) {
                 unsigned_number(a.xact_time_us),
                 unsigned_number(a.query_time_us),
                 unsigned_number(a.wait_time_us),
+                unsigned_number(a.client_parse_count),
+                unsigned_number(a.server_parse_count),
+                unsigned_number(a.bind_count),
                 unsigned_number(t.tether_events),
                 unsigned_number(t.untether_events),
                 unsigned_number(t.probes),
@@ -541,39 +569,49 @@ void show_stats(Worker& worker, ShowTable& out) {
 
 void show_stats_totals(Worker& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
-    for (const char* name : {"xact_count", "query_count", "bytes_received", "bytes_sent",
-                             "xact_time", "query_time", "wait_time",
-                             // pgtether
-                             "tether_count", "untether_count", "probe_count", "scrub_count",
-                             "scrub_failure_count", "leak_count", "ledger_count"}) {
+    for (const char* name :
+         {"server_assignment_count", "xact_count", "query_count", "bytes_received", "bytes_sent",
+          "xact_time", "query_time", "wait_time", "client_parse_count", "server_parse_count",
+          "bind_count",
+          // pgtether
+          "tether_count", "untether_count", "probe_count", "scrub_count", "scrub_failure_count",
+          "leak_count", "ledger_count"}) {
         columns.push_back({name, kNumeric});
     }
     ResultSet rs(out, columns);
     for (const auto& [name, s] : stats_by_database(worker)) {
         const auto& t = s.totals;
-        rs.row({text(name), unsigned_number(t.xact_count), unsigned_number(t.query_count),
+        rs.row({text(name), unsigned_number(t.server_assignment_count),
+                unsigned_number(t.xact_count), unsigned_number(t.query_count),
                 unsigned_number(t.bytes_received), unsigned_number(t.bytes_sent),
                 unsigned_number(t.xact_time_us), unsigned_number(t.query_time_us),
-                unsigned_number(t.wait_time_us), unsigned_number(t.tether_events),
-                unsigned_number(t.untether_events), unsigned_number(t.probes),
-                unsigned_number(t.scrubs), unsigned_number(t.scrub_failures),
-                unsigned_number(t.leaks_found), unsigned_number(t.ledger_decisions)});
+                unsigned_number(t.wait_time_us), unsigned_number(t.client_parse_count),
+                unsigned_number(t.server_parse_count), unsigned_number(t.bind_count),
+                unsigned_number(t.tether_events), unsigned_number(t.untether_events),
+                unsigned_number(t.probes), unsigned_number(t.scrubs),
+                unsigned_number(t.scrub_failures), unsigned_number(t.leaks_found),
+                unsigned_number(t.ledger_decisions)});
     }
 }
 
 void show_stats_averages(Worker& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
-    for (const char* name : {"xact_count", "query_count", "bytes_received", "bytes_sent",
-                             "xact_time", "query_time", "wait_time"}) {
+    // The last three names are PgBouncer's (avg_ prefixed, unlike the others).
+    for (const char* name : {"server_assignment_count", "xact_count", "query_count",
+                             "bytes_received", "bytes_sent", "xact_time", "query_time",
+                             "wait_time", "avg_client_parse_count", "avg_server_parse_count",
+                             "avg_bind_count"}) {
         columns.push_back({name, kNumeric});
     }
     ResultSet rs(out, columns);
     for (const auto& [name, s] : stats_by_database(worker)) {
         const auto& a = s.averages;
-        rs.row({text(name), unsigned_number(a.xact_count), unsigned_number(a.query_count),
+        rs.row({text(name), unsigned_number(a.server_assignment_count),
+                unsigned_number(a.xact_count), unsigned_number(a.query_count),
                 unsigned_number(a.bytes_received), unsigned_number(a.bytes_sent),
                 unsigned_number(a.xact_time_us), unsigned_number(a.query_time_us),
-                unsigned_number(a.wait_time_us)});
+                unsigned_number(a.wait_time_us), unsigned_number(a.client_parse_count),
+                unsigned_number(a.server_parse_count), unsigned_number(a.bind_count)});
     }
 }
 
@@ -586,6 +624,7 @@ void show_totals(Worker& worker, ShowTable& out) {
     t.query_count += worker.stats().admin_queries;
     auto a = worker.stats_history().averages([](const Pool&) { return true; });
     const std::pair<const char*, std::uint64_t> rows[] = {
+        {"total_server_assignment_count", t.server_assignment_count},
         {"total_xact_count", t.xact_count},
         {"total_query_count", t.query_count},
         {"total_client_bytes", t.bytes_received},
@@ -593,6 +632,10 @@ void show_totals(Worker& worker, ShowTable& out) {
         {"total_xact_time", t.xact_time_us},
         {"total_query_time", t.query_time_us},
         {"total_wait_time", t.wait_time_us},
+        {"total_ps_client_parse_count", t.client_parse_count},
+        {"total_ps_server_parse_count", t.server_parse_count},
+        {"total_ps_bind_count", t.bind_count},
+        {"avg_server_assignment_count", a.server_assignment_count},
         {"avg_xact_count", a.xact_count},
         {"avg_query_count", a.query_count},
         {"avg_client_bytes", a.bytes_received},
@@ -600,6 +643,9 @@ void show_totals(Worker& worker, ShowTable& out) {
         {"avg_xact_time", a.xact_time_us},
         {"avg_query_time", a.query_time_us},
         {"avg_wait_time", a.wait_time_us},
+        {"avg_ps_client_parse_count", a.client_parse_count},
+        {"avg_ps_server_parse_count", a.server_parse_count},
+        {"avg_ps_bind_count", a.bind_count},
         // pgtether's: accept() failures for want of file descriptors (the listener paused).
         {"total_accept_fd_exhausted", worker.stats().accept_fd_exhausted},
     };
@@ -615,10 +661,14 @@ void show_databases(Worker& worker, ShowTable& out) {
                        {"force_user", kText},
                        {"pool_size", kInt4},
                        {"min_pool_size", kInt4},
-                       {"reserve_pool", kInt4},
+                       {"reserve_pool_size", kInt4},
+                       {"server_lifetime", kInt4},
                        {"pool_mode", kText},
+                       {"load_balance_hosts", kText},
                        {"max_connections", kInt4},
                        {"current_connections", kInt4},
+                       {"max_client_connections", kInt4},
+                       {"current_client_connections", kInt4},
                        {"paused", kInt4},
                        {"disabled", kInt4}});
     const auto& config = worker.config();
@@ -636,24 +686,34 @@ void show_databases(Worker& worker, ShowTable& out) {
         }
     }
     const auto& control = worker.pool_control();
+    auto& client_counts = worker.group().client_counts();
+    auto seconds = [](Duration d) { return static_cast<long long>(d.count() / 1000000); };
     bool admin_done = false;
+    // The console's row, PgBouncer 1.24's: its pool, the global limits, its clients.
     auto admin_row = [&]() {
         admin_done = true;
         rs.row({text(kAdminDatabaseName), kNull, number(config.listen_port),
                 text(kAdminDatabaseName), text(kAdminDatabaseName), number(kAdminPoolSize),
-                number(0), number(0), text(kAdminPoolMode), number(0), number(0), number(0),
+                number(0), number(0), number(seconds(config.server_lifetime)),
+                text(kAdminPoolMode), kNull, number(config.max_db_connections), number(0),
+                number(config.max_db_client_connections),
+                number(client_counts.database_clients(kAdminDatabaseName)), number(0),
                 number(0)});
     };
     for (const auto& [name, db] : databases) {
         if (!admin_done && name > kAdminDatabaseName) admin_row();
+        const int max_clients = resolve_client_limits(config, &db, nullptr).database;
         rs.row({text(name), db.host.empty() ? kNull : text(db.host), number(db.port),
                 text(db.dbname.empty() ? name : db.dbname), db.user.empty() ? kNull : text(db.user),
                 number(db.pool_size.value_or(config.default_pool_size)),
                 number(db.min_pool_size.value_or(config.min_pool_size)),
                 number(db.reserve_pool_size.value_or(config.reserve_pool_size)),
+                number(seconds(server_lifetime_for(config, db))),
                 db.pool_mode ? text(pool_mode_text(*db.pool_mode)) : kNull,
+                load_balance_hosts_of(db),
                 number(db.max_db_connections.value_or(config.max_db_connections)),
-                number(worker.database_server_count(name)),
+                number(worker.database_server_count(name)), number(max_clients),
+                number(client_counts.database_clients(name)),
                 number(control.database_paused(name) ? 1 : 0),
                 number(control.disabled(name) ? 1 : 0)});
     }
@@ -661,7 +721,17 @@ void show_databases(Worker& worker, ShowTable& out) {
 }
 
 void show_users(Worker& worker, ShowTable& out) {
-    ResultSet rs(out, {{"name", kText}, {"pool_mode", kText}});
+    // PgBouncer 1.24's columns.
+    ResultSet rs(out, {{"name", kText},
+                       {"pool_size", kText},
+                       {"reserve_pool_size", kText},
+                       {"pool_mode", kText},
+                       {"max_user_connections", kInt4},
+                       {"current_connections", kInt4},
+                       {"max_user_client_connections", kInt4},
+                       {"current_client_connections", kInt4}});
+    auto& client_counts = worker.group().client_counts();
+    const auto& budget = worker.group().budget();
     const auto& config = worker.config();
     std::set<std::string> names = {kAdminDatabaseName};
     for (const auto& [name, secret] : worker.auth_file())
@@ -672,8 +742,18 @@ void show_users(Worker& worker, ShowTable& out) {
         names.insert(key.second);
     for (const auto& name : names) {
         const UserConfig* user = config.find_user(name);
-        rs.row(
-            {text(name), user && user->pool_mode ? text(pool_mode_text(*user->pool_mode)) : kNull});
+        // pool_size and reserve_pool_size as PgBouncer shows them: the [users] entry's, as
+        // text, NULL when it sets none.
+        auto own = [&](const std::optional<int> UserConfig::*field) {
+            return user && user->*field ? text(std::to_string(*(user->*field))) : kNull;
+        };
+        rs.row({text(name), own(&UserConfig::pool_size), own(&UserConfig::reserve_pool_size),
+                user && user->pool_mode ? text(pool_mode_text(*user->pool_mode)) : kNull,
+                number(user && user->max_user_connections ? *user->max_user_connections
+                                                          : config.max_user_connections),
+                number(budget.user_servers(name)),
+                number(resolve_client_limits(config, nullptr, user).user),
+                number(client_counts.user_clients(name))});
     }
 }
 

@@ -375,10 +375,12 @@ void Client::on_authenticated() {
     // unauthenticated client cannot probe which databases exist.
     auto found = worker_.resolve_database(database_);
     if (!found) {
-        // The client hears PostgreSQL's words, the log has PgBouncer's.
-        protocol::ErrorFields error{"FATAL", protocol::sqlstate::kInvalidCatalogName,
-                                    "database \"" + database_ + "\" does not exist", {}, {}};
-        close("no such database: " + database_, &error);
+        // PgBouncer's words, which its tools match (PgBouncer 1.24's suite checks the client's
+        // message too), with PostgreSQL's SQLSTATE for an unknown database.
+        const std::string reason = "no such database: " + database_;
+        protocol::ErrorFields error{"FATAL", protocol::sqlstate::kInvalidCatalogName, reason, {},
+                                    {}};
+        close(reason, &error);
         return;
     }
     const DatabaseConfig& resolved = *found;
@@ -440,7 +442,8 @@ void Client::on_welcome_ready() {
 void Client::on_login_failed(const protocol::ErrorFields& error) {
     protocol::ErrorFields fields = error;
     fields.severity = "FATAL";
-    close("login failed: " + error.message, &fields);
+    // As PgBouncer logs it: "closing because: <the server's message>".
+    close(error.message, &fields);
 }
 
 void Client::finish_login() {
@@ -515,7 +518,7 @@ void Client::on_cancel_request(const std::string& from) {
 void Client::on_server_assigned(Server& server) {
     server_ = &server;
     pool_->stats().record_wait_time((worker_.now_ms() - state_since_ms_) * 1000);
-    pool_->stats().wait_count++;
+    pool_->stats().server_assignment_count++;
     set_state(State::Active);
     last_activity_ms_ = worker_.now_ms();
     server.link_client(*this);

@@ -25,4 +25,16 @@ void ClientCounts::remove(const std::string& database, const std::string& user) 
     decrement(users_, user);
 }
 
+int ClientCounts::database_clients(const std::string& database) {
+    std::lock_guard lock(mutex_);
+    auto it = databases_.find(database);
+    return it == databases_.end() ? 0 : it->second;
+}
+
+int ClientCounts::user_clients(const std::string& user) {
+    std::lock_guard lock(mutex_);
+    auto it = users_.find(user);
+    return it == users_.end() ? 0 : it->second;
+}
+
 }  // namespace pgtether

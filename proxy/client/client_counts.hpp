@@ -19,6 +19,10 @@ public:
     [[nodiscard]] std::pair<int, int> add(const std::string& database, const std::string& user);
     // A client counted with add() is gone.
     void remove(const std::string& database, const std::string& user);
+    // The clients of `database` now (SHOW DATABASES' current_client_connections).
+    [[nodiscard]] int database_clients(const std::string& database);
+    // The clients logged in (or logging in) as `user` now (SHOW USERS).
+    [[nodiscard]] int user_clients(const std::string& user);
 
 private:
     std::mutex mutex_;

@@ -159,18 +159,18 @@ std::string Client::tls_description() const {
 
 bool Client::admit_within_client_limits() {
     const auto& config = worker_.config();
-    // PgBouncer lets admin_users into its console whatever the limits say, so an operator can
-    // still look at a full pooler.
-    if (AdminSession::is_console_database(database_) &&
-        std::find(config.admin_users.begin(), config.admin_users.end(), user_) !=
-            config.admin_users.end()) {
-        return true;
-    }
     // Counted before authentication, as PgBouncer counts at set_pool: clients still logging in
     // hold their place too.
     auto [database_clients, user_clients] =
         worker_.group().client_counts().add(database_, user_);
     counted_for_limits_ = true;
+    // PgBouncer lets admin_users into its console whatever the limits say, so an operator can
+    // still look at a full pooler (they are counted all the same).
+    if (AdminSession::is_console_database(database_) &&
+        std::find(config.admin_users.begin(), config.admin_users.end(), user_) !=
+            config.admin_users.end()) {
+        return true;
+    }
     auto limits = resolve_client_limits(config, config.find_database(database_),
                                         config.find_user(user_));
     if (auto refusal = client_limit_refusal(limits, database_clients, user_clients)) {
@@ -426,9 +426,17 @@ void Client::on_key_derived(const protocol::ScramSecret& derived) {
 }
 
 void Client::fail_authentication(const std::string& sqlstate, const std::string& message) {
-    std::string reason = auth_query_found_no_user_ ? "no such user" : auth_->failure_reason();
-    protocol::ErrorFields error{"FATAL", sqlstate, message, {}, {}};
-    close(reason, &error);
+    const std::string words = auth_->failure_reason();
+    // A wrong password or an unknown user: the client is told in PgBouncer's words where they
+    // differ from PostgreSQL's ("trust" authentication failed, SASL authentication failed),
+    // which tools and runbooks match; PostgreSQL's "password authentication failed for user
+    // ..." contains PgBouncer's text for the other methods and stays. A user auth_query did not
+    // find gets the same words as a wrong password (PgBouncer says "no such user" there, which
+    // tells an attacker which users exist); only the log says so.
+    const bool pgbouncer_words = sqlstate == protocol::sqlstate::kInvalidPassword &&
+                                 words != "password authentication failed";
+    protocol::ErrorFields error{"FATAL", sqlstate, pgbouncer_words ? words : message, {}, {}};
+    close(auth_query_found_no_user_ ? "no such user" : words, &error);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -113,6 +113,10 @@ void Client::janitor(std::uint64_t now) {
             };
             if (!tracker.quiet()) {
                 if (expired(query_started_ms_, timeouts.query_timeout)) {
+                    // PgBouncer closes the server with "query timeout"; pgtether cancels the
+                    // query and scrubs the backend, and says so in the same words.
+                    spdlog::warn("{}: query timeout: cancelling the query of {}",
+                                 server_->describe(), describe());
                     fail(protocol::sqlstate::kQueryCanceled, "query_timeout");
                 } else if (transaction_expired()) {
                     fail(protocol::sqlstate::kTransactionTimeout, "transaction timeout");

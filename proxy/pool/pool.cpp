@@ -433,7 +433,7 @@ void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& e
         protocol::ErrorFields fatal = error;
         fatal.severity = "FATAL";
         while (Client* client = waiting_.pop_front()) {
-            client->close("server login failed: " + error.message, &fatal);
+            client->close(error.message, &fatal);  // PgBouncer's log line: the message alone
         }
     }
 }

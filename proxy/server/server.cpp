@@ -204,13 +204,17 @@ void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind k
     if (state_ == State::Closing) return;
     {
         LogSqlstate sqlstate(error.sqlstate);
-        spdlog::warn("S-{} {}/{}: server login failed: {}", id_, pool_.database_name(),
-                     pool_.user_name(), error.message);
+        // PgBouncer's line: "server login failed: FATAL <message>".
+        spdlog::warn("S-{} {}/{}: server login failed: {} {}", id_, pool_.database_name(),
+                     pool_.user_name(), error.severity.empty() ? "FATAL" : error.severity,
+                     error.message);
     }
     worker_.stats().login_failures++;
     login_failed_reported_ = true;
+    // PgBouncer's words: "connect failed" when no connection was made (runbooks grep for it).
+    const bool connected = state_ != State::Connecting;
     pool_.on_server_login_failed(*this, error, kind);
-    close("login failed");
+    close(connected ? "login failed" : "connect failed");
 }
 
 std::size_t Server::handle_login_data(ByteSpan data) {

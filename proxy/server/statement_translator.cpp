@@ -3,6 +3,7 @@
 #include "core/config.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/message_types.hpp"
+#include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
 
 namespace pgtether {
@@ -56,6 +57,7 @@ void StatementTranslator::refuse_parse(ParseAction action, std::string_view name
 
 void StatementTranslator::translate_parse(std::string_view name, StatementPtr statement) {
     names_.add(name, statement);
+    server_.pool().stats().client_parse_count++;
     // Prepared afresh even where the backend has it already (for another client): a Parse plans
     // the query in the client's own session, as on a direct connection. The copy on the backend
     // was planned in another client's session, perhaps against its temporary table of the same
@@ -81,6 +83,7 @@ StatementTranslator::Routed StatementTranslator::bind(const protocol::BindNames&
         return Routed::Refused;
     }
     ensure_prepared(action, statement);
+    server_.pool().stats().bind_count++;
     // Same Bind, with the backend's name for the statement; the parameters are copied as sent.
     std::size_t names_length = names.portal.size() + 1 + names.statement.size() + 1;
     std::string rewritten;
@@ -216,6 +219,7 @@ void StatementTranslator::write_server_parse(const StatementPtr& statement) {
         .end();
     out_.add_owned(std::move(parse));
     server_.link().tracker().on_frontend(fe::kParse);
+    server_.pool().stats().server_parse_count++;
 }
 
 }  // namespace pgtether

@@ -17,6 +17,7 @@
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
+#include "tests/integration/support/raw_socket.hpp"
 #include "tests/integration/support/test_env.hpp"
 
 using namespace pgtether::itest;
@@ -183,10 +184,13 @@ TEST_CASE("PgBouncer's log phrases, with pgtether's detail after them") {
     CHECK_FALSE(Conn(pooler.conninfo("nosuchuser1", "known")).ok());
     CHECK(pooler.wait_for_log("no such user: nosuchuser1"));
     CHECK(pooler.wait_for_log("closing because: \"trust\" authentication failed (age="));
-    // An unknown database: the client hears PostgreSQL's words, the log has PgBouncer's.
+    // An unknown database: PgBouncer's words to the client (with 3D000) and in the log.
+    RawConn raw(pooler.host(), pooler.port());
+    auto refusal = raw.startup("postgres", "nosuchdb1");
+    CHECK(wire::first_error_sqlstate(refusal) == std::optional<std::string>("3D000"));
     Conn nodb(pooler.conninfo("", "nosuchdb1"));
     CHECK_FALSE(nodb.ok());
-    CHECK(nodb.error().find("database \"nosuchdb1\" does not exist") != std::string::npos);
+    CHECK(nodb.error().find("no such database: nosuchdb1") != std::string::npos);
     CHECK(pooler.wait_for_log("closing because: no such database: nosuchdb1"));
     // New server connections, and a client that goes without Terminate or with it.
     {

@@ -228,6 +228,9 @@ TEST_CASE("release plan: close, wait for a cancel, reset first, or return") {
         {"reset due", facts([](ReleaseFacts& f) { f.reset_due = true; }), {Plan::Reset, Why::None}},
         {"reset done", facts([](ReleaseFacts& f) { f.reset_due = f.reset_done = true; }),
          {Plan::Return, Why::None}},
+        {"just logged in, reset due: no client has used it yet",
+         facts([](ReleaseFacts& f) { f.reset_due = f.after_login = true; }),
+         {Plan::Return, Why::None}},
     };
     for (const auto& c : cases) {
         CAPTURE(std::string(c.name));
