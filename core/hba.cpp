@@ -64,7 +64,10 @@ class Parser {
                     out.sameuser = true;
                     continue;
                 }
-                if (database_field && (t == "samerole" || t == "samegroup" || t == "replication")) {
+                // `replication` matches only replication connections (PgBouncer 1.23), which
+                // pgtether refuses: the keyword adds nothing a connection could match.
+                if (database_field && t == "replication") continue;
+                if (database_field && (t == "samerole" || t == "samegroup")) {
                     throw ConfigError(file, line_no, "",
                                       "\"" + t + "\" is not supported (as in PgBouncer)");
                 }
@@ -262,10 +265,16 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
             std::size_t len = rule.family == AF_INET ? 4 : 16;
             for (std::size_t i = 0; i < len; ++i) {
                 if (rule.address[i] & ~rule.mask[i]) {
-                    // PgBouncer would keep such a rule and never match it.
-                    throw ConfigError(
-                        file_name, line_no, "",
-                        "address \"" + addr.text + "\" has bits set outside its netmask");
+                    // As PgBouncer: kept, with a warning, and never matched (the masked client
+                    // address cannot equal it).
+                    char address_text[INET6_ADDRSTRLEN] = {};
+                    char mask_text[INET6_ADDRSTRLEN] = {};
+                    inet_ntop(rule.family, rule.address.data(), address_text, sizeof address_text);
+                    inet_ntop(rule.family, rule.mask.data(), mask_text, sizeof mask_text);
+                    result.warnings.push_back("address does not match mask in " + file_name +
+                                           " line #" + std::to_string(line_no) + ": " +
+                                           address_text + " / " + mask_text);
+                    break;
                 }
             }
         }

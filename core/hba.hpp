@@ -61,6 +61,8 @@ struct HbaRule {
 struct HbaRules {
     std::string file;
     std::vector<HbaRule> rules;
+    // Lines kept that can never match, in PgBouncer's words, for the log.
+    std::vector<std::string> warnings;
 };
 
 // Reads a file named in an @file reference (already resolved to a path); nullopt if unreadable.

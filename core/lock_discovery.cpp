@@ -39,7 +39,11 @@ constexpr const char* kFingerprint =
     "(SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) "
     "FROM pg_catalog.pg_trigger WHERE oid >= 16384) || '/' || "
     "(SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) "
-    "FROM pg_catalog.pg_rewrite WHERE oid >= 16384)";
+    "FROM pg_catalog.pg_rewrite WHERE oid >= 16384) || '/' || "
+    // Whether docs/advisory-locks.md's optional event trigger is installed and enabled: only
+    // then does pgtether keep a connection listening for its notifications.
+    "(SELECT count(*) FROM pg_catalog.pg_event_trigger "
+    "WHERE evtname = 'pgtether_catalog' AND evtenabled <> 'D')";
 
 }  // namespace
 
@@ -91,6 +95,17 @@ const char* lock_discovery_query() {
 const char* catalog_fingerprint_query() {
     static const std::string query = std::string("SELECT ") + kFingerprint;
     return query.c_str();
+}
+
+bool fingerprint_has_notify_trigger(std::string_view fingerprint) {
+    const auto slash = fingerprint.rfind('/');
+    if (slash == std::string_view::npos) return false;
+    const std::string_view count = fingerprint.substr(slash + 1);
+    // A count: digits only (the parts before it are "count:xmin-sum").
+    if (count.empty() || count.find_first_not_of("0123456789") != std::string_view::npos) {
+        return false;
+    }
+    return count.find_first_not_of('0') != std::string_view::npos;
 }
 
 std::optional<CatalogSnapshot> decode_lock_discovery(const std::vector<Row>& rows) {

@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/query_result.hpp"  // Row
@@ -73,9 +74,12 @@ struct CatalogSnapshot {
 // built-in ones. Works on PostgreSQL 11 and later.
 const char* lock_discovery_query();
 // One text value that changes whenever a function, procedure, trigger or view is created,
-// replaced, altered or dropped: checked every advisory_lock_catalog_check_interval on a
-// long-lived side connection, so that discovery runs again only when it moves.
+// replaced, altered or dropped: read every advisory_lock_catalog_check_interval on an idle pooled
+// backend, so that discovery runs again only when it moves. Its last '/'-separated part counts
+// the optional event trigger `pgtether_catalog` (enabled).
 const char* catalog_fingerprint_query();
+// Whether a fingerprint says the optional event trigger is installed and enabled.
+[[nodiscard]] bool fingerprint_has_notify_trigger(std::string_view fingerprint);
 // nullopt when a row is not what the query returns.
 std::optional<CatalogSnapshot> decode_lock_discovery(const std::vector<Row>& rows);
 

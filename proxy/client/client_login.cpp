@@ -271,29 +271,38 @@ void Client::start_password_authentication(AuthType method) {
     // found (PgBouncer does; the server login then uses the secret found).
     const bool wants_secret = method == AuthType::Plain || method == AuthType::Md5 ||
                               method == AuthType::ScramSha256 || method == AuthType::Trust;
-    // The admin console's users are in auth_file, as in PgBouncer: its database has no server to
-    // ask.
+    // The admin console has no server to ask: its users not in auth_file are looked up in the
+    // global auth_dbname, when one is set (PgBouncer 1.24).
+    const bool console = AdminSession::is_console_database(database_);
     if (wants_secret && worker_.auth_file().count(user_) == 0 &&
-        !AdminSession::is_console_database(database_)) {
+        (!console || !config.auth_dbname.empty())) {
         // auth_user, auth_query and auth_dbname: per database, else global. The lookup has to
         // know the database before authentication (PgBouncer too); an unknown database simply
         // means no lookup, and the exchange below fails like a wrong password.
-        if (auto db = worker_.resolve_database(database_)) {
+        auto db = console ? std::nullopt : worker_.resolve_database(database_);
+        if (db || console) {
             const std::string& auth_user =
-                !db->auth_user.empty() ? db->auth_user : config.auth_user;
+                db && !db->auth_user.empty() ? db->auth_user : config.auth_user;
             if (!auth_user.empty()) {
                 const std::string& auth_dbname =
-                    !db->auth_dbname.empty() ? db->auth_dbname : config.auth_dbname;
+                    db && !db->auth_dbname.empty() ? db->auth_dbname : config.auth_dbname;
+                // A configuration that cannot work: PgBouncer's words in the log and to the
+                // client ("bouncer config error").
+                if (AdminSession::is_console_database(auth_dbname)) {
+                    spdlog::warn("{}: cannot use the reserved \"{}\" database as an auth_dbname",
+                                 describe(), auth_dbname);
+                    fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");
+                    return;
+                }
                 auto target_db = auth_dbname.empty() ? db : worker_.resolve_database(auth_dbname);
                 if (!target_db) {
-                    spdlog::warn("{}: auth_dbname \"{}\" is not a database in the configuration",
+                    spdlog::warn("{}: authentication database \"{}\" is not configured",
                                  describe(), auth_dbname);
-                    fail(protocol::sqlstate::kConnectionFailure,
-                         "authentication lookup failed (see pgtether's log)");
+                    fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");
                     return;
                 }
                 AuthQuery::Target target;
-                target.query = !db->auth_query.empty() ? db->auth_query : config.auth_query;
+                target.query = db && !db->auth_query.empty() ? db->auth_query : config.auth_query;
                 target.credentials.user = auth_user;
                 target.credentials.require_auth = worker_.security().server_require_auth;
                 const auto& auth_file = worker_.auth_file();
@@ -363,9 +372,10 @@ void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
             auth_query_found_no_user_ = true;
             break;
         case Outcome::Failed:
+            // The reason stays in the log (it may name the query's tables, or a database an
+            // unauthenticated client should not learn about); the client gets PgBouncer's words.
             spdlog::warn("{}: auth_query lookup failed: {}", describe(), result.error);
-            fail(protocol::sqlstate::kConnectionFailure,
-                 "authentication lookup failed (see pgtether's log)");
+            fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");
             return;
     }
     // Without a secret the exchange runs against a mock one and ends in the same 28P01 as a

@@ -1,5 +1,7 @@
 #include "proxy/net/security.hpp"
 
+#include "proxy/net/log.hpp"
+
 namespace pgtether {
 
 std::shared_ptr<const SecuritySetup> load_security(const Config& config) {
@@ -43,6 +45,7 @@ std::shared_ptr<const SecuritySetup> load_security(const Config& config) {
         }
         auto rules = std::make_shared<HbaRules>(
             load_hba_file(config.auth_hba_file, setup->ident_maps.get()));
+        for (const auto& warning : rules->warnings) spdlog::warn("{}", warning);
         for (const auto& rule : rules->rules) {
             if (rule.method == HbaMethod::Cert &&
                 (!setup->client_tls || config.client_tls_ca_file.empty())) {

@@ -1,7 +1,5 @@
 #include "proxy/pool/catalog_watch.hpp"
 
-#include "core/lock_discovery.hpp"
-
 namespace pgtether {
 
 CatalogWatch* CatalogWatch::create(Worker& worker, Setup setup, Events events) {
@@ -16,30 +14,17 @@ void CatalogWatch::on_logged_in() {
     run(std::string("LISTEN ") + kChannel, {});
 }
 
-void CatalogWatch::check() {
-    if (idle()) run(catalog_fingerprint_query(), {});
-}
-
 void CatalogWatch::stop() {
     events_ = {};
     abandon();
 }
 
 void CatalogWatch::on_answer(QueryResult&& answer, bool idle) {
+    // The one answer: to the LISTEN.
     if (answer.failed || !idle) {
-        fail(answer.failed ? "catalog watch query failed: " + answer.error_text()
-                           : std::string("catalog watch query left a transaction open"));
-        return;
+        fail(answer.failed ? "LISTEN failed: " + answer.error_text()
+                           : std::string("LISTEN left a transaction open"));
     }
-    if (!listening_) {
-        listening_ = true;
-        return;
-    }
-    if (answer.rows.size() != 1 || answer.rows[0].size() != 1 || !answer.rows[0][0]) {
-        fail("unexpected answer to the catalog fingerprint query");
-        return;
-    }
-    if (events_.fingerprint) events_.fingerprint(std::move(*answer.rows[0][0]));
 }
 
 void CatalogWatch::on_failed(const std::string& why, bool during_query) {

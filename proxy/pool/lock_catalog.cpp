@@ -9,6 +9,7 @@
 #include "proxy/daemon/worker_group.hpp"
 #include "proxy/pool/catalog_watch.hpp"
 #include "proxy/pool/pool.hpp"
+#include "proxy/server/server.hpp"
 #include "proxy/server/side_query.hpp"
 
 namespace pgtether {
@@ -31,7 +32,7 @@ std::uint64_t check_interval_ms(const Config& config) {
     return duration_ms(config.advisory_lock_catalog_check_interval);
 }
 
-// A catalog watch whose connection failed is opened again after this long.
+// A catalog watch listener whose connection failed is opened again after this long.
 constexpr std::uint64_t kWatchRetryMs = 5'000;
 // Checks asked for by calls of unknown names, at most one per this long: a name that stays
 // unknown (a CTE's, say) must not turn the watch into a busy loop.
@@ -143,7 +144,7 @@ void LockCatalog::on_unknown_call(const std::string& database) {
     const std::uint64_t now = worker_.now_ms();
     if (db.check_requested || now < db.check_asked_ms + kRequestedCheckGapMs) return;
     db.check_asked_ms = now;
-    if (db.watch) {
+    if (db.watching) {
         db.check_requested = true;
         watch_tick(db, now);
     } else if (worker_.group().size() > 1) {
@@ -220,32 +221,64 @@ bool LockCatalog::runs_watches() const {
 
 void LockCatalog::watch_tick(Database& db, std::uint64_t now_ms) {
     if (!runs_watches()) return;
-    if (!db.watch) {
+    if (!db.watching) {
         // One watch per database and process: the first worker to get here with a pool of the
         // database runs it (its discoveries reach the others).
-        if (now_ms < db.next_check_ms ||
-            !worker_.group().catalog_watches().claim(db.name, worker_.index())) {
-            return;
-        }
-        start_watch(db);
-        return;
+        if (!worker_.group().catalog_watches().claim(db.name, worker_.index())) return;
+        db.watching = true;
+        db.next_check_ms = 0;  // the first check at once
     }
-    if (!db.watch->idle()) return;
-    if (db.check_requested || now_ms >= db.next_check_ms) {
-        db.check_requested = false;
-        db.next_check_ms = now_ms + check_interval_ms(worker_.config());
-        db.watch->check();
+    // The listener only while the catalog has the event trigger (the last discovery's
+    // snapshot or the last check said so): without it nothing would ever be notified.
+    const bool wants_listener = fingerprint_has_notify_trigger(db.fingerprint);
+    if (wants_listener && !db.listener && now_ms >= db.listener_retry_ms) start_listener(db);
+    if (!wants_listener && db.listener) {
+        db.listener->stop();
+        db.listener = nullptr;
     }
+    if (!db.check_running && (db.check_requested || now_ms >= db.next_check_ms)) start_check(db);
 }
 
-void LockCatalog::start_watch(Database& db) {
-    const Pool* pool = pool_of(db.name);
-    if (!pool) {
-        // No pool of the database is logged in here (any more): another worker may watch it.
-        worker_.group().catalog_watches().release(db.name, worker_.index());
-        db.connected = false;
+void LockCatalog::start_check(Database& db) {
+    // On an idle backend of one of this worker's pools of the database: no connection of its
+    // own. When every one is busy (or there is none), the next tick (100 ms) tries again.
+    Server* server = nullptr;
+    for (const auto& [key, pool] : worker_.pools()) {
+        if (key.first != db.name) continue;
+        if ((server = pool->idle_server()) != nullptr) break;
+    }
+    if (server == nullptr) {
+        if (pool_of(db.name) == nullptr) {
+            // No pool of the database is logged in here (any more): another worker may watch it.
+            worker_.group().catalog_watches().release(db.name, worker_.index());
+            db.watching = false;
+            db.connected = false;
+        }
         return;
     }
+    db.check_requested = false;
+    db.check_running = true;
+    db.next_check_ms = worker_.now_ms() + check_interval_ms(worker_.config());
+    Database* target = &db;
+    // The server may outlive this catalog at shutdown (and then calls back): `alive` tells.
+    server->check_catalog([this, target, alive = std::weak_ptr<const int>(alive_)](
+                              std::optional<std::string> fingerprint) {
+        if (alive.expired()) return;
+        target->check_running = false;
+        if (!fingerprint) {
+            // The backend failed or closed under it: the next one tries again.
+            spdlog::debug("catalog check of database \"{}\" failed; checking again",
+                          target->name);
+            target->next_check_ms = 0;
+            return;
+        }
+        on_fingerprint(*target, std::move(*fingerprint));
+    });
+}
+
+void LockCatalog::start_listener(Database& db) {
+    const Pool* pool = pool_of(db.name);
+    if (!pool) return;
     SideConnection::Setup setup;
     setup.database = pool->database();
     setup.credentials = pool->server_credentials();
@@ -255,9 +288,6 @@ void LockCatalog::start_watch(Database& db) {
     setup.limits = ResultLimits{1, 4096};
     Database* target = &db;
     CatalogWatch::Events events;
-    events.fingerprint = [this, target](std::string fingerprint) {
-        on_fingerprint(*target, std::move(fingerprint));
-    };
     events.notified = [this, target]() {
         // The optional event trigger: DDL has just been committed. Checked at once, so that
         // the fingerprint moves with the discovery it starts (one discovery, not two).
@@ -266,15 +296,14 @@ void LockCatalog::start_watch(Database& db) {
         watch_tick(*target, worker_.now_ms());
     };
     events.failed = [this, target](const std::string& why) {
-        target->watch = nullptr;
-        target->next_check_ms = worker_.now_ms() + kWatchRetryMs;
+        target->listener = nullptr;
+        target->listener_retry_ms = worker_.now_ms() + kWatchRetryMs;
         spdlog::warn("catalog watch of database \"{}\" failed: {}; reconnecting in {} s",
                      target->name, why, kWatchRetryMs / 1000);
     };
     // The connection may fail inside begin(): the pointer is set first and cleared there.
-    db.watch = CatalogWatch::create(worker_, std::move(setup), std::move(events));
-    db.next_check_ms = 0;  // the first check as soon as it listens
-    db.watch->begin();
+    db.listener = CatalogWatch::create(worker_, std::move(setup), std::move(events));
+    db.listener->begin();
 }
 
 void LockCatalog::on_fingerprint(Database& db, std::string fingerprint) {
@@ -289,9 +318,12 @@ void LockCatalog::on_fingerprint(Database& db, std::string fingerprint) {
 }
 
 void LockCatalog::stop_watch(Database& db) {
-    if (!db.watch) return;
-    db.watch->stop();
-    db.watch = nullptr;
+    if (db.listener) {
+        db.listener->stop();
+        db.listener = nullptr;
+    }
+    if (!db.watching) return;
+    db.watching = false;
     worker_.group().catalog_watches().release(db.name, worker_.index());
 }
 

@@ -94,11 +94,15 @@ class LockCatalog {
         // The catalog's fingerprint in the last discovery's snapshot: what the catalog watch
         // compares its readings with.
         std::string fingerprint;
-        // The catalog watch (catalog_watch.hpp), if this worker runs the database's: its
-        // connection, when it last answered, and when the next check (or reconnect) is due.
-        CatalogWatch* watch = nullptr;
+        // The catalog watch, if this worker runs the database's (`watching`): its checks run
+        // on idle pooled backends of the database; `listener` (catalog_watch.hpp) is the
+        // connection listening for the optional event trigger, only while the catalog has it.
+        bool watching = false;
+        bool check_running = false;
+        CatalogWatch* listener = nullptr;
+        std::uint64_t listener_retry_ms = 0;  // a failed listener reconnects after this
         std::uint64_t checked_at_ms = 0;   // loop time of the last answer; 0: none yet
-        std::uint64_t next_check_ms = 0;   // the next periodic check, or reconnect
+        std::uint64_t next_check_ms = 0;   // the next periodic check
         std::uint64_t checks = 0;          // answers
         std::uint64_t changes_seen = 0;    // answers that moved
         bool check_requested = false;      // an unknown call asked for a check now
@@ -143,9 +147,11 @@ class LockCatalog {
     [[nodiscard]] const std::vector<std::string>& configured() const;
 
   private:
-    // The catalog watch of `database`: connects, checks when due, reconnects after a failure.
+    // The catalog watch of `database`: checks when due on an idle pooled backend, keeps the
+    // listener while the event trigger is installed.
     void watch_tick(Database& database, std::uint64_t now_ms);
-    void start_watch(Database& database);
+    void start_check(Database& database);
+    void start_listener(Database& database);
     void on_fingerprint(Database& database, std::string fingerprint);
     void stop_watch(Database& database);
     [[nodiscard]] bool runs_watches() const;
@@ -162,6 +168,9 @@ class LockCatalog {
     std::shared_ptr<const protocol::SqlScanner> base_;  // builtin + configured names
     std::map<std::string, std::unique_ptr<Database>> databases_;
     bool stopped_ = false;
+    // Expires with this object: a catalog check's callback, run by a server that may close
+    // after it, looks at it first.
+    std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);
 };
 
 }  // namespace pgtether

@@ -197,6 +197,9 @@ public:
 
     [[nodiscard]] int server_count() const { return server_count_; }
     [[nodiscard]] std::size_t idle_count() const { return idle_.size(); }
+    // An idle server for one of pgtether's own short queries (lock discovery's catalog check),
+    // or nullptr: none idle, or the pool is paused (its servers close as they come back).
+    [[nodiscard]] Server* idle_server() { return paused() ? nullptr : idle_.front(); }
     // Servers linked to a tethered client.
     [[nodiscard]] int tethered_server_count() const;
 

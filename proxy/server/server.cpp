@@ -19,6 +19,7 @@
 #include "core/departure.hpp"
 #include "core/listen_channels.hpp"
 #include "core/listen_splice.hpp"
+#include "core/lock_discovery.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
@@ -46,6 +47,7 @@ const char* to_string(InternalPurpose purpose) {
         case InternalPurpose::Reset: return "server_reset_query";
         case InternalPurpose::Scrub: return "scrub";
         case InternalPurpose::LeakSweep: return "leak sweep";
+        case InternalPurpose::CatalogCheck: return "catalog check";
     }
     return "?";
 }
@@ -62,7 +64,8 @@ ServerState state_for(InternalPurpose purpose) {
         case InternalPurpose::DiscardedProbe: return ServerState::Probing;
         case InternalPurpose::Reset: return ServerState::Resetting;
         case InternalPurpose::Scrub: return ServerState::Scrubbing;
-        case InternalPurpose::LeakSweep: return ServerState::Sweeping;
+        case InternalPurpose::LeakSweep:
+        case InternalPurpose::CatalogCheck: return ServerState::Sweeping;
     }
     return ServerState::Closing;
 }
@@ -1157,6 +1160,27 @@ void Server::finish_internal() {
         case InternalPurpose::LeakSweep:
             finish_cleanup(*op, verified());
             return;
+        case InternalPurpose::CatalogCheck: {
+            CatalogCheckDone done = std::move(catalog_check_done_);
+            catalog_check_done_ = nullptr;
+            std::optional<std::string> fingerprint;
+            if (clean && op->rows.size() == 1 && op->rows[0].size() == 1 && op->rows[0][0]) {
+                fingerprint = std::move(*op->rows[0][0]);
+            }
+            // A failed SELECT leaves the backend as it was (idle, outside a transaction). Not
+            // use either, as for the leak sweep: server_idle_timeout keeps counting.
+            if (link_.tracker().idle()) {
+                const std::uint64_t idle_since = idle_since_ms_;
+                // Nor does a SELECT of the catalog call for server_reset_query (session mode).
+                reset_done_ = true;
+                pool_.release(*this);
+                if (state_ == State::Idle) idle_since_ms_ = idle_since;
+            } else {
+                close("catalog check failed: " + op->error.message);
+            }
+            if (done) done(std::move(fingerprint));
+            return;
+        }
     }
 }
 
@@ -1268,6 +1292,11 @@ void Server::sweep_for_leaks() {
     run_cleanup(InternalPurpose::LeakSweep, plan_sweep(tracked_kinds(worker_.config())));
 }
 
+void Server::check_catalog(CatalogCheckDone done) {
+    catalog_check_done_ = std::move(done);
+    run_internal(InternalPurpose::CatalogCheck, {catalog_fingerprint_query()});
+}
+
 void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
     std::string prefix;
     if (plan.copy_fail) protocol::append_copy_fail(prefix, "client disconnected");
@@ -1308,6 +1337,11 @@ void Server::close(const std::string& reason) {
         stream_.write(terminate);
     }
     internal_.reset();
+    if (catalog_check_done_) {
+        CatalogCheckDone done = std::move(catalog_check_done_);
+        catalog_check_done_ = nullptr;
+        done(std::nullopt);
+    }
     if (Client* client = client_) {
         client_ = nullptr;
         const std::string& held = link_.held_fatal_message();

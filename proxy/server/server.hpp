@@ -53,6 +53,7 @@ enum class InternalPurpose {
     Reset,         // server_reset_query when a session-mode client leaves (or always)
     Scrub,         // clean up after a client left mid-transaction or tethered
     LeakSweep,     // periodic probe of an idle pooled backend
+    CatalogCheck,  // lock discovery's catalog fingerprint, read on an idle pooled backend
 };
 const char* to_string(InternalPurpose purpose);
 
@@ -208,6 +209,11 @@ public:
     void clear_reset_done() { reset_done_ = false; }
     // The periodic leak sweep of an idle pooled backend (docs/advisory-locks.md).
     void sweep_for_leaks();
+    // Reads the catalog's fingerprint (core/lock_discovery.hpp) on this idle backend for lock
+    // discovery's freshness check, then goes back to the pool. `done` gets the value, or
+    // nullopt when the query failed or the server closed first; it runs after the release.
+    using CatalogCheckDone = std::function<void(std::optional<std::string>)>;
+    void check_catalog(CatalogCheckDone done);
 
 
     // Number of cancel requests sent for this backend and not yet completed.
@@ -303,6 +309,7 @@ private:
     // worker's).
     std::shared_ptr<const TlsContext> tls_context_;
     std::unique_ptr<InternalQuery> internal_;
+    CatalogCheckDone catalog_check_done_;  // while a catalog check runs
     // The message stream from the backend: the rest of a message streamed to the client, or of
     // one a departed client left behind that is skipped.
     protocol::MessageReader reader_;

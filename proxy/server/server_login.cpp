@@ -69,8 +69,9 @@ ServerLogin::Reply ServerLogin::on_authentication(const protocol::Authentication
                                         : credentials_.md5_secret ? &*credentials_.md5_secret
                                                                   : nullptr;
             if (!secret) {
-                return fail("server requested md5 authentication, but no password or md5 secret "
-                            "is configured for user \"" + credentials_.user + "\"");
+                return fail("wrong password type: server requested md5 authentication, but no "
+                            "password or md5 secret is configured for user \"" +
+                            credentials_.user + "\"");
             }
             std::array<std::uint8_t, 4> salt{};
             std::copy(message.data.begin(), message.data.end(), salt.begin());
@@ -103,9 +104,10 @@ ServerLogin::Reply ServerLogin::on_authentication(const protocol::Authentication
                 scram_ = std::make_unique<protocol::ScramClient>(
                     *credentials_.scram_client_key, *credentials_.scram_server_key, nonce_view);
             } else {
-                return fail("server requested SCRAM authentication, but no plain password (or "
-                            "SCRAM keys from a client login) is available for user \"" +
-                            credentials_.user + "\"");
+                // PgBouncer's words first ("wrong password type"), which its users match.
+                return fail("wrong password type: server requested SCRAM authentication, but no "
+                            "plain password (or SCRAM keys from a client login) is available for "
+                            "user \"" + credentials_.user + "\"");
             }
             protocol::append_sasl_initial_response(reply.send, "SCRAM-SHA-256",
                                                    scram_->client_first());

@@ -356,6 +356,44 @@ TEST_CASE("auth_query on a host list whose first host is down: the lookup tries 
     CHECK(contains(wrong.error, "password authentication failed for user \"md5_user\""));
 }
 
+TEST_CASE("auth_dbname: console users looked up there; unusable ones are a config error") {
+    // PgBouncer 1.24: with a global auth_dbname, a console user missing from auth_file is looked
+    // up in that database (the console has no server of its own to ask).
+    // No "*" entry: an auth_dbname it does not name is unknown.
+    PoolerConfig config;
+    config.databases = {"app = " + shared_server() + " dbname=" + TestEnv::get().database,
+                        "authdb = " + shared_server() + " dbname=" + TestEnv::get().database};
+    config.settings = {{"auth_type", "md5"},
+                       {"auth_user", "postgres"},
+                       {"auth_dbname", "authdb"},
+                       {"stats_users", "md5_user"}};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
+    Pgtether pgtether(config);
+    {
+        Conn console(pgtether.conninfo("md5_user", "pgbouncer", "secret"));
+        REQUIRE_MESSAGE(console.ok(), console.error());
+        CHECK(console.exec("SHOW VERSION").ok());
+    }
+    CHECK_FALSE(Conn(pgtether.conninfo("md5_user", "pgbouncer", "wrong")).ok());
+
+    // An auth_dbname that is no database of the configuration, or the console itself: the
+    // client gets PgBouncer's "bouncer config error", the log says why.
+    const std::pair<std::string, std::string> bad_ones[] = {
+        {"nosuchentry", "authentication database \"nosuchentry\" is not configured"},
+        {"pgbouncer", "cannot use the reserved \"pgbouncer\" database as an auth_dbname"}};
+    for (const auto& [bad, logged] : bad_ones) {
+        CAPTURE(bad);
+        config.settings["auth_dbname"] = bad;
+        pgtether.reload(config);
+        // Until the reload has taken effect, the login may still meet the previous setting.
+        CHECK(eventually([&] {
+            auto refused = try_connect(pgtether.conninfo("md5_user", "app", "secret"));
+            return !refused.ok && contains(refused.error, "bouncer config error") &&
+                   contains(pgtether.log(), logged);
+        }));
+    }
+}
+
 TEST_CASE("auth_type = trust with auth_user: users missing from auth_file are looked up") {
     // PgBouncer logs in a user auth_query finds, without a password (trust), and logs in to the
     // server with the secret found; a user it does not find is refused.
@@ -436,7 +474,7 @@ TEST_CASE("auth_query through a SECURITY DEFINER function, per database, with au
         CHECK(pgtether.wait_for_log("configuration reloaded"));
         auto failed = try_connect(pgtether.conninfo("scram_user", "postgres", "secret"));
         CHECK_FALSE(failed.ok);
-        CHECK(contains(failed.error, "authentication lookup failed"));
+        CHECK(contains(failed.error, "bouncer config error"));  // PgBouncer's words
         CHECK(pgtether.wait_for_log("function pgtether_lookup(unknown) does not exist"));
     }
 }

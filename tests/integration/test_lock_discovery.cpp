@@ -128,6 +128,13 @@ bool found_as(const Pgtether& pooler, const std::string& database, const std::st
            cell(*row, "workers") == cell(*builtin, "workers");
 }
 
+// Backends of `database` named as the catalog watch's listener, and all client backends of it.
+int watch_listeners(const std::string& database) {
+    return std::stoi(direct_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '" + database +
+        "' AND application_name = 'pgtether catalog watch'"));
+}
+
 // The catalog watch of `database` has read the catalog (SHOW LOCK_FUNCTIONS' checked_at).
 bool watch_has_checked(const Pgtether& pooler, const std::string& database) {
     auto row = lock_function(pooler, database, "release_job_lock");
@@ -403,8 +410,10 @@ TEST_CASE("wrappers created behind pgtether's back are tethered a second later, 
     const std::string& name = db.name();
     PGT_REQUIRE_OK(Conn::must(pooler.conninfo("", name)).exec("SELECT 1"));
     REQUIRE(eventually([&] { return found_as(pooler, name, "release_job_lock", "discovered"); }));
-    // The watch has read the catalog once (SHOW LOCK_FUNCTIONS says when).
+    // The watch has read the catalog once (SHOW LOCK_FUNCTIONS says when), on a pooled backend:
+    // without the event trigger it has no connection of its own.
     REQUIRE(eventually([&] { return watch_has_checked(pooler, name); }));
+    CHECK(watch_listeners(name) == 0);
 
     SUBCASE("on a direct connection") {
         db.exec_ok(kWrapperSchema);
@@ -467,6 +476,8 @@ TEST_CASE("the optional event trigger: a DDL notification makes the watch look a
     const std::string& name = db.name();
     PGT_REQUIRE_OK(Conn::must(pooler.conninfo("", name)).exec("SELECT 1"));
     REQUIRE(eventually([&] { return watch_has_checked(pooler, name); }));
+    // The discovery saw the trigger: a connection listens for it.
+    REQUIRE(eventually([&] { return watch_listeners(name) == 1; }));
     // A trigger wrapper is called by no name: nothing but the catalog can tell.
     db.exec_ok(
         "CREATE FUNCTION lock_job_row() RETURNS trigger LANGUAGE plpgsql "

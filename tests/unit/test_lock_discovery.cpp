@@ -258,6 +258,15 @@ TEST_CASE("lock discovery: decoding the query's rows") {
     CHECK(decode_lock_discovery({})->functions.empty());
 }
 
+TEST_CASE("the fingerprint's last part: the optional event trigger, installed and enabled") {
+    CHECK(fingerprint_has_notify_trigger("3301:9120/4:40/150:600/1"));
+    CHECK_FALSE(fingerprint_has_notify_trigger("3301:9120/4:40/150:600/0"));
+    CHECK_FALSE(fingerprint_has_notify_trigger("3301:9120/4:40/150:600/"));
+    CHECK_FALSE(fingerprint_has_notify_trigger(""));
+    CHECK_FALSE(fingerprint_has_notify_trigger("no separator"));
+    CHECK_FALSE(fingerprint_has_notify_trigger("3301:9120/4:40/150:600"));  // no count part
+}
+
 TEST_CASE("lock discovery: the catalog's known names come with the result, within a bound") {
     CatalogSnapshot snapshot;
     CHECK_FALSE(discover_lock_names(snapshot, {}).known_names);  // none read: calls not looked at
