@@ -264,6 +264,21 @@ std::optional<DatabaseConfig> Worker::resolve_database(const std::string& name) 
     return resolved;
 }
 
+void Worker::open_forced_user_pools() {
+    // PgBouncer's janitor: a database entry with a forced user and a min_pool_size has its pool
+    // (and so its warm servers, Pool::janitor) from the start, before any client. One worker
+    // opens it: min_pool_size counts the pool's servers on every worker.
+    if (index_ != 0) return;
+    for (const auto& db : config_->databases) {
+        if (db.user.empty() || db.name == "*") continue;
+        if (db.min_pool_size.value_or(config_->min_pool_size) <= 0) continue;
+        if (pools_.count(std::make_pair(db.name, db.user)) != 0) continue;
+        if (pool_control().disabled(db.name)) continue;
+        auto resolved = resolve_database(db.name);
+        if (resolved) (void)pool_for(*resolved, db.user);
+    }
+}
+
 Pool& Worker::pool_for(const DatabaseConfig& database, const std::string& user) {
     auto key = std::make_pair(database.name, user);
     auto it = pools_.find(key);
@@ -461,6 +476,7 @@ void Worker::janitor() {
         }
         client.janitor(now);
     });
+    if (!shutting_down_) open_forced_user_pools();
     for (auto& [key, pool] : pools_) pool->janitor(now);
     auth_lookups_->janitor(now);
     cancels_janitor(now);

@@ -135,6 +135,9 @@ public:
     [[nodiscard]] std::optional<DatabaseConfig> resolve_database(const std::string& name) const;
     // The pool for a database entry and (server) user, created on first use.
     Pool& pool_for(const DatabaseConfig& database, const std::string& user);
+    // The pools of forced-user database entries with a min_pool_size, opened before any client
+    // (run by the janitor).
+    void open_forced_user_pools();
     // All pools, for stats and the janitor.
     const std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>>& pools() const {
         return pools_;

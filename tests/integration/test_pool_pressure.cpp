@@ -157,6 +157,32 @@ TEST_CASE("reserve pool: after reserve_pool_timeout a waiting client gets an ext
     PGT_CHECK_OK(second.exec("COMMIT"));
 }
 
+TEST_CASE("min_pool_size of a forced-user entry: warm before any client, as in PgBouncer") {
+    // PgBouncer's janitor opens the pool of a database entry with a forced user and a
+    // min_pool_size from the start; an entry without a forced user waits for its first client
+    // (its pool's user is not known before).
+    const std::string forced = private_role("pgt_pressure_forced");
+    const std::string other = private_role("pgt_pressure_unforced");
+    REQUIRE(settled(forced));
+    REQUIRE(settled(other));
+    const TestEnv& env = TestEnv::get();
+    const std::string server =
+        "host=" + env.pg_host + " port=" + std::to_string(env.pg_port) + " dbname=" + env.database;
+    PoolerConfig config = for_role(forced, {{"default_pool_size", "5"}});
+    config.databases = {"warm = " + server + " user=" + forced + " min_pool_size=2",
+                        "cold = " + server + " min_pool_size=2"};
+    config.userlist = std::vector<std::pair<std::string, std::string>>{
+        {env.superuser, ""}, {forced, ""}, {other, ""}};
+    Pgtether pooler(config);
+    CHECK(eventually([&] { return backends_of(forced) == 2; }, 5s));
+    std::this_thread::sleep_for(500ms);
+    CHECK(backends_of(other) == 0);
+    // The other entry warms once a client has used it.
+    Conn conn = Conn::must(pooler.conninfo(other, "cold"));
+    CHECK(scalar(conn, "SELECT current_user") == other);
+    CHECK(eventually([&] { return backends_of(other) == 2; }, 5s));
+}
+
 TEST_CASE("min_pool_size: backends are opened ahead of demand and kept") {
     const std::string role = private_role("pgt_pressure_min");
     REQUIRE(settled(role));
