@@ -140,7 +140,9 @@ void Server::on_resolved(int status, const sockaddr* address) {
         return;
     }
     if (address == nullptr) {
-        on_stream_connected(status);
+        login_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                           "could not resolve host \"" + host_ + "\": " + uv_strerror(status)),
+                     LoginFailureKind::Unreachable, "server DNS lookup failed");
         return;
     }
     start_connect_to(address);
@@ -203,7 +205,8 @@ void Server::send_startup() {
     stream_.write(protocol::build_startup_message(params));
 }
 
-void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind kind) {
+void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind kind,
+                          const char* close_reason) {
     if (state_ == State::Closing) return;
     {
         LogSqlstate sqlstate(error.sqlstate);
@@ -217,7 +220,7 @@ void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind k
     // PgBouncer's words: "connect failed" when no connection was made (runbooks grep for it).
     const bool connected = state_ != State::Connecting;
     pool_.on_server_login_failed(*this, error, kind);
-    close(connected ? "login failed" : "connect failed");
+    close(close_reason ? close_reason : connected ? "login failed" : "connect failed");
 }
 
 std::size_t Server::handle_login_data(ByteSpan data) {

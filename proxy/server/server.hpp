@@ -254,9 +254,11 @@ private:
     void send_startup();
     std::size_t handle_tls_answer(protocol::ByteSpan data);
     void start_connect_to(const sockaddr* address);
-    // `kind`: whether the pool retries soon (core/login_retry.hpp).
+    // `kind`: whether the pool retries soon (core/login_retry.hpp). `close_reason`: the log's
+    // "closing because" words when not the usual ones.
     void login_failed(const protocol::ErrorFields& error,
-                      LoginFailureKind kind = LoginFailureKind::Refused);
+                      LoginFailureKind kind = LoginFailureKind::Refused,
+                      const char* close_reason = nullptr);
     void sync_parameters();
     // Sends a clean-up plan (core/departure.hpp) as `purpose`: its messages and queries, then
     // the probe; cancels what the client left running when the plan says so.

@@ -219,3 +219,23 @@ TEST_CASE("auto-databases are logged as PgBouncer logs them") {
     conn.exec_ok("SELECT 1");
     CHECK(pooler.wait_for_log("registered new auto-database: db=someauto"));
 }
+
+TEST_CASE("server connections that fail are logged in PgBouncer's words") {
+    // A host name that does not resolve (the first of a host list, as in PgBouncer's
+    // test_load_balance_hosts_disable_bad_first) and a port nobody listens on.
+    const TestEnv& env = TestEnv::get();
+    PoolerConfig config = pool_config("transaction", 2);
+    config.databases = {
+        "badname = host=pgtether-unresolvable-host,127.0.0.1 port=" + pg_port() +
+            " load_balance_hosts=disable dbname=" + env.database,
+        "nobody = host=127.0.0.1 port=1 dbname=" + env.database};
+    Pgtether pooler(config);
+    // The second host serves the client; the first was tried and logged.
+    Conn served(pooler.conninfo("", "badname") + " connect_timeout=15");
+    CHECK_MESSAGE(served.ok(), served.error());
+    CHECK(pooler.wait_for_log("closing because: server DNS lookup failed", 10s));
+    Conn refused(pooler.conninfo("", "nobody") + " connect_timeout=15");
+    CHECK_FALSE(refused.ok());
+    CHECK(pooler.wait_for_log("closing because: connect failed"));
+    CHECK(pooler.wait_for_log("server login failed: FATAL could not connect to server"));
+}
