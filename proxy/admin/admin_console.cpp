@@ -354,8 +354,9 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
     } else if (verb == "resume") {
         auto database = database_argument(command, "resume", ok);
         if (!ok) return;
-        if (worker_.shutting_down()) {
-            send_error(sqlstate::kObjectNotInPrerequisiteState, "pooler is shutting down");
+        // PgBouncer's words and SQLSTATE, whichever SHUTDOWN mode runs.
+        if (worker_.shutting_down() || worker_.draining()) {
+            send_error(sqlstate::kProtocolViolation, "pooler is shutting down");
             return;
         }
         if (!control.resume(database)) {

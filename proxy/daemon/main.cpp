@@ -108,6 +108,10 @@ void on_pause_signal(uv_signal_t* handle, int signum) {
             if (!worker.pool_control().paused_all()) worker.pool_control().pause(std::nullopt);
         });
     } else {
+        if (signals->worker->shutting_down() || signals->worker->draining()) {
+            spdlog::info("got SIGUSR2 while shutting down, ignoring");  // PgBouncer's words
+            return;
+        }
         spdlog::info("got SIGUSR2: resuming");
         if (!control.paused_all()) spdlog::info("SIGUSR2: nothing was paused");
         for_every_worker(*signals->worker, [](pgtether::Worker& worker) {

@@ -459,19 +459,20 @@ void Worker::janitor() {
         shutdown_deadline_ms_ = now + janitor::kShutdownGraceMs;
         close_everything();
     }
-    // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left.
+    // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left. The
+    // clients closed by a shutdown are told in PgBouncer's words, "server shutting down".
     const bool closing_clients = shutting_down();
     const bool failing_waiters = shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
     for_each_client([&](Client& client) {
         if (failing_waiters && client.state() == Client::State::Waiting) {
-            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            client.fail(protocol::sqlstate::kAdminShutdown, "server shutting down");
             return;
         }
         if (closing_clients &&
             (client.state() == Client::State::Idle || client.state() == Client::State::Startup ||
              client.state() == Client::State::AuthLookup ||
              client.state() == Client::State::Auth)) {
-            client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+            client.fail(protocol::sqlstate::kAdminShutdown, "server shutting down");
             return;
         }
         client.janitor(now);
@@ -485,7 +486,7 @@ void Worker::janitor() {
     if (closing_clients) {
         if (shutdown_deadline_ms_ != 0 && now >= shutdown_deadline_ms_) {
             for_each_client([&](Client& client) {
-                client.fail(protocol::sqlstate::kAdminShutdown, "pgtether is shutting down");
+                client.fail(protocol::sqlstate::kAdminShutdown, "server shutting down");
             });
         }
         for (auto& [key, pool] : pools_) pool->close_all_servers("shutting down");

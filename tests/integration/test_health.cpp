@@ -134,9 +134,13 @@ TEST_CASE("during shutdown readyz answers 503 and healthz 200 until the process 
         const int port = started.port;
         Conn in_tx = Conn::must(pooler.conninfo("", env.database));
         PGT_REQUIRE_OK(in_tx.exec("BEGIN"));
+        Conn between = Conn::must(pooler.conninfo("", env.database));
+        PGT_REQUIRE_OK(between.exec("SELECT 1"));
         Conn admin = console(pooler);
         (void)admin.exec("SHUTDOWN WAIT_FOR_SERVERS");
         REQUIRE(pooler.wait_for_log("shutting down"));
+        // A client between transactions is closed, in PgBouncer's words.
+        CHECK(pooler.wait_for_log("closing because: server shutting down"));
         auto ready = get(port, "/readyz");
         CHECK(ready.status == 503);
         CHECK(ready.body == "shutting down: no new clients\n");

@@ -3,6 +3,7 @@
 // CancelRequest that lands on the wrong process is forwarded to the one that owns the key, also
 // through haproxy), and session advisory locks that stay exclusive across instances.
 #include <doctest/doctest.h>
+#include <signal.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -175,6 +176,12 @@ TEST_CASE(
         Conn other = unix_client(pooler);
         CHECK_FALSE(other.ok());
         CHECK(other.error().find("pgtether is shutting down") != std::string::npos);
+        // RESUME, or SIGUSR2, cannot undo a shutdown (PgBouncer's words).
+        auto resume = admin.exec("RESUME");
+        PGT_CHECK_SQLSTATE(resume, "08P01");
+        CHECK(resume.error_text.find("pooler is shutting down") != std::string::npos);
+        REQUIRE(::kill(pooler.pid(), SIGUSR2) == 0);
+        CHECK(pooler.wait_for_log("got SIGUSR2 while shutting down, ignoring"));
     }
     std::this_thread::sleep_for(500ms);
     CHECK(pooler.running());
