@@ -3,6 +3,7 @@
 #include "core/config.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/message_types.hpp"
+#include "proxy/net/log.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
 
@@ -47,6 +48,11 @@ void StatementTranslator::remember(std::string_view name, StatementPtr statement
 }
 
 void StatementTranslator::refuse_parse(ParseAction action, std::string_view name) {
+    if (action == ParseAction::RefuseDuplicate) {
+        // PgBouncer's words (it closes the client; pgtether answers as PostgreSQL does, 42P05).
+        spdlog::info("{}: prepared statement '{}' was already prepared", server_.describe(),
+                     name);
+    }
     const int limit = action == ParseAction::RefuseProcessFull
                           ? config_.max_prepared_statement_bytes_total
                           : config_.max_prepared_statement_bytes;

@@ -142,6 +142,8 @@ TEST_CASE("replies match a direct connection, errors included") {
         exec_prepared("p1", {}),  // 26000
     };
     PGT_CHECK_SAME_REPLIES(direct, pooled, session);
+    // The duplicate Parse is logged in PgBouncer's words too.
+    CHECK(pooler.wait_for_log("prepared statement 's1' was already prepared"));
 }
 
 TEST_CASE("Close of a statement by protocol message, as PostgreSQL answers it") {
