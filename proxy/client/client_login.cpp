@@ -23,6 +23,7 @@
 #include "proxy/net/security.hpp"
 #include "proxy/net/tls.hpp"
 #include "proxy/daemon/worker.hpp"
+#include "proxy/pool/pool_control.hpp"
 #include "proxy/daemon/worker_group.hpp"
 
 namespace pgtether {
@@ -299,6 +300,12 @@ void Client::start_password_authentication(AuthType method) {
                     spdlog::warn("{}: authentication database \"{}\" is not configured",
                                  describe(), auth_dbname);
                     fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");
+                    return;
+                }
+                // DISABLE of the database the lookup runs in (PgBouncer's words).
+                if (!auth_dbname.empty() && worker_.pool_control().disabled(target_db->name)) {
+                    fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
+                         "authentication database \"" + auth_dbname + "\" is disabled");
                     return;
                 }
                 AuthQuery::Target target;

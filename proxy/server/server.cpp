@@ -217,10 +217,14 @@ void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind k
     }
     worker_.stats().login_failures++;
     login_failed_reported_ = true;
-    // PgBouncer's words: "connect failed" when no connection was made (runbooks grep for it).
+    // PgBouncer's words: "connect failed" when no connection was made (runbooks grep for it),
+    // else the login's error message, as PgBouncer closes the server with it.
     const bool connected = state_ != State::Connecting;
+    const std::string reason = close_reason ? std::string(close_reason)
+                               : connected  ? error.message
+                                            : std::string("connect failed");
     pool_.on_server_login_failed(*this, error, kind);
-    close(close_reason ? close_reason : connected ? "login failed" : "connect failed");
+    close(reason);
 }
 
 std::size_t Server::handle_login_data(ByteSpan data) {

@@ -366,13 +366,20 @@ TEST_CASE("auth_dbname: console users looked up there; unusable ones are a confi
     config.settings = {{"auth_type", "md5"},
                        {"auth_user", "postgres"},
                        {"auth_dbname", "authdb"},
-                       {"stats_users", "md5_user"}};
+                       {"admin_users", "md5_user"}};
     config.userlist = std::vector<std::pair<std::string, std::string>>{{"postgres", ""}};
     Pgtether pgtether(config);
     {
         Conn console(pgtether.conninfo("md5_user", "pgbouncer", "secret"));
         REQUIRE_MESSAGE(console.ok(), console.error());
         CHECK(console.exec("SHOW VERSION").ok());
+        // The database the lookup runs in, DISABLEd: PgBouncer's words.
+        PGT_REQUIRE_OK(console.exec("DISABLE authdb"));
+        auto refused = try_connect(pgtether.conninfo("md5_user", "app", "secret"));
+        CHECK_FALSE(refused.ok);
+        CHECK(contains(refused.error, "authentication database \"authdb\" is disabled"));
+        PGT_REQUIRE_OK(console.exec("ENABLE authdb"));
+        CHECK(try_connect(pgtether.conninfo("md5_user", "app", "secret")).ok);
     }
     CHECK_FALSE(Conn(pgtether.conninfo("md5_user", "pgbouncer", "wrong")).ok());
 
