@@ -45,9 +45,11 @@ usage: tests/bench/compare.sh [options]
                         e.g. --targets "pgtether pgtether:on" --define settings_done=1
                         --define-for pgtether:on settings_done=0
   --scale N             pgbench -i scale (default 10)
-  --targets "LIST"      any of: direct pgbouncer pgbouncer:session pgtether pgtether:on
+  --targets "LIST"      any of: direct pgbouncer pgbouncer:session pgbouncer124 pgtether pgtether:on
                         pgtether:off pgtether:every_transaction baseline
-                        (pgtether:MODE = pgtether with advisory_lock_tracking = MODE;
+                        (pgbouncer = Debian 12's PgBouncer 1.18, pgbouncer124 = PgBouncer
+                        1.24.1 built by tests/compat/pgbouncer_pytest.sh, both with the same ini;
+                        pgtether:MODE = pgtether with advisory_lock_tracking = MODE;
                         pgbouncer:session = PgBouncer in session mode with one backend per
                         client, the setup lock users run today; baseline = the --baseline
                         binary with pgtether's ini), pgtether:discovery_on and
@@ -90,6 +92,8 @@ usage: tests/bench/compare.sh [options]
   --setup-sql FILE      SQL run once on the database after pgbench -i (tables a --script needs,
                         e.g. tests/bench/jobs_setup.sql, tests/bench/lock_wrappers.sql)
   --pgbouncer PATH      pgbouncer binary (default: pgbouncer on PATH or /usr/sbin/pgbouncer)
+  --pgbouncer124 PATH   the binary of the target pgbouncer124 (default: the build left by
+                        tests/compat/pgbouncer_pytest.sh, build/compat124/src/tree/pgbouncer)
   --keep                keep the state directory (ini, logs, pgbench output) for inspection
 USAGE
     exit "${1:-2}"
@@ -124,6 +128,7 @@ pgtether_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/proxy/pgtether"
 baseline_bin=""
 setup_sql=""
 pgbouncer_bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
+pgbouncer124_bin="${PGT_BUILD_DIR:-$PGT_ROOT/build}/compat124/src/tree/pgbouncer"
 
 while (($#)); do
     case "$1" in
@@ -156,6 +161,7 @@ while (($#)); do
     --baseline) baseline_bin="$2"; shift 2 ;;
     --setup-sql) setup_sql="$2"; shift 2 ;;
     --pgbouncer) pgbouncer_bin="$2"; shift 2 ;;
+    --pgbouncer124) pgbouncer124_bin="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
     -h | --help) usage 0 ;;
     *) usage ;;
@@ -172,6 +178,10 @@ done
 for target in $targets; do
     case "$target" in
     direct | pgbouncer | pgbouncer:session | pgtether | pgtether:on | pgtether:off) ;;
+    pgbouncer124)
+        [[ -x $pgbouncer124_bin ]] ||
+            pgt_die "no PgBouncer 1.24.1 at $pgbouncer124_bin (run tests/compat/pgbouncer_pytest.sh --reference once, or pass --pgbouncer124 PATH)"
+        ;;
     pgtether:every_transaction | pgtether:discovery_on | pgtether:discovery_off) ;;
     pgtether:watch_on | pgtether:watch_off) ;;
     baseline) [[ -x ${baseline_bin:-} ]] || pgt_die "the target baseline needs --baseline PATH" ;;
@@ -234,7 +244,7 @@ printf '"postgres" "%s"\n' "$password" >"$state/userlist.txt"
 # The ini of a target: PgBouncer's own, or a copy with pgtether's extra lines.
 ini_of() {
     case "$1" in
-    pgbouncer) printf '%s\n' "$state/pgbouncer.ini" ;;
+    pgbouncer | pgbouncer124) printf '%s\n' "$state/pgbouncer.ini" ;;
     *) printf '%s\n' "$state/${1//:/-}.ini" ;;
     esac
 }
@@ -265,6 +275,7 @@ export PGPASSWORD="$password"  # ignored by PostgreSQL itself (trust), used by t
 
 pooler_bin() {
     case "$1" in
+    pgbouncer124) printf '%s\n' "$pgbouncer124_bin" ;;
     pgbouncer*) printf '%s\n' "$pgbouncer_bin" ;;
     pgtether*) printf '%s\n' "$pgtether_bin" ;;
     baseline) printf '%s\n' "$baseline_bin" ;;
@@ -301,7 +312,11 @@ wait_for_quiet() {
 
 # ---- what we run on ----
 pgt_log "machine: $(nproc) CPUs ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
-pgt_log "versions: $("$PGT_PG_BIN/postgres" -V), $("$PGT_PG_BIN/pgbench" -V), $("$pgbouncer_bin" -V 2>/dev/null | head -n 1 || echo 'pgbouncer ?'), $("$pgtether_bin" -V 2>/dev/null | head -n 1 || echo 'pgtether ?')"
+pgbouncer124_version=""
+if [[ " $targets " == *" pgbouncer124 "* ]]; then
+    pgbouncer124_version=" $("$pgbouncer124_bin" -V 2>/dev/null | head -n 1) (pgbouncer124),"
+fi
+pgt_log "versions: $("$PGT_PG_BIN/postgres" -V), $("$PGT_PG_BIN/pgbench" -V), $("$pgbouncer_bin" -V 2>/dev/null | head -n 1 || echo 'pgbouncer ?'),$pgbouncer124_version $("$pgtether_bin" -V 2>/dev/null | head -n 1 || echo 'pgtether ?')"
 pinning="pooler ${pin_pooler:-any CPU}, pgbench ${pin_pgbench:-any CPU}, PostgreSQL ${pin_postgres:-any CPU}"
 pgt_log "pinning: $pinning"
 

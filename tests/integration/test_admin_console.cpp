@@ -326,7 +326,7 @@ TEST_CASE("every SHOW has PgBouncer 1.24's columns, order and types, pgtether's 
           pgt.ini_path());
     CHECK(cell(*find_row(must_show(admin_b, "CONFIG"), "key", "conffile"), "value") ==
           pgb.ini_path());
-    CHECK(scalar(admin_t, "SHOW VERSION").find("PgBouncer 1.18.0") != std::string::npos);
+    CHECK(scalar(admin_t, "SHOW VERSION").find("PgBouncer 1.24.1") != std::string::npos);
 
     // SHOW HELP: a NOTICE and an empty result, on both.
     for (Conn* conn : {&admin_t, &admin_b}) {
