@@ -42,7 +42,14 @@ Client::Client(Worker& worker, bool tcp)
 
 Client::~Client() {
     uncount_for_limits();
+    release_client_slot();
     worker_.unregister_client(*this);
+}
+
+void Client::release_client_slot() {
+    if (!holds_client_slot_) return;
+    holds_client_slot_ = false;
+    worker_.release_client_slot();
 }
 
 bool Client::accept(int fd) {
@@ -696,6 +703,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
     }
     set_state(State::Closing);
     uncount_for_limits();
+    release_client_slot();  // max_client_conn: the place is free from now on, as in PgBouncer
     detach_from_server();
     if (has_cancel_key_) {
         worker_.cancels().remove(cancel_key_);

@@ -252,6 +252,8 @@ private:
     // database and user and refuses it (false) when that passes a limit.
     [[nodiscard]] bool admit_within_client_limits();
     void uncount_for_limits();
+    // Frees its max_client_conn place (Worker::release_client_slot), once.
+    void release_client_slot();
     [[nodiscard]] std::string tls_description() const;
     void on_authenticated();
     void start_admin_session();  // the client asked for the admin console's database
@@ -377,6 +379,8 @@ private:
     bool over_client_limit_ : 1 = false;  // refuse_over_client_limit()
     // Counted in the process's clients of database_ and user_ (admit_within_client_limits).
     bool counted_for_limits_ : 1 = false;
+    // Counted in max_client_conn's count (from the accept until it starts closing).
+    bool holds_client_slot_ : 1 = true;
     // Told it is queued (query_wait_notify): once per connection, as PgBouncer does.
     bool wait_notice_sent_ : 1 = false;
     bool auth_query_found_no_user_ : 1 = false;

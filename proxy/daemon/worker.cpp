@@ -300,9 +300,9 @@ void Worker::register_client(Client& client) {
     registry_->clients.push_back(client);
     ++group_.clients();
 }
+void Worker::release_client_slot() { --group_.clients(); }
 void Worker::unregister_client(Client& client) {
     registry_->clients.remove(client);
-    --group_.clients();
     maybe_finish_shutdown();
 }
 void Worker::register_server(Server& server) { registry_->servers.push_back(server); }

@@ -147,6 +147,9 @@ public:
     // when it is destroyed.
     void register_client(Client& client);
     void unregister_client(Client& client);
+    // A client no longer counts towards max_client_conn: it is closing (its handle goes a little
+    // later), as PgBouncer frees the place at the disconnect. Once per client.
+    void release_client_slot();
     void register_server(Server& server);
     void unregister_server(Server& server);
     [[nodiscard]] std::size_t client_count() const;

@@ -91,6 +91,20 @@ TEST_CASE("max_client_conn: one client too many gets 53300; a free slot is usabl
     for (auto& c : clients) CHECK(scalar(c, "SELECT 1") == "1");
     clients.pop_back();  // closes one
     CHECK(eventually([&] { return Conn(pooler.conninfo(role)).ok(); }));
+    // The place of a client that has just said goodbye is free at once, as in PgBouncer (its
+    // handle going a moment later must not refuse the next one: PgBouncer 1.24's
+    // test_max_client_conn).
+    int refused = 0;
+    for (int i = 0; i < 30; ++i) {
+        Conn next(pooler.conninfo(role));
+        if (!next.ok()) {
+            ++refused;
+            continue;
+        }
+        CHECK(scalar(next, "SELECT 1") == "1");
+        next.close();  // Terminate, then the next connection right away
+    }
+    CHECK(refused == 0);
 }
 
 TEST_CASE("max_client_conn does not keep an operator from the console, as in PgBouncer") {
