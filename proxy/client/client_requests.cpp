@@ -165,6 +165,11 @@ std::size_t Client::handle_requests(ByteSpan data) {
             if (const auto answered = answer_listen(data)) return *answered;
             note_unanswered_listen(data);
         }
+        // SHUTDOWN WAIT_FOR_SERVERS: no transaction starts (PgBouncer's words and moment).
+        if (worker_.waiting_for_servers()) {
+            fail(protocol::sqlstate::kAdminShutdown, "server shutting down");
+            return data.size();
+        }
         set_state(State::Waiting);
         switch (pool_->request_server(*this)) {
             case Pool::Assignment::Queued:

@@ -462,21 +462,33 @@ void Worker::janitor() {
     // SHUTDOWN WAIT_FOR_CLIENTS serves its clients as usual until the last one has left. The
     // clients closed by a shutdown are told in PgBouncer's words, "server shutting down".
     const bool closing_clients = shutting_down();
-    const bool failing_waiters = shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
+    // WAIT_FOR_SERVERS, as PgBouncer: a client between transactions stays until it asks for a
+    // server (then it is closed: Client's request path) or until no server is in use any more.
+    const bool for_servers = waiting_for_servers();
+    bool servers_in_use = false;
     for_each_client([&](Client& client) {
-        if (failing_waiters && client.state() == Client::State::Waiting) {
+        if (for_servers && client.state() == Client::State::Waiting) {
             client.fail(protocol::sqlstate::kAdminShutdown, "server shutting down");
             return;
         }
         if (closing_clients &&
-            (client.state() == Client::State::Idle || client.state() == Client::State::Startup ||
+            ((client.state() == Client::State::Idle && !for_servers) ||
+             client.state() == Client::State::Startup ||
              client.state() == Client::State::AuthLookup ||
              client.state() == Client::State::Auth)) {
             client.fail(protocol::sqlstate::kAdminShutdown, "server shutting down");
             return;
         }
+        if (client.state() == Client::State::Active) servers_in_use = true;
         client.janitor(now);
     });
+    if (for_servers && !servers_in_use) {
+        for_each_client([&](Client& client) {
+            if (client.state() != Client::State::Closing) {
+                client.fail(protocol::sqlstate::kAdminShutdown, "server shutting down");
+            }
+        });
+    }
     if (!shutting_down_) open_forced_user_pools();
     for (auto& [key, pool] : pools_) pool->janitor(now);
     auth_lookups_->janitor(now);

@@ -114,6 +114,11 @@ public:
     [[nodiscard]] bool shutting_down() const {
         return shutting_down_ && shutdown_mode_ != ShutdownMode::WaitForClients;
     }
+    // SHUTDOWN WAIT_FOR_SERVERS (SIGINT): no transaction starts; the process goes once no server
+    // is in use.
+    [[nodiscard]] bool waiting_for_servers() const {
+        return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
+    }
     // SHUTDOWN WAIT_FOR_CLIENTS: no new clients, the connected ones are served until they leave.
     [[nodiscard]] bool draining() const {
         return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForClients;

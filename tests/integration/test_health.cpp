@@ -139,8 +139,11 @@ TEST_CASE("during shutdown readyz answers 503 and healthz 200 until the process 
         Conn admin = console(pooler);
         (void)admin.exec("SHUTDOWN WAIT_FOR_SERVERS");
         REQUIRE(pooler.wait_for_log("shutting down"));
-        // A client between transactions is closed, in PgBouncer's words.
+        // A client between transactions stays until it starts one, which is refused in
+        // PgBouncer's words (and at its moment); the open transaction goes on.
+        CHECK_FALSE(between.exec("SELECT 1").ok());
         CHECK(pooler.wait_for_log("closing because: server shutting down"));
+        CHECK(scalar(in_tx, "SELECT 'still in the transaction'") == "still in the transaction");
         auto ready = get(port, "/readyz");
         CHECK(ready.status == 503);
         CHECK(ready.body == "shutting down: no new clients\n");
