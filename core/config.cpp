@@ -325,6 +325,12 @@ constexpr std::array<std::string_view, 2> kLoadBalanceHosts = {"disable", "round
 constexpr std::array<std::string_view, 6> kTargetSessionAttrs = {
     "any", "read-write", "read-only", "primary", "standby", "prefer-standby"};
 
+// The global auth_dbname may not name the admin console (PgBouncer's cf_set_authdb, its words).
+std::optional<std::string> auth_dbname_refusal(std::string_view name, std::string_view value) {
+    if (name != "auth_dbname" || (value != "pgbouncer" && value != "pgtether")) return std::nullopt;
+    return "cannot use the reserved \"" + std::string(value) + "\" database as an auth_dbname";
+}
+
 // auth_type values pgtether can run; the others load (a real pgbouncer.ini must load) and are
 // reported as unsupported.
 bool auth_type_supported(AuthType t) { return t != AuthType::Pam; }
@@ -944,6 +950,10 @@ class Loader {
             throw ConfigError(e.file, e.line, e.name,
                               "invalid value \"" + e.value + "\": " + message);
         }
+        if (auto refusal = auth_dbname_refusal(spec->name, e.value)) {
+            throw ConfigError(e.file, e.line, e.name,
+                              "invalid value \"" + e.value + "\": " + *refusal);
+        }
         store(cfg_, spec->target, *parsed.value);
         if (std::holds_alternative<std::monostate>(spec->target)) {
             cfg_.other_settings[std::string(spec->name)] = e.value;
@@ -1248,6 +1258,10 @@ bool set_config_value(Config& config, std::string_view key, std::string_view val
     if (!parsed) {
         throw ConfigError("SET", 0, name,
                           "invalid value \"" + std::string(value) + "\": " + parsed.error);
+    }
+    if (auto refusal = auth_dbname_refusal(spec->name, value)) {
+        throw ConfigError("SET", 0, name,
+                          "invalid value \"" + std::string(value) + "\": " + *refusal);
     }
     if (spec->name == "auth_type" &&
         !auth_type_supported(enum_from<AuthType>(kAuthTypes,

@@ -867,6 +867,8 @@ TEST_CASE("bad values of each type") {
         {"pool_mode = txn", "pool_mode", "expected one of: session, transaction, statement"},
         {"auth_type = password", "auth_type", "expected one of: any, trust, plain, md5"},
         {"auth_type = ldap", "auth_type", "ldap authentication is not supported"},
+        {"auth_dbname = pgbouncer", "auth_dbname",
+         "cannot use the reserved \"pgbouncer\" database as an auth_dbname"},
         {"client_tls_sslmode = maybe", "client_tls_sslmode", "expected one of: disable"},
         {"advisory_lock_tracking = sometimes", "advisory_lock_tracking",
          "expected one of: on, every_transaction, off"},
@@ -1571,4 +1573,14 @@ TEST_CASE("a configured time in the loop clock's milliseconds") {
     CHECK(duration_ms(Duration{1'500}) == 1);
     CHECK(duration_ms(std::chrono::seconds(3600)) == 3'600'000);
     CHECK(duration_ms(Duration{-5'000}) == 0);  // never a wrapped-around huge timeout
+}
+
+TEST_CASE("SET auth_dbname: the console's name is refused, as PgBouncer's cf_set_authdb") {
+    Config config;
+    CHECK_THROWS_WITH_AS(set_config_value(config, "auth_dbname", "pgbouncer"),
+                         doctest::Contains("cannot use the reserved \"pgbouncer\" database"),
+                         ConfigError);
+    CHECK(config.auth_dbname.empty());
+    CHECK(set_config_value(config, "auth_dbname", "authdb"));
+    CHECK(config.auth_dbname == "authdb");
 }
