@@ -636,7 +636,9 @@ void Worker::begin_shutdown(ShutdownMode mode) {
                      janitor::kShutdownGraceMs / 1000);
     }
     close_everything();
-    janitor();
+    // WAIT_FOR_SERVERS leaves its clients to the janitor's next round (within 100 ms), as
+    // PgBouncer's janitor does: the command itself closes nobody.
+    if (mode != ShutdownMode::WaitForServers) janitor();
 }
 
 void Worker::close_everything() {

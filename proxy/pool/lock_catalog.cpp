@@ -32,7 +32,8 @@ std::uint64_t check_interval_ms(const Config& config) {
     return duration_ms(config.advisory_lock_catalog_check_interval);
 }
 
-// A catalog watch listener whose connection failed is opened again after this long.
+// A catalog watch listener whose connection failed is opened again after this long, and a
+// check that failed is run again.
 constexpr std::uint64_t kWatchRetryMs = 5'000;
 // Checks asked for by calls of unknown names, at most one per this long: a name that stays
 // unknown (a CTE's, say) must not turn the watch into a busy loop.
@@ -266,10 +267,11 @@ void LockCatalog::start_check(Database& db) {
         if (alive.expired()) return;
         target->check_running = false;
         if (!fingerprint) {
-            // The backend failed or closed under it: the next one tries again.
-            spdlog::debug("catalog check of database \"{}\" failed; checking again",
-                          target->name);
-            target->next_check_ms = 0;
+            // The query failed (no access to the catalog?) or its backend closed under it: tried
+            // again later on another backend, not at every tick.
+            spdlog::debug("catalog check of database \"{}\" failed; checking again in {} s",
+                          target->name, kWatchRetryMs / 1000);
+            target->next_check_ms = worker_.now_ms() + kWatchRetryMs;
             return;
         }
         on_fingerprint(*target, std::move(*fingerprint));
