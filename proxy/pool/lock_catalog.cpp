@@ -227,7 +227,9 @@ void LockCatalog::watch_tick(Database& db, std::uint64_t now_ms) {
         // database runs it (its discoveries reach the others).
         if (!worker_.group().catalog_watches().claim(db.name, worker_.index())) return;
         db.watching = true;
-        db.next_check_ms = 0;  // the first check at once
+        // The first check an interval from now: the discovery that runs at the database's
+        // first login reads the fingerprint in its own snapshot already.
+        db.next_check_ms = now_ms + check_interval_ms(worker_.config());
     }
     // The listener only while the catalog has the event trigger (the last discovery's
     // snapshot or the last check said so): without it nothing would ever be notified.

@@ -511,7 +511,11 @@ void Pool::release(Server& server, bool after_login) {
 
 void Pool::close_released(Server& server, ReleasePlan::Why why, std::uint64_t now) {
     switch (why) {
-        case ReleasePlan::Why::Retired: server.close("server retired"); return;
+        case ReleasePlan::Why::Retired:
+            // Why it was retired while in use: a reload's changed settings, RECONNECT, ...
+            server.close(server.retire_reason().empty() ? "server retired"
+                                                        : server.retire_reason());
+            return;
         case ReleasePlan::Why::Lifetime: server.close("server_lifetime"); return;
         case ReleasePlan::Why::RoleChanged:
             if (server.host_index() < hosts_.size()) {
@@ -725,7 +729,7 @@ void Pool::close_for(Server& server, const LendRequest& request) {
 }
 
 void Pool::close_all_servers(const char* reason) {
-    used_.for_each([&](Server& server) { server.retire(); });
+    used_.for_each([&](Server& server) { server.retire(reason); });
     close_idle_servers(reason);
 }
 

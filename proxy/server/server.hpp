@@ -146,9 +146,14 @@ public:
     void link_client(Client& client);
     // The client is done with this server (transaction end, or it left cleanly).
     void unlink_client();
-    // Close instead of reusing when released (reload, RECONNECT, lifetime).
-    void retire() { retired_ = true; }
+    // Close instead of reusing when released (reload, RECONNECT, lifetime), logged with `why`
+    // then ("closing because: WHY").
+    void retire(std::string why) {
+        retired_ = true;
+        retire_reason_ = std::move(why);
+    }
     [[nodiscard]] bool retired() const { return retired_; }
+    [[nodiscard]] const std::string& retire_reason() const { return retire_reason_; }
 
     // ---- forwarding ----
     // Client messages, already inspected by the client; returns false if the write is pending.
@@ -331,6 +336,7 @@ private:
     bool prepared_probe_refused_ = false;  // a prepared probe failed here: simple ones only
     SettingsMap applied_settings_;
     bool retired_ = false;
+    std::string retire_reason_;
     bool reset_done_ = false;        // server_reset_query ran since the last client left
     bool login_failed_reported_ = false;
     bool stream_closed_ = false;

@@ -475,9 +475,12 @@ TEST_CASE("the optional event trigger: a DDL notification makes the watch look a
                                   {"advisory_lock_catalog_check_interval", "3600"}}));
     const std::string& name = db.name();
     PGT_REQUIRE_OK(Conn::must(pooler.conninfo("", name)).exec("SELECT 1"));
-    REQUIRE(eventually([&] { return watch_has_checked(pooler, name); }));
-    // The discovery saw the trigger: a connection listens for it.
-    REQUIRE(eventually([&] { return watch_listeners(name) == 1; }));
+    // The discovery saw the trigger: a connection listens for it (its LISTEN done).
+    REQUIRE(eventually([&] {
+        return direct_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = '" + name +
+                             "' AND application_name = 'pgtether catalog watch' AND state = "
+                             "'idle' AND query LIKE 'LISTEN%'") == "1";
+    }));
     // A trigger wrapper is called by no name: nothing but the catalog can tell.
     db.exec_ok(
         "CREATE FUNCTION lock_job_row() RETURNS trigger LANGUAGE plpgsql "
