@@ -20,6 +20,7 @@
 #include "proxy/client/client_auth.hpp"
 #include "proxy/client/key_derivations.hpp"
 #include "proxy/daemon/worker.hpp"
+#include "proxy/daemon/worker_group.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_control.hpp"
@@ -299,7 +300,10 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     // PgBouncer's decide_startup_pool ("don't limit admin db"): max_client_conn does not keep
     // anyone from the console, so an operator can still look at a full pooler. The console's
     // own authentication still applies.
-    if (over_client_limit_ && !AdminSession::is_console_database(database_)) {
+    // Counted again now: a client that left since the accept (on another worker, say) has
+    // freed its place meanwhile, as PgBouncer's single loop would have seen.
+    if (over_client_limit_ && !AdminSession::is_console_database(database_) &&
+        worker_.group().clients() > static_cast<std::size_t>(worker_.config().max_client_conn)) {
         refuse_over_client_limit_now();
         return;
     }
