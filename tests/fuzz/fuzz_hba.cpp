@@ -8,7 +8,8 @@
 // ident map file that reads: each line of a map lets its system user log in as its database
 // user. Checked for an HBA file that reads:
 //  * each rule comes from a line of the file (a rule from an @file still carries its HBA line);
-//  * a host rule's address has no bit outside its mask (else it could never match);
+//  * a host rule whose address has bits outside its mask (kept, as PgBouncer keeps it, never
+//    matching) comes with a warning;
 //  * a host rule for all databases and users matches a client at its own address (with or
 //    without TLS as the rule's type wants), at that rule or an earlier one;
 //  * a local rule for all databases and users matches a Unix-socket client;
@@ -130,8 +131,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         if (rule.any_address) continue;
         require(rule.family == AF_INET || rule.family == AF_INET6, "a host rule has an address");
+        bool host_bits = false;
         for (std::size_t i = 0; i < rule.address.size(); ++i)
-            require((rule.address[i] & ~rule.mask[i]) == 0, "no address bit outside the mask");
+            host_bits = host_bits || (rule.address[i] & ~rule.mask[i]) != 0;
+        if (host_bits) {
+            require(!rules.warnings.empty(), "an address with bits outside its mask is warned");
+            continue;  // it matches no client, its own address included
+        }
         if (for_all) check_match_at_own_address(rules, rule);
     }
 
