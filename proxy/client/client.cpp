@@ -303,7 +303,7 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     // Counted again now: a client that left since the accept (on another worker, say) has
     // freed its place meanwhile, as PgBouncer's single loop would have seen.
     if (over_client_limit_ && !AdminSession::is_console_database(database_) &&
-        worker_.group().clients() > static_cast<std::size_t>(worker_.config().max_client_conn)) {
+        worker_.group().over_client_limit(worker_.config().max_client_conn)) {
         refuse_over_client_limit_now();
         return;
     }

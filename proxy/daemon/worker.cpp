@@ -243,7 +243,7 @@ void Worker::accept_client(int fd, bool tcp, bool drained) {
     // the process).
     // Refused (and counted in clients_refused) once its start-up packet shows it is not for the
     // console.
-    if (group_.clients() > static_cast<std::size_t>(config_->max_client_conn)) {
+    if (group_.over_client_limit(config_->max_client_conn)) {
         client->refuse_over_client_limit();
     }
 }

@@ -38,6 +38,10 @@ public:
     [[nodiscard]] WatchClaims& catalog_watches() { return catalog_watches_; }
     // Client connections of every worker (max_client_conn is a limit of the process).
     [[nodiscard]] std::atomic<std::size_t>& clients() { return clients_; }
+    // The process holds more clients than max_client_conn allows (the newest counted).
+    [[nodiscard]] bool over_client_limit(int max_client_conn) const {
+        return clients_ > static_cast<std::size_t>(max_client_conn);
+    }
     // Client connections per database and per user of every worker
     // (max_db_client_connections, max_user_client_connections).
     [[nodiscard]] ClientCounts& client_counts() { return client_counts_; }
