@@ -12,6 +12,11 @@ void decrement(std::map<std::string, int>& counts, const std::string& name) {
     if (--it->second <= 0) counts.erase(it);
 }
 
+int count_of(const std::map<std::string, int>& counts, const std::string& name) {
+    auto it = counts.find(name);
+    return it == counts.end() ? 0 : it->second;
+}
+
 }  // namespace
 
 std::pair<int, int> ClientCounts::add(const std::string& database, const std::string& user) {
@@ -27,14 +32,12 @@ void ClientCounts::remove(const std::string& database, const std::string& user) 
 
 int ClientCounts::database_clients(const std::string& database) {
     std::lock_guard lock(mutex_);
-    auto it = databases_.find(database);
-    return it == databases_.end() ? 0 : it->second;
+    return count_of(databases_, database);
 }
 
 int ClientCounts::user_clients(const std::string& user) {
     std::lock_guard lock(mutex_);
-    auto it = users_.find(user);
-    return it == users_.end() ? 0 : it->second;
+    return count_of(users_, user);
 }
 
 }  // namespace pgtether
