@@ -1177,11 +1177,9 @@ void Server::finish_internal() {
             // A failed SELECT leaves the backend as it was (idle, outside a transaction). Not
             // use either, as for the leak sweep: server_idle_timeout keeps counting.
             if (link_.tracker().idle()) {
-                const std::uint64_t idle_since = idle_since_ms_;
                 // Nor does a SELECT of the catalog call for server_reset_query (session mode).
                 reset_done_ = true;
-                pool_.release(*this);
-                if (state_ == State::Idle) idle_since_ms_ = idle_since;
+                release_unused();
             } else {
                 close("catalog check failed: " + op->error.message);
             }
@@ -1262,15 +1260,19 @@ void Server::finish_cleanup(const InternalQuery& op, const std::optional<StateRe
             pool_.release(*this);
             return;
         case CleanupKind::Sweep: {
-            // A sweep is not use: keep the time the last client left, or server_idle_timeout
-            // and server_check_delay (which count from it) would restart with every sweep and
-            // never be reached.
-            std::uint64_t idle_since = idle_since_ms_;
-            pool_.release(*this);
-            if (state_ == State::Idle) idle_since_ms_ = idle_since;
+            release_unused();
             return;
         }
     }
+}
+
+void Server::release_unused() {
+    // pgtether's own query on an idle backend is not use: keep the time the last client left,
+    // or server_idle_timeout and server_check_delay (which count from it) would restart with
+    // every sweep or catalog check and never be reached.
+    const std::uint64_t idle_since = idle_since_ms_;
+    pool_.release(*this);
+    if (state_ == State::Idle) idle_since_ms_ = idle_since;
 }
 
 void Server::scrub() {

@@ -269,6 +269,9 @@ private:
     // the probe; cancels what the client left running when the plan says so.
     void run_cleanup(InternalPurpose purpose, const CleanupPlan& plan);
     void release_to_pool();
+    // Back to the pool after pgtether's own query on an idle backend (leak sweep, catalog
+    // check), keeping its idle time.
+    void release_unused();
     void maybe_finish_close();
     void on_resolved(int status, const sockaddr* address) override;
     std::size_t handle_login_data(protocol::ByteSpan data);
