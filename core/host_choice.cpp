@@ -105,6 +105,20 @@ bool login_serves(const std::vector<HostStatus>& hosts, std::size_t index, Sessi
     return true;
 }
 
+std::optional<ServerRole> decode_role_check(const std::vector<Row>& rows) {
+    if (rows.size() != 1 || rows[0].size() != 2 || !rows[0][0] || !rows[0][1]) return std::nullopt;
+    auto flag = [](const std::string& text) -> std::optional<bool> {
+        // pg_is_in_recovery() answers t/f, current_setting on/off.
+        if (text == "t" || text == "on") return true;
+        if (text == "f" || text == "off") return false;
+        return std::nullopt;
+    };
+    const auto in_recovery = flag(*rows[0][0]);
+    const auto read_only = flag(*rows[0][1]);
+    if (!in_recovery || !read_only) return std::nullopt;
+    return ServerRole{*in_recovery, *read_only};
+}
+
 void note_host_failure(HostStatus& host, bool wrong_role, std::uint64_t now_ms,
                        std::uint64_t backoff_ms) {
     ++host.failures;

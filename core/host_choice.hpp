@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/query_result.hpp"
+
 namespace pgtether {
 
 // libpq's target_session_attrs, with libpq's meaning.
@@ -25,6 +27,14 @@ struct ServerRole {
     bool in_hot_standby = false;
     bool read_only = false;  // default_transaction_read_only
 };
+
+// A server that does not report its role (PostgreSQL 13 and older send no in_hot_standby) is asked,
+// as libpq asks such a server: whether it is in recovery, and whether its transactions are
+// read-only (on for a standby too). One row of two values; decode_role_check reads it.
+inline constexpr std::string_view kRoleCheckQuery =
+    "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only')";
+// The role kRoleCheckQuery's answer gives, or nullopt when the rows are not its answer.
+[[nodiscard]] std::optional<ServerRole> decode_role_check(const std::vector<Row>& rows);
 
 // Whether a server with `role` serves a database asking for `attrs`. PreferStandby is served by
 // a standby, and by anything once no standby can be had (`fallback`), as libpq does.
@@ -69,6 +79,14 @@ void note_host_failure(HostStatus& host, bool wrong_role, std::uint64_t now_ms,
                        std::uint64_t backoff_ms);
 // A login on the host succeeded (whatever the role fit): remember its role.
 void note_host_login(HostStatus& host, const ServerRole& role, std::uint64_t now_ms);
+
+// Whether a pooled server connected to `host` should be asked its role again (the periodic
+// check of servers that do not report it): nothing was learnt of the host -- a login there, or
+// the last check -- for `interval_ms` (server_check_delay; 0: at every janitor tick).
+[[nodiscard]] inline bool role_check_due(const HostStatus& host, std::uint64_t now_ms,
+                                         std::uint64_t interval_ms) {
+    return now_ms >= host.last_check_ms && now_ms - host.last_check_ms >= interval_ms;
+}
 
 // What one pool learnt of a host that holds for every pool using the same host and port: it
 // refused or timed out, or a login there found its role. A pool's wrong-role back-off is not

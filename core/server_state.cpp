@@ -30,8 +30,9 @@ constexpr std::array<ServerStateInfo, kServerStateCount> kStates = {{
      bits(S::Login, S::Closing)},
     {"login", PoolList::Used, ServerCensus::Login, false, In::Login, Due::Login,
      bits(S::ConnectQuery) | kReleased},
+    // A role check (servers that do not report it) may come before connect_query.
     {"connect query", PoolList::Used, ServerCensus::Tested, false, In::OwnQuery, Due::CleanUp,
-     kReleased},
+     bits(S::ConnectQuery) | kReleased},
     {"idle", PoolList::Idle, ServerCensus::Idle, false, In::Unsolicited, Due::None,
      bits(S::Used, S::Sweeping, S::Closing) | kLinking},
     {"used", PoolList::Idle, ServerCensus::Used, false, In::Unsolicited, Due::None,

@@ -200,6 +200,8 @@ void Pool::janitor(std::uint64_t now) {
     // Servers to close, each with its reason, decided before any is closed.
     std::vector<std::pair<Server*, const char*>> to_close;
     std::vector<Server*> to_sweep;
+    std::vector<Server*> to_check_role;
+    const std::uint64_t role_check_interval = duration_ms(config.server_check_delay);
     const bool sweep = config.advisory_lock_tracking != LockTracking::Off &&
                        config.server_check_delay.count() > 0;
     // Limits count the pool's servers on every worker (the server budget); only the worker
@@ -237,6 +239,14 @@ void Pool::janitor(std::uint64_t now) {
                    now - server.idle_since_ms() >= duration_ms(config.server_idle_timeout) &&
                    remaining() > sizes_.min_pool_size) {
             to_close.emplace_back(&server, "server idle timeout");
+        } else if (session_attrs_ != SessionAttrs::Any && !server.role_reported() &&
+                   server.host_index() < hosts_.size() &&
+                   role_check_due(hosts_[server.host_index()], now, role_check_interval)) {
+            // A server that does not report its role (PostgreSQL 13-): one of each host's is
+            // asked every server_check_delay; the stamp makes it one (Pool::on_role_checked
+            // tells the others).
+            note_host_attempt(hosts_[server.host_index()], now);
+            to_check_role.push_back(&server);
         } else if (sweep && now - std::max(server.idle_since_ms(), server.last_checked_ms()) >=
                                 duration_ms(config.server_check_delay)) {
             to_sweep.push_back(&server);
@@ -265,6 +275,7 @@ void Pool::janitor(std::uint64_t now) {
     });
     for (auto [server, reason] : to_close) server->close(reason);
     for (Server* server : to_sweep) server->sweep_for_leaks();
+    for (Server* server : to_check_role) server->check_role();
 }
 
 }  // namespace pgtether

@@ -22,7 +22,8 @@
 //   clean-up (kCleanupTimeoutMs) connect_query, reset, scrub, sweep, waiting for cancels;
 //                                pgtether's query for a departed client   Pool::janitor
 //   server_lifetime, server_idle_timeout, the tether surplus (kTetherSurplusIdleMs),
-//   server_check_delay (Idle -> Used, the leak sweep), reserve_pool_timeout   Pool::janitor
+//   server_check_delay (Idle -> Used, the leak sweep, the role check of servers that do not
+//   report their role), reserve_pool_timeout                            Pool::janitor
 //   shutdown grace (kShutdownGraceMs)   SIGINT/SIGTERM, SHUTDOWN     Worker::janitor
 //   auth_query connections, lock discovery, PAUSE/WAIT_CLOSE    their own ticks, called from
 //                                                                Worker::janitor

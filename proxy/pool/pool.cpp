@@ -356,15 +356,13 @@ HostNews Pool::host_news(std::size_t index, HostNews::Kind kind) const {
     return news;
 }
 
-bool Pool::on_server_role(const Server& server, const ServerRole& role) {
-    const std::size_t index = server.host_index();
-    if (index >= hosts_.size()) return serves(role);
+void Pool::note_host_role(std::size_t index, const ServerRole& role, const std::string& where) {
     HostStatus& host = hosts_[index];
     const HostStatus before = host;
     note_host_login(host, role, worker_.now_ms());
     if (before.known != HostStatus::Known::Nothing && before.known != host.known) {
-        spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_,
-                     server.host_and_port(), host_role_name(host));
+        spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_, where,
+                     host_role_name(host));
     }
     // Other pools with this host learn its role when it is news: first learnt, changed, or
     // the host was being skipped (not on every login).
@@ -374,6 +372,34 @@ bool Pool::on_server_role(const Server& server, const ServerRole& role) {
         news.role = role;
         worker_.share_host_news(news, *this);
     }
+}
+
+void Pool::on_role_checked(Server& server, const ServerRole& role) {
+    const std::size_t index = server.host_index();
+    if (index < hosts_.size()) note_host_role(index, role, server.host_and_port());
+    // What one backend of a host answered holds for every backend there.
+    std::vector<Server*> to_close;
+    auto learn = [&](Server& other) {
+        if (other.host_index() != index || other.role_reported()) return;
+        other.learn_role(role);
+        if (other.state() == Server::State::Idle || other.state() == Server::State::Used) {
+            if (&other != &server && !serves(role)) to_close.push_back(&other);
+        }
+    };
+    server.learn_role(role);
+    idle_.for_each(learn);
+    used_.for_each(learn);
+    for (Server* other : to_close) {
+        other->close("server role changed, target_session_attrs = " +
+                     std::string(session_attrs_name(session_attrs_)));
+    }
+}
+
+bool Pool::on_server_role(const Server& server, const ServerRole& role) {
+    const std::size_t index = server.host_index();
+    if (index >= hosts_.size()) return serves(role);
+    HostStatus& host = hosts_[index];
+    note_host_role(index, role, server.host_and_port());
     const bool fits = login_serves(hosts_, index, session_attrs_, role, worker_.now_ms());
     if (!fits) {
         const std::uint64_t backoff_ms = duration_ms(worker_.config().server_host_backoff);
@@ -496,7 +522,7 @@ void Pool::release(Server& server, bool after_login) {
     const ReleasePlan plan = plan_release(facts);  // core/departure.hpp
     switch (plan.action) {
         case ReleasePlan::Action::Nothing: return;
-        case ReleasePlan::Action::Close: close_released(server, plan.why, now); return;
+        case ReleasePlan::Action::Close: close_released(server, plan.why); return;
         case ReleasePlan::Action::WaitForCancels: server.wait_for_cancels(); return;
         case ReleasePlan::Action::Reset: server.reset(); return;
         case ReleasePlan::Action::Return: break;
@@ -509,7 +535,7 @@ void Pool::release(Server& server, bool after_login) {
     if (!waiting_.empty()) schedule_hand_offs();
 }
 
-void Pool::close_released(Server& server, ReleasePlan::Why why, std::uint64_t now) {
+void Pool::close_released(Server& server, ReleasePlan::Why why) {
     switch (why) {
         case ReleasePlan::Why::Retired:
             // Why it was retired while in use: a reload's changed settings, RECONNECT, ...
@@ -519,11 +545,8 @@ void Pool::close_released(Server& server, ReleasePlan::Why why, std::uint64_t no
         case ReleasePlan::Why::Lifetime: server.close("server_lifetime"); return;
         case ReleasePlan::Why::RoleChanged:
             if (server.host_index() < hosts_.size()) {
-                note_host_login(hosts_[server.host_index()], server.role(), now);
+                note_host_role(server.host_index(), server.role(), server.host_and_port());
             }
-            spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_,
-                         server.host_and_port(),
-                         server.role().in_hot_standby ? "in hot standby" : "not in hot standby");
             server.close("server role changed, target_session_attrs = " +
                          std::string(session_attrs_name(session_attrs_)));
             return;

@@ -149,6 +149,10 @@ public:
     // it reported serves this database first (false: it is closed as a failed login).
     void on_server_login(Server& server);
     [[nodiscard]] bool on_server_role(const Server& server, const ServerRole& role);
+    // A periodic role check (Server::check_role) answered `role` for the server's host: noted
+    // as a login there would be, learnt by this pool's other servers of the host that do not
+    // report their role, and those idle that no longer serve the database are closed.
+    void on_role_checked(Server& server, const ServerRole& role);
     void on_server_login_failed(Server& server, const protocol::ErrorFields& error,
                                 LoginFailureKind kind);
     // The same pool on another worker logged in after failed logins: the server is back.
@@ -206,6 +210,9 @@ public:
 private:
     // `after_login`: the release that ends the server's login (ReleaseFacts::after_login).
     void release(Server& server, bool after_login);
+    // A login or role check on hosts_[index] (as `where`) found `role`: noted, logged when the
+    // host changed role, shared with the other pools when it is news.
+    void note_host_role(std::size_t index, const ServerRole& role, const std::string& where);
     // News of hosts_[index] for the other pools (Worker::share_host_news).
     [[nodiscard]] HostNews host_news(std::size_t index, HostNews::Kind kind) const;
     // The pool's greeting is known (from a server of its own or another worker's share): keep
@@ -256,7 +263,7 @@ private:
     // this worker can spare it. True if it did.
     bool pays_lend_owed_with(Server& server);
     // release()'s plan says close (core/departure.hpp, plan_release): with the words of `why`.
-    void close_released(Server& server, ReleasePlan::Why why, std::uint64_t now);
+    void close_released(Server& server, ReleasePlan::Why why);
     // Whether this worker may lend one of its servers of the pool to worker `requester` now.
     [[nodiscard]] bool can_spare_for(std::size_t requester) const;
     // Servers other than `except` that are logged in and not retired: those that can still serve

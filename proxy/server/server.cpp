@@ -48,6 +48,8 @@ const char* to_string(InternalPurpose purpose) {
         case InternalPurpose::Scrub: return "scrub";
         case InternalPurpose::LeakSweep: return "leak sweep";
         case InternalPurpose::CatalogCheck: return "catalog check";
+        case InternalPurpose::LoginRoleCheck:
+        case InternalPurpose::RoleCheck: return "role check";
     }
     return "?";
 }
@@ -57,7 +59,8 @@ namespace {
 // The state a server is in while pgtether's own query of this purpose runs.
 ServerState state_for(InternalPurpose purpose) {
     switch (purpose) {
-        case InternalPurpose::ConnectQuery: return ServerState::ConnectQuery;
+        case InternalPurpose::ConnectQuery:
+        case InternalPurpose::LoginRoleCheck: return ServerState::ConnectQuery;
         case InternalPurpose::Check:
         case InternalPurpose::ParamSync: return ServerState::Syncing;
         case InternalPurpose::Probe:
@@ -65,7 +68,8 @@ ServerState state_for(InternalPurpose purpose) {
         case InternalPurpose::Reset: return ServerState::Resetting;
         case InternalPurpose::Scrub: return ServerState::Scrubbing;
         case InternalPurpose::LeakSweep:
-        case InternalPurpose::CatalogCheck: return ServerState::Sweeping;
+        case InternalPurpose::CatalogCheck:
+        case InternalPurpose::RoleCheck: return ServerState::Sweeping;
     }
     return ServerState::Closing;
 }
@@ -267,6 +271,15 @@ void Server::finish_login() {
     login_.reset();
     spdlog::debug("S-{} {}/{}: logged in, backend pid {}", id_, pool_.database_name(),
                   pool_.user_name(), backend_key_.pid);
+    if (!role_reported_ && pool_.session_attrs() != SessionAttrs::Any) {
+        // PostgreSQL 13 and older do not report in_hot_standby: ask, as libpq does.
+        run_internal(InternalPurpose::LoginRoleCheck, {std::string(kRoleCheckQuery)});
+        return;
+    }
+    finish_login_with_role();
+}
+
+void Server::finish_login_with_role() {
     if (!pool_.on_server_role(*this, role_)) {
         // A standby where the database wants a primary (or the other way round): as libpq
         // does, this host does not serve it; another is tried (core/host_choice.hpp).
@@ -719,7 +732,10 @@ void Server::record_parameter(std::string_view name, std::string_view value,
                               bool forward_to_client) {
     // The role (target_session_attrs): in_hot_standby turns off when a standby is promoted. The
     // read-only setting counts at login only: a client's SET changes it for its session alone.
-    if (name == "in_hot_standby") role_.in_hot_standby = value == "on";
+    if (name == "in_hot_standby") {
+        role_.in_hot_standby = value == "on";
+        role_reported_ = true;
+    }
     if (name == "default_transaction_read_only" && login_) role_.read_only = value == "on";
     auto tracked = find_tracked_param(name);
     if (!tracked) return;
@@ -1126,6 +1142,32 @@ void Server::finish_internal() {
         return report;
     };
     switch (op->purpose) {
+        case InternalPurpose::LoginRoleCheck: {
+            const auto role = clean ? decode_role_check(op->rows) : std::nullopt;
+            if (!role) {
+                login_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                                   "role check failed: " + (op->failed ? op->error.message
+                                                                       : "unexpected answer")));
+                return;
+            }
+            role_ = *role;
+            finish_login_with_role();
+            return;
+        }
+        case InternalPurpose::RoleCheck: {
+            const auto role = clean ? decode_role_check(op->rows) : std::nullopt;
+            if (!role || !link_.tracker().idle()) {
+                close("role check failed: " +
+                      (op->failed ? op->error.message : std::string("unexpected answer")));
+                return;
+            }
+            // Told before the release, which closes this server when its role no longer serves
+            // the database (Pool::release, RoleChanged). A SELECT calls for no reset.
+            pool_.on_role_checked(*this, *role);
+            reset_done_ = true;
+            release_unused();
+            return;
+        }
         case InternalPurpose::ConnectQuery:
             if (!clean) {
                 login_failed(fatal(protocol::sqlstate::kConnectionFailure,
@@ -1304,6 +1346,10 @@ void Server::sweep_for_leaks() {
 void Server::check_catalog(CatalogCheckDone done) {
     catalog_check_done_ = std::move(done);
     run_internal(InternalPurpose::CatalogCheck, {catalog_fingerprint_query()});
+}
+
+void Server::check_role() {
+    run_internal(InternalPurpose::RoleCheck, {std::string(kRoleCheckQuery)});
 }
 
 void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {

@@ -54,6 +54,9 @@ enum class InternalPurpose {
     Scrub,         // clean up after a client left mid-transaction or tethered
     LeakSweep,     // periodic probe of an idle pooled backend
     CatalogCheck,  // lock discovery's catalog fingerprint, read on an idle pooled backend
+    // Servers that do not report their role (PostgreSQL 13-), target_session_attrs not any:
+    LoginRoleCheck,  // asked at login, before the role decides whether the host serves
+    RoleCheck,       // asked again on an idle pooled backend, periodically (server_check_delay)
 };
 const char* to_string(InternalPurpose purpose);
 
@@ -129,6 +132,17 @@ public:
     // What the backend reports of its role (in_hot_standby at login and since; the
     // default_transaction_read_only of its login): target_session_attrs (core/host_choice.hpp).
     [[nodiscard]] const ServerRole& role() const { return role_; }
+    // Whether the backend reports its role (in_hot_standby, PostgreSQL 14+). When it does not,
+    // pgtether asks (kRoleCheckQuery): at login, then now and then on an idle backend
+    // (check_role), and a check on one backend of a host tells the others (learn_role).
+    [[nodiscard]] bool role_reported() const { return role_reported_; }
+    void learn_role(const ServerRole& role) {
+        if (!role_reported_) role_ = role;
+    }
+    // The periodic role check on this idle backend: the pool hears the answer
+    // (Pool::on_role_checked), then the server goes back to the pool, or is closed when its
+    // role no longer serves the database.
+    void check_role();
     // Onto the idle list: clean, unlinked, nothing in flight.
     void mark_idle(std::uint64_t now_ms);
     // The janitor: an idle server is due for server_check_query before its next use (Used), or
@@ -287,6 +301,9 @@ private:
     std::size_t handle_internal_data(protocol::ByteSpan data);
     std::size_t handle_unexpected_data(protocol::ByteSpan data);
     void finish_login();
+    // The login's end once the role is known: does the host serve the database, connect_query,
+    // then the pool.
+    void finish_login_with_role();
     void finish_internal();
     // The end of a reset, scrub or leak sweep: what follows is decide_cleanup_outcome's
     // (core/departure.hpp), given the verifying probe's report (none: it failed).
@@ -331,6 +348,7 @@ private:
     int port_ = 0;
     std::size_t host_index_ = 0;  // host_ is the host list's host_index_-th
     ServerRole role_;
+    bool role_reported_ = false;  // an in_hot_standby ParameterStatus came
     StatementPtr unnamed_statement_;  // see unnamed_statement()
     bool unnamed_unknown_ = false;    // see unnamed_statement_unknown()
     // Kind masks whose transaction-end probe is prepared on this backend (as

@@ -15,6 +15,7 @@
 
 #include "tests/integration/support/admin.hpp"
 #include "tests/integration/support/helpers.hpp"
+#include "tests/integration/support/netns.hpp"
 #include "tests/integration/support/pooler.hpp"
 #include "tests/integration/support/pq.hpp"
 #include "tests/integration/support/private_postgres.hpp"
@@ -282,4 +283,72 @@ TEST_CASE("a host one pool found down is skipped by the others, on every worker"
         CHECK(cell(row, "state") == "backoff (unreachable)");
     }
     CHECK(seen);
+}
+
+TEST_CASE("servers that do not report their role (PostgreSQL 13-) are asked: at login, and since") {
+    // PostgreSQL 13 and older send no in_hot_standby: the same primary and standby, each behind
+    // a relay that takes that ParameterStatus out, stand for them.
+    PrivatePostgres primary;
+    PrivatePostgres standby(PrivatePostgres::StandbyOf{primary});
+    auto socket_of = [](const PrivatePostgres& pg) {
+        return pg.env().pg_socket_dir + "/.s.PGSQL." + std::to_string(pg.port());
+    };
+    TcpRelay old_primary(socket_of(primary), TcpRelay::HideParameter{"in_hot_standby"});
+    TcpRelay old_standby(socket_of(standby), TcpRelay::HideParameter{"in_hot_standby"});
+    const std::string database = primary.env().database;
+    {
+        Conn through = Conn::must("host=127.0.0.1 port=" + std::to_string(old_standby.port()) +
+                                  " user=postgres dbname=" + database +
+                                  " sslmode=disable gssencmode=disable");
+        REQUIRE(PQparameterStatus(through.raw(), "in_hot_standby") == nullptr);
+        REQUIRE(scalar(through, "SELECT pg_is_in_recovery()") == "t");
+    }
+    auto old_entry = [&](const std::string& name, const TcpRelay& first, const TcpRelay& second,
+                         const std::string& attrs) {
+        return name + " = host=127.0.0.1,127.0.0.1 port=" + std::to_string(first.port()) + "," +
+               std::to_string(second.port()) + " dbname=" + database +
+               " target_session_attrs=" + attrs;
+    };
+    PoolerConfig config = failover_config({
+        old_entry("rw", old_standby, old_primary, "read-write"),
+        old_entry("sb", old_primary, old_standby, "standby"),
+        old_entry("ro", old_primary, old_standby, "read-only"),
+    });
+    config.settings["server_tls_sslmode"] = "disable";  // the relays read messages
+    config.settings["server_check_delay"] = "1";
+    Pgtether pooler(config, 10s, primary.env());
+    // Without the question every such server would count as a writable primary.
+    CHECK(recovery_of(pooler, "rw") == "f");
+    CHECK(recovery_of(pooler, "sb") == "t");
+    CHECK(recovery_of(pooler, "ro") == "t");
+    CHECK(pooler.wait_for_log("it is a standby, target_session_attrs = read-write"));
+
+    // The standby is promoted: no ParameterStatus says so, the periodic check does. The standby
+    // pool's servers there are closed, the host is a primary in SHOW HOSTS.
+    standby.promote();
+    CHECK(pooler.wait_for_log("changed role: now primary", 10s));
+    Conn admin = console(pooler);
+    auto sb_servers = [&] {
+        int n = 0;
+        for (const auto& row : named_rows(admin.exec("SHOW SERVERS"))) {
+            if (cell(row, "database") == "sb") ++n;
+        }
+        return n;
+    };
+    CHECK(eventually([&] { return sb_servers() == 0; }, 10s));
+    bool promoted_seen = false;
+    for (const auto& row : named_rows(admin.exec("SHOW HOSTS"))) {
+        if (cell(row, "database") != "sb" || cell_int(row, "port") != old_standby.port()) continue;
+        promoted_seen = true;
+        CHECK(cell(row, "role") == "primary");
+    }
+    CHECK(promoted_seen);
+    // SHOW DATABASES' port is an int4 (PgBouncer's): a port list shows the first host's.
+    for (const auto& row : named_rows(admin.exec("SHOW DATABASES"))) {
+        if (cell(row, "name") == "rw") CHECK(cell_int(row, "port") == old_standby.port());
+    }
+    // Writes carry on on the old primary through the read-write entry.
+    Conn writer = Conn::must(pooler.conninfo("postgres", "rw"));
+    PGT_CHECK_OK(writer.exec("CREATE TABLE IF NOT EXISTS old_servers (n int)"));
+    CHECK(pooler.running());
 }

@@ -140,6 +140,46 @@ TEST_CASE("host choice: failures, logins and what SHOW HOSTS says") {
     CHECK(host.backoff_until_ms == 0);
 }
 
+TEST_CASE("host choice: asking a server that does not report its role (PostgreSQL 13-)") {
+    auto row = [](std::optional<std::string> a, std::optional<std::string> b) {
+        return std::vector<Row>{Row{std::move(a), std::move(b)}};
+    };
+    struct Case {
+        std::vector<Row> rows;
+        std::optional<ServerRole> role;
+    };
+    const std::vector<Case> cases = {
+        {row("f", "off"), ServerRole{false, false}},  // a writable primary
+        {row("f", "on"), ServerRole{false, true}},    // a primary with read-only transactions
+        {row("t", "on"), ServerRole{true, true}},     // a standby
+        {row("t", "off"), ServerRole{true, false}},   // not seen in practice; taken as it is
+        {row(std::nullopt, "off"), std::nullopt},     // NULL: not the query's answer
+        {row("f", "maybe"), std::nullopt},
+        {row("yes", "off"), std::nullopt},
+        {{}, std::nullopt},                                  // no row
+        {{Row{"f"}}, std::nullopt},                          // one column
+        {{Row{"f", "off"}, Row{"f", "off"}}, std::nullopt},  // two rows
+    };
+    for (const auto& c : cases) {
+        const auto role = decode_role_check(c.rows);
+        REQUIRE(role.has_value() == c.role.has_value());
+        if (!role) continue;
+        CHECK(role->in_hot_standby == c.role->in_hot_standby);
+        CHECK(role->read_only == c.role->read_only);
+    }
+
+    // Due when nothing was learnt of the host (a login, the last check) for the interval.
+    HostStatus host;
+    note_host_login(host, ServerRole{true, true}, 5000);
+    CHECK_FALSE(role_check_due(host, 5000, 1000));
+    CHECK_FALSE(role_check_due(host, 5999, 1000));
+    CHECK(role_check_due(host, 6000, 1000));
+    CHECK(role_check_due(host, 5000, 0));  // server_check_delay = 0: every tick
+    note_host_attempt(host, 7000);         // a new connection there learns the role at its login
+    CHECK_FALSE(role_check_due(host, 7500, 1000));
+    CHECK_FALSE(role_check_due(host, 6000, 0));  // a clock behind the stamp: not yet
+}
+
 TEST_CASE("host choice: whether a login serves the database (prefer-standby's fallback)") {
     const std::uint64_t now = 10'000;
     const ServerRole primary_role{false, false}, standby_role{true, true};

@@ -86,6 +86,7 @@ TEST_CASE("server states: what may follow") {
         {S::Sweeping, S::Linked, false},
         {S::Probing, S::Probing, false},
         {S::ConnectQuery, S::Idle, true},
+        {S::ConnectQuery, S::ConnectQuery, true},  // the role check, then connect_query
         // The idle list: handed out (with a check or parameter sync first), swept, checked.
         {S::Idle, S::Linked, true},
         {S::Idle, S::Syncing, false},     // through Linked (Server::link)

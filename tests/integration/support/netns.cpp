@@ -18,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <stdexcept>
+#include <string_view>
 
 #include "tests/integration/support/process.hpp"
 
@@ -172,6 +173,12 @@ TcpRelay::TcpRelay(std::string unix_path, std::chrono::milliseconds delay)
     acceptor_ = std::thread([this] { accept_loop(); });
 }
 
+TcpRelay::TcpRelay(std::string unix_path, HideParameter hide)
+    : unix_path_(std::move(unix_path)), delay_(0), hidden_parameter_(std::move(hide.name)) {
+    listen_on_loopback();
+    acceptor_ = std::thread([this] { accept_loop(); });
+}
+
 void TcpRelay::listen_on_loopback() {
     listen_fd_ = itest::listen_on_loopback(64, port_, "relay listen");
 }
@@ -212,12 +219,32 @@ void TcpRelay::accept_loop() {
         std::lock_guard lock(mutex_);
         fds_.push_back(client);
         fds_.push_back(upstream);
-        threads_.emplace_back([this, client, upstream] { pump(client, upstream); });
-        threads_.emplace_back([this, client, upstream] { pump(upstream, client); });
+        threads_.emplace_back([this, client, upstream] { pump(client, upstream, false); });
+        threads_.emplace_back([this, client, upstream] { pump(upstream, client, true); });
     }
 }
 
-void TcpRelay::pump(int from, int to) {
+std::string TcpRelay::filter_server_messages(std::string& pending) const {
+    std::string out;
+    std::size_t at = 0;
+    while (pending.size() - at >= 5) {
+        const auto* p = reinterpret_cast<const unsigned char*>(pending.data() + at);
+        const std::size_t length = (std::size_t{p[1]} << 24) | (std::size_t{p[2]} << 16) |
+                                   (std::size_t{p[3]} << 8) | std::size_t{p[4]};
+        if (length < 4 || pending.size() - at < 1 + length) break;
+        // ParameterStatus: its body is the name, NUL, the value, NUL.
+        const std::string_view body(pending.data() + at + 5, length - 4);
+        const bool hidden = p[0] == 'S' && body.substr(0, body.find('\0')) == hidden_parameter_;
+        if (!hidden) out.append(pending, at, 1 + length);
+        at += 1 + length;
+    }
+    pending.erase(0, at);
+    return out;
+}
+
+void TcpRelay::pump(int from, int to, bool from_server) {
+    const bool filter = from_server && !hidden_parameter_.empty();
+    std::string pending;  // the server's bytes not yet a whole message (filtering)
     std::vector<char> buffer(64 * 1024);
     while (!stop_) {
         pollfd p{from, POLLIN, 0};
@@ -228,6 +255,12 @@ void TcpRelay::pump(int from, int to) {
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+        if (filter) {
+            pending.append(buffer.data(), static_cast<std::size_t>(n));
+            const std::string out = filter_server_messages(pending);
+            if (!out.empty() && !write_all(to, out.data(), out.size())) break;
+            continue;
+        }
         if (!write_all(to, buffer.data(), static_cast<std::size_t>(n))) break;
     }
     // Pass the end on (EOF or error): the other direction's pump sees it and ends too.

@@ -68,6 +68,11 @@ class NftFilter {
 // passing it on (added latency, both directions). The relay's own end of each connection is a
 // user-space process, so a blackhole on its port looks to the connecting side like a peer that
 // vanished.
+//
+// With `HideParameter`, it stands for an older server instead: the ParameterStatus messages of
+// that name are taken out of what the server sends (PostgreSQL 13 and older send no
+// in_hot_standby). It reads the server's side as a stream of messages from the first byte, so the
+// connecting side must not ask for TLS (server_tls_sslmode = disable).
 class TcpRelay {
   public:
     TcpRelay(const NetNamespace& ns, std::string unix_path,
@@ -75,6 +80,10 @@ class TcpRelay {
     // The same on this process's own loopback (no namespace, no root needed): a slow server.
     explicit TcpRelay(std::string unix_path,
                       std::chrono::milliseconds delay = std::chrono::milliseconds{0});
+    struct HideParameter {
+        std::string name;
+    };
+    TcpRelay(std::string unix_path, HideParameter hide);
     ~TcpRelay();
     TcpRelay(const TcpRelay&) = delete;
     TcpRelay& operator=(const TcpRelay&) = delete;
@@ -86,10 +95,14 @@ class TcpRelay {
   private:
     void listen_on_loopback();
     void accept_loop();
-    void pump(int from, int to);
+    void pump(int from, int to, bool from_server);
+    // The whole messages at the front of the server's bytes `pending`, without those hidden;
+    // they leave `pending`, an incomplete one stays.
+    std::string filter_server_messages(std::string& pending) const;
 
     std::string unix_path_;
     std::chrono::milliseconds delay_;
+    std::string hidden_parameter_;  // empty: bytes pass as they are
     int listen_fd_ = -1;
     int port_ = 0;
     std::atomic<bool> stop_{false};
