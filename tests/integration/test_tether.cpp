@@ -484,13 +484,15 @@ TEST_CASE("locks taken inside functions: advisory_lock_functions and every_trans
         SUBCASE("log_statement_text = 1 logs it whole") {
             whole = true;
         }
-        Pgtether pooler(two_backends({{"server_check_delay", "1"},
+        // The sweep comes server_check_delay after the release: 2 s, so that the check that the
+        // lock did leak (a new connection, slow on a loaded machine) comes before it.
+        Pgtether pooler(two_backends({{"server_check_delay", "2"},
                                       {"advisory_lock_discovery", "off"},
                                       {"log_statement_text", whole ? "1" : "0"}}));
         Conn a = Conn::must(pooler.conninfo());
         PGT_REQUIRE_OK(a.exec("SELECT take_job_lock(902) /* 'pin-4711' */, 'secret-literal'"));
         CHECK(locks_held(902) == 1);  // invisible to the trigger: leaked on a pooled backend
-        CHECK(lock_released_within(902, 4s));
+        CHECK(lock_released_within(902, 6s));
         CHECK(pooler.wait_for_log("leaked session state"));
         if (whole) {
             CHECK(pooler.log().find("take_job_lock(902) /* 'pin-4711' */, 'secret-literal'") !=
