@@ -86,4 +86,24 @@ Refusal reserved_name_refusal(std::string_view name) {
     return {"42939", std::move(message)};
 }
 
+CaptureStep capture_step(char type, std::size_t captured, std::size_t message_size) {
+    if (captured + message_size > kMaxLostStatementBatch) return CaptureStep::GiveUp;
+    switch (type) {
+        case 'B':
+            // The Bind that opened the batch. Another one could bind a statement with effects,
+            // counted twice if routed twice.
+            return captured == 0 ? CaptureStep::Keep : CaptureStep::GiveUp;
+        case 'D':  // Describe
+        case 'E':  // Execute
+        case 'H':  // Flush
+            return CaptureStep::Keep;
+        case 'S':  // Sync
+            return CaptureStep::Complete;
+        default:
+            // A Parse, Close, Query, function call or COPY data: routing it twice could differ
+            // (names remembered, effects noted, the unnamed statement), so no retry.
+            return CaptureStep::GiveUp;
+    }
+}
+
 }  // namespace pgtether

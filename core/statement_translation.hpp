@@ -111,6 +111,45 @@ enum class CloseAction {
 // A Close of a named statement, with or without translation.
 [[nodiscard]] CloseAction decide_close(bool translates, bool reserved_name);
 
+// ---- a statement the backend lost (docs/prepared-statements.md, "Lost statements") ----
+// Dynamic SQL on a shared backend (a DO block that DEALLOCATEs) can drop a statement pgtether
+// prepared there; the next Bind of it fails with 26000 where a direct connection would have kept
+// it. When that Bind opened a batch with nothing else in flight, outside a transaction block, the
+// failed batch changed nothing, so pgtether holds the error back and sends the batch once more
+// (the client's own bytes, routed again: a fresh Parse goes first). The client never sees the
+// error. Anything else gets the 26000, and the statement is prepared again at its next use.
+
+// When a client's Bind may open such a batch (the capture of its bytes starts).
+struct LostStatementArming {
+    bool rewrite = false;         // UseAction::Rewrite: pgtether believes the backend has it
+    bool no_effects = false;      // the statement's text showed no session effect (the tether's
+                                  // accounting of a failed and repeated statement stays exact)
+    bool backend_idle = false;    // nothing sent to the backend is unanswered
+    bool outside_block = false;   // transaction status 'I'
+    bool whole_message = false;   // the Bind is all here (not streamed)
+};
+[[nodiscard]] constexpr bool may_retry_lost_statement(const LostStatementArming& facts) {
+    return facts.rewrite && facts.no_effects && facts.backend_idle && facts.outside_block &&
+           facts.whole_message;
+}
+
+// What a message of the client's batch does to the capture: kept (more to come), the batch is
+// complete (its Sync), or the retry is given up (a message whose repetition could differ, or the
+// capture would pass kMaxLostStatementBatch bytes).
+enum class CaptureStep { Keep, Complete, GiveUp };
+inline constexpr std::size_t kMaxLostStatementBatch = 64 * 1024;
+[[nodiscard]] CaptureStep capture_step(char type, std::size_t captured, std::size_t message_size);
+
+// At the ReadyForQuery after the held 26000: send the batch again, or pass the error on.
+struct LostStatementFacts {
+    bool complete = false;     // the batch's Sync was captured
+    bool backend_idle = false;  // this ReadyForQuery answered everything sent
+    char status = 0;           // its transaction status
+};
+[[nodiscard]] constexpr bool retry_lost_statement(const LostStatementFacts& facts) {
+    return facts.complete && facts.backend_idle && facts.status == 'I';
+}
+
 // The Query pgtether sends in place of a client's SQL that PREPAREs, EXECUTEs or DEALLOCATEs a
 // reserved name (protocol/deallocate_statement.hpp): a DO block that raises
 // reserved_name_refusal's error, so that the backend itself fails the statement -- the

@@ -536,6 +536,11 @@ void Client::on_server_assigned(Server& server) {
     if (!server.busy()) on_server_ready();
 }
 
+void Client::take_input_back(std::string_view batch) {
+    stream_.prepend_input(protocol::as_bytes(batch));
+    stream_.redeliver_pending_input();
+}
+
 void Client::on_server_ready() {
     if (state_ != State::Active) return;
     if (has_held_notifications() && between_transactions()) send_held_notifications();

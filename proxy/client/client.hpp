@@ -108,6 +108,11 @@ public:
     bool send(std::string_view bytes);
     // The server finished an internal query for this client (parameter sync, probe): resume input.
     void on_server_ready();
+    // A batch of this client's, already routed once, is to be routed again (its Bind met a
+    // statement the backend lost, Server::send_lost_statement_batch_again): its bytes go back in
+    // front of the client's input and are read again now. Only when can_take_input_back().
+    void take_input_back(std::string_view batch);
+    [[nodiscard]] bool can_take_input_back() const { return !stream_.dispatching(); }
     // The transaction ended and the server went back to the pool.
     void on_server_released();
     // The server connection failed under this client (`reason`: the backend's FATAL message, or
@@ -292,6 +297,9 @@ private:
     // read, and a rewritten head announces them).
     bool route_bind(protocol::ByteSpan body, Outbound& out, std::size_t body_missing = 0);
     bool route_describe_or_close(protocol::ByteSpan body, char type, Outbound& out);
+    // A Bind of `statement` that the backend is believed to have may open a batch that goes
+    // again should the backend have lost it (core/statement_translation.hpp).
+    void arm_lost_statement_retry(const PreparedStatement& statement, std::size_t body_missing);
     // Whether the translator took the message (not forwarded as sent); a refusal starts the
     // discard up to Sync.
     bool routed(StatementTranslator::Routed how);

@@ -347,6 +347,15 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 break;
         }
         if (!routed) forward_as_sent(type, message, out);
+        if (state_ == State::Active && server_->link().capturing_batch()) [[unlikely]] {
+            // A batch that may go again; not one in which pgtether refused a message (its error
+            // would be answered twice).
+            if (skip_until_sync_) {
+                server_->link().give_up_capture();
+            } else {
+                server_->link().capture(type, message);
+            }
+        }
     }
     last_activity_ms_ = worker_.now_ms();
     if (state_ == State::Active) {
@@ -606,8 +615,25 @@ bool Client::route_bind(ByteSpan body, Outbound& out, std::size_t body_missing) 
     } else if (server_->link().lock_accounting().has_portals()) {
         server_->link().lock_accounting().forget_portal(names->portal);
     }
+    if (statement && !names->statement.empty() && server_->link().translates_statements()) {
+        arm_lost_statement_retry(*statement, body_missing);
+    }
     // Unknown names go as they are: the backend reports them with the client's name.
     return routed(statements.bind(*names, statement, body, body_missing));
+}
+
+void Client::arm_lost_statement_retry(const PreparedStatement& statement,
+                                      std::size_t body_missing) {
+    const auto& tracker = server_->link().tracker();
+    LostStatementArming facts;
+    facts.backend_idle = tracker.quiet();
+    facts.outside_block = tracker.idle();
+    facts.whole_message = body_missing == 0;
+    facts.no_effects = statement.effects == 0 && !statement.text_withheld;
+    // Looked up last, and only when the rest holds: a Bind inside a block skips it.
+    facts.rewrite = facts.backend_idle && facts.outside_block && facts.no_effects &&
+                    server_->statements().contains(statement);
+    if (may_retry_lost_statement(facts)) server_->link().arm_lost_statement_retry();
 }
 
 bool Client::route_describe_or_close(ByteSpan body, char type, Outbound& out) {

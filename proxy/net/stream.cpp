@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cassert>
 #include <cerrno>
 
 #include <arpa/inet.h>
@@ -257,6 +258,14 @@ void Stream::dispatch(protocol::ByteSpan data, bool from_scratch) {
     }
     redeliver_ = false;
     dispatching_ = false;
+}
+
+void Stream::prepend_input(protocol::ByteSpan bytes) {
+    assert(!dispatching_);
+    ByteBuffer joined;
+    joined.append(bytes);
+    joined.append(input_.data());
+    input_ = std::move(joined);
 }
 
 void Stream::redeliver_pending_input() {

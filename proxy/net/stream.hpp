@@ -82,6 +82,11 @@ public:
     // Offers input kept from earlier reads to the handler again (after it was unable to consume it,
     // e.g. while a client waited for a server). Safe to call from inside on_stream_data.
     void redeliver_pending_input();
+    // Puts `bytes` in front of the kept input, as if they had arrived again (a batch pgtether
+    // sends once more: Server, a statement the backend lost). Not while the handler runs: its
+    // view of the input would no longer match (dispatching()).
+    void prepend_input(protocol::ByteSpan bytes);
+    [[nodiscard]] bool dispatching() const { return dispatching_; }
     [[nodiscard]] std::size_t pending_input_size() const { return input_.size(); }
     // Whether the peer sent anything the loop has not read yet, or closed the connection: kept
     // input, or a non-blocking peek at the socket (one system call).

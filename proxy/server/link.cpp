@@ -3,10 +3,47 @@
 #include "core/config.hpp"
 #include "core/lock_ledger.hpp"
 #include "core/state_probe.hpp"
+#include "core/statement_translation.hpp"
 #include "core/stats.hpp"
+#include "protocol/sqlstate.hpp"
 #include "protocol/message_types.hpp"
 
 namespace pgtether {
+
+void Link::capture(char type, protocol::ByteSpan message) {
+    switch (capture_step(type, retry_batch_.size(), message.size())) {
+        case CaptureStep::Keep:
+            retry_batch_.append(reinterpret_cast<const char*>(message.data()), message.size());
+            return;
+        case CaptureStep::Complete:
+            retry_batch_.append(reinterpret_cast<const char*>(message.data()), message.size());
+            retry_stage_ = RetryStage::Complete;
+            return;
+        case CaptureStep::GiveUp:
+            retry_stage_ = RetryStage::GivenUp;
+            return;
+    }
+}
+
+bool Link::hold_lost_statement_error(std::string_view sqlstate, protocol::ByteSpan error) {
+    const bool lost = sqlstate == protocol::sqlstate::kInvalidSqlStatementName &&
+                      retry_stage_ != RetryStage::GivenUp && retry_held_error_.empty();
+    if (!lost) {
+        end_lost_statement_retry();
+        return false;
+    }
+    retry_held_error_.assign(reinterpret_cast<const char*>(error.data()), error.size());
+    return true;
+}
+
+std::optional<std::string> Link::take_lost_statement_batch(bool backend_idle, char status) {
+    const bool again =
+        retry_lost_statement({retry_stage_ == RetryStage::Complete, backend_idle, status});
+    retry_stage_ = RetryStage::Off;
+    if (!again) return std::nullopt;
+    retry_held_error_.clear();
+    return std::string(retry_batch_);
+}
 
 void Link::note_parsed_name(std::string_view name) {
     if (!parsed_names_) parsed_names_ = std::make_unique<std::unordered_set<std::string>>();

@@ -110,6 +110,38 @@ public:
     // At the Query's ReadyForQuery, once its answer was read (spliced_replies()).
     void end_listen_splice() { splice_.reset(); }
 
+    // ---- a statement the backend lost (core/statement_translation.hpp) ----
+    // The client's Bind may open a batch that is sent again if it meets 26000: capture its bytes
+    // (capture(), from the Bind) until its Sync.
+    void arm_lost_statement_retry() {
+        retry_stage_ = RetryStage::Capturing;
+        retry_batch_.clear();
+        retry_held_error_.clear();
+    }
+    [[nodiscard]] bool capturing_batch() const { return retry_stage_ == RetryStage::Capturing; }
+    // One client message of the batch, as the client sent it.
+    void capture(char type, protocol::ByteSpan message);
+    void give_up_capture() { retry_stage_ = RetryStage::GivenUp; }
+    // The backend's answer so far: whether an ErrorResponse with `sqlstate` is the batch's
+    // Bind meeting a lost statement (then it is held back, `error`: its bytes); a BindComplete
+    // or any other error ends the retry.
+    [[nodiscard]] bool hold_lost_statement_error(std::string_view sqlstate,
+                                                 protocol::ByteSpan error);
+    void note_bind_complete() { retry_stage_ = RetryStage::Off; }
+    [[nodiscard]] bool lost_statement_error_held() const { return !retry_held_error_.empty(); }
+    // At the batch's ReadyForQuery (the retry ends either way): the batch to send again, or
+    // nullopt; the held error, if not, goes to the client (take_held_lost_statement_error).
+    [[nodiscard]] std::optional<std::string> take_lost_statement_batch(bool backend_idle,
+                                                                       char status);
+    [[nodiscard]] std::string take_held_lost_statement_error() {
+        return std::exchange(retry_held_error_, {});
+    }
+    void end_lost_statement_retry() {
+        retry_stage_ = RetryStage::Off;
+        retry_held_error_.clear();
+    }
+    [[nodiscard]] bool lost_statement_retry_on() const { return retry_stage_ != RetryStage::Off; }
+
     // ---- what the client was told, for the words it gets if the backend is lost ----
     void note_client_forwarded() { client_forwarded_ = true; }
     [[nodiscard]] bool client_forwarded() const { return client_forwarded_; }
@@ -143,6 +175,12 @@ private:
     bool fatal_forwarded_ = false;   // the client got the backend's FATAL ErrorResponse
     std::string held_fatal_message_;
     std::string failed_sqlstate_;
+    // A batch that may be sent again (arm_lost_statement_retry): capturing it, complete (its
+    // Sync is in), given up (a message not to be routed twice; the held error still goes out).
+    enum class RetryStage : std::uint8_t { Off, Capturing, Complete, GivenUp };
+    RetryStage retry_stage_ = RetryStage::Off;
+    std::string retry_batch_;       // the client's bytes from the Bind (capacity kept)
+    std::string retry_held_error_;  // the 26000 ErrorResponse held back
 };
 
 // Defined here: they run on every transaction, and inline they cost what the same lines cost
@@ -162,6 +200,7 @@ inline void Link::begin(bool translate_statements) {
     fatal_forwarded_ = false;
     held_fatal_message_.clear();
     failed_sqlstate_.clear();
+    end_lost_statement_retry();
 }
 
 inline void Link::note_request_start(std::uint64_t now_us) {

@@ -453,6 +453,18 @@ void Server::settle_requests() {
     settle_requests([this](std::string&& reply) { client_->send(reply); });
 }
 
+bool Server::send_lost_statement_batch_again(char status) {
+    // Only where the client's stream can take its bytes back now (not inside its own read).
+    const bool idle = link_.tracker().idle() && client_->can_take_input_back();
+    std::optional<std::string> batch = link_.take_lost_statement_batch(idle, status);
+    if (!batch) return false;
+    spdlog::info("{}: a prepared statement of {} was lost on the backend (26000): prepared "
+                  "again, its batch sent once more",
+                  describe(), client_->describe());
+    client_->take_input_back(*batch);
+    return true;
+}
+
 void Server::resume_input_from_client() {
     if (state_ == State::Closing) return;
     stream_.start_reading();
@@ -573,6 +585,20 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                     return consumed;
                 }
                 tracker.on_ready_for_query(*status);
+                if (link_.lost_statement_retry_on()) [[unlikely]] {
+                    flush();  // what the client got before stays before what a retry brings
+                    if (send_lost_statement_batch_again(*status)) {
+                        // Neither the held 26000 nor this ReadyForQuery is the client's: its
+                        // batch goes again, and the rest of this read is offered after it.
+                        stream_.redeliver_pending_input();
+                        return consumed;
+                    }
+                    if (link_.lost_statement_error_held()) {
+                        answers.push_back(link_.take_held_lost_statement_error());
+                        forward(reinterpret_cast<const std::uint8_t*>(answers.back().data()),
+                                answers.back().size());
+                    }
+                }
                 pool_.stats().query_count++;
                 if (tracker.quiet()) record_timing(*status);
                 if (*status == protocol::kTxIdle && tracker.quiet() &&
@@ -655,11 +681,22 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                 flush();
                 close(std::string("unexpected message from server: '") + type + "'");
                 return consumed;
+            case be::kBindComplete:
+                tracker.on_backend(type);
+                // The batch's Bind found its statement: nothing to send again.
+                if (link_.lost_statement_retry_on()) link_.note_bind_complete();
+                break;
             case be::kErrorResponse:
                 tracker.on_backend(type);
                 // The backend now skips to the next Sync: a Parse of "" sent meanwhile is lost.
                 unnamed_unknown_ = true;
                 if (auto error = protocol::parse_error_fields(body)) {
+                    if (!swallow && link_.lost_statement_retry_on() &&
+                        !protocol::is_fatal(*error)) [[unlikely]] {
+                        // The first error of a batch that may go again: its Bind met a statement
+                        // the backend lost (held until the ReadyForQuery), or the retry is off.
+                        swallow = link_.hold_lost_statement_error(error->sqlstate, rest);
+                    }
                     if (!swallow && protocol::is_fatal(*error)) {
                         if (client_->tethered()) {
                             // The backend's last word, but not the whole story for a client

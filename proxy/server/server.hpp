@@ -298,6 +298,10 @@ private:
     // At a ReadyForQuery: what becomes of the LISTENs pgtether answered in the client's
     // transaction, a spliced Query's included (decide_spliced_listens, decide_pending_listens).
     PendingListenAction pending_listens_at_ready(char status);
+    // At the ReadyForQuery of a batch whose Bind met a statement the backend lost (26000,
+    // held back): when it may go again (core/statement_translation.hpp), the client's batch is
+    // routed once more (a fresh Parse first). True if it was.
+    bool send_lost_statement_batch_again(char status);
     std::size_t handle_internal_data(protocol::ByteSpan data);
     std::size_t handle_unexpected_data(protocol::ByteSpan data);
     void finish_login();

@@ -491,6 +491,12 @@ TEST_CASE("backend statement names are unguessable, and clients may not use the 
     CHECK(mine.value() == "victim");
 }
 
+// Dynamic SQL that drops every statement on the backend but pgtether's own probe (whose loss
+// would tether the client that ran it, and give the next client another backend).
+const char* const kDropClientStatements =
+    "DO $$DECLARE n text; BEGIN FOR n IN SELECT name FROM pg_prepared_statements WHERE name "
+    "NOT LIKE 'pgtether\\_probe\\_%' LOOP EXECUTE format('DEALLOCATE %I', n); END LOOP; END$$";
+
 TEST_CASE("a statement the backend lost is prepared again at its next use") {
     // One backend: the client that drops statements by dynamic SQL shares it with the victim.
     Pgtether pooler(alternating_backends(
@@ -509,16 +515,73 @@ TEST_CASE("a statement the backend lost is prepared again at its next use") {
                     "'pgtether\\_probe\\_%'")
               .value() == "0");
 
-    // The first use meets the gap (26000, not retried); every later one works again.
-    auto first = victim.exec_prepared("mine", {});
-    if (first.is_error()) CHECK(first.sqlstate == "26000");
+    // Outside a transaction block the use that meets the gap is sent again behind a fresh
+    // Parse: the client never sees the 26000, as on a direct connection (nobody else's DO block
+    // could drop its statement there).
     for (int i = 0; i < 3; ++i) {
         auto again = victim.exec_prepared("mine", {});
         PGT_CHECK_OK(again);
         if (again.ok()) CHECK(again.value() == "still here");
     }
+    CHECK(pooler.wait_for_log("was lost on the backend (26000): prepared again"));
     auto described = victim.describe_prepared("mine");
     PGT_CHECK_OK(described);
+
+    // Inside a block the 26000 has aborted the transaction: it cannot be taken back, so the
+    // client gets it (and the statement is prepared again at its next use).
+    PGT_REQUIRE_OK(vandal.exec(kDropClientStatements));
+    PGT_REQUIRE_OK(victim.exec("BEGIN"));
+    PGT_CHECK_SQLSTATE(victim.exec_prepared("mine", {}), "26000");
+    PGT_REQUIRE_OK(victim.exec("ROLLBACK"));
+    auto after = victim.exec_prepared("mine", {});
+    PGT_CHECK_OK(after);
+    if (after.ok()) CHECK(after.value() == "still here");
+}
+
+TEST_CASE("a lost statement's batch goes again only when nothing else could have run") {
+    Pgtether pooler(alternating_backends(
+        {{"default_pool_size", "1"}, {"min_pool_size", "1"}, {"workers", "1"}}));
+    Conn victim = Conn::must(pooler.conninfo());
+    PGT_REQUIRE_OK(victim.exec("CREATE TABLE IF NOT EXISTS pgt_lost_rows (n int)"));
+    PGT_REQUIRE_OK(victim.exec("TRUNCATE pgt_lost_rows"));
+    PGT_REQUIRE_OK(victim.prepare("ins", "INSERT INTO pgt_lost_rows VALUES ($1) RETURNING n"));
+    PGT_REQUIRE_OK(victim.exec_prepared("ins", {"1"}));
+    Conn vandal = Conn::must(pooler.conninfo());
+    auto drop_all = [&] { PGT_REQUIRE_OK(vandal.exec(kDropClientStatements)); };
+    // A write goes again exactly once: one row, not two, not none.
+    drop_all();
+    auto inserted = victim.exec_prepared("ins", {"2"});
+    PGT_CHECK_OK(inserted);
+    CHECK(victim.exec("SELECT count(*) FROM pgt_lost_rows WHERE n = 2").value() == "1");
+    // Pipelined batches (the second sent before the first's answer): the first's error cannot
+    // be taken back without reordering them, so both fail as they would have before.
+    drop_all();
+    REQUIRE(PQenterPipelineMode(victim.raw()) == 1);
+    for (int n : {3, 4}) {
+        const std::string value = std::to_string(n);
+        const char* params[] = {value.c_str()};
+        REQUIRE(PQsendQueryPrepared(victim.raw(), "ins", 1, params, nullptr, nullptr, 0) == 1);
+        REQUIRE(PQpipelineSync(victim.raw()) == 1);
+    }
+    std::vector<std::string> states;
+    for (int batch = 0; batch < 2; ++batch) {
+        while (PGresult* r = PQgetResult(victim.raw())) {
+            if (PQresultStatus(r) == PGRES_FATAL_ERROR) {
+                const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                states.push_back(state ? state : "?");
+            } else if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+                states.push_back("ok");
+            }
+            PQclear(r);
+        }
+        PGresult* sync = PQgetResult(victim.raw());  // PGRES_PIPELINE_SYNC
+        if (sync) PQclear(sync);
+    }
+    REQUIRE(PQexitPipelineMode(victim.raw()) == 1);
+    CHECK(states == std::vector<std::string>{"26000", "26000"});
+    CHECK(victim.exec("SELECT count(*) FROM pgt_lost_rows WHERE n IN (3, 4)").value() == "0");
+    PGT_CHECK_OK(victim.exec_prepared("ins", {"5"}));
+    PGT_REQUIRE_OK(victim.exec("DROP TABLE pgt_lost_rows"));
 }
 
 TEST_CASE("max_prepared_statement_bytes_total bounds all clients together: 54000 beyond it") {

@@ -152,3 +152,51 @@ TEST_CASE("a refused Parse names PostgreSQL's SQLSTATE and the limit") {
     CHECK(large.message.find("1234 bytes") != std::string::npos);
     CHECK(large.message.find("max_prepared_statement_bytes") != std::string::npos);
 }
+
+TEST_CASE("a statement the backend lost: when the batch is sent again") {
+    // Arming: every fact must hold.
+    const LostStatementArming all{true, true, true, true, true};
+    CHECK(may_retry_lost_statement(all));
+    for (int drop = 0; drop < 5; ++drop) {
+        LostStatementArming facts = all;
+        bool* fields[] = {&facts.rewrite, &facts.no_effects, &facts.backend_idle,
+                          &facts.outside_block, &facts.whole_message};
+        *fields[drop] = false;
+        CHECK_MESSAGE(!may_retry_lost_statement(facts), "fact " << drop);
+    }
+
+    // The capture: the opening Bind, then Describe, Execute, Flush up to the Sync.
+    struct Step {
+        char type;
+        std::size_t captured;
+        std::size_t size;
+        CaptureStep step;
+    };
+    const Step steps[] = {
+        {'B', 0, 40, CaptureStep::Keep},
+        {'D', 40, 7, CaptureStep::Keep},
+        {'E', 47, 10, CaptureStep::Keep},
+        {'H', 57, 5, CaptureStep::Keep},
+        {'S', 62, 5, CaptureStep::Complete},
+        {'B', 40, 40, CaptureStep::GiveUp},  // a second Bind
+        {'P', 40, 30, CaptureStep::GiveUp},  // Parse
+        {'C', 40, 10, CaptureStep::GiveUp},  // Close
+        {'Q', 40, 20, CaptureStep::GiveUp},  // Query
+        {'F', 40, 20, CaptureStep::GiveUp},  // FunctionCall
+        {'d', 40, 20, CaptureStep::GiveUp},  // CopyData
+        {'E', kMaxLostStatementBatch - 10, 10, CaptureStep::Keep},
+        {'E', kMaxLostStatementBatch - 10, 11, CaptureStep::GiveUp},  // over the bound
+        {'B', 0, kMaxLostStatementBatch + 1, CaptureStep::GiveUp},
+    };
+    for (const auto& s : steps) {
+        CHECK_MESSAGE(capture_step(s.type, s.captured, s.size) == s.step,
+                      s.type << " after " << s.captured << " bytes");
+    }
+
+    // At the ReadyForQuery after the held error.
+    CHECK(retry_lost_statement({true, true, 'I'}));
+    CHECK_FALSE(retry_lost_statement({false, true, 'I'}));  // the Sync has not come
+    CHECK_FALSE(retry_lost_statement({true, false, 'I'}));  // the client sent more meanwhile
+    CHECK_FALSE(retry_lost_statement({true, true, 'T'}));
+    CHECK_FALSE(retry_lost_statement({true, true, 'E'}));
+}
