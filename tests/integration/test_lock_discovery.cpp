@@ -490,3 +490,46 @@ TEST_CASE("the optional event trigger: a DDL notification makes the watch look a
     CHECK(eventually([&] { return found_as(pooler, name, "jobs", "via trigger"); }, 3s));
     check_tethered_by(pooler, name, "INSERT INTO jobs VALUES (731300)", 731300);
 }
+
+TEST_CASE("discovery runs on an idle pooled backend, on its own connection only when none is") {
+    ScratchDatabase db("pgtether_discovery_where");
+    db.exec_ok(kSchema);
+    // One backend, so a client in a transaction leaves none idle; a run every second.
+    Pgtether pooler(pool_config("transaction", 1,
+                                {{"advisory_lock_discovery_interval", "1"},
+                                 {"advisory_lock_catalog_check_interval", "0"},
+                                 {"query_wait_timeout", "20"},
+                                 {"tether_reserve_size", "0"}}));
+    const std::string& name = db.name();
+    auto lines_with = [&](const std::string& needle) {
+        const std::string log = pooler.log();
+        int n = 0;
+        for (auto at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+        return n;
+    };
+    // The first login's backend serves the client that made it; the discovery runs on it once
+    // that client's transaction is over, and every second after.
+    Conn client = Conn::must(pooler.conninfo("", name));
+    PGT_REQUIRE_OK(client.exec("SELECT 1"));
+    REQUIRE(pooler.wait_for_log("ran on a pooled backend"));
+    CHECK(found_as(pooler, name, "sql_lock", "discovered"));
+    CHECK(eventually([&] { return lines_with("ran on a pooled backend") >= 2; }));
+    CHECK(lines_with("ran on a connection of its own") == 0);
+
+    // Every backend busy (a client inside a transaction): a run that is due waits for one
+    // (2 s), then opens a short connection of its own ("pgtether lock discovery").
+    PGT_REQUIRE_OK(client.exec("BEGIN"));
+    PGT_REQUIRE_OK(client.exec("SELECT 1"));
+    CHECK(pooler.wait_for_log("ran on a connection of its own", 10s));
+    PGT_REQUIRE_OK(client.exec("COMMIT"));
+    CHECK(eventually([&] {
+        return direct_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = '" + name +
+                             "' AND application_name = 'pgtether lock discovery'") == "0";
+    }));
+
+    // A backend idle again: the runs are on it.
+    const int pooled_runs = lines_with("ran on a pooled backend");
+    CHECK(eventually([&] { return lines_with("ran on a pooled backend") >= pooled_runs + 2; },
+                     5s));
+    CHECK(found_as(pooler, name, "sql_lock", "discovered"));
+}
