@@ -1345,6 +1345,9 @@ void Server::finish_cleanup(const InternalQuery& op, const std::optional<StateRe
             pool_.release(*this);
             return;
         case CleanupKind::Sweep: {
+            // A sweep that found nothing changed nothing: the backend is as its last release
+            // left it (reset then, in session mode), so no server_reset_query after every sweep.
+            reset_done_ = true;
             release_unused();
             return;
         }

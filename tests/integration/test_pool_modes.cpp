@@ -4,7 +4,10 @@
 // backend" certain, and pg_backend_pid() proves it.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <string>
+#include <thread>
 
 #include "tests/integration/support/helpers.hpp"
 #include "tests/integration/support/pooler.hpp"
@@ -73,6 +76,32 @@ TEST_CASE("session mode: a custom server_reset_query is the one that runs") {
     REQUIRE(scalar(b, "SELECT pg_backend_pid()") == pid);
     PGT_CHECK_SQLSTATE(b.exec("SELECT * FROM leftover"), "42P01");  // DISCARD TEMP ran
     PGT_CHECK_OK(b.exec("EXECUTE leftover_stmt"));  // ... and only that (no DISCARD ALL)
+}
+
+TEST_CASE("session mode: the leak sweep of an idle backend is not followed by server_reset_query") {
+    // The reset ran when the client left; a sweep that finds nothing changes nothing, so a
+    // second reset after every sweep (every server_check_delay, on every idle backend) would be
+    // work for nothing. A reset query that counts its runs in a sequence tells.
+    const std::string counter = "pgt_reset_count_" + std::to_string(::getpid());
+    direct_scalar("CREATE SEQUENCE " + counter + "; SELECT 1");
+    PoolerConfig config = one_backend("session");
+    config.settings["server_reset_query"] = "SELECT nextval('" + counter + "')";
+    config.settings["server_check_delay"] = "1";
+    config.settings["workers"] = "1";
+    Pgtether pooler(config);
+    auto resets = [&] {
+        return direct_scalar("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM " +
+                             counter);
+    };
+    { Conn a = Conn::must(pooler.conninfo()); PGT_REQUIRE_OK(a.exec("SELECT 1")); }
+    REQUIRE(eventually([&] { return resets() == "1"; }));  // the client left
+    // Three sweeps or more (one a second), and no reset after them.
+    std::this_thread::sleep_for(3500ms);
+    CHECK(pooler.log().find("leak sweep") == std::string::npos);  // none failed
+    CHECK(resets() == "1");
+    { Conn b = Conn::must(pooler.conninfo()); PGT_CHECK_OK(b.exec("SELECT 1")); }
+    CHECK(eventually([&] { return resets() == "2"; }));  // the next client's departure
+    direct_scalar("DROP SEQUENCE " + counter + "; SELECT 1");
 }
 
 TEST_CASE("session mode: a client keeps its backend; a second client waits for it") {
