@@ -589,8 +589,12 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
             secret_of(old_auth_file.get()) != secret_of(auth_file_.get());
         const bool connect_query_changed = old.connect_query != resolved->connect_query;
         pool->apply_config(*resolved);
-        if (target_changed) pool->close_all_servers("connection settings changed");
-        else if (server_tls_changed) pool->close_all_servers("server TLS settings changed");
+        // PgBouncer's words for a server whose settings went out of date: "obsolete connection".
+        if (target_changed) {
+            pool->close_all_servers("obsolete connection (connection settings changed)");
+        } else if (server_tls_changed) {
+            pool->close_all_servers("obsolete connection (server TLS settings changed)");
+        }
         if (target_changed || server_tls_changed || credentials_changed || connect_query_changed) {
             pool->on_login_settings_changed();
         }

@@ -444,7 +444,7 @@ TEST_CASE("server side: server_tls_sslmode up to verify-full") {
         REQUIRE(pgtether.wait_for_log("configuration reloaded"));
         // The same client, its next transaction: a new server connection, now in plaintext.
         CHECK(conn.exec_ok(ssl_query).value() == "f");
-        CHECK(pgtether.wait_for_log("server TLS settings changed"));
+        CHECK(pgtether.wait_for_log("obsolete connection (server TLS settings changed)"));
     }
     SUBCASE("a client certificate for PostgreSQL's cert authentication") {
         world().pg.prepend_hba("hostssl all cert_user 127.0.0.1/32 cert");
