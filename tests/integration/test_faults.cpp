@@ -502,12 +502,8 @@ TEST_CASE("a backend that stops answering during server_check_query: the client 
     // silent backend, is served by another.
     const std::string role = private_role("pgt_faults_silent_check");
     REQUIRE(settled(role));
-    // No lock discovery (nor its catalog watch): it runs on an idle pooled backend, maybe the one
-    // stopped here, which would then be busy with it instead of the client's check.
     Pgtether pooler(pool_for(role, "transaction", 2,
-                             {{"server_check_delay", "0"},
-                              {"query_timeout", "2"},
-                              {"advisory_lock_discovery", "off"}}));
+                             {{"server_check_delay", "0"}, {"query_timeout", "2"}}));
     Conn client = Conn::must(pooler.conninfo(role));
     const std::string pid = scalar(client, "SELECT pg_backend_pid()");
     REQUIRE(::kill(std::stoi(pid), SIGSTOP) == 0);
