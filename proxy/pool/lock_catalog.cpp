@@ -23,9 +23,6 @@ constexpr std::uint64_t kRetryMs = 10'000;
 constexpr std::size_t kMaxRows = 1'000'000;
 constexpr std::size_t kMaxRowBytes = 256u << 20;
 constexpr std::uint32_t kMaxMessage = 64u << 20;  // one function body
-// A run due while no backend of the database is idle waits this long for one (the janitor's
-// ticks look again), then opens a connection of its own.
-constexpr std::uint64_t kOwnConnectionAfterMs = 2'000;
 
 std::uint64_t interval_ms(const Config& config) {
     return duration_ms(config.advisory_lock_discovery_interval);
@@ -116,7 +113,7 @@ void LockCatalog::on_pool_connected(const Pool& pool) {
     Database& db = *it->second;
     db.connected = true;
     // Not when another worker's discovery of the database has been adopted already.
-    if (enabled() && !stopped_ && !running(db) && db.runs == 0 && db.discovered_at_ms == 0) {
+    if (enabled() && !stopped_ && !db.running && db.runs == 0 && db.discovered_at_ms == 0) {
         start(db);
     }
 }
@@ -130,7 +127,7 @@ void LockCatalog::adopt(const std::string& database, LockDiscovery found) {
     db.last_error.clear();
     db.discovered_at_ms = now;
     db.next_run_ms = now + interval_ms(worker_.config());
-    if (!running(db) && !db.rerun) db.trigger.probe_all = db.overflow;
+    if (!db.running && !db.rerun) db.trigger.probe_all = db.overflow;
 }
 
 void LockCatalog::on_catalog_change_elsewhere(const std::string& database) {
@@ -169,7 +166,7 @@ void LockCatalog::on_catalog_change(const std::string& database) {
             other.lock_catalog().on_catalog_change_elsewhere(database);
         });
     }
-    if (running(db)) {
+    if (db.running) {
         db.rerun = true;  // the running query may have read the catalog before the change
     } else {
         start(db);
@@ -181,7 +178,10 @@ void LockCatalog::apply_config() {
     for (auto& [name, db] : databases_) {
         if (!runs_watches()) stop_watch(*db);
         if (!enabled()) {
-            cancel_run(*db);
+            if (db->running) {
+                db->running->cancel();
+                db->running = nullptr;
+            }
             db->rerun = false;
             db->names.clear();
             db->discovered_at_ms = 0;
@@ -195,7 +195,7 @@ void LockCatalog::apply_config() {
         // discovered names stay, with the new configured ones.
         rebuild_scanner(*db, db->names, !db->overflow);
         if (db->overflow) db->trigger.probe_all = true;
-        if (running(*db)) {
+        if (db->running) {
             db->rerun = true;
         } else if (db->connected && !stopped_) {
             start(*db);
@@ -206,9 +206,9 @@ void LockCatalog::apply_config() {
 void LockCatalog::tick(std::uint64_t now_ms) {
     if (!enabled() || stopped_) return;
     for (auto& [name, db] : databases_) {
-        const bool due = db->waiting_since_ms != 0 ||
-                         (db->next_run_ms != 0 && now_ms >= db->next_run_ms);
-        if (db->connected && !running(*db) && due) start(*db);
+        if (db->connected && !db->running && db->next_run_ms != 0 && now_ms >= db->next_run_ms) {
+            start(*db);
+        }
         if (db->connected) watch_tick(*db, now_ms);
     }
 }
@@ -245,7 +245,11 @@ void LockCatalog::watch_tick(Database& db, std::uint64_t now_ms) {
 void LockCatalog::start_check(Database& db) {
     // On an idle backend of one of this worker's pools of the database: no connection of its
     // own. When every one is busy (or there is none), the next tick (100 ms) tries again.
-    Server* server = idle_server_of(db.name);
+    Server* server = nullptr;
+    for (const auto& [key, pool] : worker_.pools()) {
+        if (key.first != db.name) continue;
+        if ((server = pool->idle_server()) != nullptr) break;
+    }
     if (server == nullptr) {
         if (pool_of(db.name) == nullptr) {
             // No pool of the database is logged in here (any more): another worker may watch it.
@@ -260,15 +264,10 @@ void LockCatalog::start_check(Database& db) {
     db.next_check_ms = worker_.now_ms() + check_interval_ms(worker_.config());
     Database* target = &db;
     // The server may outlive this catalog at shutdown (and then calls back): `alive` tells.
-    auto on_answer = [this, target, alive = std::weak_ptr<const int>(alive_)](
-                         std::optional<Server::IdleQueryAnswer> answer) {
+    server->check_catalog([this, target, alive = std::weak_ptr<const int>(alive_)](
+                              std::optional<std::string> fingerprint) {
         if (alive.expired()) return;
         target->check_running = false;
-        std::optional<std::string> fingerprint;
-        if (answer && !answer->result.failed && answer->result.rows.size() == 1 &&
-            answer->result.rows[0].size() == 1 && answer->result.rows[0][0]) {
-            fingerprint = std::move(*answer->result.rows[0][0]);
-        }
         if (!fingerprint) {
             // The query failed (no access to the catalog?) or its backend closed under it: tried
             // again later on another backend, not at every tick.
@@ -278,17 +277,7 @@ void LockCatalog::start_check(Database& db) {
             return;
         }
         on_fingerprint(*target, std::move(*fingerprint));
-    };
-    server->run_idle_query(InternalPurpose::CatalogCheck, catalog_fingerprint_query(),
-                           std::move(on_answer));
-}
-
-Server* LockCatalog::idle_server_of(const std::string& database) {
-    for (const auto& [key, pool] : worker_.pools()) {
-        if (key.first != database) continue;
-        if (Server* server = pool->idle_server()) return server;
-    }
-    return nullptr;
+    });
 }
 
 void LockCatalog::start_listener(Database& db) {
@@ -326,7 +315,7 @@ void LockCatalog::on_fingerprint(Database& db, std::string fingerprint) {
     db.checked_at_ms = worker_.now_ms();
     // The baseline is the fingerprint of the last discovery's own snapshot. A discovery running
     // now brings its own; one that failed is retried on its timer, not at every check.
-    if (fingerprint == db.fingerprint || running(db) || !db.last_error.empty()) return;
+    if (fingerprint == db.fingerprint || db.running || !db.last_error.empty()) return;
     db.changes_seen++;
     spdlog::info("catalog of database \"{}\" changed; discovering lock functions again", db.name);
     on_catalog_change(db.name);
@@ -346,11 +335,14 @@ void LockCatalog::shutdown() {
     stopped_ = true;
     for (auto& [name, db] : databases_) {
         stop_watch(*db);
-        cancel_run(*db);
+        if (db->running) {
+            db->running->cancel();
+            db->running = nullptr;
+        }
     }
 }
 
-Pool* LockCatalog::pool_of(const std::string& database) {
+const Pool* LockCatalog::pool_of(const std::string& database) const {
     for (const auto& [key, pool] : worker_.pools()) {
         if (key.first == database && pool->has_welcome()) return pool.get();
     }
@@ -360,79 +352,17 @@ Pool* LockCatalog::pool_of(const std::string& database) {
 void LockCatalog::start(Database& db) {
     db.next_run_ms = 0;
     db.rerun = false;
-    Pool* pool = pool_of(db.name);
+    const Pool* pool = pool_of(db.name);
     if (!pool) {
         // No pool has logged in (any more): the next login starts it.
         db.connected = false;
-        db.waiting_since_ms = 0;
         return;
     }
-    const std::uint64_t now = worker_.now_ms();
-    if (!db.own_connection_next) {
-        // pool_of's pool: the user whose view of the catalog discovery reads is the same from
-        // run to run, on a backend or on a connection of its own.
-        if (Server* server = pool->idle_server()) {
-            start_on_backend(db, *server);
-            return;
-        }
-        // Every backend is busy (the first login's server, say, serves the client that made
-        // it): the janitor's next ticks look again (LockCatalog::tick), for a while.
-        if (db.waiting_since_ms == 0) db.waiting_since_ms = now;
-        if (now - db.waiting_since_ms < kOwnConnectionAfterMs) return;
-    }
-    start_on_own_connection(db, *pool);
-}
-
-void LockCatalog::start_on_backend(Database& db, Server& server) {
-    db.waiting_since_ms = 0;
-    db.last_run_where = "on a pooled backend";
-    db.on_backend = true;
-    const std::uint64_t run = ++db.backend_run;
-    db.run_started_us = Worker::now_us();
-    Database* target = &db;
-    auto on_answer = [this, target, run, alive = std::weak_ptr<const int>(alive_)](
-                         std::optional<Server::IdleQueryAnswer> answer) {
-        if (alive.expired() || !target->on_backend || target->backend_run != run) return;
-        target->on_backend = false;
-        if (!answer) {
-            // The backend broke or took too long (a huge catalog, past the clean-up bound):
-            // the next run has a connection of its own.
-            target->own_connection_next = true;
-            finished(*target, {}, "the backend closed during the discovery query");
-            return;
-        }
-        QueryResult& result = answer->result;
-        std::string error =
-            result.failed ? "discovery query failed: " + result.error_text()
-            : answer->too_large
-                ? "more than " + std::to_string(kMaxRowBytes >> 20) + " MB of catalog text"
-            : result.row_count > result.rows.size()
-                ? "more than " + std::to_string(kMaxRows) + " catalog objects"
-                : std::string();
-        finished(*target, std::move(result.rows), std::move(error));
-    };
-    server.run_idle_query(InternalPurpose::LockDiscovery, lock_discovery_query(),
-                          std::move(on_answer), ResultLimits{kMaxRows, kMaxRowBytes}, kMaxMessage);
-}
-
-void LockCatalog::cancel_run(Database& db) {
-    if (db.running) {
-        db.running->cancel();
-        db.running = nullptr;
-    }
-    db.on_backend = false;  // its answer, when it comes, is ignored
-    db.waiting_since_ms = 0;
-}
-
-void LockCatalog::start_on_own_connection(Database& db, const Pool& pool) {
-    db.waiting_since_ms = 0;
-    db.last_run_where = "on a connection of its own";
-    db.own_connection_next = false;
     SideQuery::Request request;
-    request.database = pool.database();
-    request.credentials = pool.server_credentials();
+    request.database = pool->database();
+    request.credentials = pool->server_credentials();
     request.application_name = "pgtether lock discovery";
-    request.host_index = pool.side_host();
+    request.host_index = pool->side_host();
     request.query = lock_discovery_query();
     request.max_rows = kMaxRows;
     request.max_row_bytes = kMaxRowBytes;
@@ -458,8 +388,6 @@ void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string er
     const std::uint64_t now = worker_.now_ms();
     db.runs++;
     db.last_duration_us = Worker::now_us() - db.run_started_us;
-    spdlog::debug("lock discovery of database \"{}\" ran {} ({} ms){}", db.name, db.last_run_where,
-                  db.last_duration_us / 1000, error.empty() ? "" : ": " + error);
     std::optional<CatalogSnapshot> snapshot;
     if (error.empty()) {
         snapshot = decode_lock_discovery(rows);

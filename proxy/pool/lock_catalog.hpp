@@ -67,8 +67,6 @@ struct LockTrigger {
     mutable std::shared_ptr<const protocol::SqlScanner> memo_scanner_;
 };
 
-class Server;
-
 class LockCatalog {
   public:
     // One database entry's trigger and discovery state.
@@ -88,16 +86,7 @@ class LockCatalog {
         // The names found are too many for a scanner (kMaxTriggerNameBytes), or the fixed point
         // was cut short (kMaxDiscoveryRounds): every transaction in the database is probed.
         bool overflow = false;
-        // A run: on an idle pooled backend of the database (`on_backend`; the answer of an
-        // older, cancelled one is ignored by its generation), or, when none has been idle for
-        // kOwnConnectionAfterMs or the last run on a backend broke, on a short connection of
-        // its own (`running`, application_name "pgtether lock discovery").
         SideQuery* running = nullptr;
-        bool on_backend = false;
-        std::uint64_t backend_run = 0;     // generation of the run on a backend
-        std::uint64_t waiting_since_ms = 0;  // a run is due, no backend idle since then
-        bool own_connection_next = false;   // the last run on a backend broke
-        const char* last_run_where = "";    // the log's "on a pooled backend", ...
         std::uint64_t run_started_us = 0;
         // The catalog's names: a call of any other name is probed and asks for a check.
         std::shared_ptr<const protocol::KnownNames> known_names;
@@ -166,25 +155,14 @@ class LockCatalog {
     void on_fingerprint(Database& database, std::string fingerprint);
     void stop_watch(Database& database);
     [[nodiscard]] bool runs_watches() const;
-    // A discovery run: on an idle backend of the database's pools when one is, else later (the
-    // next ticks), else on a connection of its own.
     void start(Database& database);
-    void start_on_backend(Database& database, Server& server);
-    void start_on_own_connection(Database& database, const Pool& pool);
-    // Whether a run is going (on a backend or its own connection); cancel_run forgets it.
-    [[nodiscard]] static bool running(const Database& database) {
-        return database.running != nullptr || database.on_backend;
-    }
-    void cancel_run(Database& database);
     void finished(Database& database, std::vector<Row>&& rows, std::string error);
-    // An idle server of one of this worker's pools of `database`, or nullptr.
-    [[nodiscard]] Server* idle_server_of(const std::string& database);
     void install(Database& database, LockDiscovery found);
     // The database's scanner from the configured names and `names`, or the built-in and
     // configured ones only when there are too many (then `overflow` is set).
     void rebuild_scanner(Database& database, const std::vector<LockName>& names, bool complete);
     // A pool of `database` that has logged in, whose entry and credentials discovery uses.
-    Pool* pool_of(const std::string& database);
+    const Pool* pool_of(const std::string& database) const;
 
     Worker& worker_;
     std::shared_ptr<const protocol::SqlScanner> base_;  // builtin + configured names

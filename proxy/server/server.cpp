@@ -48,7 +48,6 @@ const char* to_string(InternalPurpose purpose) {
         case InternalPurpose::Scrub: return "scrub";
         case InternalPurpose::LeakSweep: return "leak sweep";
         case InternalPurpose::CatalogCheck: return "catalog check";
-        case InternalPurpose::LockDiscovery: return "lock discovery";
         case InternalPurpose::LoginRoleCheck:
         case InternalPurpose::RoleCheck: return "role check";
     }
@@ -70,7 +69,6 @@ ServerState state_for(InternalPurpose purpose) {
         case InternalPurpose::Scrub: return ServerState::Scrubbing;
         case InternalPurpose::LeakSweep:
         case InternalPurpose::CatalogCheck:
-        case InternalPurpose::LockDiscovery:
         case InternalPurpose::RoleCheck: return ServerState::Sweeping;
     }
     return ServerState::Closing;
@@ -1056,8 +1054,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
     std::size_t consumed = 0;
     InternalQuery& op = *internal_;
     auto ours = [&]() { return op.pending_ready <= op.own_ready; };
-    auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
-    if (op.max_message != 0) max_length = std::min(max_length, op.max_message);
+    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
     while (consumed < data.size()) {
         const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
         if (next.step == MessageReader::Step::Skip || next.step == MessageReader::Step::Forward) {
@@ -1101,14 +1098,9 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
             case be::kErrorResponse:
                 // Our answer (a new result set, a row, its end, our error); the departed
                 // client's are thrown away.
-                if (ours()) {
-                    const Collected collected = collect_result(op, type, body, op.limits);
-                    if (collected == Collected::InvalidRow) {
-                        close("invalid DataRow from server");
-                        return consumed;
-                    }
-                    // Beyond run_idle_query's bounds: read to the end, keeping nothing more.
-                    if (collected == Collected::TooLarge) op.too_large = true;
+                if (ours() && collect_result(op, type, body) != Collected::Ok) {
+                    close("invalid DataRow from server");
+                    return consumed;
                 }
                 if (type == be::kErrorResponse &&
                     (op.error.severity == "FATAL" || op.error.severity == "PANIC")) {
@@ -1254,11 +1246,13 @@ void Server::finish_internal() {
         case InternalPurpose::LeakSweep:
             finish_cleanup(*op, verified());
             return;
-        case InternalPurpose::CatalogCheck:
-        case InternalPurpose::LockDiscovery: {
-            IdleQueryDone done = std::move(idle_query_done_);
-            idle_query_done_ = nullptr;
-            IdleQueryAnswer answer{std::move(static_cast<QueryResult&>(*op)), op->too_large};
+        case InternalPurpose::CatalogCheck: {
+            CatalogCheckDone done = std::move(catalog_check_done_);
+            catalog_check_done_ = nullptr;
+            std::optional<std::string> fingerprint;
+            if (clean && op->rows.size() == 1 && op->rows[0].size() == 1 && op->rows[0][0]) {
+                fingerprint = std::move(*op->rows[0][0]);
+            }
             // A failed SELECT leaves the backend as it was (idle, outside a transaction). Not
             // use either, as for the leak sweep: server_idle_timeout keeps counting.
             if (link_.tracker().idle()) {
@@ -1266,9 +1260,9 @@ void Server::finish_internal() {
                 reset_done_ = true;
                 release_unused();
             } else {
-                close(std::string(to_string(op->purpose)) + " failed: " + answer.result.error.message);
+                close("catalog check failed: " + op->error.message);
             }
-            if (done) done(std::move(answer));
+            if (done) done(std::move(fingerprint));
             return;
         }
     }
@@ -1389,15 +1383,9 @@ void Server::sweep_for_leaks() {
     run_cleanup(InternalPurpose::LeakSweep, plan_sweep(tracked_kinds(worker_.config())));
 }
 
-void Server::run_idle_query(InternalPurpose purpose, std::string query, IdleQueryDone done,
-                            ResultLimits limits, std::uint32_t max_message) {
-    idle_query_done_ = std::move(done);
-    run_internal(purpose, {std::move(query)});
-    // Before any answer: those come through the loop, after this returns.
-    if (internal_ && internal_->purpose == purpose) {
-        internal_->limits = limits;
-        internal_->max_message = max_message;
-    }
+void Server::check_catalog(CatalogCheckDone done) {
+    catalog_check_done_ = std::move(done);
+    run_internal(InternalPurpose::CatalogCheck, {catalog_fingerprint_query()});
 }
 
 void Server::check_role() {
@@ -1444,9 +1432,9 @@ void Server::close(const std::string& reason) {
         stream_.write(terminate);
     }
     internal_.reset();
-    if (idle_query_done_) {
-        IdleQueryDone done = std::move(idle_query_done_);
-        idle_query_done_ = nullptr;
+    if (catalog_check_done_) {
+        CatalogCheckDone done = std::move(catalog_check_done_);
+        catalog_check_done_ = nullptr;
         done(std::nullopt);
     }
     if (Client* client = client_) {

@@ -54,7 +54,6 @@ enum class InternalPurpose {
     Scrub,         // clean up after a client left mid-transaction or tethered
     LeakSweep,     // periodic probe of an idle pooled backend
     CatalogCheck,  // lock discovery's catalog fingerprint, read on an idle pooled backend
-    LockDiscovery,  // lock discovery's catalog query, on an idle pooled backend
     // Servers that do not report their role (PostgreSQL 13-), target_session_attrs not any:
     LoginRoleCheck,  // asked at login, before the role decides whether the host serves
     RoleCheck,       // asked again on an idle pooled backend, periodically (server_check_delay)
@@ -229,18 +228,11 @@ public:
     void clear_reset_done() { reset_done_ = false; }
     // The periodic leak sweep of an idle pooled backend (docs/advisory-locks.md).
     void sweep_for_leaks();
-    // One of pgtether's own queries on this idle backend (lock discovery and its catalog
-    // check, proxy/pool/lock_catalog.hpp): no connection of its own. The backend goes back to
-    // the pool afterwards, its idle time kept; `done` then gets the answer, or nullopt when the
-    // backend closed first. `limits` bound the rows kept (beyond them: `too_large`), and
-    // `max_message` one message (0: max_packet_size); a larger one closes the backend.
-    struct IdleQueryAnswer {
-        QueryResult result;
-        bool too_large = false;  // the rows passed limits.max_row_bytes
-    };
-    using IdleQueryDone = std::function<void(std::optional<IdleQueryAnswer>)>;
-    void run_idle_query(InternalPurpose purpose, std::string query, IdleQueryDone done,
-                        ResultLimits limits = {}, std::uint32_t max_message = 0);
+    // Reads the catalog's fingerprint (core/lock_discovery.hpp) on this idle backend for lock
+    // discovery's freshness check, then goes back to the pool. `done` gets the value, or
+    // nullopt when the query failed or the server closed first; it runs after the release.
+    using CatalogCheckDone = std::function<void(std::optional<std::string>)>;
+    void check_catalog(CatalogCheckDone done);
 
 
     // Number of cancel requests sent for this backend and not yet completed.
@@ -267,10 +259,6 @@ private:
         // A parameter sync that replays session settings: the backend's settings once it is
         // done, whether or not its client is still there.
         std::optional<SettingsMap> settings_after;
-        // run_idle_query's bounds, and whether the rows passed them.
-        ResultLimits limits;
-        std::uint32_t max_message = 0;
-        bool too_large = false;
     };
 
     // Stream::Handler
@@ -352,7 +340,7 @@ private:
     // worker's).
     std::shared_ptr<const TlsContext> tls_context_;
     std::unique_ptr<InternalQuery> internal_;
-    IdleQueryDone idle_query_done_;  // while run_idle_query's query runs
+    CatalogCheckDone catalog_check_done_;  // while a catalog check runs
     // The message stream from the backend: the rest of a message streamed to the client, or of
     // one a departed client left behind that is skipped.
     protocol::MessageReader reader_;
