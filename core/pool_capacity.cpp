@@ -58,4 +58,11 @@ Surplus server_surplus(const PoolSizes& sizes, int servers, int tethered) {
     return Surplus::None;
 }
 
+bool lent_server_covers(std::uint64_t lent_for_ms) { return lent_for_ms < kLentServerGraceMs; }
+
+std::size_t uncovered_waiting(const WaitingCover& cover) {
+    const std::size_t covered = cover.connecting + cover.idle + cover.lent;
+    return cover.waiting > covered ? cover.waiting - covered : 0;
+}
+
 }  // namespace pgtether

@@ -10,6 +10,8 @@
 // caps.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "core/config.hpp"
@@ -70,5 +72,22 @@ enum class Surplus {
 };
 
 [[nodiscard]] Surplus server_surplus(const PoolSizes& sizes, int servers, int tethered);
+
+// Who will serve the clients waiting for a server, so that the pool opens a new one only for the
+// rest: the idle servers, those still connecting, and those lent to pgtether's own short query on
+// an idle backend (a leak sweep, a catalog or role check). A lent server comes back within
+// milliseconds, and a client that met a new backend meanwhile could tell it is not on a direct
+// connection (a second backend pid, settings replayed); one away longer than
+// kLentServerGraceMs (a slow or silent backend) no longer counts, and a server is opened.
+struct WaitingCover {
+    std::size_t waiting = 0;
+    std::size_t connecting = 0;
+    std::size_t idle = 0;
+    std::size_t lent = 0;  // lent for less than kLentServerGraceMs
+};
+inline constexpr std::uint64_t kLentServerGraceMs = 1000;
+
+[[nodiscard]] bool lent_server_covers(std::uint64_t lent_for_ms);
+[[nodiscard]] std::size_t uncovered_waiting(const WaitingCover& cover);
 
 }  // namespace pgtether

@@ -27,6 +27,14 @@ public:
 
     void push_back(T& item) { insert_before(&head_, hook_of(item)); }
     void push_front(T& item) { insert_before(head_.next, hook_of(item)); }
+    // Inserts `item` before the first item for which `goes_after(existing)` holds (at the back
+    // if none does): how a sorted list takes an item back at its place.
+    template <typename F>
+    void insert_sorted(T& item, F&& goes_after) {
+        ListHook* pos = head_.next;
+        while (pos != &head_ && !goes_after(*owner(pos))) pos = pos->next;
+        insert_before(pos, hook_of(item));
+    }
     void remove(T& item) {
         ListHook* h = &(item.*Hook);
         if (!h->linked()) return;
@@ -58,6 +66,14 @@ public:
         return nullptr;
     }
 
+    template <typename F>
+    void for_each_const(F&& f) const {
+        for (const ListHook* h = head_.next; h != &head_; h = h->next) {
+            const T& item = *owner(h);
+            f(item);
+        }
+    }
+
     // Iteration that tolerates removal of the current element: the callback may remove `item`.
     template <typename F>
     void for_each(F&& f) {
@@ -69,7 +85,7 @@ public:
     }
 
 private:
-    static T* owner(ListHook* h) { return static_cast<T*>(h->owner); }
+    static T* owner(const ListHook* h) { return static_cast<T*>(h->owner); }
     static ListHook* hook_of(T& item) {
         ListHook* h = &(item.*Hook);
         h->owner = &item;

@@ -248,7 +248,7 @@ void LockCatalog::start_check(Database& db) {
     Server* server = nullptr;
     for (const auto& [key, pool] : worker_.pools()) {
         if (key.first != db.name) continue;
-        if ((server = pool->idle_server()) != nullptr) break;
+        if ((server = pool->idle_server_to_lend()) != nullptr) break;
     }
     if (server == nullptr) {
         if (pool_of(db.name) == nullptr) {

@@ -196,8 +196,21 @@ void Pool::cancel_request(Client& client) {
 }
 
 std::size_t Pool::uncovered_waiting() const {
-    const std::size_t covered = static_cast<std::size_t>(connecting_) + idle_.size();
-    return waiting_.size() > covered ? waiting_.size() - covered : 0;
+    WaitingCover cover;
+    cover.waiting = waiting_.size();
+    cover.connecting = static_cast<std::size_t>(connecting_);
+    cover.idle = idle_.size();
+    if (cover.waiting > cover.connecting + cover.idle &&
+        state_counts_.in(ServerState::Sweeping) > 0) {
+        const std::uint64_t now = worker_.now_ms();
+        used_.for_each_const([&](const Server& server) {
+            if (server.state() == ServerState::Sweeping &&
+                lent_server_covers(now - server.state_since_ms())) {
+                ++cover.lent;
+            }
+        });
+    }
+    return pgtether::uncovered_waiting(cover);  // core/pool_capacity.hpp
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -641,11 +654,24 @@ void Pool::on_server_transition(Server& server, ServerState from, ServerState to
     if (is == PoolList::Used) used_.push_back(server);
     if (is == PoolList::Idle) {
         // LIFO by default keeps the hottest backends busy and lets the others reach
-        // server_idle_timeout; server_round_robin spreads the load evenly instead.
-        if (worker_.config().server_round_robin) {
-            idle_.push_back(server);
+        // server_idle_timeout; server_round_robin spreads the load evenly instead. The list is
+        // thus ordered by idle place (descending, or ascending with round robin).
+        const bool round_robin = worker_.config().server_round_robin;
+        if (from == ServerState::Sweeping) {
+            // Back from pgtether's own query (a leak sweep, a catalog or role check): to the
+            // place it had, or the next client would get another backend than on a direct
+            // connection (settings affinity, LIFO and round robin all rest on the order).
+            const std::uint64_t place = server.idle_place();
+            idle_.insert_sorted(server, [&](const Server& other) {
+                return round_robin ? other.idle_place() > place : other.idle_place() < place;
+            });
         } else {
-            idle_.push_front(server);
+            server.set_idle_place(++idle_places_given_);
+            if (round_robin) {
+                idle_.push_back(server);
+            } else {
+                idle_.push_front(server);
+            }
         }
     }
 }

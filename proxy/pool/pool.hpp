@@ -204,6 +204,9 @@ public:
     // An idle server for one of pgtether's own short queries (lock discovery's catalog check),
     // or nullptr: none idle, or the pool is paused (its servers close as they come back).
     [[nodiscard]] Server* idle_server() { return paused() ? nullptr : idle_.front(); }
+    // The idle server to lend to pgtether's own short query (a catalog check): the one the next
+    // client would be handed last.
+    [[nodiscard]] Server* idle_server_to_lend() { return paused() ? nullptr : idle_.back(); }
     // Servers linked to a tethered client.
     [[nodiscard]] int tethered_server_count() const;
 
@@ -290,6 +293,7 @@ private:
     std::vector<HostStatus> hosts_;  // one per host of database_'s host list
     SessionAttrs session_attrs_ = SessionAttrs::Any;
     int server_count_ = 0;   // idle_ + used_
+    std::uint64_t idle_places_given_ = 0;  // Server::idle_place
     ServerStateCounts state_counts_;
     int connecting_ = 0;     // servers not yet logged in
     int head_skips_ = 0;     // times the first waiting client was passed over (waiting_client_for)

@@ -104,6 +104,11 @@ public:
     [[nodiscard]] std::uint64_t connected_at_ms() const { return connected_at_ms_; }
     [[nodiscard]] std::uint64_t idle_since_ms() const { return idle_since_ms_; }
     [[nodiscard]] std::uint64_t last_checked_ms() const { return last_checked_ms_; }
+    // Its place in the pool's idle list (Pool::on_server_transition): a number given each time
+    // a client's release makes it idle, kept while it is lent to pgtether's own query, so that
+    // it comes back where it was.
+    [[nodiscard]] std::uint64_t idle_place() const { return idle_place_; }
+    void set_idle_place(std::uint64_t place) { idle_place_ = place; }
     [[nodiscard]] const sockaddr_storage& address() const { return address_; }
     [[nodiscard]] bool address_is_unix() const { return address_is_unix_; }
     [[nodiscard]] const std::string& unix_path() const { return unix_path_; }
@@ -375,6 +380,7 @@ private:
     std::uint64_t login_since_ms_ = 0;
     std::uint64_t idle_since_ms_ = 0;
     std::uint64_t last_checked_ms_ = 0;
+    std::uint64_t idle_place_ = 0;
     std::uint64_t quiet_since_ms_ = 0;
     // Who used this backend last and what they ran last, for leak reports.
     std::string last_client_description_;

@@ -8,6 +8,7 @@
 // both hold a transaction open only when no client keeps one.
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -430,6 +431,52 @@ TEST_CASE("wrappers created behind pgtether's back are tethered a second later, 
         check_tethered_by(pooler, name, with_key(call), call.key);
     }
     CHECK(pooler.wait_for_log("catalog of database \"" + name + "\" changed"));
+}
+
+// Every catalog check (here every 0.1 s) runs on an idle pooled backend. It takes the one the
+// next client would get last, a client that comes meanwhile waits for it rather than meeting a
+// new backend, and it goes back to its place in the idle list (LIFO by default): a lone client
+// keeps its one backend as on a direct connection, whether the pool has one backend or several.
+// Before, the check took the front backend (the client's) and put it back at the front, and a
+// client that came meanwhile got another one, or a new one.
+void check_watch_keeps_client_backend(int warm_backends) {
+    ScratchDatabase db("pgtether_watch_places");
+    db.exec_ok(kBaseSchema);
+    Pgtether pooler(pool_config("transaction", 3, {{"advisory_lock_catalog_check_interval", "0.1"}}));
+    const std::string& name = db.name();
+    const std::string conninfo = pooler.conninfo("", name);
+    {
+        std::vector<Conn> warm;
+        for (int i = 0; i < warm_backends; ++i) {
+            warm.push_back(Conn::must(conninfo));
+            PGT_REQUIRE_OK(warm.back().exec("BEGIN; SELECT 1"));
+        }
+        for (auto& conn : warm) PGT_REQUIRE_OK(conn.exec("COMMIT"));
+    }
+    REQUIRE(eventually([&] { return watch_has_checked(pooler, name); }));
+    const auto first_check = lock_function(pooler, name, "release_job_lock")->at("checked_at");
+    Conn client = Conn::must(conninfo);
+    std::set<std::string> backends;
+    std::size_t queries = 0;
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < until) {
+        const Result r = client.exec("SELECT pg_backend_pid()");
+        PGT_REQUIRE_OK(r);
+        backends.insert(r.rows.at(0).at(0).value_or(""));
+        ++queries;
+    }
+    INFO(queries, " queries");
+    // The watch did run meanwhile (about 30 times).
+    CHECK(lock_function(pooler, name, "release_job_lock")->at("checked_at") != first_check);
+    CHECK(backends.size() == 1);
+    CHECK(direct_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = '" + name +
+                        "' AND backend_type = 'client backend' AND pid <> pg_backend_pid()") ==
+          std::to_string(warm_backends));
+}
+
+TEST_CASE("the catalog watch borrows an idle backend without changing which backend a client gets") {
+    SUBCASE("the pool's only backend") { check_watch_keeps_client_backend(1); }
+    SUBCASE("one of three") { check_watch_keeps_client_backend(3); }
 }
 
 TEST_CASE("a wrapper created 10 ms before its first call is tethered: an unknown name is probed") {

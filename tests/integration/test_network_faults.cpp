@@ -230,9 +230,7 @@ TEST_CASE("latency and packet loss on the server path: every answer right, no ba
     NetNamespace ns;
     // 20 ms each way in the relay, and 5% of the packets of the relay's port dropped.
     TcpRelay relay(ns, pg_unix_socket(), 20ms);
-    // No catalog watch: its check borrows the idle backend every second, and over this slow path
-    // the client's next query could meet it busy and be served by a second backend.
-    NetnsPgtether pooler(rig_config(ns, relay, role, {{"advisory_lock_catalog_check_interval", "0"}}));
+    NetnsPgtether pooler(rig_config(ns, relay, role));
     NftFilter filter(ns);
     filter.lose(relay.port(), 5);
 

@@ -224,3 +224,33 @@ TEST_CASE("a [users] entry's pool_size and reserve_pool_size win over database a
         CHECK(s.tether_reserve_size == r.pool);  // the allowance follows the pool's own size
     }
 }
+
+TEST_CASE("waiting clients are covered by idle, connecting and briefly lent servers") {
+    struct Case {
+        WaitingCover cover;
+        std::size_t uncovered;
+    };
+    const Case cases[] = {
+        {{0, 0, 0, 0}, 0},
+        {{1, 0, 0, 0}, 1},  // nobody on the way: open one
+        {{1, 1, 0, 0}, 0},  // one connecting
+        {{1, 0, 1, 0}, 0},  // one idle (handed off next)
+        {{1, 0, 0, 1}, 0},  // one lent to a catalog check: it comes back, no second backend
+        {{3, 1, 0, 1}, 1},
+        {{2, 0, 0, 5}, 0},
+        {{5, 1, 1, 1}, 2},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.cover.waiting);
+        CAPTURE(c.cover.connecting);
+        CAPTURE(c.cover.idle);
+        CAPTURE(c.cover.lent);
+        CHECK(uncovered_waiting(c.cover) == c.uncovered);
+    }
+    // A lent server counts only while it is away briefly: a silent backend under a leak sweep
+    // does not keep a client waiting for it.
+    CHECK(lent_server_covers(0));
+    CHECK(lent_server_covers(kLentServerGraceMs - 1));
+    CHECK_FALSE(lent_server_covers(kLentServerGraceMs));
+    CHECK_FALSE(lent_server_covers(10'000));
+}
