@@ -142,12 +142,16 @@ inline constexpr std::size_t kMaxLostStatementBatch = 64 * 1024;
 
 // At the ReadyForQuery after the held 26000: send the batch again, or pass the error on.
 struct LostStatementFacts {
-    bool complete = false;     // the batch's Sync was captured
+    bool complete = false;      // the batch's Sync was captured
     bool backend_idle = false;  // this ReadyForQuery answered everything sent
-    char status = 0;           // its transaction status
+    char status = 0;            // its transaction status
+    // The client's stream can take the batch back now (it is not inside its own read, where
+    // the bytes it is taking apart would be moved under it).
+    bool client_can_take_back = false;
 };
 [[nodiscard]] constexpr bool retry_lost_statement(const LostStatementFacts& facts) {
-    return facts.complete && facts.backend_idle && facts.status == 'I';
+    return facts.complete && facts.backend_idle && facts.status == 'I' &&
+           facts.client_can_take_back;
 }
 
 // The Query pgtether sends in place of a client's SQL that PREPAREs, EXECUTEs or DEALLOCATEs a

@@ -396,7 +396,7 @@ void Pool::on_role_checked(Server& server, const ServerRole& role) {
         if (other.host_index() != index || other.role_reported()) return;
         other.learn_role(role);
         if (other.state() == Server::State::Idle || other.state() == Server::State::Used) {
-            if (&other != &server && !serves(role)) to_close.push_back(&other);
+            if (!serves(role)) to_close.push_back(&other);  // `server` itself is Sweeping
         }
     };
     server.learn_role(role);

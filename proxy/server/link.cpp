@@ -36,13 +36,14 @@ bool Link::hold_lost_statement_error(std::string_view sqlstate, protocol::ByteSp
     return true;
 }
 
-std::optional<std::string> Link::take_lost_statement_batch(bool backend_idle, char status) {
-    const bool again =
-        retry_lost_statement({retry_stage_ == RetryStage::Complete, backend_idle, status});
+std::optional<std::string> Link::take_lost_statement_batch(bool backend_idle, char status,
+                                                           bool client_can_take_back) {
+    const bool again = retry_lost_statement(
+        {retry_stage_ == RetryStage::Complete, backend_idle, status, client_can_take_back});
     retry_stage_ = RetryStage::Off;
     if (!again) return std::nullopt;
     retry_held_error_.clear();
-    return std::string(retry_batch_);
+    return std::exchange(retry_batch_, {});
 }
 
 void Link::note_parsed_name(std::string_view name) {

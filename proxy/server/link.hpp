@@ -131,8 +131,8 @@ public:
     [[nodiscard]] bool lost_statement_error_held() const { return !retry_held_error_.empty(); }
     // At the batch's ReadyForQuery (the retry ends either way): the batch to send again, or
     // nullopt; the held error, if not, goes to the client (take_held_lost_statement_error).
-    [[nodiscard]] std::optional<std::string> take_lost_statement_batch(bool backend_idle,
-                                                                       char status);
+    [[nodiscard]] std::optional<std::string> take_lost_statement_batch(
+        bool backend_idle, char status, bool client_can_take_back);
     [[nodiscard]] std::string take_held_lost_statement_error() {
         return std::exchange(retry_held_error_, {});
     }
@@ -179,7 +179,8 @@ private:
     // Sync is in), given up (a message not to be routed twice; the held error still goes out).
     enum class RetryStage : std::uint8_t { Off, Capturing, Complete, GivenUp };
     RetryStage retry_stage_ = RetryStage::Off;
-    std::string retry_batch_;       // the client's bytes from the Bind (capacity kept)
+    // The client's bytes from the Bind (capacity kept between batches; moved out on a retry).
+    std::string retry_batch_;
     std::string retry_held_error_;  // the 26000 ErrorResponse held back
 };
 

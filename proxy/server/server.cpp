@@ -454,9 +454,8 @@ void Server::settle_requests() {
 }
 
 bool Server::send_lost_statement_batch_again(char status) {
-    // Only where the client's stream can take its bytes back now (not inside its own read).
-    const bool idle = link_.tracker().idle() && client_->can_take_input_back();
-    std::optional<std::string> batch = link_.take_lost_statement_batch(idle, status);
+    std::optional<std::string> batch = link_.take_lost_statement_batch(
+        link_.tracker().idle(), status, client_->can_take_input_back());
     if (!batch) return false;
     spdlog::info("{}: a prepared statement of {} was lost on the backend (26000): prepared "
                   "again, its batch sent once more",

@@ -194,9 +194,10 @@ TEST_CASE("a statement the backend lost: when the batch is sent again") {
     }
 
     // At the ReadyForQuery after the held error.
-    CHECK(retry_lost_statement({true, true, 'I'}));
-    CHECK_FALSE(retry_lost_statement({false, true, 'I'}));  // the Sync has not come
-    CHECK_FALSE(retry_lost_statement({true, false, 'I'}));  // the client sent more meanwhile
-    CHECK_FALSE(retry_lost_statement({true, true, 'T'}));
-    CHECK_FALSE(retry_lost_statement({true, true, 'E'}));
+    CHECK(retry_lost_statement({true, true, 'I', true}));
+    CHECK_FALSE(retry_lost_statement({false, true, 'I', true}));  // the Sync has not come
+    CHECK_FALSE(retry_lost_statement({true, false, 'I', true}));  // the client sent more meanwhile
+    CHECK_FALSE(retry_lost_statement({true, true, 'T', true}));
+    CHECK_FALSE(retry_lost_statement({true, true, 'E', true}));
+    CHECK_FALSE(retry_lost_statement({true, true, 'I', false}));  // inside the client's read
 }
