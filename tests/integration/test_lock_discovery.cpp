@@ -469,6 +469,10 @@ void check_watch_keeps_client_backend(int warm_backends) {
     // The watch did run meanwhile (about 30 times).
     CHECK(lock_function(pooler, name, "release_job_lock")->at("checked_at") != first_check);
     CHECK(backends.size() == 1);
+    // No backend was opened for a client that came while one was lent. (With two workers the
+    // warm-up's backends may sit on the other worker's share, and a client's share opens its
+    // own: the count is exact only with one.)
+    if (workers_in_this_run() != 1) return;
     CHECK(direct_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = '" + name +
                         "' AND backend_type = 'client backend' AND pid <> pg_backend_pid()") ==
           std::to_string(warm_backends));
