@@ -26,6 +26,7 @@
 #include "core/config_values.hpp"
 #include "core/ini_file.hpp"
 #include "core/require_auth.hpp"
+#include "core/session_params.hpp"
 #include "protocol/scram.hpp"
 #include "protocol/ascii.hpp"
 
@@ -256,9 +257,8 @@ template <typename Owner>
 struct KeySpec {
     std::string_view name;
     Kind kind = Kind::String;
-    // Whether pgtether acts on the key (kHonoured). Unsupported keys (kIgnored) are still parsed,
-    // validated and stored (when Owner has a field), and reported unless the value equals
-    // `neutral`.
+    // Whether pgtether acts on the key (kHonoured). A key it does not act on is refused (with
+    // `refusal`) unless its value equals `neutral`, which asks for nothing.
     bool supported = false;
     Target<Owner> target = {};
     // The value that changes nothing. Honoured keys: the default (PgBouncer 1.18's, matching
@@ -273,6 +273,9 @@ struct KeySpec {
     // pidfile, ...) keep the value they had at start-up; PgBouncer's SHOW CONFIG lists the same
     // ones as changeable = no.
     bool changeable = true;
+    // Why pgtether refuses every value but `neutral` (supported = false): what it does instead,
+    // what to use. No key is accepted and then ignored.
+    std::string_view refusal = {};
 
     KeySpec fixed() const {
         KeySpec k = *this;
@@ -285,6 +288,12 @@ struct KeySpec {
         k.max = hi;
         return k;
     }
+    KeySpec refused(std::string_view why) const {
+        KeySpec k = *this;
+        k.supported = false;
+        k.refusal = why;
+        return k;
+    }
     KeySpec among(std::span<const std::string_view> c) const {
         KeySpec k = *this;
         k.choices = c;
@@ -293,7 +302,6 @@ struct KeySpec {
 };
 
 constexpr bool kHonoured = true;
-constexpr bool kIgnored = false;
 
 template <typename Owner>
 KeySpec<Owner> key(std::string_view name, Kind kind, bool supported,
@@ -331,6 +339,24 @@ std::optional<std::string> auth_dbname_refusal(std::string_view name, std::strin
     return "cannot use the reserved \"" + std::string(value) + "\" database as an auth_dbname";
 }
 
+// track_extra_parameters asks for parameters to be kept per client and restored on whichever
+// backend serves it. With session_settings = replay every setting is; with ignore (PgBouncer's
+// behaviour) pgtether keeps the parameters of core/session_params.hpp, PgBouncer's five and
+// IntervalStyle, and refuses to promise others.
+std::optional<std::string> track_extra_refusal(const std::vector<std::string>& names,
+                                               StateHandling session_settings) {
+    if (session_settings == StateHandling::Keep) return std::nullopt;
+    for (const auto& name : names) {
+        if (!find_tracked_param(name)) {
+            return "\"" + name + "\" is not tracked with session_settings = ignore (pgtether " +
+                   "keeps client_encoding, DateStyle, TimeZone, IntervalStyle, " +
+                   "standard_conforming_strings and application_name); use session_settings = " +
+                   "replay, which restores every setting a client made";
+        }
+    }
+    return std::nullopt;
+}
+
 // auth_type values pgtether can run; the others load (a real pgbouncer.ini must load) and are
 // reported as unsupported.
 bool auth_type_supported(AuthType t) { return t != AuthType::Pam; }
@@ -339,8 +365,8 @@ using GlobalKey = KeySpec<Config>;
 using C = Config;
 
 // Every [pgbouncer] key of PgBouncer 1.18 and of later releases up to 1.25, plus pgtether's own.
-// kHonoured rows are acted on by pgtether; flip a row from kIgnored to kHonoured when the daemon
-// implements the setting.
+// kHonoured rows are acted on by pgtether; .refused() rows refuse any value but the neutral one,
+// saying why.
 const std::vector<GlobalKey>& global_keys() {
     static const std::vector<GlobalKey> keys = {
         key<C>("admin_users", Kind::List, kHonoured, "", &C::admin_users),
@@ -350,14 +376,16 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("auth_file", Kind::String, kHonoured, "", &C::auth_file),
         key<C>("auth_hba_file", Kind::String, kHonoured, "", &C::auth_hba_file),
         key<C>("auth_ident_file", Kind::String, kHonoured, "", &C::auth_ident_file),  // 1.23
-        key<C>("auth_ldap_options", Kind::String, kIgnored, ""),  // 1.25
+        key<C>("auth_ldap_options", Kind::String, kHonoured, "")  // 1.25
+            .refused("LDAP authentication is not supported (auth_type = ldap is refused too); "
+                     "use scram-sha-256, md5, cert or auth_query"),
         key<C>("auth_query", Kind::String, kHonoured,
                "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword "
                "END FROM pg_authid WHERE rolname=$1 AND rolcanlogin",
                &C::auth_query),
         key<C>("auth_type", Kind::Choice, kHonoured, "md5", &C::auth_type).among(kAuthTypes),
         key<C>("auth_user", Kind::String, kHonoured, "", &C::auth_user),
-        key<C>("autodb_idle_timeout", Kind::Seconds, kIgnored, "3600"),
+        key<C>("autodb_idle_timeout", Kind::Seconds, kHonoured, "3600", &C::autodb_idle_timeout),
         key<C>("cancel_wait_timeout", Kind::Seconds, kHonoured, "10",
                &C::cancel_wait_timeout),  // 1.22
         key<C>("client_idle_timeout", Kind::Seconds, kHonoured, "0", &C::client_idle_timeout),
@@ -373,17 +401,23 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("client_tls_protocols", Kind::String, kHonoured, "secure", &C::client_tls_protocols),
         key<C>("client_tls_sslmode", Kind::Choice, kHonoured, "disable", &C::client_tls_sslmode)
             .among(kSslModes),
-        key<C>("conffile", Kind::String, kIgnored, ""),
+        key<C>("conffile", Kind::String, kHonoured, ""),
         key<C>("default_pool_size", Kind::Int, kHonoured, "20", &C::default_pool_size),
         key<C>("disable_pqexec", Kind::Bool, kHonoured, "0", &C::disable_pqexec).fixed(),
-        key<C>("dns_max_ttl", Kind::Seconds, kIgnored, "15"),
-        key<C>("dns_nxdomain_ttl", Kind::Seconds, kIgnored, "15"),
-        key<C>("dns_zone_check_period", Kind::Seconds, kIgnored, "0"),
+        // Upper bounds on how long a DNS answer is reused: pgtether resolves every host name at
+        // each connect (getaddrinfo, so the system's own cache applies), within any bound.
+        key<C>("dns_max_ttl", Kind::Seconds, kHonoured, "15"),
+        key<C>("dns_nxdomain_ttl", Kind::Seconds, kHonoured, "15"),
+        key<C>("dns_zone_check_period", Kind::Seconds, kHonoured, "0")
+            .refused("pgtether resolves host names at every connect (getaddrinfo), so a changed "
+                     "zone is seen at the next connection without serial checks; remove the key"),
         key<C>("idle_transaction_timeout", Kind::Seconds, kHonoured, "0",
                &C::idle_transaction_timeout),
         key<C>("ignore_startup_parameters", Kind::List, kHonoured, "",
                &C::ignore_startup_parameters),
-        key<C>("job_name", Kind::String, kIgnored, "pgbouncer").fixed(),
+        // Windows service names: PgBouncer uses them only on Windows; no effect on Linux there
+        // either.
+        key<C>("job_name", Kind::String, kHonoured, "pgbouncer").fixed(),
         key<C>("listen_addr", Kind::List, kHonoured, "", &C::listen_addr).fixed(),
         key<C>("listen_backlog", Kind::Int, kHonoured, "128", &C::listen_backlog).fixed(),
         key<C>("listen_port", Kind::Int, kHonoured, "6432", &C::listen_port)
@@ -418,8 +452,13 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("query_wait_timeout", Kind::Seconds, kHonoured, "120", &C::query_wait_timeout),
         key<C>("reserve_pool_size", Kind::Int, kHonoured, "0", &C::reserve_pool_size),
         key<C>("reserve_pool_timeout", Kind::Seconds, kHonoured, "5", &C::reserve_pool_timeout),
-        key<C>("resolv_conf", Kind::String, kIgnored, "").fixed(),
-        key<C>("sbuf_loopcnt", Kind::Int, kIgnored, "5", &C::sbuf_loopcnt),
+        key<C>("resolv_conf", Kind::String, kHonoured, "")
+            .refused("pgtether resolves host names with the system resolver (getaddrinfo), which "
+                     "reads /etc/resolv.conf; put the name servers there and remove the key")
+            .fixed(),
+        key<C>("sbuf_loopcnt", Kind::Int, kHonoured, "5", &C::sbuf_loopcnt)
+            .refused("pgtether's event loop bounds each connection's turn by itself (libuv "
+                     "reads), so no connection can stall the others; remove the key"),
         // 1.21. At most protocol::kScramMaxIterations: one login's PBKDF2 stays bounded.
         key<C>("scram_iterations", Kind::Int, kHonoured, "4096", &C::scram_iterations)
             .range(1, protocol::kScramMaxIterations),
@@ -449,17 +488,19 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("server_tls_protocols", Kind::String, kHonoured, "secure", &C::server_tls_protocols),
         key<C>("server_tls_sslmode", Kind::Choice, kHonoured, "prefer", &C::server_tls_sslmode)
             .among(kSslModes),
-        key<C>("service_name", Kind::String, kIgnored, "pgbouncer").fixed(),  // Windows only
+        key<C>("service_name", Kind::String, kHonoured, "pgbouncer").fixed(),  // as job_name
         key<C>("so_reuseport", Kind::Bool, kHonoured, "0", &C::so_reuseport).fixed(),
         key<C>("stats_period", Kind::IntSeconds, kHonoured, "60", &C::stats_period)
             .range(1, kIntMax),
         key<C>("stats_users", Kind::List, kHonoured, "", &C::stats_users),
-        key<C>("suspend_timeout", Kind::Seconds, kIgnored, "10", &C::suspend_timeout),
+        key<C>("suspend_timeout", Kind::Seconds, kHonoured, "10", &C::suspend_timeout)
+            .refused("SUSPEND and online restart (-R) are not supported: restart with PAUSE, or "
+                     "with so_reuseport and SHUTDOWN WAIT_FOR_CLIENTS; remove the key"),
         key<C>("syslog", Kind::Bool, kHonoured, "0", &C::syslog),
         key<C>("syslog_facility", Kind::Choice, kHonoured, "daemon", &C::syslog_facility)
             .among(kSyslogFacilities),
         key<C>("syslog_ident", Kind::String, kHonoured, "pgbouncer", &C::syslog_ident),
-        key<C>("tcp_defer_accept", Kind::Bool, kIgnored, "1", &C::tcp_defer_accept),
+        key<C>("tcp_defer_accept", Kind::Bool, kHonoured, "1", &C::tcp_defer_accept),
         key<C>("tcp_keepalive", Kind::Bool, kHonoured, "1", &C::tcp_keepalive),
         key<C>("tcp_keepcnt", Kind::Int, kHonoured, "0", &C::tcp_keepcnt).range(0, kIntMax),
         key<C>("tcp_keepidle", Kind::Int, kHonoured, "0", &C::tcp_keepidle).range(0, kIntMax),
@@ -468,7 +509,8 @@ const std::vector<GlobalKey>& global_keys() {
             .range(0, kIntMax),
         key<C>("tcp_user_timeout", Kind::Int, kHonoured, "0", &C::tcp_user_timeout)
             .range(0, kIntMax),
-        key<C>("track_extra_parameters", Kind::List, kIgnored, ""),   // 1.20
+        key<C>("track_extra_parameters", Kind::List, kHonoured, "IntervalStyle",  // 1.20
+               &C::track_extra_parameters),
         key<C>("transaction_timeout", Kind::Seconds, kHonoured, "0",  // 1.25
                &C::transaction_timeout),
         key<C>("unix_socket_dir", Kind::String, kHonoured, "/tmp", &C::unix_socket_dir).fixed(),
@@ -801,18 +843,23 @@ bool is_neutral(const KeySpec<Owner>& spec, const Value& value) {
     return neutral && *neutral.value == value;
 }
 
+// The error for a value of a key pgtether does not act on, or nullopt (a key it acts on, or the
+// neutral value, which asks for nothing).
+template <typename Owner>
+std::optional<std::string> key_refusal(const KeySpec<Owner>& spec, std::string_view text,
+                                       const Value& value) {
+    if (spec.supported || is_neutral(spec, value)) return std::nullopt;
+    return "\"" + std::string(text) + "\" is not supported by pgtether: " + std::string(spec.refusal);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The loader
 
-// Where a recognised-but-unsupported setting was made. (seq, sub) orders reports in file order:
-// seq is the entry's position among all entries read, sub the key's position within a
-// connection string.
+// Where a recognised-but-unsupported setting (auth_type = pam) was made.
 struct Note {
     std::string file;
     int line = 0;
-    std::size_t seq = 0;
     std::string key;  // as it appears in the report
-    std::size_t sub = 0;
 };
 
 // A [databases] entry's port: one port for every host, or (libpq style) one per host of its
@@ -853,9 +900,9 @@ class Loader {
     // Every problem goes to `errors` and loading goes on with the next entry: the result is
     // the configuration without the entries in error.
     Config load(const std::vector<IniEntry>& entries, std::vector<ConfigError>& errors) {
-        for (std::size_t seq = 0; seq < entries.size(); ++seq) {
+        for (const auto& entry : entries) {
             try {
-                load_entry(entries[seq], seq);
+                load_entry(entry);
             } catch (const ConfigError& e) {
                 errors.push_back(e);
             }
@@ -869,7 +916,7 @@ class Loader {
     // skipped rather than reported once more each.
     enum class Section { None, Main, Databases, Users, Peers, Unknown };
 
-    void load_entry(const IniEntry& e, std::size_t seq) {
+    void load_entry(const IniEntry& e) {
         if (e.kind == IniEntry::Kind::Section) {
             start_section(e);
             return;
@@ -878,16 +925,16 @@ class Loader {
             case Section::None:
                 throw ConfigError(e.file, e.line, e.name, "setting outside of any section");
             case Section::Main:
-                set_global(e, seq);
+                set_global(e);
                 break;
             case Section::Databases:
-                set_database(e, seq);
+                set_database(e);
                 break;
             case Section::Users:
-                set_user(e, seq);
+                set_user(e);
                 break;
             case Section::Peers:
-                set_peer(e, seq);
+                set_peer(e);
                 break;
             case Section::Unknown:
                 break;
@@ -930,11 +977,11 @@ class Loader {
         fresh.users = std::move(cfg_.users);
         fresh.peers = std::move(cfg_.peers);
         cfg_ = std::move(fresh);
-        global_notes_.clear();
         auth_type_note_.reset();
+        track_extra_note_.reset();
     }
 
-    void set_global(const IniEntry& e, std::size_t seq) {
+    void set_global(const IniEntry& e) {
         const auto* spec = find_key(global_keys(), e.name);
         if (spec == nullptr) {
             throw ConfigError(
@@ -958,24 +1005,23 @@ class Loader {
         if (std::holds_alternative<std::monostate>(spec->target)) {
             cfg_.other_settings[std::string(spec->name)] = e.value;
         }
-        if (!spec->supported) {
-            if (is_neutral(*spec, *parsed.value)) {
-                global_notes_.erase(std::string(spec->name));
-            } else {
-                global_notes_[std::string(spec->name)] = Note{e.file, e.line, seq, e.name};
-            }
+        if (auto refusal = key_refusal(*spec, e.value, *parsed.value)) {
+            throw ConfigError(e.file, e.line, e.name, *refusal);
+        }
+        if (spec->name == "track_extra_parameters") {
+            track_extra_note_ = Note{e.file, e.line, e.name};
         }
         if (spec->name == "auth_type") {
-            auth_type_note_ = Note{e.file, e.line, seq, "auth_type = " + e.value};
+            auth_type_note_ = Note{e.file, e.line, "auth_type = " + e.value};
         }
     }
 
-    // Applies a connection string to `owner` using `keys`; notes unsupported settings. Returns the
-    // key/value pairs for checks across keys.
+    // Applies a connection string to `owner` using `keys`. Returns the key/value pairs for checks
+    // across keys.
     template <typename Owner>
     std::vector<std::pair<std::string, std::string>> apply_connstring(
-        Owner& owner, const std::vector<KeySpec<Owner>>& keys, const IniEntry& e, std::size_t seq,
-        std::string_view section, std::vector<Note>& notes) {
+        Owner& owner, const std::vector<KeySpec<Owner>>& keys, const IniEntry& e,
+        std::string_view section) {
         auto pairs = parse_connstring(e.value);
         if (!pairs) {
             throw ConfigError(e.file, e.line, e.name,
@@ -997,14 +1043,14 @@ class Loader {
                     "invalid value \"" + value + "\" for \"" + key + "\": " + parsed.error);
             }
             store(owner, spec->target, *parsed.value);
-            if (!spec->supported && !is_neutral(*spec, *parsed.value)) {
-                notes.push_back(Note{e.file, e.line, seq, std::string(section) + " " + key, i});
+            if (auto refusal = key_refusal(*spec, value, *parsed.value)) {
+                throw ConfigError(e.file, e.line, e.name, key + ": " + *refusal);
             }
         }
         return std::move(*pairs.value);
     }
 
-    void set_database(const IniEntry& e, std::size_t seq) {
+    void set_database(const IniEntry& e) {
         // PgBouncer reserves "pgbouncer" for its admin console; pgtether's console answers to
         // both names.
         if (e.name == "pgbouncer" || e.name == "pgtether") {
@@ -1016,8 +1062,7 @@ class Loader {
         db.source_file = e.file;
         db.source_line = e.line;
         db.definition = e.value;
-        std::vector<Note> notes;
-        apply_connstring(db, database_keys(), e, seq, "[databases]", notes);
+        apply_connstring(db, database_keys(), e, "[databases]");
         const auto hosts = split_host_list(db.host);
         for (const auto& host : hosts) {
             if (host.empty()) {
@@ -1026,7 +1071,6 @@ class Loader {
             }
         }
         apply_port_list(db, hosts.size(), e);
-        database_notes_[db.name] = std::move(notes);
         // A repeated name replaces the earlier entry, as in PgBouncer (last wins).
         if (db.name == "*") {
             cfg_.fallback_database = std::move(db);
@@ -1041,17 +1085,15 @@ class Loader {
         cfg_.databases.push_back(std::move(db));
     }
 
-    void set_user(const IniEntry& e, std::size_t seq) {
+    void set_user(const IniEntry& e) {
         UserConfig user;
         user.name = e.name;
         user.definition = e.value;
-        std::vector<Note> notes;
-        apply_connstring(user, user_keys(), e, seq, "[users]", notes);
-        user_notes_[user.name] = std::move(notes);
+        apply_connstring(user, user_keys(), e, "[users]");
         cfg_.users[user.name] = std::move(user);
     }
 
-    void set_peer(const IniEntry& e, std::size_t seq) {
+    void set_peer(const IniEntry& e) {
         auto id = parse_decimal(e.name, 1, kMaxPeerId);
         if (!id) {
             throw ConfigError(e.file, e.line, e.name, "a [peers] key is a peer id: " + id.error);
@@ -1061,17 +1103,11 @@ class Loader {
         peer.source_file = e.file;
         peer.source_line = e.line;
         peer.definition = e.value;
-        std::vector<Note> notes;
-        auto pairs = apply_connstring(peer, peer_keys(), e, seq, "[peers]", notes);
+        auto pairs = apply_connstring(peer, peer_keys(), e, "[peers]");
         bool has_host = std::any_of(pairs.begin(), pairs.end(),
                                     [](const auto& kv) { return kv.first == "host"; });
         if (!has_host) throw ConfigError(e.file, e.line, e.name, "a peer needs host=");
-        peer_notes_[peer.id] = std::move(notes);
         cfg_.peers[peer.id] = std::move(peer);  // a repeated id: the last entry wins
-    }
-
-    static bool before(const Note& a, const Note& b) {
-        return a.seq != b.seq ? a.seq < b.seq : a.sub < b.sub;
     }
 
     void finish(std::vector<ConfigError>& errors) {
@@ -1085,32 +1121,14 @@ class Loader {
                                 "empty");
         }
 
-        std::vector<Note> notes;
-        for (auto& [key, note] : global_notes_)
-            notes.push_back(note);
-        if (auth_type_note_ && !auth_type_supported(cfg_.auth_type)) {
-            notes.push_back(*auth_type_note_);
+        if (auto refusal = track_extra_refusal(cfg_.track_extra_parameters, cfg_.session_settings)) {
+            const Note where = track_extra_note_.value_or(Note{main_file_, 0, "session_settings"});
+            errors.emplace_back(where.file, where.line, where.key, *refusal);
         }
-        // [databases] and [users] keys are reported once per key, at their first use among
-        // the entries that are in effect.
-        std::map<std::string, Note> first_use;
-        auto collect = [&](const std::vector<Note>& list) {
-            for (const auto& n : list) {
-                auto it = first_use.find(n.key);
-                if (it == first_use.end() || before(n, it->second)) first_use[n.key] = n;
-            }
-        };
-        for (const auto& [name, list] : database_notes_)
-            collect(list);
-        for (const auto& [name, list] : user_notes_)
-            collect(list);
-        for (const auto& [id, list] : peer_notes_)
-            collect(list);
-        for (auto& [key, note] : first_use)
-            notes.push_back(note);
-
-        std::sort(notes.begin(), notes.end(), before);
-        for (const auto& n : notes) {
+        // auth_type = pam loads (a real pgbouncer.ini must) and is reported; the daemon refuses
+        // to run with it.
+        if (auth_type_note_ && !auth_type_supported(cfg_.auth_type)) {
+            const Note& n = *auth_type_note_;
             cfg_.unsupported_keys.push_back(n.file + ":" + std::to_string(n.line) + ": " + n.key +
                                             ": recognised but not supported by pgtether");
         }
@@ -1120,11 +1138,8 @@ class Loader {
     Config cfg_;
     Section section_ = Section::None;
     bool saw_main_ = false;
-    std::map<std::string, Note> global_notes_;  // unsupported [pgbouncer] key -> last setting
     std::optional<Note> auth_type_note_;
-    std::map<std::string, std::vector<Note>> database_notes_;  // by database name
-    std::map<std::string, std::vector<Note>> user_notes_;      // by user name
-    std::map<int, std::vector<Note>> peer_notes_;              // by peer id
+    std::optional<Note> track_extra_note_;
 };
 
 }  // namespace
@@ -1221,8 +1236,8 @@ std::vector<ConfigSetting> describe_settings(const Config& config) {
             setting.value = it != config.other_settings.end() ? std::optional(it->second)
                                                               : setting.default_value;
             // PgBouncer's conffile defaults to the file it was started with; a conffile the
-            // file or a SET names is shown instead, as PgBouncer shows it (pgtether still
-            // reloads the file it was started with: the key is not acted on).
+            // file or a SET names is shown instead, and the next RELOAD reads it
+            // (ConfigReloader::file_to_read).
             if (setting.key == "conffile" && it == config.other_settings.end() &&
                 !config.config_file_as_given.empty()) {
                 setting.value = config.config_file_as_given;
@@ -1242,7 +1257,7 @@ bool setting_is_changeable(std::string_view key) {
     return spec != nullptr && spec->changeable;
 }
 
-bool set_config_value(Config& config, std::string_view key, std::string_view value) {
+void set_config_value(Config& config, std::string_view key, std::string_view value) {
     const std::string name(key);
     const auto* spec = find_key(global_keys(), key);
     if (spec == nullptr) {
@@ -1270,11 +1285,18 @@ bool set_config_value(Config& config, std::string_view key, std::string_view val
                           "auth_type = " + std::get<std::string>(*parsed.value) +
                               " is not supported by pgtether");
     }
+    if (auto refusal = key_refusal(*spec, value, *parsed.value)) {
+        throw ConfigError("SET", 0, name, *refusal);
+    }
+    Config changed = config;
+    store(changed, spec->target, *parsed.value);
+    if (auto refusal = track_extra_refusal(changed.track_extra_parameters, changed.session_settings)) {
+        throw ConfigError("SET", 0, name, *refusal);
+    }
     store(config, spec->target, *parsed.value);
     if (std::holds_alternative<std::monostate>(spec->target)) {
         config.other_settings[name] = std::string(value);
     }
-    return spec->supported;
 }
 
 std::vector<std::string> keep_fixed_settings(const Config& running, Config& next) {

@@ -205,6 +205,9 @@ struct Config {
     bool server_fast_close = false;
     Duration server_lifetime = std::chrono::seconds(3600);
     Duration server_idle_timeout = std::chrono::seconds(600);
+    // A database the "*" entry made is dropped after this long without a client or server
+    // (Worker::drop_idle_auto_databases); 0 = never.
+    Duration autodb_idle_timeout = std::chrono::seconds(3600);
     Duration server_connect_timeout = std::chrono::seconds(15);
     Duration server_login_retry = std::chrono::seconds(15);
     // A host of a host list that refused, timed out or had the wrong role (target_session_attrs)
@@ -234,7 +237,11 @@ struct Config {
     int peer_id = 0;            // this process's id among its [peers]; 0 = no peering
     // Event loops on threads of their own (docs/architecture.md, "Workers"); fixed at start-up.
     int workers = 1;
-    bool tcp_defer_accept = true;
+    bool tcp_defer_accept = true;  // TCP_DEFER_ACCEPT on the TCP listeners (1 s, PgBouncer's)
+    // PgBouncer 1.20's parameters tracked per client on top of its five. pgtether tracks
+    // IntervalStyle too; with session_settings = replay every setting is replayed anyway
+    // (core/config.cpp, track_extra_refusal).
+    std::vector<std::string> track_extra_parameters = {"IntervalStyle"};
     int tcp_socket_buffer = 0;
     bool tcp_keepalive = true;
     int tcp_keepcnt = 0;
@@ -360,8 +367,8 @@ std::vector<ConfigSetting> describe_settings(const Config& config);
 
 // The admin console's SET: parses `value` as the ini loader would and stores it in `config`.
 // Throws ConfigError (file "SET") for an unknown key, a bad value or a key that cannot change at
-// runtime. Returns whether pgtether acts on the key (false: stored, like an unsupported ini key).
-bool set_config_value(Config& config, std::string_view key, std::string_view value);
+// runtime, and for a value pgtether does not act on (a key's refusal, as at load).
+void set_config_value(Config& config, std::string_view key, std::string_view value);
 
 // Reload: settings a running pgtether cannot change (listeners, pidfile, ...) keep their running
 // values in `next`. Returns the names of those whose value `next` wanted to change.

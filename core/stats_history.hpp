@@ -25,6 +25,12 @@ class StatsHistory {
         newer_us_ = now_us;
     }
 
+    // A pool that is gone (an idle auto-database dropped): its figures leave the averages.
+    void forget(const Pool* pool) {
+        newer_.erase(pool);
+        older_.erase(pool);
+    }
+
     // Averages over the last complete period, of the pools `which` selects.
     [[nodiscard]] StatsAverages averages(const std::function<bool(const Pool&)>& which) const {
         PoolStats newer;

@@ -527,18 +527,12 @@ void AdminSession::set(const protocol::AdminCommand& command) {
         send_error(sqlstate::kInternalError, "SET is not available");
         return;
     }
-    bool supported = true;
     std::string notice;
-    if (auto error = reloader->set(worker_, key, value, supported, notice)) {
+    if (auto error = reloader->set(worker_, key, value, notice)) {
         send_error(sqlstate::kInvalidParameterValue, "SET failed: " + *error);
         return;
     }
     if (!notice.empty()) send_notice(notice);
-    if (!supported) {
-        send_notice(key +
-                    " is recognised but not supported by pgtether: the value is kept but "
-                    "has no effect");
-    }
     complete("SET " + key + "=" + value);
 }
 

@@ -62,8 +62,19 @@ LoadedConfig load_configuration(const std::string& path) {
 ConfigReloader::ConfigReloader(std::string path, int verbose, bool quiet)
     : path_(std::move(path)), verbose_(verbose), quiet_(quiet) {}
 
+std::string ConfigReloader::file_to_read(const Worker& worker) const {
+    // PgBouncer's conffile: "changing it will make PgBouncer use another config file for next
+    // RELOAD / SIGHUP" -- named in the file itself or SET on the console. Like PgBouncer's
+    // cf_config_file it keeps its value when the file read next does not name one: the file last
+    // read is read again (SHOW CONFIG shows the same).
+    const Config& running = worker.config();
+    auto it = running.other_settings.find("conffile");
+    if (it != running.other_settings.end() && !it->second.empty()) return it->second;
+    return running.config_file_as_given.empty() ? path_ : running.config_file_as_given;
+}
+
 std::optional<std::string> ConfigReloader::reload(Worker& worker, std::string_view trigger) {
-    spdlog::info("{}: reloading {}", trigger, path_);
+    spdlog::info("{}: reloading {}", trigger, file_to_read(worker));
     if (notifier_) notifier_->notify("RELOADING=1");
     auto error = load_and_apply(worker);
     if (notifier_) notifier_->notify("READY=1");
@@ -73,7 +84,7 @@ std::optional<std::string> ConfigReloader::reload(Worker& worker, std::string_vi
 std::optional<std::string> ConfigReloader::load_and_apply(Worker& worker) {
     LoadedConfig loaded;
     try {
-        loaded = load_configuration(path_);
+        loaded = load_configuration(file_to_read(worker));
     } catch (const std::exception& e) {
         spdlog::error("reload failed, keeping the running configuration: {}", e.what());
         return std::string(e.what());
@@ -105,11 +116,11 @@ std::optional<std::string> ConfigReloader::load_and_apply(Worker& worker) {
 }
 
 std::optional<std::string> ConfigReloader::set(Worker& worker, std::string_view key,
-                                               std::string_view value, bool& supported,
+                                               std::string_view value,
                                                std::string& notice) {
     auto config = std::make_shared<Config>(worker.config());
     try {
-        supported = set_config_value(*config, key, value);
+        set_config_value(*config, key, value);
     } catch (const ConfigError& e) {
         return std::string(e.what());
     }

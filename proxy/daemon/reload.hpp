@@ -52,14 +52,18 @@ class ConfigReloader {
     // configuration stays and the error message is returned. `trigger` names the cause in logs.
     std::optional<std::string> reload(Worker& worker, std::string_view trigger);
     // SET key = value: a copy of the running configuration with one setting changed, applied.
-    // Sets `supported` to whether pgtether acts on the key. Returns the error, if any. A TLS
+    // Returns the error, if any (a value pgtether does not act on included). A TLS
     // setting whose new value does not work yet (client_tls_key_file set before the matching
     // client_tls_cert_file) is stored while the running TLS setup stays, as PgBouncer does; then
     // `notice` says so, and the SET that completes the pair applies both.
     std::optional<std::string> set(Worker& worker, std::string_view key, std::string_view value,
-                                   bool& supported, std::string& notice);
+                                   std::string& notice);
 
   private:
+    // The file a RELOAD reads: conffile when the running configuration names one, else the file
+    // it was read from (at first the one pgtether was started with).
+    [[nodiscard]] std::string file_to_read(const Worker& worker) const;
+
     std::optional<std::string> load_and_apply(Worker& worker);
     // `security` is built from `config` when not given.
     std::optional<std::string> apply(Worker& worker, std::shared_ptr<Config> config,

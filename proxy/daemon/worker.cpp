@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <iterator>
 #include <optional>
-
+#include <set>
 #include <stdexcept>
 
 #include "proxy/net/log.hpp"
@@ -128,6 +128,7 @@ void Worker::start() {
                 try {
                     listener->listen_tcp(ai->ai_addr, host + ":" + port, config.listen_backlog,
                                          config.so_reuseport);
+                    listener->set_defer_accept(config.tcp_defer_accept);
                 } catch (...) {
                     listener->close();
                     listeners_.push_back(std::move(listener));
@@ -283,17 +284,61 @@ Pool& Worker::pool_for(const DatabaseConfig& database, const std::string& user) 
     auto key = std::make_pair(database.name, user);
     auto it = pools_.find(key);
     if (it == pools_.end()) {
-        const DatabaseConfig* entry = config_->find_database(database.name);
-        bool automatic =
-            entry && config_->fallback_database && entry == &*config_->fallback_database;
         auto first = pools_.lower_bound(std::make_pair(database.name, std::string()));
-        if (automatic && (first == pools_.end() || first->first.first != database.name)) {
+        if (is_auto_database(database.name) &&
+            (first == pools_.end() || first->first.first != database.name)) {
             // PgBouncer's words for the first pool of a name the "*" entry serves.
             spdlog::info("registered new auto-database: db={}", database.name);
         }
         it = pools_.emplace(key, std::make_unique<Pool>(*this, database, user)).first;
     }
     return *it->second;
+}
+
+bool Worker::is_auto_database(const std::string& database) const {
+    const DatabaseConfig* entry = config_->find_database(database);
+    return entry && config_->fallback_database && entry == &*config_->fallback_database;
+}
+
+void Worker::drop_idle_auto_databases(std::uint64_t now) {
+    const std::uint64_t timeout = duration_ms(config_->autodb_idle_timeout);
+    if (!config_->fallback_database || timeout == 0 || now < next_auto_database_check_ms_) return;
+    next_auto_database_check_ms_ = now + 1000;
+    // In use: a pool some client or server (closing ones too) still points at, one due for a
+    // hand-off, or one with a multiplexed LISTEN connection (kept, with its pool, until restart).
+    std::set<const Pool*> in_use;
+    for_each_client([&](Client& client) {
+        if (client.pool()) in_use.insert(client.pool());
+    });
+    for_each_server([&](Server& server) { in_use.insert(&server.pool()); });
+    for (const Pool* pool : hand_offs_) in_use.insert(pool);
+    std::map<std::string, bool> active;  // by auto-database
+    for (const auto& [key, pool] : pools_) {
+        if (!is_auto_database(key.first)) continue;
+        const bool used = in_use.count(pool.get()) != 0 || pool->listen_hub_if_any() != nullptr;
+        active[key.first] = active[key.first] || used;
+    }
+    for (auto it = auto_database_idle_since_.begin(); it != auto_database_idle_since_.end();) {
+        it = active.count(it->first) != 0 ? std::next(it) : auto_database_idle_since_.erase(it);
+    }
+    for (const auto& [name, used] : active) {
+        if (used) {
+            auto_database_idle_since_.erase(name);
+            continue;
+        }
+        const auto [since, fresh] = auto_database_idle_since_.emplace(name, now);
+        if (now - since->second < timeout) continue;
+        auto_database_idle_since_.erase(since);
+        auto first = pools_.lower_bound(std::make_pair(name, std::string()));
+        while (first != pools_.end() && first->first.first == name) {
+            stats_history_.forget(first->second.get());
+            first = pools_.erase(first);
+        }
+        // PgBouncer's words (kill_database).
+        spdlog::warn("dropping database '{}' as it does not exist anymore or inactive "
+                     "auto-database",
+                     name);
+    }
 }
 
 void Worker::register_client(Client& client) {
@@ -491,6 +536,7 @@ void Worker::janitor() {
     }
     if (!shutting_down_) open_forced_user_pools();
     for (auto& [key, pool] : pools_) pool->janitor(now);
+    drop_idle_auto_databases(now);
     auth_lookups_->janitor(now);
     cancels_janitor(now);
     lock_catalog_->tick(now);
@@ -556,6 +602,11 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     // Server connections made with other TLS settings are replaced (PgBouncer does the same):
     // otherwise an old, maybe weaker, setting would live on in the pool indefinitely.
     const bool server_tls_changed = server_tls_settings_differ(*config_, *config);
+    if (config->tcp_defer_accept != config_->tcp_defer_accept) {
+        // PgBouncer applies it again at a reload too (set_defer_accept). A socket other workers
+        // share is the same socket: setting it twice is harmless.
+        for (auto& listener : listeners_) listener->set_defer_accept(config->tcp_defer_accept);
+    }
     const std::shared_ptr<const AuthFile> old_auth_file = auth_file_;
     config_ = std::move(config);
     set_tcp_options(tcp_options_of(*config_));

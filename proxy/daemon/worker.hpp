@@ -248,6 +248,11 @@ private:
     void run_hand_offs();
     static void on_stats_timer(uv_timer_t* timer);
     void janitor();
+    // Whether `database` is served by the "*" entry (an auto-database).
+    [[nodiscard]] bool is_auto_database(const std::string& database) const;
+    // autodb_idle_timeout: the pools of an auto-database without clients or servers that long
+    // are dropped, with their statistics, as PgBouncer drops the database (checked every second).
+    void drop_idle_auto_databases(std::uint64_t now);
     void stats_tick();
     void log_stats(const StatsAverages& total);
     void restart_stats_timer();
@@ -282,6 +287,9 @@ private:
     std::vector<Pool*> hand_offs_;  // pools whose serve_waiting_clients() is due
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
+    // Auto-databases seen without clients or servers, since when (drop_idle_auto_databases).
+    std::map<std::string, std::uint64_t> auto_database_idle_since_;
+    std::uint64_t next_auto_database_check_ms_ = 0;
     // See share_host_news: by host and port, only what holds for every pool (never a wrong-role
     // back-off). Bounded by the configuration's host lists.
     std::map<std::pair<std::string, int>, HostStatus> host_memory_;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -57,6 +58,15 @@ void Listener::listen_tcp(const sockaddr* address, const std::string& name, int 
         fail("listen on", name, -errno);
     }
     watch(name);
+}
+
+void Listener::set_defer_accept(bool on) {
+    if (!tcp_ || !open_) return;
+    const int seconds = on ? 1 : 0;
+    if (::setsockopt(fd_, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof seconds) != 0) {
+        spdlog::warn("tune_accept: {} TCP_DEFER_ACCEPT on {}: {}", on ? "install" : "uninstall",
+                     name_, std::strerror(errno));
+    }
 }
 
 void Listener::listen_unix(const std::string& path, int mode, int backlog) {

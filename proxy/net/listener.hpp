@@ -41,6 +41,11 @@ public:
     // pgtether, PgBouncer) may listen on the same address and the kernel spreads connections.
     void listen_tcp(const sockaddr* address, const std::string& name, int backlog, bool reuseport);
     void listen_unix(const std::string& path, int mode, int backlog);
+    // TCP_DEFER_ACCEPT (tcp_defer_accept, PgBouncer's 1 s): the kernel hands over a connection
+    // once its first bytes arrived, so a client that connects and says nothing takes no slot
+    // until it speaks (or the kernel gives up waiting). No-op on a Unix socket. A failure is
+    // logged, as PgBouncer does, and the listener works on without it.
+    void set_defer_accept(bool on);
     // Watches a duplicate of `other`'s listening socket (another worker's): workers > 1 without
     // so_reuseport share one socket per address, each loop accepting from it. Throws
     // std::runtime_error.

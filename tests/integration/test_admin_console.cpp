@@ -938,10 +938,59 @@ TEST_CASE("SET changes a setting at once; bad keys and values are refused clearl
     auto notices = admin.take_notices();
     REQUIRE(notices.size() == 1);
     CHECK(notices[0].message == "SET ignored");
+    // Every key is acted on or refused: no "recognised but not supported" any more.
     PGT_REQUIRE_OK(admin.exec("SET dns_max_ttl = 20"));
-    notices = admin.take_notices();
-    REQUIRE(notices.size() == 1);
-    CHECK(notices[0].message.find("recognised but not supported") != std::string::npos);
+    CHECK(admin.take_notices().empty());
+    auto refused = admin.exec("SET sbuf_loopcnt = 0");
+    PGT_CHECK_SQLSTATE(refused, "22023");
+    CHECK(refused.message.find("\"0\" is not supported by pgtether: pgtether's event loop") !=
+          std::string::npos);
+    PGT_REQUIRE_OK(admin.exec("SET sbuf_loopcnt = 5"));  // the neutral value asks for nothing
+}
+
+TEST_CASE("conffile: the next RELOAD reads the file it names, SET on the console or in a file") {
+    Pgtether pooler(console_config());
+    Conn admin = console(pooler);
+    auto pool_size = [&] {
+        return cell(*find_row(must_show(admin, "CONFIG"), "key", "default_pool_size"), "value");
+    };
+    auto conffile = [&] {
+        return cell(*find_row(must_show(admin, "CONFIG"), "key", "conffile"), "value");
+    };
+    CHECK(conffile() == pooler.ini_path());  // the file it was started with
+    const std::string original = read_file(pooler.ini_path());
+    const std::string started_size = pool_size();
+    // Two more files: the same settings but for default_pool_size, the first naming the second.
+    auto variant = [&](const std::string& size, const std::string& extra) {
+        std::string text = original;
+        const std::string line = "default_pool_size = " + started_size + "\n";
+        const auto at = text.find(line);
+        REQUIRE(at != std::string::npos);
+        text.replace(at, line.size(), "default_pool_size = " + size + "\n" + extra);
+        return text;
+    };
+    const std::string second = pooler.dir() + "/second.ini";
+    const std::string third = pooler.dir() + "/third.ini";
+    std::ofstream(second) << variant("7", "conffile = " + third + "\n");
+    std::ofstream(third) << variant("9", "");
+
+    PGT_REQUIRE_OK(admin.exec("SET conffile = '" + second + "'"));
+    CHECK(conffile() == second);
+    PGT_REQUIRE_OK(admin.exec("RELOAD"));
+    CHECK(pool_size() == "7");
+    CHECK(pooler.wait_for_log("reloading " + second));
+    // The second file names the third: the next RELOAD reads it.
+    CHECK(conffile() == third);
+    PGT_REQUIRE_OK(admin.exec("RELOAD"));
+    CHECK(pool_size() == "9");
+    // The third names none: it stays the file read, as PgBouncer's conffile keeps its value.
+    CHECK(conffile() == third);
+    PGT_REQUIRE_OK(admin.exec("RELOAD"));
+    CHECK(pool_size() == "9");
+    // Back to the first file; SIGHUP follows conffile too.
+    PGT_REQUIRE_OK(admin.exec("SET conffile = '" + pooler.ini_path() + "'"));
+    pooler.reload();
+    CHECK(eventually([&] { return pool_size() == started_size; }));
 }
 
 TEST_CASE("SHOW STATS counts queries, transactions, bytes and times; averages follow") {

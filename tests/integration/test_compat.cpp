@@ -220,6 +220,50 @@ TEST_CASE("auto-databases are logged as PgBouncer logs them") {
     CHECK(pooler.wait_for_log("registered new auto-database: db=someauto"));
 }
 
+TEST_CASE("autodb_idle_timeout: an auto-database without clients or servers is dropped") {
+    // PgBouncer's janitor drops a database the "*" entry made once it has had no client and no
+    // server for autodb_idle_timeout, with its pools and their statistics; the next client
+    // registers it anew.
+    PoolerConfig config = pool_config("transaction", 2, {{"autodb_idle_timeout", "1"},
+                                                         {"server_idle_timeout", "1"}});
+    config.databases = {isolated_database("*"), isolated_database("kept")};
+    Pgtether pooler(config);
+    Conn admin = console(pooler);
+    // SHOW DATABASES lists an auto-database where the console's worker has a pool of it: with
+    // two workers the client may be on the other one, so the listing is checked with one.
+    const bool one_worker = workers_in_this_run() == 1;
+    auto databases = [&] {
+        std::set<std::string> names;
+        for (const auto& row : named_rows(admin.exec("SHOW DATABASES"))) {
+            names.insert(cell(row, "name"));
+        }
+        return names;
+    };
+    {
+        Conn conn = Conn::must(pooler.conninfo("", "someauto"));
+        conn.exec_ok("SELECT 1");
+        Conn other = Conn::must(pooler.conninfo("", "kept"));
+        other.exec_ok("SELECT 1");
+        if (one_worker) CHECK(databases().count("someauto") == 1);
+        // In use (a client, then a server): not dropped however long.
+        std::this_thread::sleep_for(2500ms);
+        if (one_worker) CHECK(databases().count("someauto") == 1);
+    }
+    // The client has left; its server goes after server_idle_timeout, the database a second
+    // after that.
+    CHECK(pooler.wait_for_log("dropping database 'someauto' as it does not exist anymore or "
+                              "inactive auto-database",
+                              10s));
+    if (one_worker) CHECK(databases().count("someauto") == 0);
+    CHECK(databases().count("kept") == 1);  // a [databases] entry stays
+    Conn again = Conn::must(pooler.conninfo("", "someauto"));
+    again.exec_ok("SELECT 1");
+    if (one_worker) CHECK(databases().count("someauto") == 1);
+    const std::string log = pooler.log();
+    const std::string registered = "registered new auto-database: db=someauto";
+    CHECK(log.find(registered) != log.rfind(registered));  // registered twice
+}
+
 TEST_CASE("server connections that fail are logged in PgBouncer's words") {
     // A host name that does not resolve (the first of a host list, as in PgBouncer's
     // test_load_balance_hosts_disable_bad_first) and a port nobody listens on.

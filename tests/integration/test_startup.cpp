@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -196,15 +197,12 @@ TEST_CASE("a realistic production pgbouncer.ini starts without edits") {
         REQUIRE_MESSAGE(conn.ok(), conn.error());
         CHECK(scalar(conn, "SELECT current_database()") == env.database);
     }
-    // Settings it does not act on are named once each, with file and line.
+    // Every setting of it is acted on (dns_max_ttl too: pgtether resolves at every connect,
+    // within any cache bound): nothing is reported as recognised but not supported.
     std::string log = read_file(dir.path() + "/pgbouncer.log");
     INFO(log);
-    const std::string text = read_file(ini);
-    const auto dns_line =
-        1 + std::count(text.begin(), text.begin() + static_cast<long>(text.find("dns_max_ttl")),
-                       '\n');
-    CHECK(log.find(ini + ":" + std::to_string(dns_line) +
-                   ": dns_max_ttl: recognised but not supported") != std::string::npos);
+    CHECK(read_file(ini).find("dns_max_ttl") != std::string::npos);
+    CHECK(log.find("recognised but not supported") == std::string::npos);
     // application_name_add_host is honoured now.
     CHECK(log.find("application_name_add_host: recognised but not supported") ==
           std::string::npos);
@@ -519,4 +517,77 @@ TEST_CASE("tcp_socket_buffer: the clients' and the servers' sockets get that buf
     Conn other = Conn::must(plain.conninfo());
     PGT_CHECK_OK(other.exec("SELECT 1"));
     CHECK(socket_buffers(plain.port()) != std::pair<long, long>{80000, 80000});
+}
+
+namespace {
+
+// Whether process `pid` holds the server end of the loopback TCP connection from `client_port`
+// to `listen_port`: the connection's socket inode (/proc/net/tcp; 0 while the kernel keeps it as
+// a request not yet accepted) among the process's descriptors.
+bool holds_connection(pid_t pid, int listen_port, int client_port) {
+    std::ifstream tcp("/proc/net/tcp");
+    std::string line;
+    std::getline(tcp, line);  // the header
+    std::string inode;
+    while (std::getline(tcp, line)) {
+        std::istringstream fields(line);
+        std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
+        fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+            timeout >> inode;
+        auto port_of = [](const std::string& address) {
+            return std::stoi(address.substr(address.find(':') + 1), nullptr, 16);
+        };
+        if (port_of(local) == listen_port && port_of(remote) == client_port) break;
+        inode.clear();
+    }
+    if (inode.empty() || inode == "0") return false;
+    const std::string target = "socket:[" + inode + "]";
+    for (const auto& fd :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+        std::error_code ec;
+        if (std::filesystem::read_symlink(fd.path(), ec).string() == target) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("tcp_defer_accept: a TCP client that says nothing is not taken in until it speaks") {
+    // PgBouncer's default on Linux: TCP_DEFER_ACCEPT (1 s) on the TCP listeners, so a connection
+    // that sends nothing stays with the kernel and holds no descriptor, client slot or login
+    // timer of pgtether's; a client that speaks is served at once. A RELOAD applies a change.
+    const TestEnv& env = TestEnv::get();
+    auto config = pool_config("transaction", 1);
+    Pgtether pooler(config);
+    auto held = [&](const RawConn& conn) {
+        return holds_connection(pooler.pid(), pooler.port(), conn.local_port());
+    };
+    RawConn silent("127.0.0.1", pooler.port());
+    std::this_thread::sleep_for(500ms);
+    CHECK_FALSE(held(silent));  // still with the kernel
+    // Once it speaks it is accepted and answered like any client.
+    REQUIRE(silent.send(wire::startup({{"user", env.superuser}, {"database", env.database}})));
+    const auto reply = silent.read_message();
+    REQUIRE(reply.has_value());
+    CHECK(reply->type == 'R');
+    CHECK(held(silent));
+
+    // tcp_defer_accept = 0: a silent connection is accepted at once.
+    config.settings["tcp_defer_accept"] = "0";
+    pooler.reload(config);
+    REQUIRE(pooler.wait_for_log("configuration reloaded"));
+    RawConn accepted("127.0.0.1", pooler.port());
+    CHECK(eventually([&] { return held(accepted); }));
+    // And back: a RELOAD to 1 defers again.
+    config.settings["tcp_defer_accept"] = "1";
+    pooler.reload(config);
+    REQUIRE(eventually([&] {
+        const std::string log = pooler.log();
+        return log.find("configuration reloaded") != log.rfind("configuration reloaded");
+    }));
+    RawConn deferred("127.0.0.1", pooler.port());
+    std::this_thread::sleep_for(500ms);
+    CHECK_FALSE(held(deferred));
+    Conn conn = Conn::must(pooler.conninfo());
+    PGT_CHECK_OK(conn.exec("SELECT 1"));
 }

@@ -472,17 +472,10 @@ TEST_CASE("a production-style pgbouncer.ini loads with its values and unsupporte
     CHECK(cfg->advisory_lock_catalog_check_interval == 1s);
     CHECK(cfg->tethered_idle_timeout == 0s);
 
-    // Exactly these, in file order, once per key. Keys set to the value that asks for nothing
-    // pgtether lacks (log_stats = 1, server_tls_sslmode = disable, dns_max_ttl = 15, so_reuseport
-    // = 0, load_balance_hosts=round-robin, ...) are not reported.
-    auto at = [&](const std::string& needle, const std::string& key) {
-        return path + ":" + std::to_string(line_of(path, needle)) + ": " + key +
-               ": recognised but not supported by pgtether";
-    };
-    std::vector<std::string> expected = {
-        at("track_extra_parameters =", "track_extra_parameters"),
-    };
-    CHECK(cfg->unsupported_keys == expected);
+    // Every key of it is acted on: nothing is reported as recognised but not supported.
+    CHECK(cfg->unsupported_keys.empty());
+    // With session_settings = replay (the default) every setting is replayed, search_path too.
+    CHECK(cfg->track_extra_parameters == std::vector<std::string>{"IntervalStyle", "search_path"});
     REQUIRE(cfg->find_database("reporting") != nullptr);
     CHECK(cfg->find_database("reporting")->server_lifetime == std::optional<Duration>(600s));
     CHECK(server_lifetime_for(*cfg, *cfg->find_database("reporting")) == 600s);
@@ -628,6 +621,14 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "scram_iterations",
                                             "unix_socket_group",
                                             "tcp_socket_buffer",
+                                            "autodb_idle_timeout",
+                                            "conffile",
+                                            "dns_max_ttl",
+                                            "dns_nxdomain_ttl",
+                                            "job_name",
+                                            "service_name",
+                                            "tcp_defer_accept",
+                                            "track_extra_parameters",
                                             "user"};
     CHECK(honoured == expected);
 }
@@ -1027,58 +1028,59 @@ TEST_CASE("[pgtether] is the same section as [pgbouncer], and reopening it reset
 // ---------------------------------------------------------------------------------------------
 // Unsupported-key report
 
-TEST_CASE("unsupported keys: silent values, once per key, file order, included files") {
-    TempDir tmp;
-    CwdGuard cwd(tmp.path());
-    tmp.write("extra.ini",
-              "[databases]\n"
-              "x = host=h auth_query='SELECT 1'\n"
-              "y = host=h auth_query='SELECT 2' load_balance_hosts=disable\n"
-              "z = host=h server_lifetime=10\n");
-    tmp.write("tail.ini", "autodb_idle_timeout = 60\n");
-    tmp.write("main.ini",
-              "[pgbouncer]\n"
-              "server_tls_sslmode = disable\n"
-              "admin_users =\n"
-              "syslog = 0\n"
-              "tcp_defer_accept = 1\n"
-              "client_tls_ciphers = fast\n"
-              "so_reuseport = 1\n"
-              "auth_type = hba\n"
-              "so_reuseport = 2\n"
-              "syslog_ident = pgbouncer\n"
-              "%include extra.ini\n"
-              "[peers]\n"
-              "1 = host=/tmp/p1\n"
-              "2 = host=/tmp/p2 port=6433 pool_size=3\n"
-              "[pgbouncer]\n"
-              "auth_type = hba\n"
-              "disable_pqexec = 1\n"
-              "disable_pqexec = 0\n"
-              "dns_max_ttl = 30\n"
-              "%include tail.ini\n");
-    auto cfg = load_config("main.ini");
-    const std::string suffix = ": recognised but not supported by pgtether";
-    // auth_type = hba, [databases] auth_query, load_balance_hosts and server_lifetime and
-    // [peers] pool_size are honoured, so not reported.
-    std::vector<std::string> expected = {
-        "main.ini:19: dns_max_ttl" + suffix,
-        "tail.ini:1: autodb_idle_timeout" + suffix,
+TEST_CASE("keys pgtether does not act on: the neutral value loads, any other is refused") {
+    // Nothing is accepted and then ignored: a value that asks for something pgtether does not
+    // do stops the load with the file, line, key and what to do instead.
+    struct Case {
+        const char* line;
+        const char* says;
     };
-    CHECK(cfg->unsupported_keys == expected);
-    // [peers] entries survive the [pgbouncer] section that follows them, as in PgBouncer.
-    REQUIRE(cfg->peers.count(2) == 1);
-    CHECK(cfg->peers.at(2).pool_size == 3);
-    CHECK_FALSE(cfg->peers.at(1).pool_size.has_value());
-    CHECK(cfg->auth_type == AuthType::Hba);
-    REQUIRE(cfg->find_database("x") != nullptr);
-    CHECK(cfg->find_database("x")->auth_query == "SELECT 1");
-    REQUIRE(cfg->find_database("z") != nullptr);
-    CHECK(cfg->find_database("z")->server_lifetime == std::optional<Duration>(10s));
-
-    cfg = load_config((tmp.path() / "main.ini").string());
-    REQUIRE(cfg->unsupported_keys.size() == 2);  // names the files as given
-    CHECK(contains(cfg->unsupported_keys[0], (tmp.path() / "main.ini").string() + ":19:"));
+    const Case refused[] = {
+        {"auth_ldap_options = host=ldap", "LDAP authentication is not supported"},
+        {"dns_zone_check_period = 60", "without serial checks"},
+        {"resolv_conf = /etc/pgbouncer/resolv.conf", "system resolver"},
+        {"sbuf_loopcnt = 0", "bounds each connection's turn"},
+        {"suspend_timeout = 2.5", "SUSPEND and online restart"},
+    };
+    for (const auto& c : refused) {
+        CAPTURE(c.line);
+        const std::string key = std::string(c.line).substr(0, std::string(c.line).find(' '));
+        const std::string error =
+            error_from_text("[pgbouncer]\nlisten_port = 6432\n" + std::string(c.line) + "\n").what();
+        CHECK(contains(error, ":3: " + key + ": \""));
+        CHECK(contains(error, "is not supported by pgtether: "));
+        CHECK(contains(error, c.says));
+    }
+    // Their neutral values (PgBouncer's defaults) load, and nothing is reported.
+    auto cfg = load_text(
+        "[pgbouncer]\n"
+        "auth_ldap_options =\n"
+        "dns_zone_check_period = 0\n"
+        "resolv_conf =\n"
+        "sbuf_loopcnt = 5\n"
+        "suspend_timeout = 10\n"
+        // Acted on: upper bounds pgtether is always within, Windows-only names (as in
+        // PgBouncer on Linux), the listener option, the auto-database timeout, reload's file.
+        "dns_max_ttl = 30\n"
+        "dns_nxdomain_ttl = 0\n"
+        "job_name = pgb\n"
+        "service_name = pgb\n"
+        "tcp_defer_accept = 0\n"
+        "autodb_idle_timeout = 60\n"
+        "track_extra_parameters = IntervalStyle, search_path\n");
+    CHECK(cfg->unsupported_keys.empty());
+    CHECK_FALSE(cfg->tcp_defer_accept);
+    // With session_settings = ignore pgtether keeps PgBouncer's five parameters and
+    // IntervalStyle only: another name is refused rather than silently not tracked.
+    CHECK(load_text("[pgbouncer]\nsession_settings = ignore\n"
+                    "track_extra_parameters = IntervalStyle\n")
+              ->unsupported_keys.empty());
+    const std::string error =
+        error_from_text(
+            "[pgbouncer]\nsession_settings = ignore\ntrack_extra_parameters = search_path\n")
+            .what();
+    CHECK(contains(error, ":3: track_extra_parameters: \"search_path\" is not tracked"));
+    CHECK(contains(error, "use session_settings = replay"));
 }
 
 TEST_CASE("disable_pqexec: off by default, a boolean fixed at start-up as PgBouncer's") {
@@ -1100,20 +1102,16 @@ TEST_CASE("cancel_wait_timeout: PgBouncer 1.22's default of 10 s; 0 is no limit"
 TEST_CASE("unsupported keys: values stored where Config has a field") {
     auto cfg = load_text(
         "[pgbouncer]\n"
-        "suspend_timeout = 2.5\n"
-        "sbuf_loopcnt = 0\n"
         "tcp_socket_buffer = 65536\n"
         "auth_hba_file = /etc/pgbouncer/hba.conf\n"
         "auth_dbname = authdb\n"
         "server_fast_close = 1\n");
-    CHECK(cfg->suspend_timeout == 2500ms);
-    CHECK(cfg->sbuf_loopcnt == 0);
     CHECK(cfg->tcp_socket_buffer == 65536);
     CHECK(cfg->auth_hba_file == "/etc/pgbouncer/hba.conf");
     CHECK(cfg->auth_dbname == "authdb");
     CHECK(cfg->server_fast_close);
     // auth_hba_file, auth_dbname, server_fast_close and tcp_socket_buffer are honoured.
-    CHECK(cfg->unsupported_keys.size() == 2);
+    CHECK(cfg->unsupported_keys.empty());
 }
 
 TEST_CASE("newer PgBouncer keys are recognised") {
@@ -1288,7 +1286,7 @@ TEST_CASE("describe_settings lists every key with a value the loader reads back"
     CHECK(setting_of(settings, "metrics_listen_addr").value == "127.0.0.1");
     // A recognised key without a Config field shows what the file said, else its default.
     CHECK(setting_of(settings, "dns_max_ttl").value == "30");
-    CHECK_FALSE(setting_of(settings, "dns_max_ttl").supported);
+    CHECK(setting_of(settings, "dns_max_ttl").supported);
     CHECK(setting_of(settings, "dns_nxdomain_ttl").value == "15");
 
     // Every rendered value loads back to the same rendering (SHOW CONFIG output is valid ini).
@@ -1314,17 +1312,18 @@ TEST_CASE("syslog_facility takes PgBouncer's facility names only") {
 TEST_CASE("set_config_value changes one setting like the loader would") {
     auto loaded = load_text("[pgbouncer]\ndefault_pool_size = 5\n");
     Config cfg = *loaded;
-    CHECK(set_config_value(cfg, "default_pool_size", "30"));
+    set_config_value(cfg, "default_pool_size", "30");
     CHECK(cfg.default_pool_size == 30);
-    CHECK(set_config_value(cfg, "server_check_query", "select 2"));
+    set_config_value(cfg, "server_check_query", "select 2");
     CHECK(cfg.server_check_query == "select 2");
-    CHECK(set_config_value(cfg, "query_wait_timeout", "1.5"));
+    set_config_value(cfg, "query_wait_timeout", "1.5");
     CHECK(cfg.query_wait_timeout == 1500ms);
-    CHECK(set_config_value(cfg, "admin_users", "a, b"));
+    set_config_value(cfg, "admin_users", "a, b");
     CHECK(cfg.admin_users == std::vector<std::string>{"a", "b"});
-    // Recognised but not supported: stored, and the caller learns pgtether ignores it.
-    CHECK_FALSE(set_config_value(cfg, "dns_max_ttl", "20"));
+    set_config_value(cfg, "dns_max_ttl", "20");
     CHECK(setting_of(describe_settings(cfg), "dns_max_ttl").value == "20");
+    // A key pgtether does not act on takes its neutral value only.
+    CHECK_NOTHROW(set_config_value(cfg, "sbuf_loopcnt", "5"));
 
     auto error = [&](const char* key, const char* value) {
         try {
@@ -1340,6 +1339,16 @@ TEST_CASE("set_config_value changes one setting like the loader would") {
     CHECK(error("listen_port", "7000").find("cannot be changed while pgtether runs") !=
           std::string::npos);
     CHECK(error("auth_type", "pam").find("not supported by pgtether") != std::string::npos);
+    CHECK(error("sbuf_loopcnt", "0") ==
+          "SET: sbuf_loopcnt: \"0\" is not supported by pgtether: pgtether's event loop bounds "
+          "each connection's turn by itself (libuv reads), so no connection can stall the "
+          "others; remove the key");
+    CHECK(error("track_extra_parameters", "search_path").find("use session_settings = replay") ==
+          std::string::npos);  // replay (the default) restores it
+    set_config_value(cfg, "track_extra_parameters", "IntervalStyle");
+    set_config_value(cfg, "session_settings", "ignore");
+    CHECK(error("track_extra_parameters", "search_path").find("use session_settings = replay") !=
+          std::string::npos);
     CHECK(cfg.default_pool_size == 30);  // failed SETs changed nothing
     CHECK(cfg.listen_port == 6432);
     CHECK(setting_is_changeable("default_pool_size"));
@@ -1581,6 +1590,6 @@ TEST_CASE("SET auth_dbname: the console's name is refused, as PgBouncer's cf_set
                          doctest::Contains("cannot use the reserved \"pgbouncer\" database"),
                          ConfigError);
     CHECK(config.auth_dbname.empty());
-    CHECK(set_config_value(config, "auth_dbname", "authdb"));
+    set_config_value(config, "auth_dbname", "authdb");
     CHECK(config.auth_dbname == "authdb");
 }

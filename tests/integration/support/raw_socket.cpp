@@ -217,6 +217,13 @@ RawConn::RawConn(const std::string& host, int port, std::chrono::milliseconds ti
     }
 }
 
+int RawConn::local_port() const {
+    sockaddr_in address{};
+    socklen_t length = sizeof address;
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
+    return ntohs(address.sin_port);
+}
+
 RawConn::~RawConn() {
     if (fd_ >= 0) ::close(fd_);
 }

@@ -93,6 +93,8 @@ class RawConn {
     std::optional<std::string> read_until_closed(std::chrono::milliseconds timeout = 5s);
 
     [[nodiscard]] bool peer_closed() const { return eof_; }
+    // This end's port (getsockname).
+    [[nodiscard]] int local_port() const;
     // Bytes received but not consumed yet.
     [[nodiscard]] const std::string& pending() const { return buffer_; }
 
