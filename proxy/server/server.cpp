@@ -1170,70 +1170,7 @@ void Server::finish_internal() {
         }
         return;
     }
-    // The cleaning purposes verify with a probe: nothing of a tracked kind may remain.
-    auto verified = [&]() -> std::optional<StateReport> {
-        if (!clean || (op->probed != 0 && !op->completed)) return std::nullopt;
-        auto report = decode_state_probe(op->rows);
-        if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
-        return report;
-    };
     switch (op->purpose) {
-        case InternalPurpose::LoginRoleCheck: {
-            const auto role = clean ? decode_role_check(op->rows) : std::nullopt;
-            if (!role) {
-                login_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                                   "role check failed: " + (op->failed ? op->error.message
-                                                                       : "unexpected answer")));
-                return;
-            }
-            role_ = *role;
-            finish_login_with_role();
-            return;
-        }
-        case InternalPurpose::RoleCheck: {
-            const auto role = clean ? decode_role_check(op->rows) : std::nullopt;
-            if (!role || !link_.tracker().idle()) {
-                close("role check failed: " +
-                      (op->failed ? op->error.message : std::string("unexpected answer")));
-                return;
-            }
-            // Told before the release, which closes this server when its role no longer serves
-            // the database (Pool::release, RoleChanged). A SELECT calls for no reset.
-            pool_.on_role_checked(*this, *role);
-            reset_done_ = true;
-            release_unused();
-            return;
-        }
-        case InternalPurpose::ConnectQuery:
-            if (!clean) {
-                login_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                                   "connect_query failed: " + op->error.message));
-                return;
-            }
-            pool_.on_server_login(*this);
-            return;
-        case InternalPurpose::Check:
-            if (!clean) {
-                close("server_check_query failed: " + op->error.message);
-                return;
-            }
-            last_checked_ms_ = worker_.now_ms();
-            sync_parameters();
-            if (!internal_ && client_) client_->on_server_ready();
-            return;
-        case InternalPurpose::ParamSync:
-            if (!clean) {
-                // Close the client while still linked: its detach hands this server back (or
-                // scrubs it). Releasing first would let the client's held request take the
-                // server again, repeat the failing SET and get the backend closed for nothing.
-                protocol::ErrorFields error = op->error;
-                error.severity = "FATAL";
-                client_->close("could not apply client parameters: " + error.message, &error);
-                return;
-            }
-            if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
-            client_->on_server_ready();
-            return;
         case InternalPurpose::Probe:
             after_probe(*op);
             return;
@@ -1242,29 +1179,97 @@ void Server::finish_internal() {
             return;
         case InternalPurpose::Reset:
         case InternalPurpose::Scrub:
-        case InternalPurpose::LeakSweep:
-            finish_cleanup(*op, verified());
-            return;
-        case InternalPurpose::CatalogCheck: {
-            CatalogCheckDone done = std::move(catalog_check_done_);
-            catalog_check_done_ = nullptr;
-            std::optional<std::string> fingerprint;
-            if (clean && op->rows.size() == 1 && op->rows[0].size() == 1 && op->rows[0][0]) {
-                fingerprint = std::move(*op->rows[0][0]);
+        case InternalPurpose::LeakSweep: {
+            // The cleaning purposes verify with a probe: nothing of a tracked kind may remain.
+            std::optional<StateReport> report;
+            if (clean && (op->probed == 0 || op->completed)) {
+                report = decode_state_probe(op->rows);
+                if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
             }
-            // A failed SELECT leaves the backend as it was (idle, outside a transaction). Not
-            // use either, as for the leak sweep: server_idle_timeout keeps counting.
-            if (link_.tracker().idle()) {
-                // Nor does a SELECT of the catalog call for server_reset_query (session mode).
-                reset_done_ = true;
-                release_unused();
-            } else {
-                close("catalog check failed: " + op->error.message);
-            }
-            if (done) done(std::move(fingerprint));
+            finish_cleanup(*op, report);
             return;
         }
+        default:
+            carry_out_own_query_outcome(*op, clean);
+            return;
     }
+}
+
+void Server::carry_out_own_query_outcome(InternalQuery& op, bool clean) {
+    // What the query asked for, where its rows matter to what follows.
+    std::optional<ServerRole> role;
+    const bool role_check = op.purpose == InternalPurpose::LoginRoleCheck ||
+                            op.purpose == InternalPurpose::RoleCheck;
+    if (role_check && clean) role = decode_role_check(op.rows);
+    // The catalog watch is told after the backend went back or was closed, from locals: the
+    // release may close this server.
+    CatalogCheckDone catalog_done;
+    std::optional<std::string> fingerprint;
+    if (op.purpose == InternalPurpose::CatalogCheck) {
+        catalog_done = std::exchange(catalog_check_done_, nullptr);
+        if (clean && op.rows.size() == 1 && op.rows[0].size() == 1 && op.rows[0][0]) {
+            fingerprint = std::move(*op.rows[0][0]);
+        }
+    }
+    auto failure = [&](const char* what) {
+        return std::string(what) + " failed: " +
+               (op.failed ? op.error.message : std::string("unexpected answer"));
+    };
+    OwnQueryEnd end;
+    end.clean = clean;
+    end.answer_usable = role.has_value();
+    end.backend_idle = link_.tracker().idle();
+    switch (decide_own_query_outcome(op.purpose, end)) {  // core/own_query_outcome.hpp
+        case OwnQueryOutcome::FinishLogin:
+            if (op.purpose == InternalPurpose::LoginRoleCheck) {
+                role_ = *role;
+                finish_login_with_role();
+            } else {
+                pool_.on_server_login(*this);
+            }
+            return;
+        case OwnQueryOutcome::FailLogin:
+            login_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                               failure(role_check ? "role check" : "connect_query")));
+            return;
+        case OwnQueryOutcome::ClientGoesOn:
+            if (op.purpose == InternalPurpose::Check) {
+                last_checked_ms_ = worker_.now_ms();
+                sync_parameters();
+                if (!internal_ && client_) client_->on_server_ready();
+            } else {
+                if (op.settings_after) applied_settings_ = std::move(*op.settings_after);
+                client_->on_server_ready();
+            }
+            return;
+        case OwnQueryOutcome::FailClient: {
+            // Close the client while still linked: its detach hands this server back (or
+            // scrubs it). Releasing first would let the client's held request take the server
+            // again, repeat the failing SET and get the backend closed for nothing.
+            protocol::ErrorFields error = op.error;
+            error.severity = "FATAL";
+            client_->close("could not apply client parameters: " + error.message, &error);
+            return;
+        }
+        case OwnQueryOutcome::GiveBack:
+            if (op.purpose == InternalPurpose::RoleCheck) {
+                // Told before the release, which closes this server when its role no longer
+                // serves the database (Pool::release, RoleChanged).
+                pool_.on_role_checked(*this, *role);
+            }
+            // pgtether's SELECT changed nothing: no server_reset_query for it (session mode),
+            // and it is not use either (server_idle_timeout keeps counting: release_unused).
+            reset_done_ = true;
+            release_unused();
+            break;
+        case OwnQueryOutcome::Close:
+            close(op.purpose == InternalPurpose::Check
+                      ? "server_check_query failed: " + op.error.message
+                      : failure(to_string(op.purpose)));
+            break;
+        case OwnQueryOutcome::NotDecidedHere: break;
+    }
+    if (catalog_done) catalog_done(std::move(fingerprint));
 }
 
 void Server::finish_cleanup(const InternalQuery& op, const std::optional<StateReport>& report) {

@@ -20,6 +20,7 @@
 #include "core/host_choice.hpp"
 #include "core/listen_channels.hpp"
 #include "core/login_retry.hpp"
+#include "core/own_query_outcome.hpp"
 #include "core/prepared_statements.hpp"
 #include "core/query_result.hpp"
 #include "core/server_state.hpp"
@@ -43,21 +44,6 @@ class Worker;
 class ServerLogin;
 class TlsContext;
 
-// Why pgtether runs a query of its own on a server (the results never reach a client).
-enum class InternalPurpose {
-    ConnectQuery,  // the database entry's connect_query, right after login
-    Check,         // server_check_query before reusing a long-idle server
-    ParamSync,     // SET the linked client's parameters
-    Probe,         // the tether: what session state does this backend hold for its client?
-    DiscardedProbe,  // a pipelined probe that ran inside the client's transaction block
-    Reset,         // server_reset_query when a session-mode client leaves (or always)
-    Scrub,         // clean up after a client left mid-transaction or tethered
-    LeakSweep,     // periodic probe of an idle pooled backend
-    CatalogCheck,  // lock discovery's catalog fingerprint, read on an idle pooled backend
-    // Servers that do not report their role (PostgreSQL 13-), target_session_attrs not any:
-    LoginRoleCheck,  // asked at login, before the role decides whether the host serves
-    RoleCheck,       // asked again on an idle pooled backend, periodically (server_check_delay)
-};
 const char* to_string(InternalPurpose purpose);
 
 class Server final : public Stream::Handler, public ResolveClient {
@@ -317,6 +303,9 @@ private:
     // The end of a reset, scrub or leak sweep: what follows is decide_cleanup_outcome's
     // (core/departure.hpp), given the verifying probe's report (none: it failed).
     void finish_cleanup(const InternalQuery& op, const std::optional<StateReport>& report);
+    // The end of a query whose outcome core/own_query_outcome.hpp decides (connect_query, the
+    // role checks, server_check_query, the parameter sync, the catalog check).
+    void carry_out_own_query_outcome(InternalQuery& op, bool clean);
     void on_transaction_end();
     void after_probe(InternalQuery& result);
     // Sets the linked client's tether kinds and logs/counts a tether or untether.
