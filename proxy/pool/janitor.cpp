@@ -218,7 +218,9 @@ void Pool::janitor(std::uint64_t now) {
     auto remaining = [&] { return server_count_ + elsewhere - static_cast<int>(to_close.size()); };
     const bool checks = !config.server_check_query.empty();
     const std::uint64_t lifetime_ms = duration_ms(server_lifetime_for(config, database_));
-    idle_.for_each([&](Server& server) {
+    // From the back: the servers the next clients would get last are the ones closed first
+    // (least recently used, with LIFO) and the one a host's role check borrows.
+    idle_.for_each_reverse([&](Server& server) {
         // SV_USED: due for server_check_query before its next use (Server::link runs it).
         server.mark_check_due(checks && now - server.idle_since_ms() >=
                                             duration_ms(config.server_check_delay));

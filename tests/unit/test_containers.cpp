@@ -45,6 +45,33 @@ TEST_CASE("an object can sit in two intrusive lists and leave either in O(1)") {
     CHECK(second.pop_front() == nullptr);
 }
 
+TEST_CASE("an intrusive list takes an item back at its place, and walks either way") {
+    // What a pool's idle list does with a server lent to pgtether's own query (Pool::
+    // on_server_transition): ordered by idle place, descending (LIFO).
+    IntrusiveList<Item, &Item::a> list;
+    Item a{30, {}, {}}, b{20, {}, {}}, c{10, {}, {}}, lent{25, {}, {}};
+    for (Item* item : {&a, &b, &c}) list.push_back(*item);
+    auto descending = [&](const Item& other) { return other.value < lent.value; };
+    list.insert_sorted(lent, descending);
+    std::vector<int> seen;
+    list.for_each_const([&](const Item& item) { seen.push_back(item.value); });
+    CHECK(seen == std::vector<int>{30, 25, 20, 10});
+    // Before everything, and at the back when nothing goes after it.
+    Item first{40, {}, {}}, last{5, {}, {}};
+    list.insert_sorted(first, [&](const Item& other) { return other.value < first.value; });
+    list.insert_sorted(last, [&](const Item& other) { return other.value < last.value; });
+    CHECK(list.front() == &first);
+    CHECK(list.back() == &last);
+    // From the back, removal while walking allowed.
+    seen.clear();
+    list.for_each_reverse([&](Item& item) {
+        seen.push_back(item.value);
+        if (item.value < 25) list.remove(item);
+    });
+    CHECK(seen == std::vector<int>{5, 10, 20, 25, 30, 40});
+    CHECK(list.size() == 3);
+}
+
 TEST_CASE("byte buffer appends, consumes and frees its memory when empty") {
     ByteBuffer buffer;
     CHECK(buffer.empty());
