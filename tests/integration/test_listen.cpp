@@ -469,12 +469,13 @@ TEST_CASE("LISTEN beside other statements in one Query: PostgreSQL's replies, in
     CHECK(last_query.value() == "SELECT 'lt_mix_marker';SHOW datestyle");
 
     // A session lock beside the LISTEN (a job runner's start): the lock tethers the client, the
-    // LISTEN does not keep it there; the unlock lets it go and it still listens.
-    Result locked = pooled.exec_all("SELECT pg_try_advisory_lock(4242) AS locked; "
+    // LISTEN does not keep it there; the unlock lets it go and it still listens. (A key no other
+    // test takes: they share the database and ctest runs them side by side.)
+    Result locked = pooled.exec_all("SELECT pg_try_advisory_lock(880042) AS locked; "
                                     "LISTEN lt_mix_lock").front();
     CHECK(locked.value() == "t");
     CHECK(second_transaction_waits(pooler.conninfo()));  // the lock's tether
-    PGT_REQUIRE_OK(pooled.exec("SELECT pg_advisory_unlock(4242)"));
+    PGT_REQUIRE_OK(pooled.exec("SELECT pg_advisory_unlock(880042)"));
     CHECK(two_transactions_fit(pooler.conninfo()));
     PGT_REQUIRE_OK(producer.exec("NOTIFY lt_mix_lock, 'l'"));
     CHECK(payloads(wait_for(pooled, 1)) == std::vector<std::string>{"l"});
