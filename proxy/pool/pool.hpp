@@ -201,11 +201,9 @@ public:
 
     [[nodiscard]] int server_count() const { return server_count_; }
     [[nodiscard]] std::size_t idle_count() const { return idle_.size(); }
-    // An idle server for one of pgtether's own short queries (lock discovery's catalog check),
-    // or nullptr: none idle, or the pool is paused (its servers close as they come back).
-    [[nodiscard]] Server* idle_server() { return paused() ? nullptr : idle_.front(); }
-    // The idle server to lend to pgtether's own short query (a catalog check): the one the next
-    // client would be handed last.
+    // An idle server to lend to one of pgtether's own short queries (the catalog check): the one
+    // the next client would be handed last; nullptr: none idle, or the pool is paused (its
+    // servers close as they come back).
     [[nodiscard]] Server* idle_server_to_lend() { return paused() ? nullptr : idle_.back(); }
     // Servers linked to a tethered client.
     [[nodiscard]] int tethered_server_count() const;
