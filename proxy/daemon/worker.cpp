@@ -304,19 +304,29 @@ void Worker::drop_idle_auto_databases(std::uint64_t now) {
     const std::uint64_t timeout = duration_ms(config_->autodb_idle_timeout);
     if (!config_->fallback_database || timeout == 0 || now < next_auto_database_check_ms_) return;
     next_auto_database_check_ms_ = now + 1000;
-    // In use: a pool some client or server (closing ones too) still points at, one due for a
-    // hand-off, or one with a multiplexed LISTEN connection (kept, with its pool, until restart).
-    std::set<const Pool*> in_use;
-    for_each_client([&](Client& client) {
-        if (client.pool()) in_use.insert(client.pool());
-    });
-    for_each_server([&](Server& server) { in_use.insert(&server.pool()); });
-    for (const Pool* pool : hand_offs_) in_use.insert(pool);
+    // An auto-database is active while one of its pools has a server (closing ones too) or a
+    // multiplexed LISTEN connection (kept, with its pool, until restart), or a client points at
+    // it or it is due for a hand-off. The clients are looked at only when some database has no
+    // such pool, so a busy process does not walk its clients every second.
     std::map<std::string, bool> active;  // by auto-database
     for (const auto& [key, pool] : pools_) {
         if (!is_auto_database(key.first)) continue;
-        const bool used = in_use.count(pool.get()) != 0 || pool->listen_hub_if_any() != nullptr;
+        const bool used = pool->server_count() > 0 || pool->listen_hub_if_any() != nullptr;
         active[key.first] = active[key.first] || used;
+    }
+    const bool some_idle =
+        std::any_of(active.begin(), active.end(), [](const auto& entry) { return !entry.second; });
+    if (some_idle) {
+        std::set<const Pool*> in_use(hand_offs_.begin(), hand_offs_.end());
+        for_each_client([&](Client& client) {
+            if (client.pool()) in_use.insert(client.pool());
+        });
+        for_each_server([&](Server& server) { in_use.insert(&server.pool()); });
+        for (const auto& [key, pool] : pools_) {
+            if (in_use.count(pool.get()) != 0 && active.count(key.first) != 0) {
+                active[key.first] = true;
+            }
+        }
     }
     for (auto it = auto_database_idle_since_.begin(); it != auto_database_idle_since_.end();) {
         it = active.count(it->first) != 0 ? std::next(it) : auto_database_idle_since_.erase(it);

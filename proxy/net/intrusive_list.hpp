@@ -66,16 +66,7 @@ public:
         return nullptr;
     }
 
-    // The same from the back to the front.
-    template <typename F>
-    void for_each_reverse(F&& f) {
-        for (ListHook* h = head_.prev; h != &head_;) {
-            ListHook* prev = h->prev;
-            f(*owner(h));
-            h = prev;
-        }
-    }
-
+    // Iteration for readers (no removal).
     template <typename F>
     void for_each_const(F&& f) const {
         for (const ListHook* h = head_.next; h != &head_; h = h->next) {
@@ -91,6 +82,16 @@ public:
             ListHook* next = h->next;
             f(*owner(h));
             h = next;
+        }
+    }
+
+    // The same from the back to the front.
+    template <typename F>
+    void for_each_reverse(F&& f) {
+        for (ListHook* h = head_.prev; h != &head_;) {
+            ListHook* prev = h->prev;
+            f(*owner(h));
+            h = prev;
         }
     }
 

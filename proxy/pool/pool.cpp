@@ -228,7 +228,7 @@ int Pool::tethered_server_count() const {
     // Tethered servers are linked, so in used_; counted when asked rather than kept in a counter
     // that every way a tether or a link can end would have to update.
     int tethered = 0;
-    const_cast<IntrusiveList<Server, &Server::pool_hook_>&>(used_).for_each([&](Server& server) {
+    used_.for_each_const([&](const Server& server) {
         if (server.client() && server.client()->tethered()) ++tethered;
     });
     return tethered;

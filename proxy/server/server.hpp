@@ -62,6 +62,7 @@ public:
     [[nodiscard]] std::uint64_t id() const { return id_; }
     [[nodiscard]] Pool& pool() { return pool_; }
     [[nodiscard]] Client* client() { return client_; }
+    [[nodiscard]] const Client* client() const { return client_; }
     [[nodiscard]] const protocol::CancelKey& backend_key() const { return backend_key_; }
     [[nodiscard]] int backend_pid() const { return backend_key_.pid; }
     [[nodiscard]] const ParamValues& params() const { return params_; }
