@@ -359,7 +359,6 @@ std::optional<std::string> track_extra_refusal(const std::vector<std::string>& n
 
 // auth_type values pgtether can run; the others load (a real pgbouncer.ini must load) and are
 // reported as unsupported.
-bool auth_type_supported(AuthType t) { return t != AuthType::Pam; }
 
 using GlobalKey = KeySpec<Config>;
 using C = Config;
@@ -379,6 +378,9 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("auth_ldap_options", Kind::String, kHonoured, "")  // 1.25
             .refused("LDAP authentication is not supported (auth_type = ldap is refused too); "
                      "use scram-sha-256, md5, cert or auth_query"),
+        // pgtether's own: the PAM service of auth_type = pam (PgBouncer's is fixed, "pgbouncer";
+        // PostgreSQL's pg_hba.conf says it with pamservice=).
+        key<C>("auth_pam_service", Kind::String, kHonoured, "pgbouncer", &C::auth_pam_service),
         key<C>("auth_query", Kind::String, kHonoured,
                "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword "
                "END FROM pg_authid WHERE rolname=$1 AND rolcanlogin",
@@ -855,7 +857,7 @@ std::optional<std::string> key_refusal(const KeySpec<Owner>& spec, std::string_v
 // ---------------------------------------------------------------------------------------------
 // The loader
 
-// Where a recognised-but-unsupported setting (auth_type = pam) was made.
+// Where a setting checked after the whole file was read (track_extra_parameters) was made.
 struct Note {
     std::string file;
     int line = 0;
@@ -977,7 +979,6 @@ class Loader {
         fresh.users = std::move(cfg_.users);
         fresh.peers = std::move(cfg_.peers);
         cfg_ = std::move(fresh);
-        auth_type_note_.reset();
         track_extra_note_.reset();
     }
 
@@ -1010,9 +1011,6 @@ class Loader {
         }
         if (spec->name == "track_extra_parameters") {
             track_extra_note_ = Note{e.file, e.line, e.name};
-        }
-        if (spec->name == "auth_type") {
-            auth_type_note_ = Note{e.file, e.line, "auth_type = " + e.value};
         }
     }
 
@@ -1125,20 +1123,12 @@ class Loader {
             const Note where = track_extra_note_.value_or(Note{main_file_, 0, "session_settings"});
             errors.emplace_back(where.file, where.line, where.key, *refusal);
         }
-        // auth_type = pam loads (a real pgbouncer.ini must) and is reported; the daemon refuses
-        // to run with it.
-        if (auth_type_note_ && !auth_type_supported(cfg_.auth_type)) {
-            const Note& n = *auth_type_note_;
-            cfg_.unsupported_keys.push_back(n.file + ":" + std::to_string(n.line) + ": " + n.key +
-                                            ": recognised but not supported by pgtether");
-        }
     }
 
     std::string main_file_;
     Config cfg_;
     Section section_ = Section::None;
     bool saw_main_ = false;
-    std::optional<Note> auth_type_note_;
     std::optional<Note> track_extra_note_;
 };
 
@@ -1277,13 +1267,6 @@ void set_config_value(Config& config, std::string_view key, std::string_view val
     if (auto refusal = auth_dbname_refusal(spec->name, value)) {
         throw ConfigError("SET", 0, name,
                           "invalid value \"" + std::string(value) + "\": " + *refusal);
-    }
-    if (spec->name == "auth_type" &&
-        !auth_type_supported(enum_from<AuthType>(kAuthTypes,
-                                                 std::get<std::string>(*parsed.value)))) {
-        throw ConfigError("SET", 0, name,
-                          "auth_type = " + std::get<std::string>(*parsed.value) +
-                              " is not supported by pgtether");
     }
     if (auto refusal = key_refusal(*spec, value, *parsed.value)) {
         throw ConfigError("SET", 0, name, *refusal);

@@ -26,8 +26,7 @@ using Duration = std::chrono::microseconds;
 }
 
 enum class PoolMode { Session, Transaction, Statement };
-// PgBouncer's auth_type values; Pam is parsed so that a real pgbouncer.ini loads, and refused at
-// start-up (see docs/configuration.md).
+// PgBouncer's auth_type values (docs/tls-and-auth.md).
 enum class AuthType { Any, Trust, Plain, Md5, ScramSha256, Cert, Hba, Pam };
 // client_tls_sslmode / server_tls_sslmode (docs/tls-and-auth.md), in increasing strictness.
 enum class SslMode { Disable, Allow, Prefer, Require, VerifyCa, VerifyFull };
@@ -159,6 +158,7 @@ struct Config {
     AuthType auth_type = AuthType::Md5;
     std::string auth_file;
     std::string auth_hba_file;
+    std::string auth_pam_service = "pgbouncer";  // auth_type = pam: the PAM service name
     std::string auth_ident_file;  // 1.23: user name maps for hba peer and cert lines
     std::string auth_user;
     std::string auth_query =

@@ -64,9 +64,12 @@ class Parser {
                     out.sameuser = true;
                     continue;
                 }
-                // `replication` matches only replication connections (PgBouncer 1.23), which
-                // pgtether refuses: the keyword adds nothing a connection could match.
-                if (database_field && t == "replication") continue;
+                // `replication` matches only physical replication connections (PgBouncer 1.23;
+                // `all` does not match them), never a database named so.
+                if (database_field && t == "replication") {
+                    out.replication = true;
+                    continue;
+                }
                 if (database_field && (t == "samerole" || t == "samegroup")) {
                     throw ConfigError(file, line_no, "",
                                       "\"" + t + "\" is not supported (as in PgBouncer)");
@@ -350,7 +353,11 @@ const HbaRule* match_hba(const HbaRules& rules, const HbaClient& client) {
                 if (!rule.any_address && !address_matches(rule, client.address)) continue;
                 break;
         }
-        if (!names_match(rule.databases, client.database, client.user)) continue;
+        if (client.replication == ReplicationMode::Physical) {
+            if (!rule.databases.replication) continue;
+        } else if (!names_match(rule.databases, client.database, client.user)) {
+            continue;
+        }
         if (!names_match(rule.users, client.user, client.user)) continue;
         return &rule;
     }

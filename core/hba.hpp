@@ -15,7 +15,7 @@
 //
 // PgBouncer logs a bad line and skips it; pgtether refuses the whole file naming the line, so a
 // typo cannot silently drop a `reject` rule (PostgreSQL refuses such a file too). What PgBouncer
-// does not support is refused with a clear message: replication, samerole, samegroup, +group,
+// does not support is refused with a clear message: samerole, samegroup, +group,
 // host names, `samehost`/`samenet` as addresses, options other than map=.
 #pragma once
 
@@ -27,6 +27,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/replication.hpp"
 
 struct sockaddr;
 
@@ -40,6 +42,9 @@ const char* to_string(HbaMethod method);
 struct HbaNames {
     bool all = false;
     bool sameuser = false;  // database field only: the database named like the user
+    // Database field only: `replication`, the one keyword a physical replication connection
+    // matches (PgBouncer 1.23, as PostgreSQL); it matches no other connection.
+    bool replication = false;
     std::set<std::string> names;
 };
 
@@ -84,6 +89,9 @@ struct HbaClient {
     const sockaddr* address = nullptr;  // the peer, for TCP clients
     std::string_view database;          // as the client asked for it
     std::string_view user;
+    // A physical replication connection matches only lines whose database field says
+    // `replication`; a logical one (replication=database) matches by its database, as any other.
+    ReplicationMode replication = ReplicationMode::None;
 };
 
 // The first matching rule, or nullptr (no rule: reject).

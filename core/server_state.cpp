@@ -28,8 +28,9 @@ constexpr std::array<ServerStateInfo, kServerStateCount> kStates = {{
      bits(S::TlsAnswer, S::Login, S::Closing)},
     {"tls answer", PoolList::Used, ServerCensus::Login, false, In::TlsAnswer, Due::Login,
      bits(S::Login, S::Closing)},
+    // A replication client's backend goes straight to it (Relaying), never to the idle list.
     {"login", PoolList::Used, ServerCensus::Login, false, In::Login, Due::Login,
-     bits(S::ConnectQuery) | kReleased},
+     bits(S::ConnectQuery, S::Relaying) | kReleased},
     // A role check (servers that do not report it) may come before connect_query.
     {"connect query", PoolList::Used, ServerCensus::Tested, false, In::OwnQuery, Due::CleanUp,
      bits(S::ConnectQuery) | kReleased},
@@ -45,6 +46,9 @@ constexpr std::array<ServerStateInfo, kServerStateCount> kStates = {{
      bits(S::Linked, S::Scrubbing) | kReleased},
     {"probing", PoolList::Used, ServerCensus::Active, true, In::OwnQuery, Due::ForClient,
      bits(S::Linked, S::Scrubbing) | kReleased},
+    // Closed when either side leaves: never reused (core/replication.hpp).
+    {"relaying", PoolList::Used, ServerCensus::Active, true, In::Relay, Due::None,
+     bit(S::Closing)},
     {"resetting", PoolList::Used, ServerCensus::Tested, false, In::OwnQuery, Due::CleanUp,
      kReleased},
     // A cancelled scrub runs again.

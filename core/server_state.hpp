@@ -26,6 +26,8 @@ enum class ServerState : std::uint8_t {
     Linked,        // the client's messages and the backend's replies flow
     Syncing,       // pgtether's server_check_query or parameter sync for the client; its input waits
     Probing,       // the tether's probe (docs/advisory-locks.md): its answer is being consumed
+    Relaying,      // a replication client's own backend (core/replication.hpp): the bytes pass
+                   // both ways unread until either side leaves, then it closes
     // ---- on the used list, unlinked, pgtether's own queries (SV_TESTED, "tested") ----
     Resetting,     // server_reset_query (with tracking, unlock_all and its verification)
     Scrubbing,     // a client left mid-transaction or tethered: roll back, DISCARD ALL, verify
@@ -51,6 +53,7 @@ enum class ServerInput : std::uint8_t {
     Login,        // the login exchange up to ReadyForQuery
     OwnQuery,     // the replies to pgtether's own query: consumed, never forwarded
     Client,       // the linked client's replies: forwarded
+    Relay,        // a replication client's stream: forwarded unread
     Unsolicited,  // unasked for (idle): notices, parameter changes, a FATAL
 };
 

@@ -212,8 +212,7 @@ std::vector<protocol::ColumnDescription> socket_columns() {
 
 // ---------------------------------------------------------------------------------------------
 
-// PgBouncer's 21 socket columns of a client in `state` ("active", "cl_login", ...). Replication
-// connections are refused, so `replication` is always "none".
+// PgBouncer's 21 socket columns of a client in `state` ("active", "cl_login", ...).
 Row client_socket_row(const Clock& clock, Client& client, const char* state, int listen_port) {
     auto [remote, local] = endpoints(client.stream(), listen_port);
     std::uint64_t wait_us = 0;
@@ -228,7 +227,7 @@ Row client_socket_row(const Clock& clock, Client& client, const char* state, int
             text(client.is_admin()          ? kAdminDatabaseName
                  : client.database().empty() ? "(nodb)"
                                              : client.database()),
-            text("none"),
+            text(replication_mode_name(client.replication())),
             text(state),
             text(remote.addr),
             number(remote.port),
@@ -271,7 +270,7 @@ Row server_socket_row(const Clock& clock, Server& server, const char* state) {
     return {text("S"),
             text(server.pool().user_name()),
             text(server.pool().database_name()),
-            text("none"),
+            text(replication_mode_name(server.replication())),
             text(state),
             text(remote.addr),
             number(remote.port),

@@ -18,7 +18,7 @@
 #include "proxy/admin/admin_console.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/client_auth.hpp"
-#include "proxy/client/key_derivations.hpp"
+#include "proxy/client/login_work.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"
 #include "proxy/net/forward_batch.hpp"
@@ -103,7 +103,9 @@ std::size_t Client::on_stream_data(ByteSpan data) {
             case State::Startup: n = handle_startup(rest); break;
             case State::Auth: n = handle_auth(rest); break;
             case State::Idle:
-            case State::Active: n = handle_requests(rest); break;
+            case State::Active:
+                n = replication_ ? relay_to_server(rest) : handle_requests(rest);
+                break;
             case State::AuthLookup:
             case State::WelcomeWait:
             case State::Waiting:
@@ -224,6 +226,7 @@ std::size_t Client::handle_startup(ByteSpan data) {
 
 void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     if (!tls_policy_allows_startup()) return;
+    if (!take_replication_startup(packet)) return;
     const auto& config = worker_.config();
     const bool replay = config.session_settings == StateHandling::Keep;
     std::vector<std::string> unknown_protocol_options;
@@ -248,6 +251,12 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
             database_ = value;
         } else if (name.starts_with("_pq_.")) {
             unknown_protocol_options.push_back(name);
+        } else if (replication_) {
+            // Kept whole for the client's own backend (take_replication_startup); the reported
+            // ones also for SHOW CLIENTS.
+            if (auto tracked = find_tracked_param(name)) params_.set(*tracked, value);
+        } else if (name == "replication") {
+            // replication=false (take_replication_startup): an ordinary connection.
         } else if (name == "options") {
             // Read even when ignore_startup_parameters lists it, as PgBouncer does: what each
             // setting inside becomes is startup_option_use's decision.
@@ -277,10 +286,6 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
             take_setting(name, value);
         } else if (ignored(name)) {
             // ignore_startup_parameters keeps PgBouncer's meaning: accepted, not applied.
-        } else if (name == "replication") {
-            fail(protocol::sqlstate::kProtocolViolation,
-                 "replication connections are not supported by pgtether");
-            return;
         } else if (!replay) {
             // session_settings = ignore: PgBouncer's behaviour, a parameter it cannot keep
             // consistent across servers is refused unless listed in ignore_startup_parameters.
@@ -307,7 +312,8 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         refuse_over_client_limit_now();
         return;
     }
-    if (worker_.config().application_name_add_host) add_host_to_application_name();
+    // A replication client's parameters go to its backend as it sent them.
+    if (worker_.config().application_name_add_host && !replication_) add_host_to_application_name();
     // A newer minor protocol version or protocol options: tell the client what we speak
     // (NegotiateProtocolVersion, protocol §55.2.1).
     if ((packet.code & 0xffff) != 0 || !unknown_protocol_options.empty()) {
@@ -346,7 +352,7 @@ void Client::add_host_to_application_name() {
 }
 
 std::size_t Client::handle_auth(ByteSpan data) {
-    if (key_derivation_ != 0) {
+    if (login_work_ticket_ != 0) {
         // The exchange waits for its keys (carry_out): held, like input during a lookup.
         hold_input(data.size());
         return 0;
@@ -373,6 +379,11 @@ std::size_t Client::handle_auth(ByteSpan data) {
 void Client::on_authenticated() {
     const auto& config = worker_.config();
     if (AdminSession::is_console_database(database_)) {
+        if (replication_) {
+            fail(protocol::sqlstate::kFeatureNotSupported,
+                 "replication connections to the admin console are not supported");
+            return;
+        }
         start_admin_session();
         return;
     }
@@ -412,6 +423,10 @@ void Client::on_authenticated() {
     auth_.reset();
     cancel_key_ = worker_.cancels().add(worker_, *this, worker_.config().peer_id);
     has_cancel_key_ = true;
+    if (replication_) {
+        request_replication_server();
+        return;
+    }
     pool_->learn_welcome_from_other_workers();
     if (pool_->has_welcome()) {
         finish_login();
@@ -659,6 +674,12 @@ void Client::detach_from_server() {
     Server* server = server_;
     if (!server) return;
     server_ = nullptr;
+    if (server->state() == ServerState::Relaying) {
+        // A replication backend is this client's alone: it goes with it (PgBouncer's words).
+        server->unlink_client();
+        server->close("replication client disconnected");
+        return;
+    }
     Departure departure;
     departure.internal_query_running = server->busy();
     departure.mid_message = reader_.forwarding();
@@ -719,9 +740,9 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
         has_cancel_key_ = false;
     }
     auth_.reset();
-    if (key_derivation_) {
-        worker_.key_derivations().cancel(key_derivation_);
-        key_derivation_ = 0;
+    if (login_work_ticket_) {
+        worker_.login_work().cancel(login_work_ticket_);
+        login_work_ticket_ = 0;
     }
     if (auth_lookup_) {
         worker_.auth_lookups().cancel(auth_lookup_);

@@ -10,6 +10,7 @@
 #include "core/config.hpp"
 #include "core/listen_channels.hpp"
 #include "core/prepared_statements.hpp"
+#include "core/replication.hpp"
 #include "core/request_queue.hpp"
 #include "core/session_params.hpp"
 #include "core/session_settings.hpp"
@@ -96,6 +97,27 @@ public:
     // after login): Server::link records it for leak reports whenever a backend meets another
     // client, which at 20 clients on 20 backends is most transactions.
     [[nodiscard]] const std::string& logged_in_description();
+
+    // ---- replication connections (core/replication.hpp; proxy/client/client_replication.cpp) ----
+    [[nodiscard]] ReplicationMode replication() const {
+        return replication_ ? replication_->mode : ReplicationMode::None;
+    }
+    // The client's start-up parameters its backend is opened with (all but user, database,
+    // replication and protocol options).
+    [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& replication_parameters()
+        const;
+    // Its backend is logging in (Pool::request_replication_server): a client that leaves
+    // meanwhile closes it.
+    void set_replication_server(Server* server) { replication_->server = server; }
+    [[nodiscard]] Server* replication_server() const {
+        return replication_ ? replication_->server : nullptr;
+    }
+    // The backend logged in: the client gets its greeting and the bytes flow unread.
+    void on_replication_server_ready(Server& server);
+    // The backend's login failed (`error`, the backend's), or it closed before (`error` ours).
+    void on_replication_server_failed(const protocol::ErrorFields& error);
+    // The relayed backend closed (`stream_ended`: on its own, after whatever it sent).
+    void on_relay_ended(const std::string& reason, bool stream_ended);
 
     // ---- called by the pool ----
     void on_welcome_ready();
@@ -240,10 +262,12 @@ private:
     void start_password_authentication(AuthType method);
     void on_secret_fetched(AuthType method, AuthQuery::Result&& result);
     void run_password_authentication();
-    // Sends a step's reply and acts on its outcome: a failure, success, or a key derivation to
-    // start off the loop (input is held until it is done).
+    // Sends a step's reply and acts on its outcome: a failure, success, or a key derivation or
+    // PAM check to start off the loop (proxy/client/login_work.hpp; input is held until it is
+    // done).
     void carry_out(ClientAuth::Step step);
-    void on_key_derived(const protocol::ScramSecret& derived);
+    // That work is done: the exchange goes on with `next_step` (its result fed to ClientAuth).
+    void resume_authentication(const std::function<ClientAuth::Step()>& next_step);
     // Sends the step's error and closes, logging PgBouncer's reason (ClientAuth::failure_reason,
     // or "no such user" after an auth_query that found none).
     void fail_authentication(const std::string& sqlstate, const std::string& message);
@@ -372,6 +396,23 @@ private:
     // From the janitor: a backed-up listener that takes nothing for listen_stall_timeout goes.
     void check_listener_stall(std::uint64_t now_ms);
 
+    // A replication client: what its backend is opened with, and the relay's framing.
+    struct Replication {
+        ReplicationMode mode = ReplicationMode::None;
+        std::vector<std::pair<std::string, std::string>> parameters;
+        Server* server = nullptr;      // its backend while that logs in
+        std::uint64_t message_rest = 0;  // bytes of the current client message still to relay
+    };
+    std::unique_ptr<Replication> replication_;  // replication clients only
+    // The start-up packet asks for replication: the client's parameters are kept for its
+    // backend. False (and the client failed) for a value PostgreSQL refuses.
+    bool take_replication_startup(const protocol::StartupPacket& packet);
+    // After authentication: queue for a backend of its own.
+    void request_replication_server();
+    // The relay (state Active): the client's bytes to its backend, unread but for message
+    // boundaries, where a Terminate ends the connection.
+    std::size_t relay_to_server(protocol::ByteSpan data);
+
     // Authentication messages are small; anything larger is refused before it is buffered.
     static constexpr std::uint32_t kMaxAuthMessage = 16 * 1024;
 
@@ -420,7 +461,7 @@ private:
     // the server, or of one pgtether refused or skipped (take_oversized).
     protocol::MessageReader reader_;
     std::uint64_t auth_lookup_ = 0;  // ticket of the auth_query lookup (State::AuthLookup)
-    std::uint64_t key_derivation_ = 0;  // ticket of a running login's key derivation (State::Auth)
+    std::uint64_t login_work_ticket_ = 0;  // a login's key derivation or PAM check (State::Auth)
     std::uint64_t last_activity_ms_ = 0;  // last request sent (idle timeouts)
     std::uint64_t query_started_ms_ = 0;  // first request after the server went quiet
     // The request that began the current transaction (or lone statement): transaction_timeout.

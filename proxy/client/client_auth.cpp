@@ -62,6 +62,7 @@ ClientAuth::~ClientAuth() = default;
 
 const char* ClientAuth::failure_reason() const {
     if (type_ == AuthType::Trust) return "\"trust\" authentication failed";
+    if (type_ == AuthType::Pam) return "PAM authentication failed";
     if (method_ == Method::Scram) return "SASL authentication failed";
     return "password authentication failed";
 }
@@ -71,18 +72,20 @@ ClientAuth::Step ClientAuth::fail_password() const {
             {},
             protocol::sqlstate::kInvalidPassword,
             "password authentication failed for user \"" + user_ + "\"",
-            {}};
+            {}, {}};
 }
 
 ClientAuth::Step ClientAuth::start() {
     Step step;
     switch (type_) {
         case AuthType::Any:
-            return {Outcome::Success, {}, {}, {}, {}};
+            return {Outcome::Success, {}, {}, {}, {}, {}};
         case AuthType::Trust:
             if (auth_file_configured_ && !user_listed_) return fail_password();
-            return {Outcome::Success, {}, {}, {}, {}};
+            return {Outcome::Success, {}, {}, {}, {}, {}};
         case AuthType::Plain:
+        case AuthType::Pam:
+            // PAM needs the password itself, as PostgreSQL's `pam` method asks for it.
             method_ = Method::Cleartext;
             protocol::append_authentication(step.reply, protocol::AuthRequest::CleartextPassword);
             return step;
@@ -100,7 +103,7 @@ ClientAuth::Step ClientAuth::start() {
                     protocol::sqlstate::kInvalidAuthorization,
                     std::string("authentication method \"") + to_string(type_) +
                         "\" is not supported by pgtether",
-                    {}};
+                    {}, {}};
     }
 }
 
@@ -177,8 +180,9 @@ ClientAuth::Step ClientAuth::on_derived(const protocol::ScramSecret& derived) {
             }
             // The password is not kept past the check (nothing logs in with it).
             pending_password_.clear();
-            return {Outcome::Success, {}, {}, {}, {}};
+            return {Outcome::Success, {}, {}, {}, {}, {}};
         }
+        case Awaiting::PamCheck:
         case Awaiting::Nothing:
             break;
     }
@@ -186,7 +190,24 @@ ClientAuth::Step ClientAuth::on_derived(const protocol::ScramSecret& derived) {
             {},
             protocol::sqlstate::kInternalError,
             "unexpected key derivation result",
-            {}};
+            {}, {}};
+}
+
+ClientAuth::Step ClientAuth::on_pam_checked(bool ok) {
+    if (awaiting_ != Awaiting::PamCheck) {
+        return {Outcome::Failure, {}, protocol::sqlstate::kInternalError,
+                "unexpected PAM result", {}, {}};
+    }
+    awaiting_ = Awaiting::Nothing;
+    std::string password = std::move(pending_password_);
+    pending_password_.clear();
+    if (!ok) {
+        // PgBouncer's words; PostgreSQL's SQLSTATE for a failed PAM login.
+        return {Outcome::Failure, {}, protocol::sqlstate::kInvalidPassword,
+                "PAM authentication failed for user \"" + user_ + "\"", {}, {}};
+    }
+    secret_ = UserSecret{user_, std::move(password), SecretKind::Plain};
+    return {Outcome::Success, {}, {}, {}, {}, {}};
 }
 
 ClientAuth::Step ClientAuth::on_password_message(protocol::ByteSpan body) {
@@ -200,7 +221,7 @@ ClientAuth::Step ClientAuth::on_password_message(protocol::ByteSpan body) {
             {},
             protocol::sqlstate::kProtocolViolation,
             "unexpected password message",
-            {}};
+            {}, {}};
 }
 
 bool ClientAuth::check_cleartext(const std::string& password) const {
@@ -223,10 +244,17 @@ ClientAuth::Step ClientAuth::on_cleartext(protocol::ByteSpan body) {
                 {},
                 protocol::sqlstate::kProtocolViolation,
                 "invalid password packet",
-                {}};
+                {}, {}};
     }
     std::string pw(*password);
     if (pw.empty()) return fail_password();  // for every user alike, without any work
+    if (type_ == AuthType::Pam) {
+        awaiting_ = Awaiting::PamCheck;
+        pending_password_ = pw;
+        Step step;
+        step.pam_password = std::move(pw);
+        return step;
+    }
     KeyDerivation derivation;
     if (secret_ && secret_->kind == SecretKind::Scram) {
         // Checking a cleartext password against a SCRAM secret runs PBKDF2 with the secret's
@@ -265,13 +293,13 @@ ClientAuth::Step ClientAuth::on_md5(protocol::ByteSpan body) {
                 {},
                 protocol::sqlstate::kProtocolViolation,
                 "invalid password packet",
-                {}};
+                {}, {}};
     }
     if (!secret_ || secret_->kind == SecretKind::Scram ||
         !protocol::md5_verify(user_, secret_->secret, md5_salt_, *response)) {
         return fail_password();
     }
-    return {Outcome::Success, {}, {}, {}, {}};
+    return {Outcome::Success, {}, {}, {}, {}, {}};
 }
 
 ClientAuth::Step ClientAuth::on_scram(protocol::ByteSpan body) {
@@ -283,20 +311,20 @@ ClientAuth::Step ClientAuth::on_scram(protocol::ByteSpan body) {
                     {},
                     protocol::sqlstate::kProtocolViolation,
                     "malformed SASL initial response",
-                    {}};
+                    {}, {}};
         }
         if (initial->mechanism != "SCRAM-SHA-256") {
             return {Outcome::Failure,
                     {},
                     protocol::sqlstate::kProtocolViolation,
                     "client selected an invalid SASL authentication mechanism",
-                    {}};
+                    {}, {}};
         }
         scram_started_ = true;
         auto first = scram_->client_first(*initial->data);
         if (first.status != protocol::ScramServer::Status::Continue) {
             return {
-                Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation, first.message, {}};
+                Outcome::Failure, {}, protocol::sqlstate::kProtocolViolation, first.message, {}, {}};
         }
         protocol::append_authentication(step.reply, protocol::AuthRequest::SaslContinue,
                                         first.message);

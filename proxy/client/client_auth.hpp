@@ -10,7 +10,7 @@
 //
 // PBKDF2 never runs here: where a step needs keys derived (a SCRAM exchange, a cleartext password
 // against a SCRAM secret) it returns the derivation, the caller runs it off the event loop
-// (proxy/client/key_derivations.hpp) and hands the result to on_derived. Every SCRAM exchange and
+// (proxy/client/login_work.hpp) and hands the result to on_derived. Every SCRAM exchange and
 // every cleartext check derives exactly once, whatever the user -- a plain-text password, a
 // SCRAM or md5 secret, or no such user (a random password then) -- so that timing tells no user
 // from another (docs/tls-and-auth.md, "Password hashing").
@@ -24,7 +24,7 @@
 #include "protocol/scram.hpp"
 #include "core/auth_file.hpp"
 #include "core/config.hpp"
-#include "proxy/client/key_derivations.hpp"
+#include "proxy/client/login_work.hpp"
 
 namespace pgtether {
 
@@ -41,6 +41,9 @@ public:
         // Continue, once this is derived: nothing more is fed to the exchange until
         // on_derived has the result.
         std::optional<KeyDerivation> derive;
+        // Continue, once PAM has checked this password (auth_type = pam): nothing more is fed
+        // to the exchange until on_pam_checked has the verdict.
+        std::optional<std::string> pam_password;
     };
 
     // `scram_iterations` (the key of that name): the iteration count of the SCRAM secrets made
@@ -61,6 +64,9 @@ public:
     Step on_password_message(protocol::ByteSpan body);
     // The result of the derivation the last step asked for.
     Step on_derived(const protocol::ScramSecret& derived);
+    // PAM's verdict on the password the last step asked it to check; on success the password
+    // is kept as the user's (secret(): the pool's servers log in with it, as PgBouncer's do).
+    Step on_pam_checked(bool ok);
 
     // What the client must send next, in PostgreSQL's words for a message of another type
     // ("expected SASL response, got message type 0"): "SASL response" in a SCRAM exchange,
@@ -94,7 +100,7 @@ private:
     // The ScramServer, once the exchange's derivation is done.
     void build_scram_server(const protocol::ScramSecret& derived);
     // What the pending derivation is for.
-    enum class Awaiting { Nothing, ScramSecret, CleartextCheck };
+    enum class Awaiting { Nothing, ScramSecret, CleartextCheck, PamCheck };
 
     AuthType type_;
     std::string user_;
@@ -108,7 +114,7 @@ private:
     bool scram_started_ = false;
     std::string failure_log_;
     Awaiting awaiting_ = Awaiting::Nothing;
-    std::string pending_password_;  // CleartextCheck: what the client sent
+    std::string pending_password_;  // CleartextCheck, PamCheck: what the client sent
 };
 
 }  // namespace pgtether

@@ -17,6 +17,8 @@
 #include "proxy/server/auth_lookups.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/client/client_auth.hpp"
+#include "proxy/client/login_work.hpp"
+#include "proxy/client/pam_check.hpp"
 #include "core/client_limits.hpp"
 #include "core/hba.hpp"
 #include "core/ident_map.hpp"
@@ -221,10 +223,16 @@ void Client::start_authentication() {
         who.address = have_address ? reinterpret_cast<const sockaddr*>(&address) : nullptr;
         who.database = database_;
         who.user = user_;
+        who.replication = replication();
         const HbaRule* rule = rules ? match_hba(*rules, who) : nullptr;
-        std::string target = "host \"" + host_of(stream_, tcp_) + "\", user \"" + user_ +
-                             "\", database \"" + database_ + "\", " +
-                             (who.tls ? "SSL encryption" : "no encryption");
+        // PostgreSQL's wording: a physical replication connection names no database.
+        std::string target =
+            who.replication == ReplicationMode::Physical
+                ? "replication connection from host \"" + host_of(stream_, tcp_) +
+                      "\", user \"" + user_ + "\", "
+                : "host \"" + host_of(stream_, tcp_) + "\", user \"" + user_ +
+                      "\", database \"" + database_ + "\", ";
+        target += who.tls ? "SSL encryption" : "no encryption";
         if (!rule) {
             fail(protocol::sqlstate::kInvalidAuthorization, "no auth_hba_file entry for " + target);
             return;
@@ -418,25 +426,41 @@ void Client::carry_out(ClientAuth::Step step) {
         case ClientAuth::Outcome::Continue:
             break;
     }
-    if (!step.derive) return;
-    // PBKDF2 on a pool thread; the loop goes on serving everyone else meanwhile.
-    auto ticket = worker_.key_derivations().derive(
-        std::move(*step.derive),
-        [this](const protocol::ScramSecret& derived) { on_key_derived(derived); });
-    if (!ticket) {
-        fail(protocol::sqlstate::kTooManyConnections,
-             "too many logins waiting for password hashing");
+    std::optional<std::uint64_t> ticket;
+    if (step.derive) {
+        // PBKDF2 on a pool thread; the loop goes on serving everyone else meanwhile.
+        ticket = worker_.login_work().derive(
+            std::move(*step.derive), [this](const protocol::ScramSecret& derived) {
+                resume_authentication([&] { return auth_->on_derived(derived); });
+            });
+    } else if (step.pam_password) {
+        // The PAM stack on a pool thread too: it may read files or wait on a network service.
+        PamRequest request;
+        request.service = worker_.config().auth_pam_service;
+        request.user = user_;
+        request.password = std::move(*step.pam_password);
+        if (tcp_) request.remote_host = stream_.peer_host();
+        ticket = worker_.login_work().check_pam(std::move(request), [this](const PamVerdict& v) {
+            if (!v.ok) spdlog::warn("{}: PAM: {}", describe(), v.failure);
+            resume_authentication([&] { return auth_->on_pam_checked(v.ok); });
+        });
+    } else {
         return;
     }
-    key_derivation_ = *ticket;
+    if (!ticket) {
+        fail(protocol::sqlstate::kTooManyConnections,
+             "too many logins waiting for password checks");
+        return;
+    }
+    login_work_ticket_ = *ticket;
 }
 
-void Client::on_key_derived(const protocol::ScramSecret& derived) {
-    key_derivation_ = 0;
+void Client::resume_authentication(const std::function<ClientAuth::Step()>& next_step) {
+    login_work_ticket_ = 0;
     if (state_ != State::Auth || !auth_) return;
-    carry_out(auth_->on_derived(derived));
+    carry_out(next_step());
     // What the client sent meanwhile was held (handle_auth).
-    if (state_ != State::Closing && key_derivation_ == 0) {
+    if (state_ != State::Closing && login_work_ticket_ == 0) {
         stream_.start_reading();
         stream_.redeliver_pending_input();
     }

@@ -21,7 +21,7 @@
 #include "core/auth_file.hpp"
 #include "proxy/net/log.hpp"
 #include "proxy/client/cancel_registry.hpp"
-#include "proxy/client/key_derivations.hpp"
+#include "proxy/client/login_work.hpp"
 #include "proxy/daemon/command_line.hpp"
 #include "proxy/daemon/config_check.hpp"
 #include "core/config.hpp"
@@ -220,14 +220,15 @@ int main(int argc, char** argv) {
     // A peer that closes while we write must not kill the process: libuv reports EPIPE instead.
     signal(SIGPIPE, SIG_IGN);
 
-    // libuv's thread pool runs the logins' key derivations (at most KeyDerivations::kMaxRunning
-    // per worker, proxy/client/key_derivations.hpp) and DNS lookups: sized so that every worker's
-    // derivations and a few lookups fit at once, unless the operator chose UV_THREADPOOL_SIZE.
+    // libuv's thread pool runs the logins' key derivations and PAM checks (at most
+    // LoginWork::kMaxRunning per worker, proxy/client/login_work.hpp) and DNS lookups: sized so
+    // that every worker's login work and a few lookups fit at once, unless the operator chose
+    // UV_THREADPOOL_SIZE.
     // libuv reads it when the pool first starts, after this.
     if (std::getenv("UV_THREADPOOL_SIZE") == nullptr) {
         const std::size_t threads = std::max<std::size_t>(
             4,
-            static_cast<std::size_t>(config.workers) * pgtether::KeyDerivations::kMaxRunning + 2);
+            static_cast<std::size_t>(config.workers) * pgtether::LoginWork::kMaxRunning + 2);
         setenv("UV_THREADPOOL_SIZE", std::to_string(threads).c_str(), 1);
     }
 

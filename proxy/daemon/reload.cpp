@@ -21,10 +21,6 @@ LoadedConfig load_configuration(const std::string& path) {
     LoadedConfig loaded;
     loaded.config = load_config(path);
     const auto& config = *loaded.config;
-    if (config.auth_type == AuthType::Pam) {
-        throw ConfigError(config.config_file, 0, "auth_type",
-                          "auth_type = pam is not supported by pgtether");
-    }
     if (!config.auth_file.empty() && ::access(config.auth_file.c_str(), F_OK) != 0 &&
         errno == ENOENT) {
         // PgBouncer starts without it (and so does the documentation promise); clients that

@@ -30,7 +30,7 @@ struct LoadedConfig {
 
 // Loads the config, its auth_file (a missing one is logged, not refused), TLS key/certificate/CA
 // files and auth_hba_file, and refuses
-// what the daemon cannot run (auth_type pam; a password auth_type with neither auth_file nor
+// what the daemon cannot run (a password auth_type with neither auth_file nor
 // auth_user; TLS or HBA settings that cannot work). Throws ConfigError or std::runtime_error.
 LoadedConfig load_configuration(const std::string& path);
 

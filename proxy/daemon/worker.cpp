@@ -12,7 +12,7 @@
 
 #include "protocol/backend_messages.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/client/key_derivations.hpp"
+#include "proxy/client/login_work.hpp"
 #include "proxy/server/auth_lookups.hpp"
 #include "proxy/server/cancel_forwarder.hpp"
 #include "proxy/server/peer_cancels.hpp"
@@ -70,7 +70,7 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       stats_history_(now_us()),
       control_(std::make_unique<PoolControl>(*this)),
       auth_lookups_(std::make_unique<AuthLookups>(*this)),
-      key_derivations_(std::make_unique<KeyDerivations>(loop())),
+      login_work_(std::make_unique<LoginWork>(loop())),
       peer_cancels_(std::make_unique<PeerCancels>(*this)) {
     set_tcp_options(tcp_options_of(*config_));
     uv_async_init(loop(), &mailbox_async_, on_mailbox);

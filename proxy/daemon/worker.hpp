@@ -32,7 +32,7 @@
 namespace pgtether {
 
 class AuthLookups;
-class KeyDerivations;
+class LoginWork;
 class CancelForwarder;
 class CancelRegistry;
 class Client;
@@ -213,8 +213,9 @@ public:
 
     // auth_query lookups: their pooled auth_user connections and queue (proxy/server/auth_lookups.hpp).
     [[nodiscard]] AuthLookups& auth_lookups() { return *auth_lookups_; }
-    // SCRAM key derivations of logins, off the loop (proxy/client/key_derivations.hpp).
-    [[nodiscard]] KeyDerivations& key_derivations() { return *key_derivations_; }
+    // Logins' blocking work (SCRAM key derivations, PAM checks), off the loop
+    // (proxy/client/login_work.hpp).
+    [[nodiscard]] LoginWork& login_work() { return *login_work_; }
     [[nodiscard]] PeerCancels& peer_cancels() { return *peer_cancels_; }
     [[nodiscard]] const PeerCancels& peer_cancels() const { return *peer_cancels_; }
 
@@ -307,7 +308,7 @@ private:
     std::unique_ptr<PoolControl> control_;
     std::unique_ptr<MetricsServer> metrics_;
     std::unique_ptr<AuthLookups> auth_lookups_;
-    std::unique_ptr<KeyDerivations> key_derivations_;
+    std::unique_ptr<LoginWork> login_work_;
     std::unique_ptr<PeerCancels> peer_cancels_;
     ConfigReloader* reloader_ = nullptr;
     std::uint64_t stats_period_ms_ = 0;  // the running stats timer's period

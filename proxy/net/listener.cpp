@@ -52,6 +52,12 @@ void Listener::listen_tcp(const sockaddr* address, const std::string& name, int 
         ::setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0) {
         fail("set IPV6_V6ONLY on", name, -errno);
     }
+    // tcp_socket_buffer on the listening socket, as PgBouncer sets it: accepted connections
+    // inherit it before their handshake, whose window scale depends on it (Stream::connect_tcp).
+    if (const int size = context_.tcp_options().socket_buffer; size > 0) {
+        (void)::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+        (void)::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    }
     const socklen_t length =
         address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     if (::bind(fd_, address, length) != 0 || ::listen(fd_, backlog) != 0) {

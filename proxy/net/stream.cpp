@@ -51,6 +51,20 @@ int Stream::adopt(int fd) {
 }
 
 int Stream::connect_tcp(const sockaddr* address) {
+    // tcp_socket_buffer is set before the SYN, as PgBouncer does: the handshake agrees on a
+    // window scale from the receive buffer at that moment. A buffer shrunk afterwards leaves a
+    // window of a few scaled units that the kernel announced late (a replication stream through
+    // 4096-byte buffers moved 8 KB per 200 ms).
+    if (const int size = context_.tcp_options().socket_buffer; size > 0) {
+        const int fd = ::socket(address->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) return -errno;
+        (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+        (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+        if (const int rc = uv_tcp_open(&handle_.tcp, fd); rc != 0) {
+            ::close(fd);
+            return rc;
+        }
+    }
     auto* req = new uv_connect_t;
     req->data = this;
     int rc = uv_tcp_connect(req, &handle_.tcp, address, on_connect);
@@ -88,7 +102,8 @@ void Stream::apply_tcp_settings() {
     // ETIMEDOUT; this also bounds keepalive probing (tcp(7), TCP_USER_TIMEOUT).
     if (tcp.user_timeout > 0) set(IPPROTO_TCP, TCP_USER_TIMEOUT, tcp.user_timeout);
     // tcp_socket_buffer: both buffers, as PgBouncer sets them (the kernel doubles the value for
-    // its bookkeeping and stops autotuning them).
+    // its bookkeeping and stops autotuning them). Already set before the handshake on sockets
+    // pgtether connects or accepts (connect_tcp, Listener); again here for adopted ones.
     if (tcp.socket_buffer > 0) {
         set(SOL_SOCKET, SO_SNDBUF, tcp.socket_buffer);
         set(SOL_SOCKET, SO_RCVBUF, tcp.socket_buffer);

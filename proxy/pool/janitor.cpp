@@ -92,7 +92,9 @@ void Client::janitor(std::uint64_t now) {
             }
             break;
         case State::Active: {
-            if (!server_) break;
+            // A replication relay's bytes are not read (client_replication.cpp): its timeouts are
+            // the walsender's (wal_sender_timeout), as on a direct connection.
+            if (!server_ || replication_) break;
             if (server_->busy()) {
                 // pgtether's own query for this client (server_check_query, the parameter sync,
                 // the tether's probe) stands in for the client's: a backend that stopped
@@ -190,6 +192,8 @@ void Pool::janitor(std::uint64_t now) {
         make_room_elsewhere();
     }
     launch_if_needed();
+    // Replication clients waiting: a slot may have come free in another pool or worker.
+    if (!replication_waiting_.empty()) launch_for_replication();
     if (needs_greeting) (void)launch_server(true);
     // min_pool_size: keep some servers warm once the pool is in use (the pool's servers on every
     // worker count).

@@ -70,7 +70,11 @@ ServerCredentials Pool::server_credentials() const {
     }
     const auto& auth_file = worker_.auth_file();
     const UserSecret* secret = nullptr;
-    if (auto it = auth_file.find(user_); it != auth_file.end()) {
+    // auth_type = pam: the password PAM accepted, auth_file ignored (PgBouncer's rule).
+    const bool pam = worker_.config().auth_type == AuthType::Pam;
+    if (pam && fetched_secret_) {
+        secret = &*fetched_secret_;
+    } else if (auto it = auth_file.find(user_); it != auth_file.end()) {
         secret = &it->second;
     } else if (fetched_secret_) {
         secret = &*fetched_secret_;
@@ -91,8 +95,10 @@ ServerCredentials Pool::server_credentials() const {
 void Pool::learn_client_credentials(const ClientAuth& auth) {
     // SCRAM pass-through: a client proved it knows the password behind the SCRAM secret in
     // auth_file; its ClientKey lets us answer the server's SCRAM challenge for the same secret.
-    if (auth.secret() && worker_.auth_file().count(user_) == 0) {
-        // auth_query's answer: the only copy of this user's secret pgtether has.
+    if (auth.secret() &&
+        (worker_.auth_file().count(user_) == 0 || worker_.config().auth_type == AuthType::Pam)) {
+        // auth_query's answer, or the password PAM accepted: the only copy of this user's
+        // secret pgtether has.
         fetched_secret_ = *auth.secret();
     }
     auto client_key = auth.scram_client_key();
@@ -191,8 +197,51 @@ Pool::Assignment Pool::request_server(Client& client) {
 }
 
 void Pool::cancel_request(Client& client) {
+    if (client.replication() != ReplicationMode::None) {
+        replication_waiting_.remove(client);
+        if (Server* server = client.replication_server()) {
+            client.set_replication_server(nullptr);
+            server->abandon_replication_client();
+            server->close("replication client disconnected");
+        }
+        return;
+    }
     waiting_.remove(client);
     if (uncovered_waiting() == 0) note_tether_reserve_exhausted(false);  // nobody left uncovered
+}
+
+void Pool::request_replication_server(Client& client) {
+    replication_waiting_.push_back(client);
+    launch_for_replication();
+}
+
+void Pool::launch_for_replication() {
+    // Closing an idle server below gives its slot back (forget_server), which calls here again.
+    if (launching_for_replication_) return;
+    launching_for_replication_ = true;
+    while (Client* client = replication_waiting_.front()) {
+        if (launch_suspended()) break;
+        if (take_slot(false) != LaunchVerdict::Launch) {
+            // PgBouncer's evict_if_needed: an idle server of the pool makes room (its slot is
+            // free once it is closed); otherwise other pools or workers may have one to spare.
+            if (close_one_idle_server("evicted")) continue;
+            make_room_elsewhere();
+            break;
+        }
+        replication_waiting_.remove(*client);
+        open_server(client);
+    }
+    launching_for_replication_ = false;
+}
+
+void Pool::on_replication_server_login(Server& server) {
+    (void)server;
+    --connecting_;
+}
+
+void Pool::on_replication_login_failed(Server& server) {
+    (void)server;
+    --connecting_;
 }
 
 std::size_t Pool::uncovered_waiting() const {
@@ -221,6 +270,7 @@ bool Pool::paused() const { return worker_.pool_control().paused(database_.name)
 void Pool::resume() {
     if (!waiting_.empty() && !idle_.empty()) schedule_hand_offs();
     launch_if_needed();
+    launch_for_replication();
     if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty()) (void)launch_server(true);
 }
 
@@ -290,6 +340,11 @@ void Pool::note_tether_reserve_exhausted(bool exhausted) {
 }
 
 void Pool::use_lent_slot() {
+    if (Client* client = replication_waiting_.front(); client && !launch_suspended()) {
+        replication_waiting_.remove(*client);
+        open_server(client);
+        return;
+    }
     const bool greeting = !welcome_waiting_.empty() && connecting_ == 0 && idle_.empty();
     if (!launch_suspended() && (uncovered_waiting() > 0 || greeting)) {
         open_server();
@@ -314,8 +369,12 @@ bool Pool::launch_server(bool use_reserve) {
     return true;
 }
 
-void Pool::open_server() {
+void Pool::open_server(Client* replication_client) {
     auto* server = new Server(worker_, *this);
+    if (replication_client) {
+        server->dedicate_to(*replication_client);
+        replication_client->set_replication_server(server);
+    }
     used_.push_back(*server);  // state Connecting (core/server_state.hpp)
     state_counts_.add(ServerState::Connecting);
     ++server_count_;
@@ -440,6 +499,7 @@ void Pool::on_login_settings_changed() {
 
 void Pool::retry_waiting() {
     launch_if_needed();
+    launch_for_replication();
     if (!welcome_waiting_.empty() && connecting_ == 0 && idle_.empty()) (void)launch_server(true);
 }
 
@@ -513,6 +573,7 @@ void Pool::forget_server(Server& server) {
         budget.give_back(database_.name, user_, worker_.index());
     }
     launch_if_needed();
+    if (!replication_waiting_.empty()) launch_for_replication();
 }
 
 void Pool::release(Server& server, bool after_login) {
@@ -544,8 +605,9 @@ void Pool::release(Server& server, bool after_login) {
     if (lend_owed_ && pays_lend_owed_with(server)) return;
     make_idle(server);
     // Not handed to a waiting client here: this runs inside the releasing server's (or its
-    // client's) callbacks, and the new client's held requests would run inside them too.
-    if (!waiting_.empty()) schedule_hand_offs();
+    // client's) callbacks, and the new client's held requests would run inside them too. A
+    // replication client waiting evicts it at the hand-off unless an ordinary one takes it.
+    if (!waiting_.empty() || !replication_waiting_.empty()) schedule_hand_offs();
 }
 
 void Pool::close_released(Server& server, ReleasePlan::Why why) {
@@ -588,6 +650,7 @@ void Pool::serve_waiting_clients() {
         }
         hand_to_waiting_client(*server);
     }
+    if (!replication_waiting_.empty() && !paused()) launch_for_replication();
 }
 
 // Session settings affinity (docs/session-state.md): a backend that already has a client's
@@ -734,7 +797,8 @@ void Pool::ask_to_lend(bool db_full, bool user_full) {
 }
 
 bool Pool::clients_wait_for_servers() const {
-    return !waiting_.empty() || (lend_owed_ && worker_.now_ms() < lend_owed_until_ms_);
+    return !waiting_.empty() || !replication_waiting_.empty() ||
+           (lend_owed_ && worker_.now_ms() < lend_owed_until_ms_);
 }
 
 bool Pool::lend(const LendRequest& request) {
@@ -778,7 +842,14 @@ void Pool::close_for(Server& server, const LendRequest& request) {
 }
 
 void Pool::close_all_servers(const char* reason) {
-    used_.for_each([&](Server& server) { server.retire(reason); });
+    // A replication stream may last for ever: its backend closes now, not at a release that
+    // never comes (PgBouncer closes it at once too).
+    std::vector<Server*> relaying;
+    used_.for_each([&](Server& server) {
+        server.retire(reason);
+        if (server.state() == ServerState::Relaying) relaying.push_back(&server);
+    });
+    for (Server* server : relaying) server->close(reason);
     close_idle_servers(reason);
 }
 
@@ -807,6 +878,8 @@ PoolLoginRecord Pool::login_record() const {
     return record;
 }
 
-bool Pool::empty() const { return server_count_ == 0 && waiting_.empty(); }
+bool Pool::empty() const {
+    return server_count_ == 0 && waiting_.empty() && replication_waiting_.empty();
+}
 
 }  // namespace pgtether

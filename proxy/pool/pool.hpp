@@ -132,6 +132,15 @@ public:
     // waiting come first: an idle server is theirs at the next hand-off.
     [[nodiscard]] Assignment request_server(Client& client);
     void cancel_request(Client& client);
+    // A replication client (core/replication.hpp) authenticated: a backend is opened for it
+    // alone, counted against the pool's limits like any (an idle one is evicted to make room,
+    // as PgBouncer does), and relayed to it once logged in (Client::on_replication_server_ready).
+    // Until a slot is free the client waits, in arrival order.
+    void request_replication_server(Client& client);
+    // Its backend logged in / failed to (neither counts for the pool's login backoff: a missing
+    // REPLICATION privilege or pg_hba.conf line says nothing of other clients' logins).
+    void on_replication_server_login(Server& server);
+    void on_replication_login_failed(Server& server);
     // Clients wait for a server of this pool: here, or on another worker that asked this one to
     // lend a server (lend()).
     [[nodiscard]] bool clients_wait_for_servers() const;
@@ -248,7 +257,10 @@ private:
     // Opens a server when not suspended and the budget gives a slot; false otherwise.
     bool launch_server(bool use_reserve);
     // Opens a server for a slot already taken.
-    void open_server();
+    // `replication_client`: the backend is that client's alone (request_replication_server).
+    void open_server(Client* replication_client = nullptr);
+    // Opens backends for the replication clients waiting, while slots can be had.
+    void launch_for_replication();
     void hand_to_waiting_client(Server& server);
     // Which idle server a client gets, and which waiting client a released server goes to:
     // LIFO and FIFO, with a preference for matching session settings (pool.cpp).
@@ -287,6 +299,8 @@ private:
     IntrusiveList<Server, &Server::pool_hook_> used_;
     IntrusiveList<Client, &Client::pool_hook_> waiting_;
     IntrusiveList<Client, &Client::pool_hook_> welcome_waiting_;
+    IntrusiveList<Client, &Client::pool_hook_> replication_waiting_;
+    bool launching_for_replication_ = false;  // launch_for_replication() runs (no re-entry)
     std::uint64_t host_turn_ = 0;  // choose_host(): round robin over the host list
     std::vector<HostStatus> hosts_;  // one per host of database_'s host list
     SessionAttrs session_attrs_ = SessionAttrs::Any;

@@ -205,6 +205,10 @@ void Server::send_startup() {
     if (db.datestyle) params.emplace_back("DateStyle", *db.datestyle);
     if (db.timezone) params.emplace_back("TimeZone", *db.timezone);
     if (db.application_name) params.emplace_back("application_name", *db.application_name);
+    if (replication_client_) {
+        params = replication_startup_parameters(std::move(params), replication_,
+                                                replication_client_->replication_parameters());
+    }
     login_ = std::make_unique<ServerLogin>(pool_.server_credentials());
     stream_.write(protocol::build_startup_message(params));
 }
@@ -212,6 +216,10 @@ void Server::send_startup() {
 void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind kind,
                           const char* close_reason) {
     if (state_ == State::Closing) return;
+    if (replication_ != ReplicationMode::None) {
+        fail_replication_login(error);
+        return;
+    }
     {
         LogSqlstate sqlstate(error.sqlstate);
         // PgBouncer's line: "server login failed: FATAL <message>".
@@ -271,6 +279,10 @@ void Server::finish_login() {
     login_.reset();
     spdlog::debug("S-{} {}/{}: logged in, backend pid {}", id_, pool_.database_name(),
                   pool_.user_name(), backend_key_.pid);
+    if (replication_ != ReplicationMode::None) {
+        finish_replication_login();
+        return;
+    }
     if (!role_reported_ && pool_.session_attrs() != SessionAttrs::Any) {
         // PostgreSQL 13 and older do not report in_hot_standby: ask, as libpq does.
         run_internal(InternalPurpose::LoginRoleCheck, {std::string(kRoleCheckQuery)});
@@ -480,6 +492,54 @@ void Server::cancel_finished() {
 // ---------------------------------------------------------------------------------------------
 // Reading from the server
 
+void Server::dedicate_to(Client& client) {
+    replication_client_ = &client;
+    replication_ = client.replication();
+}
+
+void Server::finish_replication_login() {
+    // No role check, connect_query or parameter sync: a physical walsender runs no SQL, and the
+    // session is the client's from its first byte (core/replication.hpp).
+    login_failed_reported_ = true;
+    pool_.on_replication_server_login(*this);
+    Client* client = replication_client_;
+    replication_client_ = nullptr;
+    if (client == nullptr) {
+        close("replication client disconnected");
+        return;
+    }
+    client_ = client;
+    transition(State::Relaying);
+    client->on_replication_server_ready(*this);
+}
+
+void Server::fail_replication_login(const protocol::ErrorFields& error) {
+    {
+        LogSqlstate sqlstate(error.sqlstate);
+        // PgBouncer's line for a replication login ("S: login failed: FATAL <message>").
+        spdlog::warn("S-{} {}/{}: login failed: {} {}", id_, pool_.database_name(),
+                     pool_.user_name(), error.severity.empty() ? "FATAL" : error.severity,
+                     error.message);
+    }
+    worker_.stats().login_failures++;
+    login_failed_reported_ = true;
+    pool_.on_replication_login_failed(*this);
+    Client* client = replication_client_;
+    replication_client_ = nullptr;
+    // Closed first, so that the slot is free when the client's departure looks for one.
+    close("login failed");
+    if (client) client->on_replication_server_failed(error);
+}
+
+std::size_t Server::relay_to_client(ByteSpan data) {
+    pool_.stats().bytes_sent += data.size();
+    uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(const_cast<std::uint8_t*>(data.data())),
+                               static_cast<unsigned>(data.size()));
+    // The client's socket backed up: read on when it drains (Client::on_stream_drained).
+    if (!client_->send_from_server(&buf, 1)) stream_.stop_reading();
+    return data.size();
+}
+
 std::size_t Server::on_stream_data(ByteSpan data) {
     std::size_t consumed = 0;
     // Once TLS starts, the rest of this plaintext must not be read (Stream refuses it).
@@ -492,6 +552,7 @@ std::size_t Server::on_stream_data(ByteSpan data) {
             case ServerInput::Login: n = handle_login_data(rest); break;
             case ServerInput::OwnQuery: n = handle_internal_data(rest); break;
             case ServerInput::Client: n = handle_linked_data(rest); break;
+            case ServerInput::Relay: n = relay_to_client(rest); break;
             case ServerInput::Unsolicited: n = handle_unexpected_data(rest); break;
         }
         if (n == 0) break;
@@ -826,6 +887,7 @@ std::size_t Server::handle_unexpected_data(ByteSpan data) {
 }
 
 void Server::on_stream_end(int status) {
+    stream_ended_ = true;
     std::string why = status == UV_EOF
                           ? "server closed the connection"
                           : "server connection failed: " + std::string(uv_strerror(status));
@@ -1422,7 +1484,16 @@ void Server::close(const std::string& reason) {
                 (worker_.now_ms() - connected_at_ms_) / 1000, backend_key_.pid);
     const bool logging_in = previous == State::Connecting || previous == State::TlsAnswer ||
                             previous == State::Login;
-    if (logging_in && !login_failed_reported_) {
+    if (logging_in && !login_failed_reported_ && replication_ != ReplicationMode::None) {
+        // A replication client's backend closed during its login (a timeout, its client left).
+        login_failed_reported_ = true;
+        pool_.on_replication_login_failed(*this);
+        if (Client* client = replication_client_) {
+            replication_client_ = nullptr;
+            client->on_replication_server_failed(fatal(protocol::sqlstate::kConnectionFailure,
+                                                       "server connection failed: " + reason));
+        }
+    } else if (logging_in && !login_failed_reported_) {
         login_failed_reported_ = true;
         // The connection broke or timed out before the login completed: worth a quick retry.
         pool_.on_server_login_failed(*this,
@@ -1441,11 +1512,15 @@ void Server::close(const std::string& reason) {
         catalog_check_done_ = nullptr;
         done(std::nullopt);
     }
-    if (Client* client = client_) {
+    if (Client* linked = client_) {
         client_ = nullptr;
-        const std::string& held = link_.held_fatal_message();
-        client->on_server_lost(held.empty() ? reason : held, link_.client_forwarded(),
-                               link_.fatal_forwarded());
+        if (previous == State::Relaying) {
+            linked->on_relay_ended(reason, stream_ended_);
+        } else {
+            const std::string& held = link_.held_fatal_message();
+            linked->on_server_lost(held.empty() ? reason : held, link_.client_forwarded(),
+                                   link_.fatal_forwarded());
+        }
     }
     pool_.forget_server(*this);
     stream_.close();

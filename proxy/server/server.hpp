@@ -23,6 +23,7 @@
 #include "core/own_query_outcome.hpp"
 #include "core/prepared_statements.hpp"
 #include "core/query_result.hpp"
+#include "core/replication.hpp"
 #include "core/server_state.hpp"
 #include "core/session_params.hpp"
 #include "core/state_probe.hpp"
@@ -107,6 +108,15 @@ public:
         return internal_ ? std::optional(internal_->purpose) : std::nullopt;
     }
     [[nodiscard]] Stream& stream() { return stream_; }
+
+    // ---- replication (core/replication.hpp) ----
+    // Opened for this replication client alone (Pool::request_replication_server): its start-up
+    // parameters go in the StartupMessage, and once logged in the backend is relayed to it
+    // (state Relaying) with none of pgtether's own queries, then closed when either side leaves.
+    void dedicate_to(Client& client);
+    // The client left while the backend logged in (it is closed next).
+    void abandon_replication_client() { replication_client_ = nullptr; }
+    [[nodiscard]] ReplicationMode replication() const { return replication_; }
 
     // ---- life in the pool ----
     // Moves the server to `next` (core/server_state.hpp says which may follow which): the pool
@@ -282,6 +292,11 @@ private:
     void on_resolved(int status, const sockaddr* address) override;
     std::size_t handle_login_data(protocol::ByteSpan data);
     std::size_t handle_linked_data(protocol::ByteSpan data);
+    // Relaying: the backend's bytes to the replication client as they come.
+    std::size_t relay_to_client(protocol::ByteSpan data);
+    // The login of a replication client's backend ended: relay it, or fail the client.
+    void finish_replication_login();
+    void fail_replication_login(const protocol::ErrorFields& error);
     // A spliced Query's answer (core/listen_splice.hpp): what the client gets in place of the
     // backend message `type` (a LISTEN's CommandComplete, an error with the client's position;
     // kept in `answers`), nullptr for the message as it is; sets `swallow` for a stand-in's row.
@@ -360,6 +375,10 @@ private:
     bool reset_done_ = false;        // server_reset_query ran since the last client left
     bool login_failed_reported_ = false;
     bool stream_closed_ = false;
+    bool stream_ended_ = false;  // the backend closed the connection (EOF or error)
+    // A replication client's backend: its mode, and the client until it is linked (client_).
+    ReplicationMode replication_ = ReplicationMode::None;
+    Client* replication_client_ = nullptr;
     int pending_resolves_ = 0;       // a DNS lookup still holds a pointer to this object
     int cancels_in_flight_ = 0;
     // Scrubs repeated because a cancel hit the scrub itself (see the Scrub case of

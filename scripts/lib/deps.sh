@@ -26,7 +26,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # libpq), PostgreSQL 15 (initdb, pg_ctl, psql, pgbench), ss for free ports, /proc tools.
 PGT_DEPS_DEMO=(
     build-essential cmake pkg-config
-    libuv1-dev libssl-dev libspdlog-dev
+    libuv1-dev libssl-dev libspdlog-dev libpam0g-dev
     postgresql procps iproute2
 )
 # Everything scripts/test needs besides the demo's set: the test code's libraries, PgBouncer and

@@ -208,8 +208,11 @@ pg_start() {
         done
         printf 'local all all trust\n'
         printf 'host  all all 127.0.0.1/32 trust\n'
-        # Streaming standbys of this server (pg.sh standby) connect as postgres.
-        printf 'host  replication postgres 127.0.0.1/32 trust\n'
+        # Streaming standbys of this server (pg.sh standby) connect as postgres; replication
+        # clients through pgtether (test_replication) as any role, which PostgreSQL itself
+        # then checks for the REPLICATION attribute.
+        printf 'local replication all trust\n'
+        printf 'host  replication all 127.0.0.1/32 trust\n'
     } >"$data/pg_hba.conf"
 
     local ssl_setting="ssl = off"

@@ -69,8 +69,8 @@ work="$(readlink -f "$work")"
 
 # Tests that need what pgtether deliberately does differently, with the reason a user would
 # accept (docs/testing.md lists them). They run, and are reported as XFAIL when they fail
-# (XPASS, counted as passed, if they pass). What pgtether does not do yet (replication
-# connections) is not here: those tests fail.
+# (XPASS, counted as passed, if they pass). What pgtether does not do yet would not be here:
+# those tests fail.
 known_exception() {
     case "$1" in
     test_operations.py::test_online_restart | test_operations.py::test_scram_takeover)

@@ -46,7 +46,7 @@ struct Attempt {
     std::string log;
 };
 
-// What the event loop does with a step that asks for a derivation (proxy/client/key_derivations):
+// What the event loop does with a step that asks for a derivation (proxy/client/login_work):
 // derive, hand the result back. `derivations` counts them.
 ClientAuth::Step derive_if_asked(ClientAuth& auth, ClientAuth::Step step, int* derivations) {
     while (step.derive) {
@@ -208,4 +208,53 @@ TEST_CASE("trust with a user auth_query looked up: found logs in, not found fail
     auto missing = ClientAuth(AuthType::Trust, std::nullopt, false, "nobody").start();
     CHECK(missing.outcome == ClientAuth::Outcome::Failure);
     CHECK(missing.sqlstate == "28P01");
+}
+
+TEST_CASE("client_auth: pam asks for the password and leaves the verdict to PAM") {
+    // The user's auth_file line does not matter: PAM decides (PgBouncer ignores auth_file).
+    AuthFile file;
+    file["alice"] = UserSecret{"alice", "from-auth-file", SecretKind::Plain};
+    struct Case {
+        const char* password;
+        std::optional<bool> pam_says;  // nullopt: PAM is never asked
+        ClientAuth::Outcome outcome;
+    };
+    const Case cases[] = {
+        {"right", true, ClientAuth::Outcome::Success},
+        {"from-auth-file", false, ClientAuth::Outcome::Failure},
+        {"", std::nullopt, ClientAuth::Outcome::Failure},  // empty: refused without asking
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.password);
+        ClientAuth auth(AuthType::Pam, file, true, "alice");
+        auto start = auth.start();
+        CHECK(start.outcome == ClientAuth::Outcome::Continue);
+        CHECK(start.reply[0] == 'R');  // AuthenticationCleartextPassword
+        CHECK(start.reply.back() == '\3');
+        auto step = auth.on_password_message(protocol::as_bytes(password_body(c.password)));
+        CHECK_FALSE(step.derive);
+        if (!c.pam_says) {
+            CHECK_FALSE(step.pam_password);
+            CHECK(step.outcome == c.outcome);
+            continue;
+        }
+        REQUIRE(step.pam_password);
+        CHECK(*step.pam_password == c.password);
+        CHECK(step.outcome == ClientAuth::Outcome::Continue);
+        auto verdict = auth.on_pam_checked(*c.pam_says);
+        CHECK(verdict.outcome == c.outcome);
+        if (c.outcome == ClientAuth::Outcome::Success) {
+            // The password PAM accepted is what the pool's servers log in with.
+            REQUIRE(auth.secret());
+            CHECK(auth.secret()->secret == c.password);
+            CHECK(auth.secret()->kind == SecretKind::Plain);
+        } else {
+            CHECK(verdict.sqlstate == protocol::sqlstate::kInvalidPassword);
+            CHECK(std::string(auth.failure_reason()) == "PAM authentication failed");
+        }
+    }
+    // A verdict nobody asked for is an internal error, not a login.
+    ClientAuth unasked(AuthType::Pam, file, true, "alice");
+    (void)unasked.start();
+    CHECK(unasked.on_pam_checked(true).outcome == ClientAuth::Outcome::Failure);
 }

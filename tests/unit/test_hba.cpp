@@ -63,8 +63,10 @@ sockaddr_storage ipv6(const char* text) {
 
 // The method of the first matching line, "none" when no line matches.
 std::string decide(const HbaRules& rules, const char* transport, const char* address,
-                   const char* database, const char* user) {
+                   const char* database, const char* user,
+                   ReplicationMode replication = ReplicationMode::None) {
     HbaClient client;
+    client.replication = replication;
     sockaddr_storage ss{};
     std::string t = transport;
     client.unix_socket = t == "local";
@@ -205,9 +207,9 @@ TEST_CASE("hba: quoting and keywords") {
     CHECK(spaced.rules[0].databases.names == std::set<std::string>{"app", "reports"});
 }
 
-TEST_CASE("hba: lines PgBouncer 1.24 keeps that never match: replication, a mask with host bits") {
-    // `replication` matches replication connections only, which pgtether refuses; an address
-    // with bits outside its mask is kept with PgBouncer's warning and matches no client.
+TEST_CASE("hba: `replication` lines, and a mask with host bits") {
+    // `replication` matches physical replication connections only; an address with bits
+    // outside its mask is kept with PgBouncer's warning and matches no client.
     auto rules = parse(
         "host replication all 0.0.0.0/0 reject\n"
         "host replication,app all 0.0.0.0/0 password\n"
@@ -219,6 +221,19 @@ TEST_CASE("hba: lines PgBouncer 1.24 keeps that never match: replication, a mask
     CHECK(decide(rules, "tcp", "10.0.0.1", "app", "u") == "password");
     CHECK(decide(rules, "tls", "192.168.1.1", "db", "u") == "md5");
     CHECK(decide(rules, "tcp", "10.0.0.1", "db", "u") == "md5");
+    // Physical replication: only the `replication` lines (the first one matching), never `all`;
+    // logical replication matches by database name, as any connection.
+    CHECK(decide(rules, "tcp", "10.0.0.1", "db", "u", ReplicationMode::Physical) == "reject");
+    CHECK(decide(rules, "tcp", "10.0.0.1", "app", "u", ReplicationMode::Logical) == "password");
+    CHECK(decide(rules, "tcp", "10.0.0.1", "db", "u", ReplicationMode::Logical) == "md5");
+    auto physical_only = parse(
+        "host all all 0.0.0.0/0 trust\n"
+        "host replication,app repl 0.0.0.0/0 scram-sha-256\n");
+    CHECK(decide(physical_only, "tcp", "10.0.0.1", "db", "repl", ReplicationMode::Physical) ==
+          "scram-sha-256");
+    CHECK(decide(physical_only, "tcp", "10.0.0.1", "db", "u", ReplicationMode::Physical) ==
+          "none");
+    CHECK(decide(physical_only, "tcp", "10.0.0.1", "replication", "u") == "trust");
     REQUIRE(rules.warnings.size() == 2);
     CHECK(rules.warnings[0] ==
           "address does not match mask in /etc/pgtether/hba.conf line #3: 192.168.1.1 / 0.0.0.0");

@@ -11,9 +11,9 @@ using S = ServerState;
 
 namespace {
 
-const S kAll[] = {S::Connecting, S::TlsAnswer, S::Login,     S::ConnectQuery, S::Idle,
-                  S::Used,       S::Linked,    S::Syncing,   S::Probing,      S::Resetting,
-                  S::Scrubbing,  S::Sweeping,  S::BeingCancelled, S::Closing};
+const S kAll[] = {S::Connecting, S::TlsAnswer, S::Login,    S::ConnectQuery, S::Idle,
+                  S::Used,       S::Linked,    S::Syncing,  S::Probing,      S::Relaying,
+                  S::Resetting,  S::Scrubbing, S::Sweeping, S::BeingCancelled, S::Closing};
 
 }  // namespace
 
@@ -38,6 +38,7 @@ TEST_CASE("server states: pool list, census, input and deadline") {
         {S::Linked, PoolList::Used, "active", true, In::Client, Due::None},
         {S::Syncing, PoolList::Used, "active", true, In::OwnQuery, Due::ForClient},
         {S::Probing, PoolList::Used, "active", true, In::OwnQuery, Due::ForClient},
+        {S::Relaying, PoolList::Used, "active", true, In::Relay, Due::None},
         {S::Resetting, PoolList::Used, "tested", false, In::OwnQuery, Due::CleanUp},
         {S::Scrubbing, PoolList::Used, "tested", false, In::OwnQuery, Due::CleanUp},
         {S::Sweeping, PoolList::Used, "tested", false, In::OwnQuery, Due::CleanUp},
@@ -80,6 +81,12 @@ TEST_CASE("server states: what may follow") {
         {S::Login, S::Idle, true},        // released after login
         {S::Login, S::Resetting, true},   // session mode resets before the first use
         {S::Login, S::Linked, false},     // a waiting client gets it through the idle list
+        {S::Login, S::Relaying, true},    // a replication client's own backend
+        {S::Relaying, S::Idle, false},    // never reused: closed when either side leaves
+        {S::Relaying, S::Linked, false},
+        {S::Relaying, S::Resetting, false},
+        {S::Linked, S::Relaying, false},
+        {S::Idle, S::Relaying, false},
         {S::ConnectQuery, S::Linked, false},
         {S::Resetting, S::Linked, false},
         {S::Scrubbing, S::Linked, false},
