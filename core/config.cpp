@@ -5,6 +5,7 @@
 // every place where pgtether is deliberately stricter. The tables below are the single place that
 // says which keys exist and which ones pgtether honours.
 #include "core/config.hpp"
+#include "core/ldap_options.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -84,6 +85,8 @@ const char* to_string(AuthType type) {
             return "hba";
         case AuthType::Pam:
             return "pam";
+        case AuthType::Ldap:
+            return "ldap";
     }
     return "?";
 }
@@ -310,9 +313,8 @@ KeySpec<Owner> key(std::string_view name, Kind kind, bool supported,
 }
 
 constexpr std::array<std::string_view, 3> kPoolModes = {"session", "transaction", "statement"};
-// PgBouncer also has "ldap" (1.25, LDAP builds only); pgtether refuses it as an invalid value.
-constexpr std::array<std::string_view, 8> kAuthTypes = {"any",           "trust", "plain", "md5",
-                                                        "scram-sha-256", "cert",  "hba",   "pam"};
+constexpr std::array<std::string_view, 9> kAuthTypes = {
+    "any", "trust", "plain", "md5", "scram-sha-256", "cert", "hba", "pam", "ldap"};
 constexpr std::array<std::string_view, 6> kSslModes = {"disable", "allow",     "prefer",
                                                        "require", "verify-ca", "verify-full"};
 // log_format (pgtether's own): PgBouncer's text lines, or one JSON object per line.
@@ -334,7 +336,14 @@ constexpr std::array<std::string_view, 6> kTargetSessionAttrs = {
     "any", "read-write", "read-only", "primary", "standby", "prefer-standby"};
 
 // The global auth_dbname may not name the admin console (PgBouncer's cf_set_authdb, its words).
-std::optional<std::string> auth_dbname_refusal(std::string_view name, std::string_view value) {
+// Values of a valid form that cannot work: a reserved auth_dbname, LDAP options that do not
+// parse (core/ldap_options.hpp; checked here, not at the first LDAP login).
+std::optional<std::string> value_refusal(std::string_view name, std::string_view value) {
+    if (name == "auth_ldap_options" && !value.empty()) {
+        auto parsed = parse_ldap_options(value);
+        if (auto* error = std::get_if<std::string>(&parsed)) return *error;
+        return std::nullopt;
+    }
     if (name != "auth_dbname" || (value != "pgbouncer" && value != "pgtether")) return std::nullopt;
     return "cannot use the reserved \"" + std::string(value) + "\" database as an auth_dbname";
 }
@@ -375,9 +384,7 @@ const std::vector<GlobalKey>& global_keys() {
         key<C>("auth_file", Kind::String, kHonoured, "", &C::auth_file),
         key<C>("auth_hba_file", Kind::String, kHonoured, "", &C::auth_hba_file),
         key<C>("auth_ident_file", Kind::String, kHonoured, "", &C::auth_ident_file),  // 1.23
-        key<C>("auth_ldap_options", Kind::String, kHonoured, "")  // 1.25
-            .refused("LDAP authentication is not supported (auth_type = ldap is refused too); "
-                     "use scram-sha-256, md5, cert or auth_query"),
+        key<C>("auth_ldap_options", Kind::String, kHonoured, "", &C::auth_ldap_options),  // 1.25
         // pgtether's own: the PAM service of auth_type = pam (PgBouncer's is fixed, "pgbouncer";
         // PostgreSQL's pg_hba.conf says it with pamservice=).
         key<C>("auth_pam_service", Kind::String, kHonoured, "pgbouncer", &C::auth_pam_service),
@@ -763,7 +770,8 @@ E enum_from(const std::array<std::string_view, N>& names, const std::string& val
 
 // The choice arrays are in enum order, so the index is the enumerator.
 static_assert(static_cast<int>(PoolMode::Statement) == 2);
-static_assert(static_cast<int>(AuthType::Pam) == 7 && static_cast<int>(AuthType::Hba) == 6);
+static_assert(static_cast<int>(AuthType::Pam) == 7 && static_cast<int>(AuthType::Hba) == 6 &&
+              static_cast<int>(AuthType::Ldap) == 8);
 static_assert(static_cast<int>(LockTracking::Off) == 2);
 static_assert(static_cast<int>(SslMode::VerifyFull) == 5);
 
@@ -992,13 +1000,10 @@ class Loader {
         auto parsed = parse_value(*spec, e.value);
         if (!parsed) {
             std::string message = parsed.error;
-            if (spec->name == "auth_type" && lowered(e.value) == "ldap") {
-                message = "ldap authentication is not supported by pgtether; " + message;
-            }
             throw ConfigError(e.file, e.line, e.name,
                               "invalid value \"" + e.value + "\": " + message);
         }
-        if (auto refusal = auth_dbname_refusal(spec->name, e.value)) {
+        if (auto refusal = value_refusal(spec->name, e.value)) {
             throw ConfigError(e.file, e.line, e.name,
                               "invalid value \"" + e.value + "\": " + *refusal);
         }
@@ -1122,6 +1127,11 @@ class Loader {
         if (auto refusal = track_extra_refusal(cfg_.track_extra_parameters, cfg_.session_settings)) {
             const Note where = track_extra_note_.value_or(Note{main_file_, 0, "session_settings"});
             errors.emplace_back(where.file, where.line, where.key, *refusal);
+        }
+        if (cfg_.auth_type == AuthType::Ldap && cfg_.auth_ldap_options.empty()) {
+            errors.emplace_back(main_file_, 0, "auth_ldap_options",
+                                "auth_type = ldap needs auth_ldap_options (the LDAP server and "
+                                "how to find the user)");
         }
     }
 
@@ -1264,7 +1274,7 @@ void set_config_value(Config& config, std::string_view key, std::string_view val
         throw ConfigError("SET", 0, name,
                           "invalid value \"" + std::string(value) + "\": " + parsed.error);
     }
-    if (auto refusal = auth_dbname_refusal(spec->name, value)) {
+    if (auto refusal = value_refusal(spec->name, value)) {
         throw ConfigError("SET", 0, name,
                           "invalid value \"" + std::string(value) + "\": " + *refusal);
     }

@@ -27,7 +27,7 @@ using Duration = std::chrono::microseconds;
 
 enum class PoolMode { Session, Transaction, Statement };
 // PgBouncer's auth_type values (docs/tls-and-auth.md).
-enum class AuthType { Any, Trust, Plain, Md5, ScramSha256, Cert, Hba, Pam };
+enum class AuthType { Any, Trust, Plain, Md5, ScramSha256, Cert, Hba, Pam, Ldap };
 // client_tls_sslmode / server_tls_sslmode (docs/tls-and-auth.md), in increasing strictness.
 enum class SslMode { Disable, Allow, Prefer, Require, VerifyCa, VerifyFull };
 // advisory_lock_tracking: when the tether probes a backend for session advisory locks.
@@ -159,6 +159,7 @@ struct Config {
     std::string auth_file;
     std::string auth_hba_file;
     std::string auth_pam_service = "pgbouncer";  // auth_type = pam: the PAM service name
+    std::string auth_ldap_options;  // auth_type = ldap: core/ldap_options.hpp (checked at load)
     std::string auth_ident_file;  // 1.23: user name maps for hba peer and cert lines
     std::string auth_user;
     std::string auth_query =

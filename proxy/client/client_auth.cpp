@@ -63,6 +63,7 @@ ClientAuth::~ClientAuth() = default;
 const char* ClientAuth::failure_reason() const {
     if (type_ == AuthType::Trust) return "\"trust\" authentication failed";
     if (type_ == AuthType::Pam) return "PAM authentication failed";
+    if (type_ == AuthType::Ldap) return "LDAP authentication failed";
     if (method_ == Method::Scram) return "SASL authentication failed";
     return "password authentication failed";
 }
@@ -85,7 +86,8 @@ ClientAuth::Step ClientAuth::start() {
             return {Outcome::Success, {}, {}, {}, {}, {}};
         case AuthType::Plain:
         case AuthType::Pam:
-            // PAM needs the password itself, as PostgreSQL's `pam` method asks for it.
+        case AuthType::Ldap:
+            // PAM and LDAP need the password itself, as PostgreSQL's methods ask for it.
             method_ = Method::Cleartext;
             protocol::append_authentication(step.reply, protocol::AuthRequest::CleartextPassword);
             return step;
@@ -182,7 +184,7 @@ ClientAuth::Step ClientAuth::on_derived(const protocol::ScramSecret& derived) {
             pending_password_.clear();
             return {Outcome::Success, {}, {}, {}, {}, {}};
         }
-        case Awaiting::PamCheck:
+        case Awaiting::ExternalCheck:
         case Awaiting::Nothing:
             break;
     }
@@ -193,18 +195,18 @@ ClientAuth::Step ClientAuth::on_derived(const protocol::ScramSecret& derived) {
             {}, {}};
 }
 
-ClientAuth::Step ClientAuth::on_pam_checked(bool ok) {
-    if (awaiting_ != Awaiting::PamCheck) {
+ClientAuth::Step ClientAuth::on_external_check(bool ok) {
+    if (awaiting_ != Awaiting::ExternalCheck) {
         return {Outcome::Failure, {}, protocol::sqlstate::kInternalError,
-                "unexpected PAM result", {}, {}};
+                "unexpected password check result", {}, {}};
     }
     awaiting_ = Awaiting::Nothing;
     std::string password = std::move(pending_password_);
     pending_password_.clear();
     if (!ok) {
-        // PgBouncer's words; PostgreSQL's SQLSTATE for a failed PAM login.
+        // PgBouncer's words (failure_reason); PostgreSQL's SQLSTATE for a failed login.
         return {Outcome::Failure, {}, protocol::sqlstate::kInvalidPassword,
-                "PAM authentication failed for user \"" + user_ + "\"", {}, {}};
+                std::string(failure_reason()) + " for user \"" + user_ + "\"", {}, {}};
     }
     secret_ = UserSecret{user_, std::move(password), SecretKind::Plain};
     return {Outcome::Success, {}, {}, {}, {}, {}};
@@ -248,11 +250,11 @@ ClientAuth::Step ClientAuth::on_cleartext(protocol::ByteSpan body) {
     }
     std::string pw(*password);
     if (pw.empty()) return fail_password();  // for every user alike, without any work
-    if (type_ == AuthType::Pam) {
-        awaiting_ = Awaiting::PamCheck;
+    if (type_ == AuthType::Pam || type_ == AuthType::Ldap) {
+        awaiting_ = Awaiting::ExternalCheck;
         pending_password_ = pw;
         Step step;
-        step.pam_password = std::move(pw);
+        step.external_check = std::move(pw);
         return step;
     }
     KeyDerivation derivation;

@@ -41,9 +41,9 @@ public:
         // Continue, once this is derived: nothing more is fed to the exchange until
         // on_derived has the result.
         std::optional<KeyDerivation> derive;
-        // Continue, once PAM has checked this password (auth_type = pam): nothing more is fed
-        // to the exchange until on_pam_checked has the verdict.
-        std::optional<std::string> pam_password;
+        // Continue, once PAM or LDAP has checked this password (auth_type = pam / ldap):
+        // nothing more is fed to the exchange until on_external_check has the verdict.
+        std::optional<std::string> external_check;
     };
 
     // `scram_iterations` (the key of that name): the iteration count of the SCRAM secrets made
@@ -64,9 +64,10 @@ public:
     Step on_password_message(protocol::ByteSpan body);
     // The result of the derivation the last step asked for.
     Step on_derived(const protocol::ScramSecret& derived);
-    // PAM's verdict on the password the last step asked it to check; on success the password
-    // is kept as the user's (secret(): the pool's servers log in with it, as PgBouncer's do).
-    Step on_pam_checked(bool ok);
+    // PAM's or LDAP's verdict on the password the last step asked it to check; on success the
+    // password is kept as the user's (secret(): the pool's servers log in with it, as
+    // PgBouncer's do).
+    Step on_external_check(bool ok);
 
     // What the client must send next, in PostgreSQL's words for a message of another type
     // ("expected SASL response, got message type 0"): "SASL response" in a SCRAM exchange,
@@ -100,7 +101,7 @@ private:
     // The ScramServer, once the exchange's derivation is done.
     void build_scram_server(const protocol::ScramSecret& derived);
     // What the pending derivation is for.
-    enum class Awaiting { Nothing, ScramSecret, CleartextCheck, PamCheck };
+    enum class Awaiting { Nothing, ScramSecret, CleartextCheck, ExternalCheck };
 
     AuthType type_;
     std::string user_;
@@ -114,7 +115,7 @@ private:
     bool scram_started_ = false;
     std::string failure_log_;
     Awaiting awaiting_ = Awaiting::Nothing;
-    std::string pending_password_;  // CleartextCheck, PamCheck: what the client sent
+    std::string pending_password_;  // CleartextCheck, ExternalCheck: what the client sent
 };
 
 }  // namespace pgtether

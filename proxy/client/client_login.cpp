@@ -21,6 +21,7 @@
 #include "proxy/client/pam_check.hpp"
 #include "core/client_limits.hpp"
 #include "core/hba.hpp"
+#include "core/ldap_options.hpp"
 #include "core/ident_map.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/net/tls.hpp"
@@ -433,17 +434,33 @@ void Client::carry_out(ClientAuth::Step step) {
             std::move(*step.derive), [this](const protocol::ScramSecret& derived) {
                 resume_authentication([&] { return auth_->on_derived(derived); });
             });
-    } else if (step.pam_password) {
-        // The PAM stack on a pool thread too: it may read files or wait on a network service.
-        PamRequest request;
-        request.service = worker_.config().auth_pam_service;
-        request.user = user_;
-        request.password = std::move(*step.pam_password);
-        if (tcp_) request.remote_host = stream_.peer_host();
-        ticket = worker_.login_work().check_pam(std::move(request), [this](const PamVerdict& v) {
-            if (!v.ok) spdlog::warn("{}: PAM: {}", describe(), v.failure);
-            resume_authentication([&] { return auth_->on_pam_checked(v.ok); });
-        });
+    } else if (step.external_check) {
+        // PAM and LDAP on a pool thread too: they may read files or wait on a network service.
+        const auto& config = worker_.config();
+        const bool ldap = config.auth_type == AuthType::Ldap;
+        auto checked = [this, ldap](const PasswordVerdict& v) {
+            if (!v.ok) spdlog::warn("{}: {}: {}", describe(), ldap ? "LDAP" : "PAM", v.failure);
+            resume_authentication([&] { return auth_->on_external_check(v.ok); });
+        };
+        if (ldap) {
+            // Checked when the configuration was loaded (core/ldap_options.hpp).
+            auto options = parse_ldap_options(config.auth_ldap_options);
+            if (auto* error = std::get_if<std::string>(&options)) {
+                spdlog::warn("{}: auth_ldap_options: {}", describe(), *error);
+                fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");
+                return;
+            }
+            LdapRequest request{std::get<LdapOptions>(std::move(options)), user_,
+                                std::move(*step.external_check)};
+            ticket = worker_.login_work().check_ldap(std::move(request), checked);
+        } else {
+            PamRequest request;
+            request.service = config.auth_pam_service;
+            request.user = user_;
+            request.password = std::move(*step.external_check);
+            if (tcp_) request.remote_host = stream_.peer_host();
+            ticket = worker_.login_work().check_pam(std::move(request), checked);
+        }
     } else {
         return;
     }

@@ -28,10 +28,19 @@ std::optional<std::uint64_t> LoginWork::derive(KeyDerivation what, Derived done)
     return queue(std::move(task));
 }
 
-std::optional<std::uint64_t> LoginWork::check_pam(PamRequest what, PamChecked done) {
-    auto verdict = std::make_shared<PamVerdict>();
+std::optional<std::uint64_t> LoginWork::check_pam(PamRequest what, Checked done) {
+    return check([what = std::move(what)] { return run_pam_check(what); }, std::move(done));
+}
+
+std::optional<std::uint64_t> LoginWork::check_ldap(LdapRequest what, Checked done) {
+    return check([what = std::move(what)] { return run_ldap_check(what); }, std::move(done));
+}
+
+std::optional<std::uint64_t> LoginWork::check(std::function<PasswordVerdict()> run,
+                                              Checked done) {
+    auto verdict = std::make_shared<PasswordVerdict>();
     Task task;
-    task.work = [verdict, what = std::move(what)] { *verdict = run_pam_check(what); };
+    task.work = [verdict, run = std::move(run)] { *verdict = run(); };
     task.done = [verdict, done = std::move(done)] { done(*verdict); };
     return queue(std::move(task));
 }

@@ -1,11 +1,12 @@
-// Blocking login work off the event loop (docs/tls-and-auth.md, "Password hashing" and "PAM"):
-// the SCRAM key derivations of client logins and PAM conversations run on libuv's thread pool
-// (uv_queue_work), at most kMaxRunning at a time per worker, the others queued in order. A
-// derivation costs milliseconds (4096 iterations) to a tenth of a second (100,000,
-// kScramMaxIterations); a PAM stack may wait on a network service. On the loop, a flood of
-// logins stalled every other client of the worker (issue 27: a bystander's SELECT 1 went from 0.9
-// to 56 ms at 82 start-up packets/s, to over half a second at 12 wrong passwords/s against a
-// 100k-iteration secret). Now the loop only queues and collects them.
+// Blocking login work off the event loop (docs/tls-and-auth.md, "Password hashing", "PAM",
+// "LDAP"): the SCRAM key derivations of client logins, PAM conversations and LDAP binds run on
+// libuv's thread pool (uv_queue_work), at most kMaxRunning at a time per worker, the others
+// queued in order. A derivation costs milliseconds (4096 iterations) to a tenth of a second
+// (100,000, kScramMaxIterations); a PAM stack or an LDAP server may take a network round trip or
+// more. On the loop, a flood of logins stalled every other client of the worker (issue 27: a
+// bystander's SELECT 1 went from 0.9 to 56 ms at 82 start-up packets/s, to over half a second at
+// 12 wrong passwords/s against a 100k-iteration secret). Now the loop only queues and collects
+// them.
 //
 // The bound keeps a flood from taking libuv's whole pool (4 threads unless UV_THREADPOOL_SIZE
 // says otherwise; DNS lookups share it) and spreads a worker's share fairly: logins queue for
@@ -22,6 +23,7 @@
 #include <string>
 
 #include "protocol/scram.hpp"
+#include "proxy/client/ldap_check.hpp"
 #include "proxy/client/pam_check.hpp"
 
 namespace pgtether {
@@ -38,7 +40,7 @@ class LoginWork {
     static constexpr std::size_t kMaxRunning = 2;
     static constexpr std::size_t kMaxQueued = 1000;
     using Derived = std::function<void(const protocol::ScramSecret&)>;
-    using PamChecked = std::function<void(const PamVerdict&)>;
+    using Checked = std::function<void(const PasswordVerdict&)>;
 
     explicit LoginWork(uv_loop_t* loop) : loop_(loop) {}
     // Running work finishes on its threads; its results are dropped.
@@ -46,10 +48,11 @@ class LoginWork {
     LoginWork(const LoginWork&) = delete;
     LoginWork& operator=(const LoginWork&) = delete;
 
-    // Queue a derivation / a PAM check; `done` runs on the loop with the result, exactly once,
-    // unless cancel() comes first. nullopt: the queue is full (`done` never runs).
+    // Queue a derivation / a PAM or LDAP check; `done` runs on the loop with the result,
+    // exactly once, unless cancel() comes first. nullopt: the queue is full (`done` never runs).
     [[nodiscard]] std::optional<std::uint64_t> derive(KeyDerivation what, Derived done);
-    [[nodiscard]] std::optional<std::uint64_t> check_pam(PamRequest what, PamChecked done);
+    [[nodiscard]] std::optional<std::uint64_t> check_pam(PamRequest what, Checked done);
+    [[nodiscard]] std::optional<std::uint64_t> check_ldap(LdapRequest what, Checked done);
     // The client went away: its `done` will not run (running work still finishes).
     void cancel(std::uint64_t ticket);
 
@@ -65,6 +68,9 @@ class LoginWork {
     };
     struct Job;
     [[nodiscard]] std::optional<std::uint64_t> queue(Task task);
+    // A password check (`run`, on the pool thread) whose verdict goes to `done`.
+    [[nodiscard]] std::optional<std::uint64_t> check(std::function<PasswordVerdict()> run,
+                                                     Checked done);
     static void work(uv_work_t* request);
     static void after_work(uv_work_t* request, int status);
     void start_next();

@@ -34,8 +34,8 @@ int converse(int count, const struct pam_message** messages, struct pam_response
 
 }  // namespace
 
-PamVerdict run_pam_check(const PamRequest& request) {
-    PamVerdict verdict;
+PasswordVerdict run_pam_check(const PamRequest& request) {
+    PasswordVerdict verdict;
     // PAM keeps a pointer to the conversation and its data for the handle's life.
     std::string password = request.password;
     const pam_conv conversation{&converse, &password};

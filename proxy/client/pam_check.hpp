@@ -10,6 +10,8 @@
 
 #include <string>
 
+#include "proxy/client/password_verdict.hpp"
+
 namespace pgtether {
 
 struct PamRequest {
@@ -19,11 +21,6 @@ struct PamRequest {
     std::string remote_host;  // PAM_RHOST: the client's address, "" for the Unix socket
 };
 
-struct PamVerdict {
-    bool ok = false;
-    std::string failure;  // for the log: which call failed and PAM's own words
-};
-
-PamVerdict run_pam_check(const PamRequest& request);
+PasswordVerdict run_pam_check(const PamRequest& request);
 
 }  // namespace pgtether

@@ -60,6 +60,11 @@ void Pool::apply_config(const DatabaseConfig& database) {
 // ---------------------------------------------------------------------------------------------
 // Credentials
 
+bool Pool::external_password_check() const {
+    const AuthType type = worker_.config().auth_type;
+    return type == AuthType::Pam || type == AuthType::Ldap;
+}
+
 ServerCredentials Pool::server_credentials() const {
     ServerCredentials credentials;
     credentials.user = user_;
@@ -70,9 +75,9 @@ ServerCredentials Pool::server_credentials() const {
     }
     const auto& auth_file = worker_.auth_file();
     const UserSecret* secret = nullptr;
-    // auth_type = pam: the password PAM accepted, auth_file ignored (PgBouncer's rule).
-    const bool pam = worker_.config().auth_type == AuthType::Pam;
-    if (pam && fetched_secret_) {
+    // auth_type = pam / ldap: the password PAM or LDAP accepted, auth_file ignored (PgBouncer's
+    // rule).
+    if (external_password_check() && fetched_secret_) {
         secret = &*fetched_secret_;
     } else if (auto it = auth_file.find(user_); it != auth_file.end()) {
         secret = &it->second;
@@ -96,9 +101,9 @@ void Pool::learn_client_credentials(const ClientAuth& auth) {
     // SCRAM pass-through: a client proved it knows the password behind the SCRAM secret in
     // auth_file; its ClientKey lets us answer the server's SCRAM challenge for the same secret.
     if (auth.secret() &&
-        (worker_.auth_file().count(user_) == 0 || worker_.config().auth_type == AuthType::Pam)) {
-        // auth_query's answer, or the password PAM accepted: the only copy of this user's
-        // secret pgtether has.
+        (worker_.auth_file().count(user_) == 0 || external_password_check())) {
+        // auth_query's answer, or the password PAM or LDAP accepted: the only copy of this
+        // user's secret pgtether has.
         fetched_secret_ = *auth.secret();
     }
     auto client_key = auth.scram_client_key();

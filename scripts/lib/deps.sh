@@ -26,7 +26,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # libpq), PostgreSQL 15 (initdb, pg_ctl, psql, pgbench), ss for free ports, /proc tools.
 PGT_DEPS_DEMO=(
     build-essential cmake pkg-config
-    libuv1-dev libssl-dev libspdlog-dev libpam0g-dev
+    libuv1-dev libssl-dev libspdlog-dev libpam0g-dev libldap-dev
     postgresql procps iproute2
 )
 # Everything scripts/test needs besides the demo's set: the test code's libraries, PgBouncer and
@@ -37,7 +37,7 @@ PGT_DEPS_DEMO=(
 PGT_DEPS_TEST=(
     libpq-dev doctest-dev
     postgresql-contrib pgbouncer python3-psycopg
-    openssl nftables haproxy
+    openssl nftables haproxy slapd
     debhelper lintian logrotate
     prometheus
 )

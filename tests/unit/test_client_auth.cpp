@@ -234,14 +234,14 @@ TEST_CASE("client_auth: pam asks for the password and leaves the verdict to PAM"
         auto step = auth.on_password_message(protocol::as_bytes(password_body(c.password)));
         CHECK_FALSE(step.derive);
         if (!c.pam_says) {
-            CHECK_FALSE(step.pam_password);
+            CHECK_FALSE(step.external_check);
             CHECK(step.outcome == c.outcome);
             continue;
         }
-        REQUIRE(step.pam_password);
-        CHECK(*step.pam_password == c.password);
+        REQUIRE(step.external_check);
+        CHECK(*step.external_check == c.password);
         CHECK(step.outcome == ClientAuth::Outcome::Continue);
-        auto verdict = auth.on_pam_checked(*c.pam_says);
+        auto verdict = auth.on_external_check(*c.pam_says);
         CHECK(verdict.outcome == c.outcome);
         if (c.outcome == ClientAuth::Outcome::Success) {
             // The password PAM accepted is what the pool's servers log in with.
@@ -256,5 +256,5 @@ TEST_CASE("client_auth: pam asks for the password and leaves the verdict to PAM"
     // A verdict nobody asked for is an internal error, not a login.
     ClientAuth unasked(AuthType::Pam, file, true, "alice");
     (void)unasked.start();
-    CHECK(unasked.on_pam_checked(true).outcome == ClientAuth::Outcome::Failure);
+    CHECK(unasked.on_external_check(true).outcome == ClientAuth::Outcome::Failure);
 }

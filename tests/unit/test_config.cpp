@@ -516,6 +516,7 @@ TEST_CASE("the table honours exactly the keys pgtether implements") {
                                             "auth_type",
                                             "auth_file",
                                             "auth_hba_file",
+                                            "auth_ldap_options",
                                             "auth_ident_file",
                                             "auth_pam_service",
                                             "auth_user",
@@ -868,7 +869,10 @@ TEST_CASE("bad values of each type") {
         {"server_round_robin = true", "server_round_robin", "0 (off) or 1 (on)"},
         {"pool_mode = txn", "pool_mode", "expected one of: session, transaction, statement"},
         {"auth_type = password", "auth_type", "expected one of: any, trust, plain, md5"},
-        {"auth_type = ldap", "auth_type", "ldap authentication is not supported"},
+        {"auth_ldap_options = ldapserver=h", "auth_ldap_options",
+         "requires argument \"ldapbasedn\", \"ldapprefix\", or \"ldapsuffix\""},
+        {"auth_ldap_options = ldapbasedn=dc=x ldapport=0", "auth_ldap_options",
+         "invalid LDAP port number: \"0\""},
         {"auth_dbname = pgbouncer", "auth_dbname",
          "cannot use the reserved \"pgbouncer\" database as an auth_dbname"},
         {"client_tls_sslmode = maybe", "client_tls_sslmode", "expected one of: disable"},
@@ -1037,7 +1041,6 @@ TEST_CASE("keys pgtether does not act on: the neutral value loads, any other is 
         const char* says;
     };
     const Case refused[] = {
-        {"auth_ldap_options = host=ldap", "LDAP authentication is not supported"},
         {"dns_zone_check_period = 60", "without serial checks"},
         {"resolv_conf = /etc/pgbouncer/resolv.conf", "system resolver"},
         {"sbuf_loopcnt = 0", "bounds each connection's turn"},
@@ -1055,7 +1058,6 @@ TEST_CASE("keys pgtether does not act on: the neutral value loads, any other is 
     // Their neutral values (PgBouncer's defaults) load, and nothing is reported.
     auto cfg = load_text(
         "[pgbouncer]\n"
-        "auth_ldap_options =\n"
         "dns_zone_check_period = 0\n"
         "resolv_conf =\n"
         "sbuf_loopcnt = 5\n"
