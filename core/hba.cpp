@@ -29,6 +29,8 @@ const char* to_string(HbaMethod method) {
             return "cert";
         case HbaMethod::Peer:
             return "peer";
+        case HbaMethod::Ldap:
+            return "ldap";
     }
     return "?";
 }
@@ -163,10 +165,37 @@ HbaMethod method_of(const std::string& word, const std::string& file, int line_n
     if (word == "scram-sha-256") return HbaMethod::ScramSha256;
     if (word == "cert") return HbaMethod::Cert;
     if (word == "peer") return HbaMethod::Peer;
+    if (word == "ldap") return HbaMethod::Ldap;
     throw ConfigError(file, line_no, "",
                       "authentication method \"" + word +
                           "\" is not supported (expected trust, reject, md5, password, "
-                          "scram-sha-256, cert or peer)");
+                          "scram-sha-256, cert, peer or ldap)");
+}
+
+// An ldap line's options as key/value pairs: `key=value` tokens, where a quoted value is a token
+// of its own after `key=` (the tokenizer ends a word at a quote), and a comma list holds several.
+std::vector<std::pair<std::string, std::string>> ldap_option_pairs(
+    const std::vector<std::vector<HbaToken>>& fields, std::size_t from, const std::string& file,
+    int line_no) {
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (std::size_t f = from; f < fields.size(); ++f) {
+        for (const HbaToken& token : fields[f]) {
+            const auto equals = token.text.find('=');
+            if (token.quoted || equals == std::string::npos) {
+                throw ConfigError(file, line_no, "",
+                                  "LDAP option \"" + token.text + "\" is not key=value");
+            }
+            std::string key = token.text.substr(0, equals);
+            std::string value = token.text.substr(equals + 1);
+            const bool quoted_value_follows = value.empty() && !token.comma_after &&
+                                              f + 1 < fields.size() && fields[f + 1].size() == 1 &&
+                                              fields[f + 1][0].quoted;
+            if (quoted_value_follows) value = fields[++f][0].text;
+            pairs.emplace_back(std::move(key), std::move(value));
+            if (quoted_value_follows) break;
+        }
+    }
+    return pairs;
 }
 
 bool names_match(const HbaNames& names, std::string_view name, std::string_view user) {
@@ -282,6 +311,14 @@ HbaRules parse_hba(std::string_view text, const std::string& file_name,
             }
         }
         rule.method = method_of(single(next++, "authentication method").text, file_name, line_no);
+        if (rule.method == HbaMethod::Ldap) {
+            auto options = ldap_options_from(ldap_option_pairs(fields, next, file_name, line_no));
+            if (auto* error = std::get_if<std::string>(&options)) {
+                throw ConfigError(file_name, line_no, "", *error);
+            }
+            rule.ldap = std::get<LdapOptions>(std::move(options));
+            next = fields.size();
+        }
         if (next + 1 < fields.size()) {
             throw ConfigError(file_name, line_no, "",
                               "unexpected \"" + fields[next + 1][0].text +

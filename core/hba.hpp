@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ldap_options.hpp"
 #include "core/replication.hpp"
 
 struct sockaddr;
@@ -36,7 +37,7 @@ namespace pgtether {
 
 struct IdentMaps;  // core/ident_map.hpp
 
-enum class HbaMethod { Trust, Reject, Md5, Password, ScramSha256, Cert, Peer };
+enum class HbaMethod { Trust, Reject, Md5, Password, ScramSha256, Cert, Peer, Ldap };
 const char* to_string(HbaMethod method);
 
 struct HbaNames {
@@ -59,6 +60,7 @@ struct HbaRule {
     std::array<std::uint8_t, 16> mask{};
     HbaMethod method = HbaMethod::Reject;
     std::string ident_map;  // map=NAME (peer, cert): empty means system name == user name
+    std::optional<LdapOptions> ldap;  // ldap: the line's options (PgBouncer 1.25), checked
     std::string file;  // where the rule was written, for logs
     int line = 0;
 };

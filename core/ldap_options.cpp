@@ -162,10 +162,18 @@ std::string LdapOptions::uris() const {
 std::variant<LdapOptions, std::string> parse_ldap_options(std::string_view text) {
     auto split = split_pairs(text);
     if (auto* error = std::get_if<std::string>(&split)) return *error;
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (Pair& pair : std::get<std::vector<Pair>>(split)) {
+        pairs.emplace_back(std::move(pair.key), std::move(pair.value));
+    }
+    return ldap_options_from(pairs);
+}
+
+std::variant<LdapOptions, std::string> ldap_options_from(
+    const std::vector<std::pair<std::string, std::string>>& pairs) {
     LdapOptions options;
-    for (const Pair& pair : std::get<std::vector<Pair>>(split)) {
-        const std::string& key = pair.key;
-        const std::string& value = pair.value;
+    for (const auto& [key, value] : pairs) {
+        if (value.empty()) return "\"" + key + "=\" has an empty value";
         if (key == "ldaptls") {
             options.start_tls = value == "1";
         } else if (key == "ldapscheme") {

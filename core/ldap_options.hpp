@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -45,6 +46,10 @@ struct LdapOptions {
 // Parses `key=value` pairs separated by spaces or commas (a value may be "quoted", with "" for a
 // quote). An error says what is wrong, in PostgreSQL's / PgBouncer's words.
 std::variant<LdapOptions, std::string> parse_ldap_options(std::string_view text);
+
+// The same from key/value pairs already split (an auth_hba_file line's options).
+std::variant<LdapOptions, std::string> ldap_options_from(
+    const std::vector<std::pair<std::string, std::string>>& pairs);
 
 // The search filter for `user`: ldapsearchfilter with every $username replaced, else
 // "(ATTRIBUTE=USER)". nullopt when the user name holds a character that would change the filter

@@ -52,13 +52,12 @@ std::vector<std::pair<std::string, std::string>> replication_startup_parameters(
     const std::vector<std::pair<std::string, std::string>>& client) {
     entry.emplace_back("replication", mode == ReplicationMode::Logical ? "database" : "true");
     const std::size_t entry_count = entry.size();
-    for (const auto& [name, value] : client) {
+    for (const auto& parameter : client) {
         const auto begin = entry.begin();
         const auto end = begin + static_cast<std::ptrdiff_t>(entry_count);
-        if (std::find_if(begin, end, [&](const auto& p) { return p.first == name; }) != end) {
-            continue;
-        }
-        entry.emplace_back(name, value);
+        const auto same_name = [&](const auto& p) { return p.first == parameter.first; };
+        if (std::find_if(begin, end, same_name) != end) continue;
+        entry.push_back(parameter);
     }
     return entry;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/ldap_options.hpp"
 #include "core/listen_channels.hpp"
 #include "core/prepared_statements.hpp"
 #include "core/replication.hpp"
@@ -404,6 +405,8 @@ private:
         std::uint64_t message_rest = 0;  // bytes of the current client message still to relay
     };
     std::unique_ptr<Replication> replication_;  // replication clients only
+    // An auth_hba_file `ldap` line decided: its options (else auth_ldap_options applies).
+    std::unique_ptr<LdapOptions> hba_ldap_;
     // The start-up packet asks for replication: the client's parameters are kept for its
     // backend. False (and the client failed) for a value PostgreSQL refuses.
     bool take_replication_startup(const protocol::StartupPacket& packet);

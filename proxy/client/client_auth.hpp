@@ -80,6 +80,7 @@ public:
     // authentication failed".
     [[nodiscard]] const char* failure_reason() const;
 
+    [[nodiscard]] AuthType type() const { return type_; }
     // The secret the client proved it knows (for logging in to the server with it).
     [[nodiscard]] const std::optional<UserSecret>& secret() const { return secret_; }
     // After a successful SCRAM exchange: the ClientKey, which lets pgtether log in to a server

@@ -263,6 +263,11 @@ void Client::start_authentication() {
             case HbaMethod::ScramSha256:
                 method = AuthType::ScramSha256;
                 break;
+            case HbaMethod::Ldap:
+                // The line's own options (checked when the file was read).
+                method = AuthType::Ldap;
+                hba_ldap_ = std::make_unique<LdapOptions>(*rule->ldap);
+                break;
         }
     }
     if (method == AuthType::Cert) {
@@ -437,14 +442,15 @@ void Client::carry_out(ClientAuth::Step step) {
     } else if (step.external_check) {
         // PAM and LDAP on a pool thread too: they may read files or wait on a network service.
         const auto& config = worker_.config();
-        const bool ldap = config.auth_type == AuthType::Ldap;
+        const bool ldap = auth_->type() == AuthType::Ldap;
         auto checked = [this, ldap](const PasswordVerdict& v) {
             if (!v.ok) spdlog::warn("{}: {}: {}", describe(), ldap ? "LDAP" : "PAM", v.failure);
             resume_authentication([&] { return auth_->on_external_check(v.ok); });
         };
         if (ldap) {
-            // Checked when the configuration was loaded (core/ldap_options.hpp).
-            auto options = parse_ldap_options(config.auth_ldap_options);
+            // An auth_hba_file line's options, else auth_ldap_options (both checked when read).
+            auto options = hba_ldap_ ? std::variant<LdapOptions, std::string>(*hba_ldap_)
+                                     : parse_ldap_options(config.auth_ldap_options);
             if (auto* error = std::get_if<std::string>(&options)) {
                 spdlog::warn("{}: auth_ldap_options: {}", describe(), *error);
                 fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");

@@ -60,11 +60,6 @@ void Pool::apply_config(const DatabaseConfig& database) {
 // ---------------------------------------------------------------------------------------------
 // Credentials
 
-bool Pool::external_password_check() const {
-    const AuthType type = worker_.config().auth_type;
-    return type == AuthType::Pam || type == AuthType::Ldap;
-}
-
 ServerCredentials Pool::server_credentials() const {
     ServerCredentials credentials;
     credentials.user = user_;
@@ -75,9 +70,8 @@ ServerCredentials Pool::server_credentials() const {
     }
     const auto& auth_file = worker_.auth_file();
     const UserSecret* secret = nullptr;
-    // auth_type = pam / ldap: the password PAM or LDAP accepted, auth_file ignored (PgBouncer's
-    // rule).
-    if (external_password_check() && fetched_secret_) {
+    // The password PAM or LDAP accepted, auth_file ignored (PgBouncer's rule).
+    if (secret_checked_outside_ && fetched_secret_) {
         secret = &*fetched_secret_;
     } else if (auto it = auth_file.find(user_); it != auth_file.end()) {
         secret = &it->second;
@@ -100,11 +94,12 @@ ServerCredentials Pool::server_credentials() const {
 void Pool::learn_client_credentials(const ClientAuth& auth) {
     // SCRAM pass-through: a client proved it knows the password behind the SCRAM secret in
     // auth_file; its ClientKey lets us answer the server's SCRAM challenge for the same secret.
-    if (auth.secret() &&
-        (worker_.auth_file().count(user_) == 0 || external_password_check())) {
+    const bool checked_outside = auth.type() == AuthType::Pam || auth.type() == AuthType::Ldap;
+    if (auth.secret() && (worker_.auth_file().count(user_) == 0 || checked_outside)) {
         // auth_query's answer, or the password PAM or LDAP accepted: the only copy of this
         // user's secret pgtether has.
         fetched_secret_ = *auth.secret();
+        secret_checked_outside_ = checked_outside;
     }
     auto client_key = auth.scram_client_key();
     if (!client_key || !auth.secret() || auth.secret()->kind != SecretKind::Scram) return;

@@ -319,9 +319,9 @@ private:
     ParamValues default_params_;
     LoginBackoff login_backoff_;
     std::optional<protocol::ErrorFields> last_login_error_;
-    // auth_type = pam or ldap: the password a client logged in with is what servers use.
-    [[nodiscard]] bool external_password_check() const;
-    std::optional<UserSecret> fetched_secret_;  // from auth_query, for users not in auth_file
+    std::optional<UserSecret> fetched_secret_;
+    // fetched_secret_ is the password PAM or LDAP accepted: servers use it before auth_file's.
+    bool secret_checked_outside_ = false;  // from auth_query, for users not in auth_file
     std::optional<protocol::ScramKey> scram_client_key_;
     std::optional<protocol::ScramKey> scram_server_key_;
     PoolStats stats_;

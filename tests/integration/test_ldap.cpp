@@ -144,6 +144,20 @@ TEST_CASE("auth_type = ldap against a real slapd: both modes, refusals, server l
         CHECK(pooler.running());
     }
 
+    SUBCASE("an auth_hba_file ldap line with its own options") {
+        TempDir dir("pgt-ldap-hba", TestEnv::get().tmp_dir);
+        PoolerConfig config = ldap_pool(server + " ldapprefix=uid=nobody,");  // not this one
+        config.settings["auth_type"] = "hba";
+        config.settings["auth_hba_file"] = dir.write_file(
+            "hba.conf", "host all all 127.0.0.1/32 ldap " + server + " ldapprefix=\"uid=\" " +
+                            "ldapsuffix=\"," + kPeople + "\"\n");
+        Pgtether pooler(config);
+        Conn good = Conn::must(pooler.conninfo(slapd.user(), "", slapd.password()));
+        CHECK(good.exec_ok("SELECT current_user").value() == slapd.user());
+        Conn wrong(pooler.conninfo(slapd.user(), "", "wrong"));
+        REQUIRE_FALSE(wrong.ok());
+        CHECK(wrong.error().find("LDAP authentication failed") != std::string::npos);
+    }
     SUBCASE("an unreachable LDAP server fails the login, not pgtether") {
         Pgtether pooler(ldap_pool(server + " ldapbasedn=\"" + kBaseDn + "\""));
         slapd.stop();

@@ -471,3 +471,31 @@ TEST_CASE("ident maps: load_ident_file reports an unreadable file") {
         CHECK(contains(e.what(), "/nonexistent/ident.conf: cannot read ident map file"));
     }
 }
+
+TEST_CASE("hba: ldap lines carry their options (PgBouncer 1.25), checked when read") {
+    auto rules = parse(
+        "host all all 10.0.0.0/8 ldap ldapserver=ldap.example.net ldapport=1389 "
+        "ldapprefix=\"uid=\" ldapsuffix=\",ou=people,dc=example,dc=net\"\n"
+        "host all all 0.0.0.0/0 ldap ldapserver=a,ldaptls=1 "
+        "ldapurl=\"ldap://b/dc=example,dc=net?cn?one\"\n");
+    REQUIRE(rules.rules.size() == 2);
+    const auto& simple = rules.rules[0];
+    CHECK(simple.method == HbaMethod::Ldap);
+    REQUIRE(simple.ldap);
+    CHECK(simple.ldap->uris() == "ldap://ldap.example.net:1389");
+    CHECK(ldap_simple_bind_dn(*simple.ldap, "alice") == "uid=alice,ou=people,dc=example,dc=net");
+    const auto& url = rules.rules[1];
+    REQUIRE(url.ldap);
+    CHECK(url.ldap->start_tls);
+    CHECK(url.ldap->uris() == "ldap://b:389");  // ldapurl's host replaces ldapserver's
+    CHECK(url.ldap->base_dn == "dc=example,dc=net");
+    CHECK(ldap_search_filter(*url.ldap, "bob") == "(cn=bob)");
+    CHECK(decide(rules, "tcp", "10.1.2.3", "db", "u") == "ldap");
+    // What cannot work is refused with the line, as every other HBA mistake.
+    CHECK(contains(parse_error("host all all 0.0.0.0/0 md5\nhost all all 0.0.0.0/0 ldap\n"),
+                   "hba.conf:2: authentication method \"ldap\" requires argument"));
+    CHECK(contains(parse_error("host all all 0.0.0.0/0 ldap ldapserver=h ldapfoo=1\n"),
+                   "invalid LDAP key parameter: \"ldapfoo\""));
+    CHECK(contains(parse_error("host all all 0.0.0.0/0 ldap ldapserver=h \"ldapbasedn\"\n"),
+                   "is not key=value"));
+}
