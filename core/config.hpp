@@ -326,10 +326,6 @@ struct Config {
     // --- [peers], by peer id ---
     std::map<int, PeerConfig> peers;
 
-    // Recognised PgBouncer keys that pgtether accepts but does not act on, as
-    // "FILE:LINE: KEY: recognised but not supported by pgtether", in file order. main() logs each once.
-    std::vector<std::string> unsupported_keys;
-
     // The entry for `name`, else the "*" fallback entry (whose empty dbname means "the name the
     // client asked for"), else nullptr.
     const DatabaseConfig* find_database(const std::string& name) const;

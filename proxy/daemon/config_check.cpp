@@ -45,8 +45,6 @@ int run_config_check(const std::string& path, const std::string& running_path, s
                      path.c_str(), count, count == 1 ? "" : "s");
         return 1;
     }
-    for (const auto& note : check.config->unsupported_keys)
-        std::fprintf(err, "%s\n", note.c_str());
     for (const auto& warning : configuration_warnings(*check.config)) {
         std::fprintf(err, "%s\n", warning.c_str());
     }

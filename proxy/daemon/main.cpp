@@ -211,7 +211,6 @@ int main(int argc, char** argv) {
         return start_up_error(e.what());
     }
     const auto& config = *loaded.config;
-    for (const auto& note : config.unsupported_keys) spdlog::warn("{}", note);
     for (const auto& warning : pgtether::configuration_warnings(config))
         spdlog::warn("{}", warning);
 

@@ -102,8 +102,6 @@ std::optional<std::string> ConfigReloader::load_and_apply(Worker& worker) {
             any = true;
         }
         if (!any) spdlog::info("reload: no setting changed");
-        for (const auto& note : worker.config().unsupported_keys)
-            spdlog::warn("{}", note);
         for (const auto& warning : configuration_warnings(worker.config()))
             spdlog::warn("{}", warning);
         spdlog::info("configuration reloaded");

@@ -563,7 +563,6 @@ TEST_CASE(
     config.userlist = std::vector<std::pair<std::string, std::string>>{
         {TestEnv::get().superuser, ""}, {role, ""}};
     Pgtether pooler(config);
-    CHECK(pooler.log().find("disable_pqexec: recognised but not supported") == std::string::npos);
 
     // The extended protocol works: unnamed and named statements, in and out of a transaction.
     Conn conn = Conn::must(pooler.conninfo(role));
