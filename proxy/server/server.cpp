@@ -213,6 +213,16 @@ void Server::send_startup() {
     stream_.write(protocol::build_startup_message(params));
 }
 
+void Server::note_login_failure(const char* words, const protocol::ErrorFields& error) {
+    {
+        LogSqlstate sqlstate(error.sqlstate);
+        spdlog::warn("S-{} {}/{}: {}: {} {}", id_, pool_.database_name(), pool_.user_name(), words,
+                     error.severity.empty() ? "FATAL" : error.severity, error.message);
+    }
+    worker_.stats().login_failures++;
+    login_failed_reported_ = true;
+}
+
 void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind kind,
                           const char* close_reason) {
     if (state_ == State::Closing) return;
@@ -220,15 +230,8 @@ void Server::login_failed(const protocol::ErrorFields& error, LoginFailureKind k
         fail_replication_login(error);
         return;
     }
-    {
-        LogSqlstate sqlstate(error.sqlstate);
-        // PgBouncer's line: "server login failed: FATAL <message>".
-        spdlog::warn("S-{} {}/{}: server login failed: {} {}", id_, pool_.database_name(),
-                     pool_.user_name(), error.severity.empty() ? "FATAL" : error.severity,
-                     error.message);
-    }
-    worker_.stats().login_failures++;
-    login_failed_reported_ = true;
+    // PgBouncer's line: "server login failed: FATAL <message>".
+    note_login_failure("server login failed", error);
     // PgBouncer's words: "connect failed" when no connection was made (runbooks grep for it),
     // else the login's error message, as PgBouncer closes the server with it.
     const bool connected = state_ != State::Connecting;
@@ -514,15 +517,8 @@ void Server::finish_replication_login() {
 }
 
 void Server::fail_replication_login(const protocol::ErrorFields& error) {
-    {
-        LogSqlstate sqlstate(error.sqlstate);
-        // PgBouncer's line for a replication login ("S: login failed: FATAL <message>").
-        spdlog::warn("S-{} {}/{}: login failed: {} {}", id_, pool_.database_name(),
-                     pool_.user_name(), error.severity.empty() ? "FATAL" : error.severity,
-                     error.message);
-    }
-    worker_.stats().login_failures++;
-    login_failed_reported_ = true;
+    // PgBouncer's line for a replication login ("S: login failed: FATAL <message>").
+    note_login_failure("login failed", error);
     pool_.on_replication_login_failed(*this);
     Client* client = replication_client_;
     replication_client_ = nullptr;

@@ -297,6 +297,8 @@ private:
     // The login of a replication client's backend ended: relay it, or fail the client.
     void finish_replication_login();
     void fail_replication_login(const protocol::ErrorFields& error);
+    // A failed login's log line ("S-N db/user: WORDS: FATAL message") and counters.
+    void note_login_failure(const char* words, const protocol::ErrorFields& error);
     // A spliced Query's answer (core/listen_splice.hpp): what the client gets in place of the
     // backend message `type` (a LISTEN's CommandComplete, an error with the client's position;
     // kept in `answers`), nullptr for the message as it is; sets `swallow` for a stand-in's row.
