@@ -234,15 +234,7 @@ void Pool::launch_for_replication() {
     launching_for_replication_ = false;
 }
 
-void Pool::on_replication_server_login(Server& server) {
-    (void)server;
-    --connecting_;
-}
-
-void Pool::on_replication_login_failed(Server& server) {
-    (void)server;
-    --connecting_;
-}
+void Pool::on_replication_login_ended() { --connecting_; }
 
 std::size_t Pool::uncovered_waiting() const {
     WaitingCover cover;

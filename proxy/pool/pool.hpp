@@ -137,10 +137,9 @@ public:
     // as PgBouncer does), and relayed to it once logged in (Client::on_replication_server_ready).
     // Until a slot is free the client waits, in arrival order.
     void request_replication_server(Client& client);
-    // Its backend logged in / failed to (neither counts for the pool's login backoff: a missing
-    // REPLICATION privilege or pg_hba.conf line says nothing of other clients' logins).
-    void on_replication_server_login(Server& server);
-    void on_replication_login_failed(Server& server);
+    // Its backend's login ended, either way (neither counts for the pool's login backoff: a
+    // missing REPLICATION privilege or pg_hba.conf line says nothing of other clients' logins).
+    void on_replication_login_ended();
     // Clients wait for a server of this pool: here, or on another worker that asked this one to
     // lend a server (lend()).
     [[nodiscard]] bool clients_wait_for_servers() const;

@@ -504,7 +504,7 @@ void Server::finish_replication_login() {
     // No role check, connect_query or parameter sync: a physical walsender runs no SQL, and the
     // session is the client's from its first byte (core/replication.hpp).
     login_failed_reported_ = true;
-    pool_.on_replication_server_login(*this);
+    pool_.on_replication_login_ended();
     Client* client = replication_client_;
     replication_client_ = nullptr;
     if (client == nullptr) {
@@ -519,7 +519,7 @@ void Server::finish_replication_login() {
 void Server::fail_replication_login(const protocol::ErrorFields& error) {
     // PgBouncer's line for a replication login ("S: login failed: FATAL <message>").
     note_login_failure("login failed", error);
-    pool_.on_replication_login_failed(*this);
+    pool_.on_replication_login_ended();
     Client* client = replication_client_;
     replication_client_ = nullptr;
     // Closed first, so that the slot is free when the client's departure looks for one.
@@ -1483,7 +1483,7 @@ void Server::close(const std::string& reason) {
     if (logging_in && !login_failed_reported_ && replication_ != ReplicationMode::None) {
         // A replication client's backend closed during its login (a timeout, its client left).
         login_failed_reported_ = true;
-        pool_.on_replication_login_failed(*this);
+        pool_.on_replication_login_ended();
         if (Client* client = replication_client_) {
             replication_client_ = nullptr;
             client->on_replication_server_failed(fatal(protocol::sqlstate::kConnectionFailure,
