@@ -113,7 +113,8 @@ pgt_stop_pid() {
 # True when pid $1 is alive and its command line mentions $2 (guards against a recycled pid).
 pgt_pid_is() {
     local pid="$1" what="$2"
-    pgt_pid_alive "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$what"
+    # A here-string, not a pipe: under pipefail grep -q leaving early could SIGPIPE tr.
+    pgt_pid_alive "$pid" && grep -q -- "$what" <<<"$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
 }
 
 # Start "$@" detached from this script (own session, stdin from /dev/null, output appended to

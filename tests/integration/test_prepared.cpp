@@ -541,47 +541,65 @@ TEST_CASE("a statement the backend lost is prepared again at its next use") {
 TEST_CASE("a lost statement's batch goes again only when nothing else could have run") {
     Pgtether pooler(alternating_backends(
         {{"default_pool_size", "1"}, {"min_pool_size", "1"}, {"workers", "1"}}));
-    Conn victim = Conn::must(pooler.conninfo());
-    PGT_REQUIRE_OK(victim.exec("CREATE TABLE IF NOT EXISTS pgt_lost_rows (n int)"));
-    PGT_REQUIRE_OK(victim.exec("TRUNCATE pgt_lost_rows"));
-    PGT_REQUIRE_OK(victim.prepare("ins", "INSERT INTO pgt_lost_rows VALUES ($1) RETURNING n"));
-    PGT_REQUIRE_OK(victim.exec_prepared("ins", {"1"}));
+    const TestEnv& env = TestEnv::get();
+    // A raw client: libpq 15's PQpipelineSync flushes every batch on its own, so "the second
+    // batch sent before the first's answer" would depend on scheduling; one send() makes it so.
+    RawConn victim(pooler.host(), pooler.port());
+    REQUIRE(victim.startup(env.superuser, env.database).back().type == 'Z');
+    auto simple = [&](const std::string& sql) {
+        REQUIRE(victim.send(wire::query(sql)));
+        return victim.read_until_ready_or_error();
+    };
+    // Bind + Execute + Sync of "ins" with one parameter: one batch.
+    auto insert_batch = [](int n) {
+        const std::string value = std::to_string(n);
+        return wire::message('B', wire::cstr("") + wire::cstr("ins") + wire::i16(0) + wire::i16(1) +
+                                      wire::i32(static_cast<std::int32_t>(value.size())) + value +
+                                      wire::i16(0)) +
+               wire::message('E', wire::cstr("") + wire::i32(0)) + wire::sync();
+    };
+    // Each batch's outcome up to its ReadyForQuery: its SQLSTATE, or "ok".
+    auto batch_outcomes = [&](int batches) {
+        std::vector<std::string> outcomes;
+        std::optional<std::string> state;
+        while (static_cast<int>(outcomes.size()) < batches) {
+            auto msg = victim.read_message();
+            REQUIRE_MESSAGE(msg.has_value(), "no ReadyForQuery after " << outcomes.size() << " batches");
+            if (msg->type == 'E') state = wire::error_fields(*msg)['C'];
+            if (msg->type == 'Z') {
+                outcomes.push_back(state.value_or("ok"));
+                state.reset();
+            }
+        }
+        return outcomes;
+    };
+    auto count_rows = [&](const std::string& where) {
+        return wire::first_value(simple("SELECT count(*) FROM pgt_lost_rows WHERE " + where));
+    };
+    REQUIRE(wire::first_error_sqlstate(simple("CREATE TABLE IF NOT EXISTS pgt_lost_rows (n int)")) ==
+            std::nullopt);
+    REQUIRE(wire::first_error_sqlstate(simple("TRUNCATE pgt_lost_rows")) == std::nullopt);
+    REQUIRE(victim.send(wire::message('P', wire::cstr("ins") +
+                                               wire::cstr("INSERT INTO pgt_lost_rows VALUES ($1) RETURNING n") +
+                                               wire::i16(0)) +
+                        insert_batch(1)));
+    REQUIRE(batch_outcomes(1) == std::vector<std::string>{"ok"});
     Conn vandal = Conn::must(pooler.conninfo());
     auto drop_all = [&] { PGT_REQUIRE_OK(vandal.exec(kDropClientStatements)); };
     // A write goes again exactly once: one row, not two, not none.
     drop_all();
-    auto inserted = victim.exec_prepared("ins", {"2"});
-    PGT_CHECK_OK(inserted);
-    CHECK(victim.exec("SELECT count(*) FROM pgt_lost_rows WHERE n = 2").value() == "1");
+    REQUIRE(victim.send(insert_batch(2)));
+    CHECK(batch_outcomes(1) == std::vector<std::string>{"ok"});
+    CHECK(count_rows("n = 2") == "1");
     // Pipelined batches (the second sent before the first's answer): the first's error cannot
     // be taken back without reordering them, so both fail as they would have before.
     drop_all();
-    REQUIRE(PQenterPipelineMode(victim.raw()) == 1);
-    for (int n : {3, 4}) {
-        const std::string value = std::to_string(n);
-        const char* params[] = {value.c_str()};
-        REQUIRE(PQsendQueryPrepared(victim.raw(), "ins", 1, params, nullptr, nullptr, 0) == 1);
-        REQUIRE(PQpipelineSync(victim.raw()) == 1);
-    }
-    std::vector<std::string> states;
-    for (int batch = 0; batch < 2; ++batch) {
-        while (PGresult* r = PQgetResult(victim.raw())) {
-            if (PQresultStatus(r) == PGRES_FATAL_ERROR) {
-                const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-                states.push_back(state ? state : "?");
-            } else if (PQresultStatus(r) == PGRES_TUPLES_OK) {
-                states.push_back("ok");
-            }
-            PQclear(r);
-        }
-        PGresult* sync = PQgetResult(victim.raw());  // PGRES_PIPELINE_SYNC
-        if (sync) PQclear(sync);
-    }
-    REQUIRE(PQexitPipelineMode(victim.raw()) == 1);
-    CHECK(states == std::vector<std::string>{"26000", "26000"});
-    CHECK(victim.exec("SELECT count(*) FROM pgt_lost_rows WHERE n IN (3, 4)").value() == "0");
-    PGT_CHECK_OK(victim.exec_prepared("ins", {"5"}));
-    PGT_REQUIRE_OK(victim.exec("DROP TABLE pgt_lost_rows"));
+    REQUIRE(victim.send(insert_batch(3) + insert_batch(4)));
+    CHECK(batch_outcomes(2) == std::vector<std::string>{"26000", "26000"});
+    CHECK(count_rows("n IN (3, 4)") == "0");
+    REQUIRE(victim.send(insert_batch(5)));
+    CHECK(batch_outcomes(1) == std::vector<std::string>{"ok"});
+    REQUIRE(wire::first_error_sqlstate(simple("DROP TABLE pgt_lost_rows")) == std::nullopt);
 }
 
 TEST_CASE("max_prepared_statement_bytes_total bounds all clients together: 54000 beyond it") {

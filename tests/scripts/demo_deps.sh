@@ -18,13 +18,18 @@ no() {
 mapfile -t demo < <("$src/scripts/lib/deps.sh" --list --demo)
 mapfile -t full < <("$src/scripts/lib/deps.sh" --list)
 ((${#demo[@]} > 0)) || no "deps.sh --list --demo printed nothing"
+# Membership by lookup table, not `printf | grep -q`: under pipefail, grep -q leaving at the first
+# match can kill printf with SIGPIPE and fail the pipeline although the package is listed.
+declare -A in_demo=() in_full=()
+for pkg in "${demo[@]}"; do in_demo[$pkg]=1; done
+for pkg in "${full[@]}"; do in_full[$pkg]=1; done
 for pkg in pgbouncer haproxy nftables doctest-dev libpq-dev python3-psycopg postgresql-contrib; do
-    printf '%s\n' "${demo[@]}" | grep -qx "$pkg" && no "the demo installs the test dependency $pkg"
+    [[ -n ${in_demo[$pkg]:-} ]] && no "the demo installs the test dependency $pkg"
 done
 for pkg in "${demo[@]}"; do
-    printf '%s\n' "${full[@]}" | grep -qx "$pkg" || no "scripts/test does not install the demo's $pkg"
+    [[ -n ${in_full[$pkg]:-} ]] || no "scripts/test does not install the demo's $pkg"
 done
-"$src/scripts/lib/deps.sh" --list --demo --pgbouncer | grep -qx pgbouncer ||
+grep -qx pgbouncer <<<"$("$src/scripts/lib/deps.sh" --list --demo --pgbouncer)" ||
     no "PGT_DEMO_POOLER=pgbouncer does not get pgbouncer"
 
 build="$(mktemp -d)"
