@@ -401,8 +401,7 @@ private:
     struct Replication {
         ReplicationMode mode = ReplicationMode::None;
         std::vector<std::pair<std::string, std::string>> parameters;
-        Server* server = nullptr;      // its backend while that logs in
-        std::uint64_t message_rest = 0;  // bytes of the current client message still to relay
+        Server* server = nullptr;  // its backend while that logs in
     };
     std::unique_ptr<Replication> replication_;  // replication clients only
     // An auth_hba_file `ldap` line decided: its options (else auth_ldap_options applies).

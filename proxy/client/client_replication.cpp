@@ -6,6 +6,8 @@
 // client's business -- until either side leaves; the backend is then closed, never reused.
 #include "proxy/net/log.hpp"
 
+#include <limits>
+
 #include "protocol/backend_messages.hpp"
 #include "protocol/bytes.hpp"
 #include "protocol/message_types.hpp"
@@ -17,6 +19,7 @@
 namespace pgtether {
 
 using protocol::ByteSpan;
+using protocol::MessageReader;
 
 const std::vector<std::pair<std::string, std::string>>& Client::replication_parameters() const {
     static const std::vector<std::pair<std::string, std::string>> kNone;
@@ -106,31 +109,27 @@ void Client::on_relay_ended(const std::string& reason, bool stream_ended) {
 }
 
 std::size_t Client::relay_to_server(ByteSpan data) {
-    // Only the message boundaries are read: a Terminate ends the connection here (the backend
-    // is closed with its own Terminate), everything else passes as it came, however large.
+    // Only the message boundaries are read, by the client's own reader as for any client: a
+    // Terminate ends the connection here (the backend is closed with its own Terminate),
+    // everything else passes as it came, however large -- a message's first part with its
+    // header, its rest as the reader's Forward steps. No length limit: the stream is the
+    // backend's and the client's, and nothing of it is held.
+    constexpr std::uint32_t kAnyLength = std::numeric_limits<std::uint32_t>::max();
     std::size_t end = 0;
     bool terminate = false;
     while (end < data.size()) {
-        if (replication_->message_rest > 0) {
-            const std::size_t take =
-                static_cast<std::size_t>(std::min<std::uint64_t>(replication_->message_rest,
-                                                                 data.size() - end));
-            end += take;
-            replication_->message_rest -= take;
-            continue;
-        }
-        if (data.size() - end < 5) break;  // the rest of the header comes with the next read
-        const char type = static_cast<char>(data[end]);
-        const std::uint32_t length = protocol::load_u32(data.data() + end + 1);
-        if (length < 4) {
+        const MessageReader::Next next = reader_.next(data.subspan(end), kAnyLength);
+        if (next.step == MessageReader::Step::Invalid) {
             fail(protocol::sqlstate::kProtocolViolation, "invalid message length");
             return data.size();
         }
-        if (type == protocol::fe::kTerminate) {
+        if (next.step == MessageReader::Step::NeedMore) break;  // the header's rest comes later
+        if (next.step != MessageReader::Step::Forward && next.type == protocol::fe::kTerminate) {
             terminate = true;
             break;
         }
-        replication_->message_rest = std::uint64_t{length} + 1;
+        if (next.step == MessageReader::Step::Partial) reader_.forward_rest(next);
+        end += next.bytes.size();
     }
     if (end > 0 && server_ != nullptr) {
         pool_->stats().bytes_received += end;
