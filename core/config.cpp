@@ -348,6 +348,15 @@ std::optional<std::string> value_refusal(std::string_view name, std::string_view
     return "cannot use the reserved \"" + std::string(value) + "\" database as an auth_dbname";
 }
 
+// The settings kept parsed beside their text (Config::auth_ldap), brought in line with it after
+// every change of the text: a load, a SET, a reload that keeps the running value.
+void refresh_parsed_settings(Config& config) {
+    config.auth_ldap.reset();
+    if (config.auth_ldap_options.empty()) return;
+    auto parsed = parse_ldap_options(config.auth_ldap_options);
+    if (auto* options = std::get_if<LdapOptions>(&parsed)) config.auth_ldap = std::move(*options);
+}
+
 // track_extra_parameters asks for parameters to be kept per client and restored on whichever
 // backend serves it. With session_settings = replay every setting is; with ignore (PgBouncer's
 // behaviour) pgtether keeps the parameters of core/session_params.hpp, PgBouncer's five and
@@ -918,6 +927,7 @@ class Loader {
             }
         }
         finish(errors);
+        refresh_parsed_settings(cfg_);
         return std::move(cfg_);
     }
 
@@ -1290,6 +1300,7 @@ void set_config_value(Config& config, std::string_view key, std::string_view val
     if (std::holds_alternative<std::monostate>(spec->target)) {
         config.other_settings[name] = std::string(value);
     }
+    refresh_parsed_settings(config);
 }
 
 std::vector<std::string> keep_fixed_settings(const Config& running, Config& next) {
@@ -1317,6 +1328,7 @@ std::vector<std::string> keep_fixed_settings(const Config& running, Config& next
             }
         }, spec.target);
     }
+    refresh_parsed_settings(next);
     return changed;
 }
 

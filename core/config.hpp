@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ldap_options.hpp"
+
 namespace pgtether {
 
 // The most workers (`workers`) one process runs.
@@ -160,6 +162,9 @@ struct Config {
     std::string auth_hba_file;
     std::string auth_pam_service = "pgbouncer";  // auth_type = pam: the PAM service name
     std::string auth_ldap_options;  // auth_type = ldap: core/ldap_options.hpp (checked at load)
+    // auth_ldap_options parsed, kept with it (load, SET, a reload keeping it): what an LDAP login
+    // uses. nullopt while the text is empty.
+    std::optional<LdapOptions> auth_ldap;
     std::string auth_ident_file;  // 1.23: user name maps for hba peer and cert lines
     std::string auth_user;
     std::string auth_query =

@@ -448,16 +448,16 @@ void Client::carry_out(ClientAuth::Step step) {
             resume_authentication([&] { return auth_->on_external_check(v.ok); });
         };
         if (ldap) {
-            // An auth_hba_file line's options, else auth_ldap_options (both checked when read).
-            auto options = hba_ldap_ ? std::variant<LdapOptions, std::string>(*hba_ldap_)
-                                     : parse_ldap_options(config.auth_ldap_options);
-            if (auto* error = std::get_if<std::string>(&options)) {
-                spdlog::warn("{}: auth_ldap_options: {}", describe(), *error);
+            // An auth_hba_file line's options, else auth_ldap_options (both parsed and checked
+            // when read; a file without auth_ldap_options is refused at load).
+            const LdapOptions* options = hba_ldap_ ? hba_ldap_.get()
+                                                   : (config.auth_ldap ? &*config.auth_ldap : nullptr);
+            if (options == nullptr) {
+                spdlog::warn("{}: auth_type = ldap without auth_ldap_options", describe());
                 fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");
                 return;
             }
-            LdapRequest request{std::get<LdapOptions>(std::move(options)), user_,
-                                std::move(*step.external_check)};
+            LdapRequest request{*options, user_, std::move(*step.external_check)};
             ticket = worker_.login_work().check_ldap(std::move(request), checked);
         } else {
             PamRequest request;

@@ -1349,6 +1349,32 @@ TEST_CASE("set_config_value changes one setting like the loader would") {
     CHECK_FALSE(setting_is_changeable("nosuch"));
 }
 
+TEST_CASE("auth_ldap_options is kept parsed beside its text: load, SET, reload") {
+    auto loaded = load_text(
+        "[pgbouncer]\nauth_type = ldap\nauth_ldap_options = ldapserver=a ldapprefix=\"uid=\" "
+        "ldapsuffix=\",dc=x\"\n");
+    REQUIRE(loaded->auth_ldap.has_value());
+    CHECK(loaded->auth_ldap->servers == std::vector<std::string>{"a"});
+    CHECK(loaded->auth_ldap->prefix == "uid=");
+    CHECK_FALSE(load_text("[pgbouncer]\n")->auth_ldap.has_value());
+
+    Config cfg = *loaded;
+    set_config_value(cfg, "auth_ldap_options", "ldapserver=b ldapbasedn=dc=y");
+    REQUIRE(cfg.auth_ldap.has_value());
+    CHECK(cfg.auth_ldap->servers == std::vector<std::string>{"b"});
+    CHECK(cfg.auth_ldap->search_bind());
+    // A refused SET leaves both as they were.
+    CHECK_THROWS_AS(set_config_value(cfg, "auth_ldap_options", "ldapserver=c"), ConfigError);
+    CHECK(cfg.auth_ldap->servers == std::vector<std::string>{"b"});
+    // A reload that keeps a running value keeps its parsed form with it (whatever the key's
+    // changeability: the parsed form always follows the text).
+    Config next = *loaded;
+    keep_fixed_settings(cfg, next);
+    REQUIRE(next.auth_ldap.has_value());
+    CHECK(std::get<LdapOptions>(parse_ldap_options(next.auth_ldap_options)).servers ==
+          next.auth_ldap->servers);
+}
+
 TEST_CASE("keep_fixed_settings: a reload cannot move listeners or the pidfile") {
     auto running = load_text(
         "[pgbouncer]\nlisten_port = 7000\npidfile = /run/a.pid\nuser = pgb\n"
