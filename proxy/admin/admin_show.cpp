@@ -505,7 +505,8 @@ std::map<std::string, DatabaseStats> stats_by_database(Worker& worker) {
     std::map<std::string, DatabaseStats> out;
     for (const auto& [key, pool] : worker.pools())
         out[key.first].totals += pool->stats();
-    for (auto& [name, entry] : out) {
+    for (auto& [database, entry] : out) {
+        const std::string& name = database;  // clang before 16 captures no structured binding
         entry.averages = worker.stats_history().averages(
             [&](const Pool& pool) { return pool.database_name() == name; });
     }
@@ -957,11 +958,12 @@ void show_listens(Worker& worker, ShowTable& out) {
                        {"dropped", kInt8},
                        {"listening", kText},
                        {"connection", kText}});
-    for (const auto& [key, pool] : worker.pools()) {
-        const ListenHub* hub = pool->listen_hub_if_any();
+    for (const auto& entry : worker.pools()) {
+        const Pool& pool = *entry.second;
+        const ListenHub* hub = pool.listen_hub_if_any();
         if (!hub) continue;
         auto row = [&](const ListenHub::ChannelView& channel) {
-            rs.row({text(pool->database_name()), text(pool->user_name()), text(channel.channel),
+            rs.row({text(pool.database_name()), text(pool.user_name()), text(channel.channel),
                     number(channel.listeners), unsigned_number(channel.delivered),
                     unsigned_number(channel.dropped), text(channel.listening ? "yes" : "no"),
                     text(hub->connection_state())});
