@@ -13,7 +13,11 @@
 #     to be declared never reaches up.
 #   - A proxy source (.cpp) may also include, beyond that (net/ has no exception: what its sockets
 #     share of the worker is a LoopContext, net/loop_context.hpp):
-#       server, client, pool: upward, these headers only: proxy/client/client.hpp (a server
+#       server:              upward, proxy/client/client.hpp (a server delivers to its client)
+#                            and proxy/pool/pool.hpp (it is handed out and given back) only:
+#                            what it needs of its worker is a ServerContext
+#                            (proxy/server/server_context.hpp);
+#       client, pool:        upward, these headers only: proxy/client/client.hpp (a server
 #                            delivers to its client), proxy/pool/pool.hpp (servers and clients
 #                            are handed out and given back), proxy/pool/listen_hub.hpp (a
 #                            client's LISTEN), proxy/pool/pool_control.hpp (a login meets a
@@ -87,7 +91,15 @@ while IFS= read -r file; do
             ok=true
         elif [[ $kind == cpp ]]; then
             case "$layer" in
-                server | client | pool)
+                server)
+                    # A connection to PostgreSQL reaches its worker through ServerContext
+                    # (proxy/server/server_context.hpp), never the daemon: upward only to the
+                    # client it delivers to and the pool that hands it out.
+                    case "$target" in
+                        proxy/client/client.hpp | proxy/pool/pool.hpp) ok=true ;;
+                    esac
+                    ;;
+                client | pool)
                     # Upward only to the interfaces chosen for it (docs/architecture.md): a
                     # new upward include is a design decision, made here, not in passing.
                     case "$target" in

@@ -61,10 +61,9 @@ struct Worker::Registry {
 
 Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
                WorkerGroup& group, std::shared_ptr<const SecuritySetup> security)
-    : LoopContext(read_buffer_size(*config)),
-      config_(std::move(config)),
+    : ServerContext(read_buffer_size(*config), config,
+                    security ? std::move(security) : load_security(*config)),
       auth_file_(std::move(auth_file)),
-      security_(security ? std::move(security) : load_security(*config_)),
       group_(group),
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
@@ -72,7 +71,7 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthF
       auth_lookups_(std::make_unique<AuthLookups>(*this)),
       login_work_(std::make_unique<LoginWork>(loop())),
       peer_cancels_(std::make_unique<PeerCancels>(*this)) {
-    set_tcp_options(tcp_options_of(*config_));
+    set_tcp_options(tcp_options_of(this->config()));
     uv_async_init(loop(), &mailbox_async_, on_mailbox);
     mailbox_async_.data = this;
     index_ = group_.add(*this);
@@ -101,7 +100,7 @@ Worker::~Worker() {
 // Start-up and the loop
 
 void Worker::start() {
-    const auto& config = *config_;
+    const auto& config = this->config();
     const std::string port = std::to_string(config.listen_port);
     // Every worker listens on the TCP addresses itself. With so_reuseport each binds a socket of
     // its own and the kernel spreads new connections over them; without it worker 0 binds the
@@ -157,7 +156,7 @@ void Worker::start() {
 }
 
 void Worker::restart_stats_timer() {
-    auto period = duration_ms(config_->stats_period);
+    auto period = duration_ms(config().stats_period);
     if (period == stats_period_ms_) return;
     stats_period_ms_ = period;
     uv_timer_stop(&stats_timer_);
@@ -213,6 +212,12 @@ void Worker::close_mailbox() {
 
 CancelRegistry& Worker::cancels() { return group_.cancels(); }
 
+std::size_t Worker::worker_count() const { return group_.size(); }
+
+void Worker::on_catalog_change(const std::string& database) {
+    lock_catalog_->on_catalog_change(database);
+}
+
 std::uint64_t Worker::next_id() { return ++last_id_ * group_.size() + index_ - (group_.size() - 1); }
 
 int Worker::database_server_count(const std::string& database) const {
@@ -231,7 +236,7 @@ void Worker::run() {
 void Worker::accept_client(int fd, bool tcp, bool drained) {
     auto* client = new Client(*this, tcp);
     if (!client->accept(fd)) return;  // closed and freed by the client itself
-    stats_.clients_accepted++;
+    stats().clients_accepted++;
     // While draining (SHUTDOWN WAIT_FOR_CLIENTS), clients the listeners had already queued are
     // served, and the Unix socket stays open for the admin console (Client::on_authenticated
     // refuses everything else).
@@ -244,21 +249,21 @@ void Worker::accept_client(int fd, bool tcp, bool drained) {
     // the process).
     // Refused (and counted in clients_refused) once its start-up packet shows it is not for the
     // console.
-    if (group_.over_client_limit(config_->max_client_conn)) {
+    if (group_.over_client_limit(config().max_client_conn)) {
         client->refuse_over_client_limit();
     }
 }
 
 void Worker::on_accept_out_of_descriptors(const std::string& error) {
-    stats_.accept_fd_exhausted++;
+    stats().accept_fd_exhausted++;
     if (auto line = accept_failure_reports_.on_failure(now_ms(), error)) spdlog::error("{}", *line);
 }
 
 std::optional<DatabaseConfig> Worker::resolve_database(const std::string& name) const {
-    const DatabaseConfig* entry = config_->find_database(name);
+    const DatabaseConfig* entry = config().find_database(name);
     if (!entry) return std::nullopt;
     DatabaseConfig resolved = *entry;
-    if (entry == (config_->fallback_database ? &*config_->fallback_database : nullptr)) {
+    if (entry == (config().fallback_database ? &*config().fallback_database : nullptr)) {
         resolved.name = name;
         if (resolved.dbname.empty() || resolved.dbname == "*") resolved.dbname = name;
     }
@@ -270,9 +275,9 @@ void Worker::open_forced_user_pools() {
     // (and so its warm servers, Pool::janitor) from the start, before any client. One worker
     // opens it: min_pool_size counts the pool's servers on every worker.
     if (index_ != 0) return;
-    for (const auto& db : config_->databases) {
+    for (const auto& db : config().databases) {
         if (db.user.empty() || db.name == "*") continue;
-        if (db.min_pool_size.value_or(config_->min_pool_size) <= 0) continue;
+        if (db.min_pool_size.value_or(config().min_pool_size) <= 0) continue;
         if (pools_.count(std::make_pair(db.name, db.user)) != 0) continue;
         if (pool_control().disabled(db.name)) continue;
         auto resolved = resolve_database(db.name);
@@ -296,13 +301,13 @@ Pool& Worker::pool_for(const DatabaseConfig& database, const std::string& user) 
 }
 
 bool Worker::is_auto_database(const std::string& database) const {
-    const DatabaseConfig* entry = config_->find_database(database);
-    return entry && config_->fallback_database && entry == &*config_->fallback_database;
+    const DatabaseConfig* entry = config().find_database(database);
+    return entry && config().fallback_database && entry == &*config().fallback_database;
 }
 
 void Worker::drop_idle_auto_databases(std::uint64_t now) {
-    const std::uint64_t timeout = duration_ms(config_->autodb_idle_timeout);
-    if (!config_->fallback_database || timeout == 0 || now < next_auto_database_check_ms_) return;
+    const std::uint64_t timeout = duration_ms(config().autodb_idle_timeout);
+    if (!config().fallback_database || timeout == 0 || now < next_auto_database_check_ms_) return;
     next_auto_database_check_ms_ = now + 1000;
     // An auto-database is active while one of its pools has a server (closing ones too) or a
     // multiplexed LISTEN connection (kept, with its pool, until restart), or a client points at
@@ -574,7 +579,7 @@ void Worker::stats_tick() {
         totals += pool->stats();
     }
     stats_history_.tick(current, now_us());
-    if (config_->log_stats) log_stats(stats_history_.averages([](const Pool&) { return true; }));
+    if (config().log_stats) log_stats(stats_history_.averages([](const Pool&) { return true; }));
     logged_totals_ = totals;
 }
 
@@ -586,7 +591,7 @@ void Worker::log_stats(const StatsAverages& avg) {
                  "us, wait {} us",
                  who, avg.xact_count, avg.query_count, avg.bytes_received, avg.bytes_sent,
                  avg.xact_time_us, avg.query_time_us, avg.wait_time_us);
-    if (config_->advisory_lock_tracking == LockTracking::Off) return;
+    if (config().advisory_lock_tracking == LockTracking::Off) return;
     PoolStats totals;
     for (auto& [key, pool] : pools_) totals += pool->stats();
     std::size_t tethered = 0;
@@ -611,17 +616,16 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
     if (!security) security = load_security(*config);
     // Server connections made with other TLS settings are replaced (PgBouncer does the same):
     // otherwise an old, maybe weaker, setting would live on in the pool indefinitely.
-    const bool server_tls_changed = server_tls_settings_differ(*config_, *config);
-    if (config->tcp_defer_accept != config_->tcp_defer_accept) {
+    const bool server_tls_changed = server_tls_settings_differ(this->config(), *config);
+    if (config->tcp_defer_accept != this->config().tcp_defer_accept) {
         // PgBouncer applies it again at a reload too (set_defer_accept). A socket other workers
         // share is the same socket: setting it twice is harmless.
         for (auto& listener : listeners_) listener->set_defer_accept(config->tcp_defer_accept);
     }
     const std::shared_ptr<const AuthFile> old_auth_file = auth_file_;
-    config_ = std::move(config);
-    set_tcp_options(tcp_options_of(*config_));
+    set_config(std::move(config), std::move(security));
+    set_tcp_options(tcp_options_of(this->config()));
     auth_file_ = std::move(auth_file);
-    security_ = std::move(security);
     lock_catalog_->apply_config();
     if (!stopped_) restart_stats_timer();
     // No auth_user connection made with the old settings serves another lookup.

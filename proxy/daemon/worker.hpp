@@ -27,7 +27,7 @@
 #include "core/stats.hpp"
 #include "core/stats_history.hpp"
 #include "proxy/net/listener.hpp"
-#include "proxy/net/loop_context.hpp"
+#include "proxy/server/server_context.hpp"
 
 namespace pgtether {
 
@@ -48,7 +48,7 @@ class WorkerGroup;
 struct LendRequest;
 struct SecuritySetup;
 
-class Worker : public LoopContext, public Acceptor {
+class Worker final : public ServerContext, public Acceptor {
 public:
     // `security` is built from `config` when not given (load_security; may throw ConfigError).
     // The worker joins `group`; its index is the group's size before.
@@ -95,25 +95,20 @@ public:
                       std::shared_ptr<const AuthFile> auth_file,
                       std::shared_ptr<const SecuritySetup> security = nullptr);
 
-    [[nodiscard]] const Config& config() const { return *config_; }
     [[nodiscard]] const AuthFile& auth_file() const { return *auth_file_; }
-    // TLS contexts and HBA rules of the current configuration.
-    [[nodiscard]] const SecuritySetup& security() const { return *security_; }
-    [[nodiscard]] const std::shared_ptr<const SecuritySetup>& security_ptr() const {
-        return security_;
-    }
     [[nodiscard]] const std::shared_ptr<const AuthFile>& auth_file_ptr() const {
         return auth_file_;
     }
     [[nodiscard]] CancelRegistry& cancels();
     // Ids of clients and servers, unique in the process: worker i of N hands out i+1, i+1+N,
     // i+1+2N, ... (with one worker: 1, 2, 3, ...).
-    [[nodiscard]] std::uint64_t next_id();
+    [[nodiscard]] std::uint64_t next_id() override;
     // Shutting down and closing clients and pools (not while SHUTDOWN WAIT_FOR_CLIENTS drains:
     // then the pools serve the connected clients as usual).
-    [[nodiscard]] bool shutting_down() const {
+    [[nodiscard]] bool shutting_down() const override {
         return shutting_down_ && shutdown_mode_ != ShutdownMode::WaitForClients;
     }
+    [[nodiscard]] std::size_t worker_count() const override;
     // SHUTDOWN WAIT_FOR_SERVERS (SIGINT): no transaction starts; the process goes once no server
     // is in use.
     [[nodiscard]] bool waiting_for_servers() const {
@@ -155,8 +150,8 @@ public:
     // A client no longer counts towards max_client_conn: it is closing (its handle goes a little
     // later), as PgBouncer frees the place at the disconnect. Once per client.
     void release_client_slot();
-    void register_server(Server& server);
-    void unregister_server(Server& server);
+    void register_server(Server& server) override;
+    void unregister_server(Server& server) override;
     [[nodiscard]] std::size_t client_count() const;
     [[nodiscard]] std::size_t server_count() const;
     // Every live client / server, in creation order (admin console, metrics). `fn` must not
@@ -166,7 +161,7 @@ public:
     // Cancel requests being forwarded to `server`'s backend (SHOW POOLS' sv_active_cancel).
     [[nodiscard]] int cancels_in_flight_for(const Server& server) const;
     // Every cancel request being forwarded, to a backend or to a peer (SHOW PEER_POOLS).
-    void for_each_cancel(const std::function<void(const CancelForwarder&)>& fn) const;
+    void for_each_cancel(const std::function<void(const CancelForwarder&)>& fn) const override;
     // The janitor's visit to cancel requests: queued ones and unsent ones past
     // cancel_wait_timeout are given up.
     void cancels_janitor(std::uint64_t now);
@@ -203,20 +198,20 @@ public:
     // worker's clients, cancel its request (Client::on_cancel_request).
     void cancel_client(const protocol::CancelKey& key, const std::string& from);
     // Cancel a query on a backend: opens a short connection to its postmaster.
-    void forward_cancel(Server& server);
+    void forward_cancel(Server& server) override;
     // Forward a CancelRequest for another process's key to that peer ([peers]).
     void forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key);
-    void register_cancel(CancelForwarder& forwarder);
-    void unregister_cancel(CancelForwarder& forwarder);
+    void register_cancel(CancelForwarder& forwarder) override;
+    void unregister_cancel(CancelForwarder& forwarder) override;
     // A server is being destroyed: cancel forwarders must not report to it.
-    void forget_cancel_target(Server& server);
+    void forget_cancel_target(Server& server) override;
 
     // auth_query lookups: their pooled auth_user connections and queue (proxy/server/auth_lookups.hpp).
     [[nodiscard]] AuthLookups& auth_lookups() { return *auth_lookups_; }
     // Logins' blocking work (SCRAM key derivations, PAM checks), off the loop
     // (proxy/client/login_work.hpp).
     [[nodiscard]] LoginWork& login_work() { return *login_work_; }
-    [[nodiscard]] PeerCancels& peer_cancels() { return *peer_cancels_; }
+    [[nodiscard]] PeerCancels& peer_cancels() override { return *peer_cancels_; }
     [[nodiscard]] const PeerCancels& peer_cancels() const { return *peer_cancels_; }
 
     // Every distinct prepared statement any client of this worker prepared.
@@ -225,9 +220,8 @@ public:
     // The tether's trigger of each database: builtin, configured and discovered lock functions.
     [[nodiscard]] LockCatalog& lock_catalog() { return *lock_catalog_; }
     [[nodiscard]] const LockCatalog& lock_catalog() const { return *lock_catalog_; }
+    void on_catalog_change(const std::string& database) override;
 
-    // Worker-wide counters (the per-pool ones live in Pool).
-    WorkerStats& stats() { return stats_; }
     // Snapshots at the last stats_period ticks, for SHOW STATS' averages.
     [[nodiscard]] const StatsHistory<Pool>& stats_history() const { return stats_history_; }
 
@@ -266,9 +260,7 @@ private:
     // run, while their owners still live, so that uv_loop_close can free the loop.
     void close_for_exit();
 
-    std::shared_ptr<const Config> config_;
     std::shared_ptr<const AuthFile> auth_file_;
-    std::shared_ptr<const SecuritySetup> security_;
     std::unique_ptr<LockCatalog> lock_catalog_;
     StatementRegistry statements_;
     WorkerGroup& group_;
@@ -302,7 +294,6 @@ private:
     bool stopped_ = false;
     std::function<void()> on_stopped_;
     std::uint64_t shutdown_deadline_ms_ = 0;
-    WorkerStats stats_;
     AcceptFailureReports accept_failure_reports_;
     StatsHistory<Pool> stats_history_;
     std::unique_ptr<PoolControl> control_;

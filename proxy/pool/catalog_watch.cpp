@@ -2,12 +2,12 @@
 
 namespace pgtether {
 
-CatalogWatch* CatalogWatch::create(Worker& worker, Setup setup, Events events) {
-    return new CatalogWatch(worker, std::move(setup), std::move(events));
+CatalogWatch* CatalogWatch::create(ServerContext& context, Setup setup, Events events) {
+    return new CatalogWatch(context, std::move(setup), std::move(events));
 }
 
-CatalogWatch::CatalogWatch(Worker& worker, Setup setup, Events events)
-    : SideConnection(worker, std::move(setup)), events_(std::move(events)) {}
+CatalogWatch::CatalogWatch(ServerContext& context, Setup setup, Events events)
+    : SideConnection(context, std::move(setup)), events_(std::move(events)) {}
 
 void CatalogWatch::on_logged_in() {
     // The channel name is a fixed identifier: nothing of anyone's is spliced in.

@@ -25,14 +25,14 @@ class CatalogWatch final : public SideConnection {
     static constexpr const char* kChannel = "pgtether_catalog";
 
     // begin() starts it; `events.failed` may run from inside begin().
-    static CatalogWatch* create(Worker& worker, Setup setup, Events events);
+    static CatalogWatch* create(ServerContext& context, Setup setup, Events events);
     using SideConnection::begin;
 
     // Closes without calling back.
     void stop();
 
   private:
-    CatalogWatch(Worker& worker, Setup setup, Events events);
+    CatalogWatch(ServerContext& context, Setup setup, Events events);
     ~CatalogWatch() override = default;
 
     void on_logged_in() override;

@@ -4,12 +4,12 @@
 
 namespace pgtether {
 
-ListenConnection* ListenConnection::create(Worker& worker, Setup setup, ListenHub& hub) {
-    return new ListenConnection(worker, std::move(setup), hub);
+ListenConnection* ListenConnection::create(ServerContext& context, Setup setup, ListenHub& hub) {
+    return new ListenConnection(context, std::move(setup), hub);
 }
 
-ListenConnection::ListenConnection(Worker& worker, Setup setup, ListenHub& hub)
-    : SideConnection(worker, std::move(setup)), hub_(&hub) {}
+ListenConnection::ListenConnection(ServerContext& context, Setup setup, ListenHub& hub)
+    : SideConnection(context, std::move(setup)), hub_(&hub) {}
 
 void ListenConnection::stop() {
     hub_ = nullptr;

@@ -15,7 +15,7 @@ class ListenHub;
 class ListenConnection final : public SideConnection {
   public:
     // begin() starts it; the hub's on_failed may run from inside begin().
-    static ListenConnection* create(Worker& worker, Setup setup, ListenHub& hub);
+    static ListenConnection* create(ServerContext& context, Setup setup, ListenHub& hub);
     using SideConnection::begin;
     using SideConnection::ready;
 
@@ -28,7 +28,7 @@ class ListenConnection final : public SideConnection {
     using SideConnection::resume_reading;
 
   private:
-    ListenConnection(Worker& worker, Setup setup, ListenHub& hub);
+    ListenConnection(ServerContext& context, Setup setup, ListenHub& hub);
     ~ListenConnection() override = default;
 
     void on_logged_in() override;

@@ -3,7 +3,7 @@
 #include "proxy/net/log.hpp"
 
 #include "proxy/net/server_address.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/server/server_context.hpp"
 
 namespace pgtether {
 
@@ -18,7 +18,7 @@ AuthQuery::Result failed(const std::string& why) {
 
 }  // namespace
 
-AuthLookups::AuthLookups(Worker& worker) : worker_(worker) {}
+AuthLookups::AuthLookups(ServerContext& context) : context_(context) {}
 
 AuthLookups::~AuthLookups() {
     for (auto& [key, target] : targets_) {
@@ -51,7 +51,7 @@ std::optional<std::uint64_t> AuthLookups::lookup(AuthQuery::Target target, std::
     // The key names the whole host list; the connection goes to Target::host of it.
     const auto& db = target.database;
     std::string key =
-        key_of(target, server_unix_socket_path(host_for_turn(db, 0), db.port, worker_.config()));
+        key_of(target, server_unix_socket_path(host_for_turn(db, 0), db.port, context_.config()));
     auto [it, inserted] = targets_.try_emplace(key);
     Target& entry = it->second;
     if (inserted) {
@@ -109,7 +109,7 @@ void AuthLookups::pump(std::string key) {
     for (std::size_t attempts = 0; attempts < kMaxConnections && target.queue.size() > starting &&
                                    target.connections.size() < kMaxConnections;
          ++attempts) {
-        AuthQuery* query = AuthQuery::create(worker_, *this, target.target, target.host);
+        AuthQuery* query = AuthQuery::create(context_, *this, target.target, target.host);
         target.connections.push_back(Connection{query, generation_, std::nullopt});
         ++starting;
         query->begin();  // may fail at once: on_connection_lost then removed it
@@ -210,7 +210,7 @@ void AuthLookups::fail_queue(Target& target, const std::string& why) {
 }
 
 void AuthLookups::janitor(std::uint64_t now_ms) {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     const std::uint64_t connect_timeout = duration_ms(config.server_connect_timeout);
     const std::uint64_t idle_timeout = duration_ms(config.server_idle_timeout);
     std::vector<AuthQuery*> late;

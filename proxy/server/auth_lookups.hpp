@@ -27,7 +27,7 @@
 
 namespace pgtether {
 
-class Worker;
+class ServerContext;
 
 class AuthLookups {
   public:
@@ -36,7 +36,7 @@ class AuthLookups {
     // Lookups per target and worker that may wait for one of those connections.
     static constexpr std::size_t kMaxQueued = 1000;
 
-    explicit AuthLookups(Worker& worker);
+    explicit AuthLookups(ServerContext& context);
     ~AuthLookups();
     AuthLookups(const AuthLookups&) = delete;
     AuthLookups& operator=(const AuthLookups&) = delete;
@@ -96,7 +96,7 @@ class AuthLookups {
     std::pair<Target*, Connection*> find(const AuthQuery& connection);
     void remove(const AuthQuery& connection);
 
-    Worker& worker_;
+    ServerContext& context_;
     std::map<std::string, Target> targets_;
     std::uint64_t last_ticket_ = 0;
     std::uint64_t generation_ = 0;

@@ -4,14 +4,14 @@
 
 namespace pgtether {
 
-AuthQuery* AuthQuery::create(Worker& worker, AuthLookups& owner, const Target& target,
+AuthQuery* AuthQuery::create(ServerContext& context, AuthLookups& owner, const Target& target,
                              std::size_t host_index) {
-    return new AuthQuery(worker, owner, target, host_index);
+    return new AuthQuery(context, owner, target, host_index);
 }
 
-AuthQuery::AuthQuery(Worker& worker, AuthLookups& owner, const Target& target,
+AuthQuery::AuthQuery(ServerContext& context, AuthLookups& owner, const Target& target,
                      std::size_t host_index)
-    : SideConnection(worker, Setup{target.database, target.credentials, "pgtether auth_query",
+    : SideConnection(context, Setup{target.database, target.credentials, "pgtether auth_query",
                                    "auth_user ", ServerLogin::kMaxMessage,
                                    // The secret is column 2 of the only row; more rows are only
                                    // counted (and refused).

@@ -24,7 +24,7 @@
 
 namespace pgtether {
 
-class Worker;
+class ServerContext;
 
 class AuthLookups;
 
@@ -54,7 +54,7 @@ class AuthQuery final : public SideConnection {
     // by `owner`, which it tells when it is ready for a lookup, each lookup's result, and when it
     // is lost. begin() connects. The object frees itself once its socket is closed.
     // `host_index`: which host of target.database's host list to connect to.
-    static AuthQuery* create(Worker& worker, AuthLookups& owner, const Target& target,
+    static AuthQuery* create(ServerContext& context, AuthLookups& owner, const Target& target,
                              std::size_t host_index);
     using SideConnection::begin;
     // Runs `query` for `user`; only when ready(). The result goes to owner.on_lookup_done().
@@ -63,7 +63,8 @@ class AuthQuery final : public SideConnection {
     void close();
 
   private:
-    AuthQuery(Worker& worker, AuthLookups& owner, const Target& target, std::size_t host_index);
+    AuthQuery(ServerContext& context, AuthLookups& owner, const Target& target,
+              std::size_t host_index);
     ~AuthQuery() override = default;
 
     // SideConnection

@@ -4,43 +4,43 @@
 
 #include "core/config.hpp"
 #include "core/peering.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/server/server_context.hpp"
 #include "proxy/net/server_address.hpp"
 #include "proxy/server/peer_cancels.hpp"
 #include "proxy/server/server.hpp"
 
 namespace pgtether {
 
-CancelForwarder::CancelForwarder(Worker& worker, Server& target)
-    : worker_(worker), target_(&target), stream_(worker, *this) {
+CancelForwarder::CancelForwarder(ServerContext& context, Server& target)
+    : context_(context), target_(&target), stream_(context, *this) {
     request_ = protocol::build_cancel_request(target.backend_key());
     target.cancel_started();
-    arrived_ms_ = worker_.now_ms();
-    worker_.register_cancel(*this);
+    arrived_ms_ = context_.now_ms();
+    context_.register_cancel(*this);
 }
 
-CancelForwarder::CancelForwarder(Worker& worker, const PeerConfig& peer,
+CancelForwarder::CancelForwarder(ServerContext& context, const PeerConfig& peer,
                                  const protocol::CancelKey& key, std::uint64_t arrived_ms)
-    : worker_(worker),
+    : context_(context),
       target_(nullptr),
-      stream_(worker, *this),
+      stream_(context, *this),
       request_(protocol::build_cancel_request(key)),
       peer_host_(peer.host),
       peer_port_(peer.port),
       peer_id_(peer.id) {
     arrived_ms_ = arrived_ms;
-    worker_.register_cancel(*this);
+    context_.register_cancel(*this);
 }
 
 CancelForwarder::~CancelForwarder() {
-    worker_.unregister_cancel(*this);
-    if (peer_id_ != 0) worker_.peer_cancels().on_forwarder_gone(peer_id_);
+    context_.unregister_cancel(*this);
+    if (peer_id_ != 0) context_.peer_cancels().on_forwarder_gone(peer_id_);
 }
 
 void CancelForwarder::janitor(std::uint64_t now_ms) {
     if (finished_) return;
     const auto timeout_ms =
-        duration_ms(worker_.config().cancel_wait_timeout);
+        duration_ms(context_.config().cancel_wait_timeout);
     CancelForwardTimes times;
     times.to_peer = peer_id_ != 0;
     times.arrived_ms = arrived_ms_;
@@ -63,7 +63,7 @@ void CancelForwarder::start() {
         // name resolved now (proxy/net/server_address.hpp).
         bool unix_socket = false;
         std::string error =
-            start_side_connect(stream_, worker_.loop(), peer_host_, peer_port_, worker_.config(),
+            start_side_connect(stream_, context_.loop(), peer_host_, peer_port_, context_.config(),
                                *this, unix_socket, resolving_);
         if (!error.empty()) fail(error);
         return;
@@ -100,7 +100,7 @@ void CancelForwarder::on_stream_connected(int status) {
     }
     stream_.write(request_);
     sent_ = true;
-    sent_ms_ = worker_.now_ms();
+    sent_ms_ = context_.now_ms();
     // The postmaster (or the peer) closes the connection once it has handled the request.
     stream_.start_reading();
 }
@@ -111,7 +111,7 @@ void CancelForwarder::fail(const std::string& why) {
     if (peer_host_.empty()) {
         spdlog::warn("cannot forward a cancel request: {}", why);
     } else {
-        worker_.peer_cancels().warn_forward_failed(peer_id_, peer_host_, peer_port_, why);
+        context_.peer_cancels().warn_forward_failed(peer_id_, peer_host_, peer_port_, why);
     }
     finish();
 }

@@ -17,15 +17,15 @@
 namespace pgtether {
 
 class Server;
-class Worker;
+class ServerContext;
 struct PeerConfig;
 
 class CancelForwarder final : public Stream::Handler, public ResolveClient {
 public:
-    CancelForwarder(Worker& worker, Server& target);
+    CancelForwarder(ServerContext& context, Server& target);
     // Forwards `key` (its TTL already decremented) to `peer`. The request arrived at
     // `arrived_ms`: it may have waited for a turn, and cancel_wait_timeout counts from arrival.
-    CancelForwarder(Worker& worker, const PeerConfig& peer, const protocol::CancelKey& key,
+    CancelForwarder(ServerContext& context, const PeerConfig& peer, const protocol::CancelKey& key,
                     std::uint64_t arrived_ms);
     ~CancelForwarder();
     void start();
@@ -55,7 +55,7 @@ private:
     void fail(const std::string& why);
     void maybe_delete();
 
-    Worker& worker_;
+    ServerContext& context_;
     Server* target_;
     Stream stream_;
     std::string request_;

@@ -19,12 +19,12 @@
 
 namespace pgtether {
 
-class Worker;
+class ServerContext;
 struct PeerConfig;
 
 class PeerCancels {
   public:
-    explicit PeerCancels(Worker& worker) : worker_(worker) {}
+    explicit PeerCancels(ServerContext& context) : context_(context) {}
 
     // Forwards `key` to `peer` now, or queues it behind the requests in flight to that peer.
     void forward(const PeerConfig& peer, const protocol::CancelKey& key);
@@ -69,7 +69,7 @@ class PeerCancels {
 
     [[nodiscard]] std::size_t queued_total() const;
 
-    Worker& worker_;
+    ServerContext& context_;
     std::map<int, std::deque<Queued>> queued_;  // by peer id
     ReportRate ttl_reports_{kReportIntervalMs};
     ReportRate unknown_peer_reports_{kReportIntervalMs};

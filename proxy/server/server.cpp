@@ -27,7 +27,7 @@
 #include "proxy/server/server_login.hpp"
 #include "proxy/server/server_tls.hpp"
 #include "proxy/server/statement_translator.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/server/server_context.hpp"
 
 namespace pgtether {
 
@@ -93,15 +93,15 @@ protocol::ErrorFields fatal(const char* sqlstate, std::string message) {
 
 }  // namespace
 
-Server::Server(Worker& worker, Pool& pool)
-    : worker_(worker), pool_(pool), stream_(worker, *this), id_(worker.next_id()) {
-    worker_.register_server(*this);
-    state_since_ms_ = worker_.now_ms();
+Server::Server(ServerContext& context, Pool& pool)
+    : context_(context), pool_(pool), stream_(context, *this), id_(context.next_id()) {
+    context_.register_server(*this);
+    state_since_ms_ = context_.now_ms();
 }
 
 Server::~Server() {
-    worker_.forget_cancel_target(*this);
-    worker_.unregister_server(*this);
+    context_.forget_cancel_target(*this);
+    context_.unregister_server(*this);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -109,11 +109,11 @@ Server::~Server() {
 
 void Server::connect() {
     const auto& db = pool_.database();
-    connected_at_ms_ = worker_.now_ms();
+    connected_at_ms_ = context_.now_ms();
     host_index_ = pool_.choose_host();
     host_ = host_for_turn(db, host_index_);
     port_ = port_for_host(db, host_index_);
-    unix_path_ = server_unix_socket_path(host_, port_, worker_.config());
+    unix_path_ = server_unix_socket_path(host_, port_, context_.config());
     if (!unix_path_.empty()) {
         address_is_unix_ = true;
         if (stream_.init_pipe() != 0 || stream_.connect_pipe(unix_path_) != 0) {
@@ -130,7 +130,7 @@ void Server::connect() {
         start_connect_to(reinterpret_cast<const sockaddr*>(&literal));
         return;
     }
-    if (int rc = start_resolve(worker_.loop(), *this, host_, port_); rc != 0) {
+    if (int rc = start_resolve(context_.loop(), *this, host_, port_); rc != 0) {
         on_stream_connected(rc);
         return;
     }
@@ -177,15 +177,15 @@ void Server::on_stream_connected(int status) {
                      LoginFailureKind::Unreachable);
         return;
     }
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     if (config.log_connections) {
         // PgBouncer's words, which operators grep for.
         spdlog::info("{} new connection to server (from {})", describe(), stream_.local_name());
     }
     stream_.apply_tcp_settings();
     stream_.start_reading();
-    login_since_ms_ = worker_.now_ms();
-    tls_context_ = server_tls::context_for(worker_.security(), address_is_unix_);
+    login_since_ms_ = context_.now_ms();
+    tls_context_ = server_tls::context_for(context_.security(), address_is_unix_);
     if (tls_context_) {
         transition(State::TlsAnswer);
         stream_.write(protocol::build_ssl_request());
@@ -219,7 +219,7 @@ void Server::note_login_failure(const char* words, const protocol::ErrorFields& 
         spdlog::warn("S-{} {}/{}: {}: {} {}", id_, pool_.database_name(), pool_.user_name(), words,
                      error.severity.empty() ? "FATAL" : error.severity, error.message);
     }
-    worker_.stats().login_failures++;
+    context_.stats().login_failures++;
     login_failed_reported_ = true;
 }
 
@@ -326,7 +326,7 @@ void Server::transition(State next) {
     assert(may_transition(state_, next));
     const State previous = state_;
     state_ = next;
-    state_since_ms_ = worker_.now_ms();
+    state_since_ms_ = context_.now_ms();
     pool_.on_server_transition(*this, previous, next);
 }
 
@@ -353,7 +353,7 @@ bool Server::spoke_while_idle(std::uint64_t now_ms) const {
 void Server::link_client(Client& client) {
     client_ = &client;
     transition(State::Linked);
-    link_.begin(worker_.config().max_prepared_statements > 0);
+    link_.begin(context_.config().max_prepared_statements > 0);
     if (client.id() != last_client_id_) {
         // The same client again (one client, or a busy one meeting the backend it just
         // released) keeps its description: nothing it contains changes after login. A copy:
@@ -361,8 +361,8 @@ void Server::link_client(Client& client) {
         last_client_id_ = client.id();
         last_client_description_ = client.logged_in_description();
     }
-    const auto& config = worker_.config();
-    bool long_idle = worker_.now_ms() - idle_since_ms_ >=
+    const auto& config = context_.config();
+    bool long_idle = context_.now_ms() - idle_since_ms_ >=
                      duration_ms(config.server_check_delay);
     if (long_idle && !config.server_check_query.empty() && idle_since_ms_ != 0) {
         run_internal(InternalPurpose::Check, {config.server_check_query});
@@ -380,7 +380,7 @@ void Server::sync_parameters() {
     // Nothing to compare in the usual case: skip merging the client's settings (every transaction
     // links a server).
     std::optional<SettingsMap> settings_after;
-    if (worker_.config().session_settings == StateHandling::Keep &&
+    if (context_.config().session_settings == StateHandling::Keep &&
         (client_->has_settings() || !applied_settings_.empty())) {
         settings_after = client_->wanted_settings();
         // After any change of client_encoding too: the values are in the client's encoding.
@@ -417,8 +417,8 @@ void Server::note_unnamed_statement(StatementPtr statement) {
 }
 
 void Server::record_timing(char tx_status) {
-    quiet_since_ms_ = worker_.now_ms();
-    link_.note_quiet(tx_status, worker_.now_us(), pool_.stats());
+    quiet_since_ms_ = context_.now_ms();
+    link_.note_quiet(tx_status, context_.now_us(), pool_.stats());
 }
 
 bool Server::send_from_client(const uv_buf_t* bufs, unsigned count) {
@@ -590,7 +590,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
     auto& locks = link_.lock_accounting();
     // A Query that mixed LISTEN with other statements is being answered (core/listen_splice.hpp).
     bool splicing = link_.splicing();
-    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
+    const auto max_length = static_cast<std::uint32_t>(context_.config().max_packet_size);
     while (consumed < data.size()) {
         const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
         if (next.step == MessageReader::Step::Forward) {
@@ -900,12 +900,12 @@ void Server::on_stream_drained() {
 
 void Server::on_transaction_end() {
     const TransactionEndDecision decision =
-        link_.at_boundary(worker_.config(), client_->tether_kinds(), client_->lock_ledger());
+        link_.at_boundary(context_.config(), client_->tether_kinds(), client_->lock_ledger());
     const std::uint32_t effects = link_.effects();
     link_.clear_effects();
     auto& locks = link_.lock_accounting();
     if (effects & protocol::kEffectCatalogChange) {
-        worker_.lock_catalog().on_catalog_change(pool_.database_name());
+        context_.on_catalog_change(pool_.database_name());
     }
     if (decision.ledger_unknown) {
         LockLedger unknown = locks.ledger();
@@ -1111,7 +1111,7 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
     std::size_t consumed = 0;
     InternalQuery& op = *internal_;
     auto ours = [&]() { return op.pending_ready <= op.own_ready; };
-    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
+    const auto max_length = static_cast<std::uint32_t>(context_.config().max_packet_size);
     while (consumed < data.size()) {
         const MessageReader::Next next = reader_.next(data.subspan(consumed), max_length);
         if (next.step == MessageReader::Step::Skip || next.step == MessageReader::Step::Forward) {
@@ -1292,7 +1292,7 @@ void Server::carry_out_own_query_outcome(InternalQuery& op, bool clean) {
             return;
         case OwnQueryOutcome::ClientGoesOn:
             if (op.purpose == InternalPurpose::Check) {
-                last_checked_ms_ = worker_.now_ms();
+                last_checked_ms_ = context_.now_ms();
                 sync_parameters();
                 if (!internal_ && client_) client_->on_server_ready();
             } else {
@@ -1340,7 +1340,7 @@ void Server::finish_cleanup(const InternalQuery& op, const std::optional<StateRe
     const CleanupKind kind = op.purpose == InternalPurpose::Reset   ? CleanupKind::Reset
                              : op.purpose == InternalPurpose::Scrub ? CleanupKind::Scrub
                                                                     : CleanupKind::Sweep;
-    if (kind == CleanupKind::Sweep) last_checked_ms_ = worker_.now_ms();
+    if (kind == CleanupKind::Sweep) last_checked_ms_ = context_.now_ms();
     CleanupAnswer answer;
     answer.verified = report.has_value();
     answer.present = report ? report->present : 0;
@@ -1367,7 +1367,7 @@ void Server::finish_cleanup(const InternalQuery& op, const std::optional<StateRe
                 describe_state(report->present, describe_locks(report->locks),
                                report->summaries),
                 last_client_description_,
-                protocol::statement_for_log(last_statement_, worker_.config().log_statement_text));
+                protocol::statement_for_log(last_statement_, context_.config().log_statement_text));
             scrub();
             return;
         case CleanupOutcome::Action::Close:
@@ -1431,18 +1431,18 @@ void Server::scrub() {
     state.in_copy_in = tracker.in_copy_in();
     state.unsynced = tracker.unsynced();
     state.transaction_open = tracker.tx_status() != protocol::kTxIdle;
-    state.tracked = tracked_kinds(worker_.config());
+    state.tracked = tracked_kinds(context_.config());
     run_cleanup(InternalPurpose::Scrub, plan_scrub(state));
 }
 
 void Server::reset() {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     run_cleanup(InternalPurpose::Reset,
                 plan_reset(config.server_reset_query, tracked_kinds(config)));
 }
 
 void Server::sweep_for_leaks() {
-    run_cleanup(InternalPurpose::LeakSweep, plan_sweep(tracked_kinds(worker_.config())));
+    run_cleanup(InternalPurpose::LeakSweep, plan_sweep(tracked_kinds(context_.config())));
 }
 
 void Server::check_catalog(CatalogCheckDone done) {
@@ -1464,7 +1464,7 @@ void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
         link_.tracker().on_frontend(protocol::fe::kSync);
     }
     probe(purpose, plan.probe_kinds, plan.queries, std::move(prefix), plan.extra_ready);
-    if (internal_ && plan.cancel) worker_.forward_cancel(*this);
+    if (internal_ && plan.cancel) context_.forward_cancel(*this);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1475,9 +1475,9 @@ void Server::close(const std::string& reason) {
     State previous = state_;
     transition(State::Closing);
     // PgBouncer's words ("closing because: REASON (age=Ns)"), then the backend.
-    spdlog::log(worker_.config().log_disconnections ? spdlog::level::info : spdlog::level::debug,
+    spdlog::log(context_.config().log_disconnections ? spdlog::level::info : spdlog::level::debug,
                 "{} closing because: {} (age={}s) backend pid {}", describe(), reason,
-                (worker_.now_ms() - connected_at_ms_) / 1000, backend_key_.pid);
+                (context_.now_ms() - connected_at_ms_) / 1000, backend_key_.pid);
     const bool logging_in = previous == State::Connecting || previous == State::TlsAnswer ||
                             previous == State::Login;
     if (logging_in && !login_failed_reported_ && replication_ != ReplicationMode::None) {

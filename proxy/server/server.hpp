@@ -41,7 +41,7 @@ class Client;
 class ForwardBatch;
 struct CleanupPlan;
 class Pool;
-class Worker;
+class ServerContext;
 class ServerLogin;
 class TlsContext;
 
@@ -52,7 +52,7 @@ public:
     // The states, the pool list each lives on and what may follow: core/server_state.hpp.
     using State = ServerState;
 
-    Server(Worker& worker, Pool& pool);
+    Server(ServerContext& context, Pool& pool);
     ~Server();
 
     void connect();
@@ -337,7 +337,7 @@ private:
     void record_parameter(std::string_view name, std::string_view value, bool forward_to_client);
     void record_timing(char tx_status);
 
-    Worker& worker_;
+    ServerContext& context_;
     Pool& pool_;
     Stream stream_;
     State state_ = State::Connecting;

@@ -6,7 +6,6 @@
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
 #include "proxy/net/tls.hpp"
-#include "proxy/daemon/worker.hpp"
 
 namespace pgtether::server_tls {
 

@@ -10,7 +10,7 @@
 #include "proxy/net/server_address.hpp"
 #include "proxy/server/server_tls.hpp"
 #include "proxy/net/tls.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/server/server_context.hpp"
 
 namespace pgtether {
 
@@ -20,15 +20,15 @@ using protocol::MessageReader;
 using protocol::MessagesRead;
 using protocol::read_messages;
 
-SideConnection::SideConnection(Worker& worker, Setup setup)
-    : worker_(worker),
+SideConnection::SideConnection(ServerContext& context, Setup setup)
+    : context_(context),
       setup_(std::move(setup)),
-      stream_(worker, *this),
-      phase_since_ms_(worker.now_ms()) {}
+      stream_(context, *this),
+      phase_since_ms_(context.now_ms()) {}
 
 void SideConnection::enter(Phase phase) {
     phase_ = phase;
-    phase_since_ms_ = worker_.now_ms();
+    phase_since_ms_ = context_.now_ms();
 }
 
 void SideConnection::begin() {
@@ -52,8 +52,8 @@ void SideConnection::connect() {
     // a failure), with that host's port.
     host_ = host_for_turn(db, setup_.host_index);
     bool resolving = false;
-    std::string error = start_side_connect(stream_, worker_.loop(), host_,
-                                           port_for_host(db, setup_.host_index), worker_.config(),
+    std::string error = start_side_connect(stream_, context_.loop(), host_,
+                                           port_for_host(db, setup_.host_index), context_.config(),
                                            *this, unix_socket_, resolving);
     if (resolving) ++pending_resolves_;
     if (!error.empty()) fail(error);
@@ -79,7 +79,7 @@ void SideConnection::on_stream_connected(int status) {
         return;
     }
     stream_.start_reading();
-    tls_context_ = server_tls::context_for(worker_.security(), unix_socket_);
+    tls_context_ = server_tls::context_for(context_.security(), unix_socket_);
     if (tls_context_) {
         enter(Phase::TlsAnswer);
         stream_.write(protocol::build_ssl_request());

@@ -29,7 +29,7 @@ struct addrinfo;
 namespace pgtether {
 
 class TlsContext;
-class Worker;
+class ServerContext;
 
 class SideConnection : public Stream::Handler, public ResolveClient {
   public:
@@ -68,7 +68,7 @@ class SideConnection : public Stream::Handler, public ResolveClient {
         Done,        // failed, finished or abandoned; closing
     };
 
-    SideConnection(Worker& worker, Setup setup);
+    SideConnection(ServerContext& context, Setup setup);
     // The object frees itself once its socket is closed (and no DNS lookup holds it).
     virtual ~SideConnection() = default;
 
@@ -102,7 +102,7 @@ class SideConnection : public Stream::Handler, public ResolveClient {
     // The messages of one read have all been handled (what they produced can go out together).
     virtual void on_messages_read() {}
 
-    Worker& worker_;
+    ServerContext& context_;
     const Setup setup_;
 
   private:

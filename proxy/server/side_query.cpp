@@ -2,12 +2,12 @@
 
 namespace pgtether {
 
-SideQuery* SideQuery::create(Worker& worker, Request request, Callback done) {
-    return new SideQuery(worker, std::move(request), std::move(done));
+SideQuery* SideQuery::create(ServerContext& context, Request request, Callback done) {
+    return new SideQuery(context, std::move(request), std::move(done));
 }
 
-SideQuery::SideQuery(Worker& worker, Request request, Callback done)
-    : SideConnection(worker, Setup{std::move(request.database), std::move(request.credentials),
+SideQuery::SideQuery(ServerContext& context, Request request, Callback done)
+    : SideConnection(context, Setup{std::move(request.database), std::move(request.credentials),
                                    std::move(request.application_name), "", request.max_message,
                                    ResultLimits{request.max_rows, request.max_row_bytes},
                                    request.host_index}),

@@ -21,7 +21,7 @@
 
 namespace pgtether {
 
-class Worker;
+class ServerContext;
 
 // The connection, TLS, login and query machinery is SideConnection's (proxy/server/side_connection.hpp).
 class SideQuery final : public SideConnection {
@@ -52,13 +52,13 @@ class SideQuery final : public SideConnection {
     // from inside begin() when the connection cannot even be attempted, so keep the pointer before
     // calling begin(). The object frees itself once its connection is closed; do not touch it
     // after `done` ran.
-    static SideQuery* create(Worker& worker, Request request, Callback done);
+    static SideQuery* create(ServerContext& context, Request request, Callback done);
     using SideConnection::begin;
     // No callback; the connection is closed.
     void cancel();
 
   private:
-    SideQuery(Worker& worker, Request request, Callback done);
+    SideQuery(ServerContext& context, Request request, Callback done);
     ~SideQuery() override = default;
 
     // SideConnection
