@@ -17,14 +17,16 @@
 #                            and proxy/pool/pool.hpp (it is handed out and given back) only:
 #                            what it needs of its worker is a ServerContext
 #                            (proxy/server/server_context.hpp);
-#       client, pool:        upward, these headers only: proxy/client/client.hpp (a server
-#                            delivers to its client), proxy/pool/pool.hpp (servers and clients
-#                            are handed out and given back), proxy/pool/listen_hub.hpp (a
-#                            client's LISTEN), proxy/pool/pool_control.hpp (a login meets a
-#                            disabled database), proxy/admin/admin_console.hpp (a console
-#                            client's session), proxy/daemon/worker.hpp and
-#                            proxy/daemon/worker_group.hpp (the process's workers: the server
-#                            budget, lending, shared state); downward, anything;
+#       client:              upward, proxy/pool/pool.hpp (it is served by its pool),
+#                            proxy/pool/listen_hub.hpp (its LISTEN) and
+#                            proxy/admin/admin_console.hpp (a console client's session) only:
+#                            what it needs of its worker is a ClientContext
+#                            (proxy/client/client_context.hpp);
+#       pool:                upward, proxy/admin/admin_console.hpp (a console client's
+#                            session), proxy/daemon/worker.hpp and proxy/daemon/worker_group.hpp
+#                            (the process's workers: the server budget, lending, shared state)
+#                            only;
+#       server, client, pool: downward, anything;
 #       admin, daemon:       anything of ours.
 #   - Once the folders exist, no source or header lies directly in proxy/.
 #   - spdlog is included through proxy/net/log.hpp only (the compile-time fix it carries).
@@ -99,13 +101,20 @@ while IFS= read -r file; do
                         proxy/client/client.hpp | proxy/pool/pool.hpp) ok=true ;;
                     esac
                     ;;
-                client | pool)
+                client)
+                    # A client reaches its worker through ClientContext
+                    # (proxy/client/client_context.hpp), never the daemon: upward only to the
+                    # pool it is served by, the LISTEN hub, and the console session it may be.
+                    case "$target" in
+                        proxy/pool/pool.hpp | proxy/pool/listen_hub.hpp | \
+                            proxy/admin/admin_console.hpp) ok=true ;;
+                    esac
+                    ;;
+                pool)
                     # Upward only to the interfaces chosen for it (docs/architecture.md): a
                     # new upward include is a design decision, made here, not in passing.
                     case "$target" in
-                        proxy/client/client.hpp | proxy/pool/pool.hpp | \
-                            proxy/pool/listen_hub.hpp | proxy/pool/pool_control.hpp | \
-                            proxy/admin/admin_console.hpp | proxy/daemon/worker.hpp | \
+                        proxy/admin/admin_console.hpp | proxy/daemon/worker.hpp | \
                             proxy/daemon/worker_group.hpp) ok=true ;;
                     esac
                     ;;

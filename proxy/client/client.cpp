@@ -19,11 +19,9 @@
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/client_auth.hpp"
 #include "proxy/client/login_work.hpp"
-#include "proxy/daemon/worker.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/client/client_context.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
-#include "proxy/pool/pool_control.hpp"
 #include "proxy/server/auth_lookups.hpp"
 #include "proxy/server/peer_cancels.hpp"
 
@@ -35,22 +33,22 @@ using protocol::Frame;
 using protocol::FrameStatus;
 using protocol::MessageReader;
 
-Client::Client(Worker& worker, bool tcp)
-    : worker_(worker), stream_(worker, *this), tcp_(tcp), id_(worker.next_id()) {
-    worker_.register_client(*this);
-    connected_at_ms_ = state_since_ms_ = worker_.now_ms();
+Client::Client(ClientContext& context, bool tcp)
+    : context_(context), stream_(context, *this), tcp_(tcp), id_(context.next_id()) {
+    context_.register_client(*this);
+    connected_at_ms_ = state_since_ms_ = context_.now_ms();
 }
 
 Client::~Client() {
     uncount_for_limits();
     release_client_slot();
-    worker_.unregister_client(*this);
+    context_.unregister_client(*this);
 }
 
 void Client::release_client_slot() {
     if (!holds_client_slot_) return;
     holds_client_slot_ = false;
-    worker_.release_client_slot();
+    context_.release_client_slot();
 }
 
 bool Client::accept(int fd) {
@@ -87,7 +85,7 @@ const std::string& Client::logged_in_description() {
 
 void Client::set_state(State state) {
     state_ = state;
-    state_since_ms_ = worker_.now_ms();
+    state_since_ms_ = context_.now_ms();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -125,7 +123,7 @@ void Client::hold_input(std::size_t held) {
     // little is held. Stopping and restarting a read costs libuv two epoll_ctl calls, which would
     // be paid by every transaction that queues for a server; stopping once more than pkt_buf
     // bytes wait still bounds what one client can make us buffer (PgBouncer's bound, too).
-    if (held >= worker_.scratch().size()) stream_.stop_reading();
+    if (held >= context_.scratch().size()) stream_.stop_reading();
 }
 
 void Client::on_stream_end(int status) {
@@ -227,7 +225,7 @@ std::size_t Client::handle_startup(ByteSpan data) {
 void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     if (!tls_policy_allows_startup()) return;
     if (!take_replication_startup(packet)) return;
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     const bool replay = config.session_settings == StateHandling::Keep;
     std::vector<std::string> unknown_protocol_options;
     auto ignored = [&](const std::string& name) {
@@ -308,12 +306,12 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     // Counted again now: a client that left since the accept (on another worker, say) has
     // freed its place meanwhile, as PgBouncer's single loop would have seen.
     if (over_client_limit_ && !AdminSession::is_console_database(database_) &&
-        worker_.group().over_client_limit(worker_.config().max_client_conn)) {
+        context_.over_client_limit()) {
         refuse_over_client_limit_now();
         return;
     }
     // A replication client's parameters go to its backend as it sent them.
-    if (worker_.config().application_name_add_host && !replication_) add_host_to_application_name();
+    if (context_.config().application_name_add_host && !replication_) add_host_to_application_name();
     // A newer minor protocol version or protocol options: tell the client what we speak
     // (NegotiateProtocolVersion, protocol §55.2.1).
     if ((packet.code & 0xffff) != 0 || !unknown_protocol_options.empty()) {
@@ -330,7 +328,7 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
 }
 
 void Client::refuse_over_client_limit_now() {
-    worker_.stats().clients_refused++;
+    context_.stats().clients_refused++;
     fail(protocol::sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
 }
 
@@ -344,7 +342,7 @@ void Client::add_host_to_application_name() {
         char host[256] = "";
         (void)gethostname(host, sizeof host - 1);
         details = "unix(" + std::to_string(peer ? peer->pid : 0) + "@" + host +
-                  "):" + std::to_string(worker_.config().listen_port);
+                  "):" + std::to_string(context_.config().listen_port);
     }
     auto name = params_.get(TrackedParam::ApplicationName);
     params_.set(TrackedParam::ApplicationName,
@@ -377,7 +375,7 @@ std::size_t Client::handle_auth(ByteSpan data) {
 }
 
 void Client::on_authenticated() {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     if (AdminSession::is_console_database(database_)) {
         if (replication_) {
             fail(protocol::sqlstate::kFeatureNotSupported,
@@ -395,7 +393,7 @@ void Client::on_authenticated() {
     }
     // The database is looked up only after authentication, as PostgreSQL does, so that an
     // unauthenticated client cannot probe which databases exist.
-    auto found = worker_.resolve_database(database_);
+    auto found = context_.resolve_database(database_);
     if (!found) {
         // PgBouncer's words, which its tools match (PgBouncer 1.24's suite checks the client's
         // message too), with PostgreSQL's SQLSTATE for an unknown database.
@@ -406,7 +404,7 @@ void Client::on_authenticated() {
         return;
     }
     const DatabaseConfig& resolved = *found;
-    if (worker_.pool_control().disabled(resolved.name)) {
+    if (context_.database_disabled(resolved.name)) {
         // DISABLE on the admin console; PgBouncer's message, which its tools look for.
         fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
              "database \"" + database_ + "\" is disabled");
@@ -418,10 +416,10 @@ void Client::on_authenticated() {
         return;
     }
     std::string server_user = resolved.user.empty() ? user_ : resolved.user;
-    pool_ = &worker_.pool_for(resolved, server_user);
+    pool_ = &context_.pool_for(resolved, server_user);
     if (auth_ && resolved.user.empty()) pool_->learn_client_credentials(*auth_);
     auth_.reset();
-    cancel_key_ = worker_.cancels().add(worker_, *this, worker_.config().peer_id);
+    cancel_key_ = context_.add_cancel_key(*this);
     has_cancel_key_ = true;
     if (replication_) {
         request_replication_server();
@@ -440,7 +438,7 @@ void Client::on_authenticated() {
 
 void Client::start_admin_session() {
     auth_.reset();
-    auto session = std::make_unique<AdminSession>(worker_, *this);
+    auto session = context_.open_admin_session(*this);
     if (!session->may_log_in()) {
         // Only admin_users and stats_users may use the console (PgBouncer's admin_post_login).
         fail(protocol::sqlstate::kInsufficientPrivilege,
@@ -448,11 +446,11 @@ void Client::start_admin_session() {
         return;
     }
     admin_ = std::move(session);
-    cancel_key_ = worker_.cancels().add(worker_, *this, worker_.config().peer_id);
+    cancel_key_ = context_.add_cancel_key(*this);
     has_cancel_key_ = true;
     admin_->send_welcome(cancel_key_);
     set_state(State::Idle);
-    if (worker_.config().log_connections) {
+    if (context_.config().log_connections) {
         spdlog::info("{}: login attempt: db={} user={} tls={} (admin console)", describe(),
                      database_, user_, tls_description());
     }
@@ -485,7 +483,7 @@ void Client::finish_login() {
     protocol::append_ready_for_query(out, protocol::kTxIdle);
     stream_.write(out);
     set_state(State::Idle);
-    if (worker_.config().log_connections) {
+    if (context_.config().log_connections) {
         spdlog::info("{}: login attempt: db={} user={} tls={}", describe(), database_, user_,
                      tls_description());
     }
@@ -497,34 +495,25 @@ void Client::finish_login() {
 void Client::handle_cancel_request(const protocol::CancelKey& received) {
     // A cancel request arrives on its own connection; it gets no reply (protocol §55.2.8).
     // With peering, a key another process issued goes on to that process (core/peering.hpp).
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     CancelRoute route = route_cancel(received, config.peer_id);
     if (route.action != CancelRoute::Action::Local) {
         auto peer = config.peers.find(route.peer);
         if (route.action == CancelRoute::Action::Drop) {
-            worker_.peer_cancels().warn_ttl_exhausted(describe());
+            context_.peer_cancels().warn_ttl_exhausted(describe());
         } else if (peer == config.peers.end()) {
-            worker_.peer_cancels().warn_unknown_peer(describe(), route.peer);
+            context_.peer_cancels().warn_unknown_peer(describe(), route.peer);
         } else {
             spdlog::debug("{}: forwarding cancel request to peer {}", describe(), route.peer);
-            worker_.forward_cancel_to_peer(peer->second, route.key);
+            context_.forward_cancel_to_peer(peer->second, route.key);
         }
         set_state(State::Closing);
         stream_.close();
         return;
     }
-    const protocol::CancelKey& key = route.key;
-    if (auto entry = worker_.cancels().find(key)) {
-        if (entry->worker == &worker_) {
-            worker_.cancel_client(key, describe());
-        } else {
-            // The client is another worker's: only its loop may touch it (and it may be gone by
-            // then: cancel_client looks the key up again).
-            Worker* owner = entry->worker;
-            (void)owner->post([owner, key, from = describe()]() { owner->cancel_client(key, from); });
-        }
-    }
-    // A stale or unknown key is ignored silently, as PostgreSQL does.
+    // The key's client is cancelled on its own worker's loop; a stale or unknown key is ignored
+    // silently, as PostgreSQL does.
+    context_.cancel_key_holder(route.key, describe());
     set_state(State::Closing);
     stream_.close();
 }
@@ -534,7 +523,7 @@ void Client::on_cancel_request(const std::string& from) {
         admin_->on_cancel_request();
     } else if (server_ && state_ == State::Active) {
         spdlog::debug("{}: forwarding cancel request for {}", from, describe());
-        worker_.forward_cancel(*server_);
+        context_.forward_cancel(*server_);
     }
 }
 
@@ -543,10 +532,10 @@ void Client::on_cancel_request(const std::string& from) {
 
 void Client::on_server_assigned(Server& server) {
     server_ = &server;
-    pool_->stats().record_wait_time((worker_.now_ms() - state_since_ms_) * 1000);
+    pool_->stats().record_wait_time((context_.now_ms() - state_since_ms_) * 1000);
     pool_->stats().server_assignment_count++;
     set_state(State::Active);
-    last_activity_ms_ = worker_.now_ms();
+    last_activity_ms_ = context_.now_ms();
     server.link_client(*this);
     if (!server.busy()) on_server_ready();
 }
@@ -611,7 +600,7 @@ void Client::set_tether_kinds(std::uint32_t kinds) {
         return;
     }
     TetherDetails& details = tether_details();
-    if (!was) details.since_ms = worker_.now_ms();
+    if (!was) details.since_ms = context_.now_ms();
     if (!(kinds & kStateAdvisoryLock)) details.locks.clear();
 }
 
@@ -633,7 +622,7 @@ const std::vector<std::string>& Client::custom_setting_names() const {
 Client::TetherDetails& Client::tether_details() {
     if (!tether_) {
         tether_ = std::make_unique<TetherDetails>();
-        tether_->since_ms = worker_.now_ms();
+        tether_->since_ms = context_.now_ms();
         // The statement that tethered the client ran on the probing server, which remembers it.
         if (server_) tether_->last_query = server_->last_statement();
     }
@@ -708,7 +697,7 @@ void Client::fail(const char* sqlstate, const std::string& message) {
 void Client::close(const std::string& reason, const protocol::ErrorFields* error, bool flush) {
     if (state_ == State::Closing) return;
     State previous = state_;
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     // PgBouncer's two switches: log_pooler_errors for every error pgtether itself sends a
     // client, log_disconnections for the reason a logged-in client goes.
     if (error && config.log_pooler_errors) {
@@ -718,7 +707,7 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
     // PgBouncer logs every close with a reason, failed logins included.
     if (config.log_disconnections) {
         spdlog::info("{}: closing because: {} (age={}s)", describe(), reason,
-                     (worker_.now_ms() - connected_at_ms_) / 1000);
+                     (context_.now_ms() - connected_at_ms_) / 1000);
     }
     if (error) {
         std::string out;
@@ -736,16 +725,16 @@ void Client::close(const std::string& reason, const protocol::ErrorFields* error
     release_client_slot();  // max_client_conn: the place is free from now on, as in PgBouncer
     detach_from_server();
     if (has_cancel_key_) {
-        worker_.cancels().remove(cancel_key_);
+        context_.remove_cancel_key(cancel_key_);
         has_cancel_key_ = false;
     }
     auth_.reset();
     if (login_work_ticket_) {
-        worker_.login_work().cancel(login_work_ticket_);
+        context_.login_work().cancel(login_work_ticket_);
         login_work_ticket_ = 0;
     }
     if (auth_lookup_) {
-        worker_.auth_lookups().cancel(auth_lookup_);
+        context_.auth_lookups().cancel(auth_lookup_);
         auth_lookup_ = 0;
     }
     if (error || flush) {

@@ -34,7 +34,7 @@ class AdminSession;
 class AuthQuery;
 class ClientAuth;
 class Pool;
-class Worker;
+class ClientContext;
 struct DatabaseConfig;
 
 class Client final : public Stream::Handler {
@@ -50,7 +50,7 @@ public:
         Closing,      // closing; no further input is processed
     };
 
-    Client(Worker& worker, bool tcp);
+    Client(ClientContext& context, bool tcp);
     ~Client();
 
     // Takes `fd`, a connection the listener accepted, and starts reading. Returns false (and
@@ -282,7 +282,7 @@ private:
     // database and user and refuses it (false) when that passes a limit.
     [[nodiscard]] bool admit_within_client_limits();
     void uncount_for_limits();
-    // Frees its max_client_conn place (Worker::release_client_slot), once.
+    // Frees its max_client_conn place (ClientContext::release_client_slot), once.
     void release_client_slot();
     [[nodiscard]] std::string tls_description() const;
     void on_authenticated();
@@ -418,7 +418,7 @@ private:
     // Authentication messages are small; anything larger is refused before it is buffered.
     static constexpr std::uint32_t kMaxAuthMessage = 16 * 1024;
 
-    Worker& worker_;
+    ClientContext& context_;
     Stream stream_;
     State state_ = State::Startup;
     std::uint32_t tether_kinds_ = 0;  // the tether (below)

@@ -16,7 +16,7 @@
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/client/client.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/client/client_context.hpp"
 #include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool.hpp"
 
@@ -33,7 +33,7 @@ Client::ListenState& Client::listen_state() {
 
 bool Client::multiplexes_listen() const {
     // Session pooling keeps the backend anyway: LISTEN runs there, as it always did.
-    return worker_.config().multiplexes_listen() && pool_ && pool_->mode() != PoolMode::Session;
+    return context_.config().multiplexes_listen() && pool_ && pool_->mode() != PoolMode::Session;
 }
 
 bool Client::backend_may_listen() const {
@@ -73,7 +73,7 @@ bool Client::between_transactions() const {
 std::optional<protocol::ListenRequest> Client::recognise_listen(ByteSpan data, char tx_status) {
     // Below the size at which hold_input stops reading: the rest of the request must be able to
     // arrive.
-    const std::size_t wait_limit = worker_.scratch().size();
+    const std::size_t wait_limit = context_.scratch().size();
     protocol::ListenRequest request =
         protocol::recognise_listen_request(data, kMaxAuthMessage, wait_limit, tx_status);
     if (request.kind == protocol::ListenRequest::Kind::Other) return std::nullopt;
@@ -98,7 +98,7 @@ std::optional<std::size_t> Client::answer_listen_in_transaction(ByteSpan data) {
     // Nothing reaches the backend: its transaction goes on as if the statement had not been
     // sent, and PostgreSQL's LISTEN would change nothing before the COMMIT either.
     state.pending.insert(state.pending.end(), request->ops.begin(), request->ops.end());
-    last_activity_ms_ = worker_.now_ms();
+    last_activity_ms_ = context_.now_ms();
     send(request->reply);
     return request->consumed;
 }
@@ -157,7 +157,7 @@ void Client::take_listen_ops(const std::vector<protocol::ListenOp>& ops, std::st
         spdlog::debug("{}: listens on {} channels (+{} -{}), answered by pgtether", describe(),
                       state.channels.size(), change.added.size(), change.removed.size());
     }
-    last_activity_ms_ = worker_.now_ms();
+    last_activity_ms_ = context_.now_ms();
     if (change.added.empty() || pool_->listen_hub().listening_for(*this, change.added)) {
         if (!reply.empty()) send(reply);
         return;
@@ -234,7 +234,7 @@ bool Client::deliver_to_listener(std::string_view message) {
     target.held_bytes = state.held.size();
     target.unsent_bytes = stream_.pending_output_size() + state.queued.size();
     target.size = message.size();
-    target.budget = static_cast<std::size_t>(worker_.config().listen_client_buffer);
+    target.budget = static_cast<std::size_t>(context_.config().listen_client_buffer);
     switch (decide_notification(target)) {
         case NotificationAction::Send:
             // Behind anything held; written with the rest of the hub's read.
@@ -270,11 +270,11 @@ void Client::note_listener_output() {
     ListenState& state = *listen_;
     const std::size_t unsent = stream_.pending_output_size();
     if (state.backed_up ||
-        unsent <= static_cast<std::size_t>(worker_.config().listen_client_buffer) / 2) {
+        unsent <= static_cast<std::size_t>(context_.config().listen_client_buffer) / 2) {
         return;
     }
     state.backed_up = true;
-    state.backed_up_since_ms = worker_.now_ms();
+    state.backed_up_since_ms = context_.now_ms();
     state.unsent_seen = unsent;
     if (!state.channels.empty()) pool_->listen_hub().listener_backed_up(*this);
 }
@@ -294,7 +294,7 @@ void Client::check_listener_stall(std::uint64_t now_ms) {
         state.backed_up_since_ms = now_ms;
         return;
     }
-    const auto limit = worker_.config().listen_stall_timeout;
+    const auto limit = context_.config().listen_stall_timeout;
     if (limit.count() <= 0 ||
         now_ms - state.backed_up_since_ms <
             static_cast<std::uint64_t>(

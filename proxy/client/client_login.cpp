@@ -25,9 +25,7 @@
 #include "core/ident_map.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/net/tls.hpp"
-#include "proxy/daemon/worker.hpp"
-#include "proxy/pool/pool_control.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/client/client_context.hpp"
 
 namespace pgtether {
 
@@ -79,7 +77,7 @@ std::size_t Client::handle_encryption_request(protocol::StartupKind kind, ByteSp
         return data.size();
     }
     ssl_answered_ = true;
-    const auto& context = worker_.security().client_tls;
+    const auto& context = context_.security().client_tls;
     if (!tcp_ || !context) {
         // TLS is off, or this is a Unix socket (as PostgreSQL and PgBouncer, no TLS there):
         // the client continues in plaintext or gives up (protocol §55.2.10).
@@ -96,10 +94,10 @@ std::size_t Client::handle_encryption_request(protocol::StartupKind kind, ByteSp
 }
 
 std::size_t Client::start_direct_tls(ByteSpan data) {
-    const auto& context = worker_.security().client_tls;
+    const auto& context = context_.security().client_tls;
     if (!tcp_ || !context) {
         // Nothing useful can be said in plaintext to a client that speaks TLS.
-        if (worker_.config().log_pooler_errors) {
+        if (context_.config().log_pooler_errors) {
             spdlog::info("{}: closing: direct TLS connection, but client_tls_sslmode = disable",
                          describe());
         }
@@ -110,7 +108,7 @@ std::size_t Client::start_direct_tls(ByteSpan data) {
     ssl_answered_ = true;
     // The bytes are the start of the ClientHello: the TLS session takes them all.
     if (!stream_.start_tls(*context, {}, data)) {
-        if (worker_.config().log_pooler_errors) {
+        if (context_.config().log_pooler_errors) {
             spdlog::info("{}: closing: TLS handshake failed: {}", describe(), stream_.tls_error());
         }
         close("TLS handshake failed: " + stream_.tls_error());
@@ -120,7 +118,7 @@ std::size_t Client::start_direct_tls(ByteSpan data) {
 
 void Client::on_stream_tls_ready(const std::string& error) {
     if (state_ == State::Closing) return;
-    const bool log = worker_.config().log_pooler_errors;
+    const bool log = context_.config().log_pooler_errors;
     if (!error.empty()) {
         if (log) spdlog::info("{}: closing: TLS handshake failed: {}", describe(), error);
         close("TLS handshake failed: " + error);
@@ -142,7 +140,7 @@ void Client::on_stream_tls_ready(const std::string& error) {
 }
 
 bool Client::tls_policy_allows_startup() {
-    const auto mode = worker_.config().client_tls_sslmode;
+    const auto mode = context_.config().client_tls_sslmode;
     if (tcp_ && mode >= SslMode::Require && !stream_.tls_active()) {
         fail(protocol::sqlstate::kInvalidAuthorization,
              std::string("SSL/TLS connection required (client_tls_sslmode = ") + to_string(mode) +
@@ -162,11 +160,11 @@ std::string Client::tls_description() const {
 // Client limits per database and user
 
 bool Client::admit_within_client_limits() {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     // Counted before authentication, as PgBouncer counts at set_pool: clients still logging in
     // hold their place too.
     auto [database_clients, user_clients] =
-        worker_.group().client_counts().add(database_, user_);
+        context_.client_counts().add(database_, user_);
     counted_for_limits_ = true;
     // PgBouncer lets admin_users into its console whatever the limits say, so an operator can
     // still look at a full pooler (they are counted all the same).
@@ -189,7 +187,7 @@ bool Client::admit_within_client_limits() {
 void Client::uncount_for_limits() {
     if (!counted_for_limits_) return;
     counted_for_limits_ = false;
-    worker_.group().client_counts().remove(database_, user_);
+    context_.client_counts().remove(database_, user_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,7 +200,7 @@ bool Client::is_own_user_console_login() {
 }
 
 void Client::start_authentication() {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     if (is_own_user_console_login()) {
         // Before auth_type and auth_hba_file, as PgBouncer does: whoever can connect as
         // pgtether's own OS user could read its configuration and userlist anyway.
@@ -215,7 +213,7 @@ void Client::start_authentication() {
     if (!admit_within_client_limits()) return;
     AuthType method = config.auth_type;
     if (method == AuthType::Hba) {
-        const auto& rules = worker_.security().hba;
+        const auto& rules = context_.security().hba;
         sockaddr_storage address{};
         bool have_address = tcp_ && stream_.peer_address(address);
         HbaClient who;
@@ -281,7 +279,7 @@ void Client::start_authentication() {
 // Passwords, with auth_query for users not in auth_file
 
 void Client::start_password_authentication(AuthType method) {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     // trust too: a user missing from auth_file is looked up with auth_query, and logged in when
     // found (PgBouncer does; the server login then uses the secret found).
     const bool wants_secret = method == AuthType::Plain || method == AuthType::Md5 ||
@@ -289,12 +287,12 @@ void Client::start_password_authentication(AuthType method) {
     // The admin console has no server to ask: its users not in auth_file are looked up in the
     // global auth_dbname, when one is set (PgBouncer 1.24).
     const bool console = AdminSession::is_console_database(database_);
-    if (wants_secret && worker_.auth_file().count(user_) == 0 &&
+    if (wants_secret && context_.auth_file().count(user_) == 0 &&
         (!console || !config.auth_dbname.empty())) {
         // auth_user, auth_query and auth_dbname: per database, else global. The lookup has to
         // know the database before authentication (PgBouncer too); an unknown database simply
         // means no lookup, and the exchange below fails like a wrong password.
-        auto db = console ? std::nullopt : worker_.resolve_database(database_);
+        auto db = console ? std::nullopt : context_.resolve_database(database_);
         if (db || console) {
             const std::string& auth_user =
                 db && !db->auth_user.empty() ? db->auth_user : config.auth_user;
@@ -309,7 +307,7 @@ void Client::start_password_authentication(AuthType method) {
                     fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");
                     return;
                 }
-                auto target_db = auth_dbname.empty() ? db : worker_.resolve_database(auth_dbname);
+                auto target_db = auth_dbname.empty() ? db : context_.resolve_database(auth_dbname);
                 if (!target_db) {
                     spdlog::warn("{}: authentication database \"{}\" is not configured",
                                  describe(), auth_dbname);
@@ -317,7 +315,7 @@ void Client::start_password_authentication(AuthType method) {
                     return;
                 }
                 // DISABLE of the database the lookup runs in (PgBouncer's words).
-                if (!auth_dbname.empty() && worker_.pool_control().disabled(target_db->name)) {
+                if (!auth_dbname.empty() && context_.database_disabled(target_db->name)) {
                     fail(protocol::sqlstate::kObjectNotInPrerequisiteState,
                          "authentication database \"" + auth_dbname + "\" is disabled");
                     return;
@@ -325,8 +323,8 @@ void Client::start_password_authentication(AuthType method) {
                 AuthQuery::Target target;
                 target.query = db && !db->auth_query.empty() ? db->auth_query : config.auth_query;
                 target.credentials.user = auth_user;
-                target.credentials.require_auth = worker_.security().server_require_auth;
-                const auto& auth_file = worker_.auth_file();
+                target.credentials.require_auth = context_.security().server_require_auth;
+                const auto& auth_file = context_.auth_file();
                 if (target_db->user == auth_user && !target_db->password.empty()) {
                     target.credentials.password = target_db->password;
                 } else if (auto it = auth_file.find(auth_user); it != auth_file.end()) {
@@ -342,7 +340,7 @@ void Client::start_password_authentication(AuthType method) {
                 // a client that gives up while its lookup waits in the queue is noticed at once
                 // and leaves the queue, instead of holding a place until its turn.
                 set_state(State::AuthLookup);
-                auto ticket = worker_.auth_lookups().lookup(
+                auto ticket = context_.auth_lookups().lookup(
                     std::move(target), user_, [this, method](AuthQuery::Result&& result) {
                         on_secret_fetched(method, std::move(result));
                     });
@@ -361,11 +359,11 @@ void Client::start_password_authentication(AuthType method) {
             }
         }
     }
-    if (method != AuthType::Any && worker_.auth_file().count(user_) == 0) {
+    if (method != AuthType::Any && context_.auth_file().count(user_) == 0) {
         // PgBouncer's words; the exchange still runs (against a mock secret) and fails.
         spdlog::info("{}: no such user: {}", describe(), user_);
     }
-    auth_ = std::make_unique<ClientAuth>(method, worker_.auth_file(), !config.auth_file.empty(),
+    auth_ = std::make_unique<ClientAuth>(method, context_.auth_file(), !config.auth_file.empty(),
                                          user_, config.scram_iterations);
     run_password_authentication();
 }
@@ -403,7 +401,7 @@ void Client::on_secret_fetched(AuthType method, AuthQuery::Result&& result) {
     // wrong password: no way to tell a missing user from a wrong guess.
     const bool user_found = result.outcome != Outcome::NotFound;
     auth_ = std::make_unique<ClientAuth>(method, std::move(result.secret), user_found, user_,
-                                         worker_.config().scram_iterations);
+                                         context_.config().scram_iterations);
     run_password_authentication();
     if (state_ == State::Auth) {
         stream_.start_reading();
@@ -435,13 +433,13 @@ void Client::carry_out(ClientAuth::Step step) {
     std::optional<std::uint64_t> ticket;
     if (step.derive) {
         // PBKDF2 on a pool thread; the loop goes on serving everyone else meanwhile.
-        ticket = worker_.login_work().derive(
+        ticket = context_.login_work().derive(
             std::move(*step.derive), [this](const protocol::ScramSecret& derived) {
                 resume_authentication([&] { return auth_->on_derived(derived); });
             });
     } else if (step.external_check) {
         // PAM and LDAP on a pool thread too: they may read files or wait on a network service.
-        const auto& config = worker_.config();
+        const auto& config = context_.config();
         const bool ldap = auth_->type() == AuthType::Ldap;
         auto checked = [this, ldap](const PasswordVerdict& v) {
             if (!v.ok) spdlog::warn("{}: {}: {}", describe(), ldap ? "LDAP" : "PAM", v.failure);
@@ -458,14 +456,14 @@ void Client::carry_out(ClientAuth::Step step) {
                 return;
             }
             LdapRequest request{*options, user_, std::move(*step.external_check)};
-            ticket = worker_.login_work().check_ldap(std::move(request), checked);
+            ticket = context_.login_work().check_ldap(std::move(request), checked);
         } else {
             PamRequest request;
             request.service = config.auth_pam_service;
             request.user = user_;
             request.password = std::move(*step.external_check);
             if (tcp_) request.remote_host = stream_.peer_host();
-            ticket = worker_.login_work().check_pam(std::move(request), checked);
+            ticket = context_.login_work().check_pam(std::move(request), checked);
         }
     } else {
         return;
@@ -514,7 +512,7 @@ void Client::authenticate_by_certificate(const std::string& ident_map) {
         return;
     }
     auto name = tls->peer_common_name();
-    if (!external_name_allows(worker_.security().ident_maps.get(), ident_map,
+    if (!external_name_allows(context_.security().ident_maps.get(), ident_map,
                               name ? *name : std::string(), user_)) {
         if (ident_map.empty()) {
             spdlog::info(
@@ -548,7 +546,7 @@ void Client::authenticate_by_peer(const std::string& ident_map) {
             os_user = found->pw_name;
         }
     }
-    if (!external_name_allows(worker_.security().ident_maps.get(), ident_map, os_user, user_)) {
+    if (!external_name_allows(context_.security().ident_maps.get(), ident_map, os_user, user_)) {
         if (ident_map.empty()) {
             spdlog::info(
                 "{}: peer authentication failed: operating-system user \"{}\" (uid {}) is "

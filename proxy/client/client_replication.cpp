@@ -13,7 +13,7 @@
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/client/client.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/client/client_context.hpp"
 #include "proxy/pool/pool.hpp"
 
 namespace pgtether {
@@ -62,7 +62,7 @@ void Client::request_replication_server() {
 void Client::on_replication_server_ready(Server& server) {
     replication_->server = nullptr;
     server_ = &server;
-    pool_->stats().record_wait_time((worker_.now_ms() - state_since_ms_) * 1000);
+    pool_->stats().record_wait_time((context_.now_ms() - state_since_ms_) * 1000);
     pool_->stats().server_assignment_count++;
     // The backend's own greeting (a walsender's parameters are this session's, not the pool's),
     // with pgtether's cancel key: a cancel reaches the backend through pgtether.
@@ -75,8 +75,8 @@ void Client::on_replication_server_ready(Server& server) {
     protocol::append_ready_for_query(out, protocol::kTxIdle);
     stream_.write(out);
     set_state(State::Active);
-    last_activity_ms_ = worker_.now_ms();
-    if (worker_.config().log_connections) {
+    last_activity_ms_ = context_.now_ms();
+    if (context_.config().log_connections) {
         spdlog::info("{}: login attempt: db={} user={} tls={} replication={}", describe(),
                      database_, user_, tls_description(),
                      replication_mode_name(replication_->mode));
@@ -133,7 +133,7 @@ std::size_t Client::relay_to_server(ByteSpan data) {
     }
     if (end > 0 && server_ != nullptr) {
         pool_->stats().bytes_received += end;
-        last_activity_ms_ = worker_.now_ms();
+        last_activity_ms_ = context_.now_ms();
         uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(const_cast<std::uint8_t*>(data.data())),
                                    static_cast<unsigned>(end));
         if (!server_->send_from_client(&buf, 1)) pause_input();

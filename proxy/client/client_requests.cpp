@@ -18,7 +18,7 @@
 #include "proxy/client/client.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/client/client_context.hpp"
 
 namespace pgtether {
 
@@ -114,7 +114,7 @@ struct Client::Outbound final : StatementTranslator::Output {
 
 std::size_t Client::handle_requests(ByteSpan data) {
     if (admin_) {
-        last_activity_ms_ = worker_.now_ms();
+        last_activity_ms_ = context_.now_ms();
         return admin_->on_data(data);
     }
     if (reader_.in_message() && !reader_.forwarding()) {
@@ -166,7 +166,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
             note_unanswered_listen(data);
         }
         // SHUTDOWN WAIT_FOR_SERVERS: no transaction starts (PgBouncer's words and moment).
-        if (worker_.waiting_for_servers()) {
+        if (context_.waiting_for_servers()) {
             fail(protocol::sqlstate::kAdminShutdown, "server shutting down");
             return data.size();
         }
@@ -199,7 +199,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
     auto& tracker = server_->link().tracker();
     // The last part of a message passed on in pieces went out in this call.
     bool finished_partial = false;
-    const auto max_length = static_cast<std::uint32_t>(worker_.config().max_packet_size);
+    const auto max_length = static_cast<std::uint32_t>(context_.config().max_packet_size);
     // Where a Query ended that exact lock accounting could not decide and that a probe may
     // follow at once (0: none).
     std::size_t probe_may_follow_at = 0;
@@ -240,7 +240,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
                 consumed = data.size();
             } else if (next.step == MessageReader::Step::Partial &&
                        next.total >
-                           static_cast<std::size_t>(worker_.config().client_buffer_limit)) {
+                           static_cast<std::size_t>(context_.config().client_buffer_limit)) {
                 // Too large to hold whole (client_buffer_limit): streamed, discarded or refused.
                 if (take_oversized(next, out)) consumed = data.size();
                 if (state_ == State::Closing) return data.size();
@@ -273,7 +273,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
         bool routed = false;
         switch (type) {
             case fe::kQuery: {
-                if (worker_.config().disable_pqexec) {
+                if (context_.config().disable_pqexec) {
                     out.flush();  // what came before it goes through, as in PgBouncer
                     refuse_simple_query();
                     return data.size();
@@ -357,7 +357,7 @@ std::size_t Client::handle_requests(ByteSpan data) {
             }
         }
     }
-    last_activity_ms_ = worker_.now_ms();
+    last_activity_ms_ = context_.now_ms();
     if (state_ == State::Active) {
         // The Query that needs a probe was the last message: the probe follows it in the same
         // write instead of a round trip after its answer; the client's next messages wait for
@@ -387,7 +387,7 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
     message.skipping_to_sync = skip_until_sync_;
     message.head_complete = partial.type == fe::kBind ? names.ok() : first_complete;
     message.budget_reached =
-        rest.size() >= static_cast<std::size_t>(worker_.config().client_buffer_limit);
+        rest.size() >= static_cast<std::size_t>(context_.config().client_buffer_limit);
     message.names_statement = partial.type == fe::kParse && !first_name.empty();
     message.translates_statements = server_->link().translates_statements();
     switch (decide_oversized_message(message)) {
@@ -404,7 +404,7 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
                 error_message("54000",
                               "prepared statement too large: " + std::to_string(partial.total) +
                                   " bytes, pgtether holds at most " +
-                                  std::to_string(worker_.config().client_buffer_limit) +
+                                  std::to_string(context_.config().client_buffer_limit) +
                                   " (client_buffer_limit)"));
             skip_until_sync_ = true;
             reader_.skip_rest(partial);
@@ -449,7 +449,7 @@ bool Client::take_oversized(const MessageReader::Next& partial, Outbound& out) {
 }
 
 bool Client::refuse_simple_query() {
-    if (!worker_.config().disable_pqexec) return false;
+    if (!context_.config().disable_pqexec) return false;
     // PgBouncer's words: its error line, then the close with "PQexec disallowed" (FATAL, its
     // default SQLSTATE for a pooler's disconnect, 08P01).
     spdlog::error("{}: client used \"Query\" packet type", describe());
@@ -471,13 +471,13 @@ void Client::refuse_reserved_query(Outbound& out) {
 
 void Client::note_request_start() {
     if (!server_->link().tracker().quiet()) return;
-    query_started_ms_ = worker_.now_ms();
+    query_started_ms_ = context_.now_ms();
     // Outside a transaction block, this request begins the next transaction (PgBouncer's
     // xact_start: a lone statement is a transaction too).
     if (server_->link().tracker().tx_status() == protocol::kTxIdle) {
         transaction_started_ms_ = query_started_ms_;
     }
-    server_->link().note_request_start(worker_.now_us());
+    server_->link().note_request_start(context_.now_us());
 }
 
 void Client::note_function_call() {
@@ -516,7 +516,7 @@ bool Client::route_parse(const protocol::ParseMessage& parse, Outbound& out) {
     note_effects(parse.query, relevant);
     remember_query(parse.query);
     auto intern = [&] {
-        return worker_.statements().intern(parse.query, parse.parameter_types, relevant,
+        return context_.statements().intern(parse.query, parse.parameter_types, relevant,
                                            pool_->lock_trigger().scanner);
     };
     if (parse.statement.empty()) {
@@ -647,13 +647,13 @@ bool Client::routed(StatementTranslator::Routed how) {
 }
 
 StatementTranslator Client::translator(Outbound& out) {
-    return {statements_, *server_, worker_.config(), out};
+    return {statements_, *server_, context_.config(), out};
 }
 
 bool Client::answer_deallocate(ByteSpan message) {
     // `DEALLOCATE name` of a protocol-level statement: the backend knows it under another name
     // (or not at all), so pgtether answers it, as PostgreSQL would outside a transaction block.
-    if (worker_.config().max_prepared_statements <= 0) return false;
+    if (context_.config().max_prepared_statements <= 0) return false;
     // Only a name the client prepared is answered here: without any, skip parsing the text (this
     // runs for every simple query that starts a transaction).
     if (statements_.size() == 0) return false;
@@ -673,7 +673,7 @@ bool Client::answer_deallocate(ByteSpan message) {
 
 bool Client::accounts_locks_exactly() const {
     // every_transaction probes anyway; off tracks nothing.
-    return worker_.config().advisory_lock_tracking == LockTracking::On;
+    return context_.config().advisory_lock_tracking == LockTracking::On;
 }
 
 void Client::account_uncertain() {
@@ -713,7 +713,7 @@ void Client::pipeline_probe(Outbound& out) {
     // The decision the transaction's end would take, taken now: the accounting is armed and not
     // exact (account_query_locks found a statement it cannot count), which is why a probe is due.
     const TransactionEndDecision decision =
-        server_->link().at_boundary(worker_.config(), tether_kinds_, lock_ledger());
+        server_->link().at_boundary(context_.config(), tether_kinds_, lock_ledger());
     if (decision.action != TransactionEndDecision::Action::Probe) return;
     std::string messages = server_->pipeline_probe(decision.probe_kinds);
     if (!messages.empty()) out.add_owned(std::move(messages));
@@ -770,7 +770,7 @@ void Client::note_effects(std::string_view sql, std::uint32_t effects) {
     // A call of a name the catalog did not know: maybe a wrapper created a moment ago. This
     // transaction is probed (the effect comes with kEffectAdvisoryLock); the catalog is checked.
     if (effects & protocol::kEffectUnknownCall) {
-        worker_.lock_catalog().on_unknown_call(pool_->database_name());
+        context_.on_unknown_lock_call(pool_->database_name());
     }
     server_->link().mark_effects(effects);
     if (effects & protocol::kEffectSet) {

@@ -22,6 +22,7 @@
 #include "proxy/net/listener.hpp"
 #include "proxy/pool/lock_catalog.hpp"
 #include "proxy/pool/janitor.hpp"
+#include "proxy/admin/admin_console.hpp"
 #include "proxy/admin/metrics_server.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_control.hpp"
@@ -61,9 +62,8 @@ struct Worker::Registry {
 
 Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
                WorkerGroup& group, std::shared_ptr<const SecuritySetup> security)
-    : ServerContext(read_buffer_size(*config), config,
-                    security ? std::move(security) : load_security(*config)),
-      auth_file_(std::move(auth_file)),
+    : ClientContext(read_buffer_size(*config), config,
+                    security ? std::move(security) : load_security(*config), std::move(auth_file)),
       group_(group),
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
@@ -217,6 +217,22 @@ std::size_t Worker::worker_count() const { return group_.size(); }
 void Worker::on_catalog_change(const std::string& database) {
     lock_catalog_->on_catalog_change(database);
 }
+
+void Worker::on_unknown_lock_call(const std::string& database) {
+    lock_catalog_->on_unknown_call(database);
+}
+
+bool Worker::database_disabled(const std::string& database) const {
+    return control_->disabled(database);
+}
+
+std::unique_ptr<AdminSession> Worker::open_admin_session(Client& client) {
+    return std::make_unique<AdminSession>(*this, client);
+}
+
+bool Worker::over_client_limit() const { return group_.over_client_limit(config().max_client_conn); }
+
+ClientCounts& Worker::client_counts() { return group_.client_counts(); }
 
 std::uint64_t Worker::next_id() { return ++last_id_ * group_.size() + index_ - (group_.size() - 1); }
 
@@ -411,6 +427,25 @@ void Worker::forward_cancel(Server& server) {
 
 void Worker::forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key) {
     peer_cancels_->forward(peer, key);
+}
+
+protocol::CancelKey Worker::add_cancel_key(Client& client) {
+    return cancels().add(*this, client, config().peer_id);
+}
+
+void Worker::remove_cancel_key(const protocol::CancelKey& key) { cancels().remove(key); }
+
+void Worker::cancel_key_holder(const protocol::CancelKey& key, const std::string& from) {
+    auto entry = cancels().find(key);
+    if (!entry) return;
+    if (entry->worker == this) {
+        cancel_client(key, from);
+        return;
+    }
+    // The client is another worker's: only its loop may touch it (and it may be gone by then:
+    // cancel_client looks the key up again).
+    Worker* owner = entry->worker;
+    (void)owner->post([owner, key, from]() { owner->cancel_client(key, from); });
 }
 
 void Worker::register_cancel(CancelForwarder& forwarder) {
@@ -622,10 +657,10 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
         // share is the same socket: setting it twice is harmless.
         for (auto& listener : listeners_) listener->set_defer_accept(config->tcp_defer_accept);
     }
-    const std::shared_ptr<const AuthFile> old_auth_file = auth_file_;
+    const std::shared_ptr<const AuthFile> old_auth_file = auth_file_ptr();
     set_config(std::move(config), std::move(security));
     set_tcp_options(tcp_options_of(this->config()));
-    auth_file_ = std::move(auth_file);
+    set_auth_file(std::move(auth_file));
     lock_catalog_->apply_config();
     if (!stopped_) restart_stats_timer();
     // No auth_user connection made with the old settings serves another lookup.
@@ -651,7 +686,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
             return std::to_string(static_cast<int>(it->second.kind)) + ":" + it->second.secret;
         };
         const bool credentials_changed =
-            secret_of(old_auth_file.get()) != secret_of(auth_file_.get());
+            secret_of(old_auth_file.get()) != secret_of(auth_file_ptr().get());
         const bool connect_query_changed = old.connect_query != resolved->connect_query;
         pool->apply_config(*resolved);
         // PgBouncer's words for a server whose settings went out of date: "obsolete connection".

@@ -27,7 +27,7 @@
 #include "core/stats.hpp"
 #include "core/stats_history.hpp"
 #include "proxy/net/listener.hpp"
-#include "proxy/server/server_context.hpp"
+#include "proxy/client/client_context.hpp"
 
 namespace pgtether {
 
@@ -48,7 +48,7 @@ class WorkerGroup;
 struct LendRequest;
 struct SecuritySetup;
 
-class Worker final : public ServerContext, public Acceptor {
+class Worker final : public ClientContext, public Acceptor {
 public:
     // `security` is built from `config` when not given (load_security; may throw ConfigError).
     // The worker joins `group`; its index is the group's size before.
@@ -95,10 +95,6 @@ public:
                       std::shared_ptr<const AuthFile> auth_file,
                       std::shared_ptr<const SecuritySetup> security = nullptr);
 
-    [[nodiscard]] const AuthFile& auth_file() const { return *auth_file_; }
-    [[nodiscard]] const std::shared_ptr<const AuthFile>& auth_file_ptr() const {
-        return auth_file_;
-    }
     [[nodiscard]] CancelRegistry& cancels();
     // Ids of clients and servers, unique in the process: worker i of N hands out i+1, i+1+N,
     // i+1+2N, ... (with one worker: 1, 2, 3, ...).
@@ -111,7 +107,7 @@ public:
     [[nodiscard]] std::size_t worker_count() const override;
     // SHUTDOWN WAIT_FOR_SERVERS (SIGINT): no transaction starts; the process goes once no server
     // is in use.
-    [[nodiscard]] bool waiting_for_servers() const {
+    [[nodiscard]] bool waiting_for_servers() const override {
         return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
     }
     // SHUTDOWN WAIT_FOR_CLIENTS: no new clients, the connected ones are served until they leave.
@@ -132,9 +128,12 @@ public:
 
     // The [databases] entry clients reach under `name`: its own, or the "*" fallback turned into
     // an entry for the database of that name. nullopt when neither exists.
-    [[nodiscard]] std::optional<DatabaseConfig> resolve_database(const std::string& name) const;
+    [[nodiscard]] std::optional<DatabaseConfig> resolve_database(
+        const std::string& name) const override;
+    [[nodiscard]] bool database_disabled(const std::string& database) const override;
     // The pool for a database entry and (server) user, created on first use.
-    Pool& pool_for(const DatabaseConfig& database, const std::string& user);
+    Pool& pool_for(const DatabaseConfig& database, const std::string& user) override;
+    std::unique_ptr<AdminSession> open_admin_session(Client& client) override;
     // The pools of forced-user database entries with a min_pool_size, opened before any client
     // (run by the janitor).
     void open_forced_user_pools();
@@ -145,11 +144,13 @@ public:
 
     // Registries of live connections: each object links itself in when it is created and out
     // when it is destroyed.
-    void register_client(Client& client);
-    void unregister_client(Client& client);
+    void register_client(Client& client) override;
+    void unregister_client(Client& client) override;
     // A client no longer counts towards max_client_conn: it is closing (its handle goes a little
     // later), as PgBouncer frees the place at the disconnect. Once per client.
-    void release_client_slot();
+    void release_client_slot() override;
+    [[nodiscard]] bool over_client_limit() const override;
+    [[nodiscard]] ClientCounts& client_counts() override;
     void register_server(Server& server) override;
     void unregister_server(Server& server) override;
     [[nodiscard]] std::size_t client_count() const;
@@ -200,27 +201,33 @@ public:
     // Cancel a query on a backend: opens a short connection to its postmaster.
     void forward_cancel(Server& server) override;
     // Forward a CancelRequest for another process's key to that peer ([peers]).
-    void forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key);
+    void forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key) override;
+    // Client cancel keys (the group's CancelRegistry): a client's own, and a CancelRequest's
+    // way to the client holding the key -- here, or posted to the worker it lives on.
+    protocol::CancelKey add_cancel_key(Client& client) override;
+    void remove_cancel_key(const protocol::CancelKey& key) override;
+    void cancel_key_holder(const protocol::CancelKey& key, const std::string& from) override;
     void register_cancel(CancelForwarder& forwarder) override;
     void unregister_cancel(CancelForwarder& forwarder) override;
     // A server is being destroyed: cancel forwarders must not report to it.
     void forget_cancel_target(Server& server) override;
 
     // auth_query lookups: their pooled auth_user connections and queue (proxy/server/auth_lookups.hpp).
-    [[nodiscard]] AuthLookups& auth_lookups() { return *auth_lookups_; }
+    [[nodiscard]] AuthLookups& auth_lookups() override { return *auth_lookups_; }
     // Logins' blocking work (SCRAM key derivations, PAM checks), off the loop
     // (proxy/client/login_work.hpp).
-    [[nodiscard]] LoginWork& login_work() { return *login_work_; }
+    [[nodiscard]] LoginWork& login_work() override { return *login_work_; }
     [[nodiscard]] PeerCancels& peer_cancels() override { return *peer_cancels_; }
     [[nodiscard]] const PeerCancels& peer_cancels() const { return *peer_cancels_; }
 
     // Every distinct prepared statement any client of this worker prepared.
-    [[nodiscard]] StatementRegistry& statements() { return statements_; }
+    [[nodiscard]] StatementRegistry& statements() override { return statements_; }
 
     // The tether's trigger of each database: builtin, configured and discovered lock functions.
     [[nodiscard]] LockCatalog& lock_catalog() { return *lock_catalog_; }
     [[nodiscard]] const LockCatalog& lock_catalog() const { return *lock_catalog_; }
     void on_catalog_change(const std::string& database) override;
+    void on_unknown_lock_call(const std::string& database) override;
 
     // Snapshots at the last stats_period ticks, for SHOW STATS' averages.
     [[nodiscard]] const StatsHistory<Pool>& stats_history() const { return stats_history_; }
@@ -260,7 +267,6 @@ private:
     // run, while their owners still live, so that uv_loop_close can free the loop.
     void close_for_exit();
 
-    std::shared_ptr<const AuthFile> auth_file_;
     std::unique_ptr<LockCatalog> lock_catalog_;
     StatementRegistry statements_;
     WorkerGroup& group_;

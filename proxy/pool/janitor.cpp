@@ -31,7 +31,7 @@ using janitor::kTetherSurplusIdleMs;
 // Clients: login, waiting, idleness, queries, transactions, tethers
 
 void Client::janitor(std::uint64_t now) {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     check_listener_stall(now);
     if (state_ == State::Closing) return;
     auto expired = [&](std::uint64_t since, Duration limit) {
