@@ -144,7 +144,8 @@ void AdminSession::send_welcome(const protocol::CancelKey& key) {
 
 std::size_t AdminSession::on_data(protocol::ByteSpan data) {
     if (wait_ != Wait::None) {
-        // One command at a time: the next waits (unread) until PAUSE / WAIT_CLOSE completes.
+        // One command at a time: the next waits (unread) until PAUSE / WAIT_CLOSE / KILL_CLIENT
+        // completes.
         client_.pause_input();
         return 0;
     }
@@ -408,8 +409,6 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
             return;
         }
         spdlog::info("{}: KILL_CLIENT {} command issued ({})", client_.describe(), id, *owner);
-        // Answer first: the target may be this very connection.
-        complete("KILL_CLIENT");
         auto kill = [id](Worker& worker) {
             if (Client* target = find_killable_client(worker, id)) {
                 target->fail(sqlstate::kAdminShutdown,
@@ -419,9 +418,16 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         };
         Worker& target_worker = worker_.group().at(static_cast<std::size_t>(owner - found.begin()));
         if (&target_worker == &worker_) {
+            complete("KILL_CLIENT");  // answer first: the target may be this very connection
             kill(worker_);
+        } else if (target_worker.post([kill, &target_worker]() { kill(target_worker); })) {
+            // PgBouncer (one process) has closed the client when it answers, so a client of the
+            // operator's that tries the killed connection next finds it gone: the answer waits
+            // until the other worker has closed it (poll).
+            kill_client_id_ = id;
+            start_wait(Wait::KillClient, std::nullopt);
         } else {
-            (void)target_worker.post([kill, &target_worker]() { kill(target_worker); });
+            complete("KILL_CLIENT");  // that worker has stopped: its clients are gone anyway
         }
     } else if (verb == "disable" || verb == "enable") {
         if (arg.empty()) {
@@ -537,7 +543,7 @@ void AdminSession::set(const protocol::AdminCommand& command) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// PAUSE and WAIT_CLOSE
+// PAUSE, WAIT_CLOSE and KILL_CLIENT of another worker's client
 
 void AdminSession::start_wait(Wait wait, std::optional<std::string> database) {
     wait_ = wait;
@@ -606,6 +612,15 @@ void AdminSession::poll() {
         });
         for (int count : counts) to_close += count;
         if (to_close == 0) finish_wait("WAIT_CLOSE");
+    } else if (wait_ == Wait::KillClient) {
+        std::vector<char> present(worker_.group().size(), 0);
+        const std::uint64_t id = kill_client_id_;
+        worker_.group().gather(worker_, [&](Worker& worker) {
+            present.at(worker.index()) = find_killable_client(worker, id) != nullptr;
+        });
+        if (std::find(present.begin(), present.end(), 1) == present.end()) {
+            finish_wait("KILL_CLIENT");
+        }
     }
 }
 

@@ -49,7 +49,8 @@ class AdminSession {
 
   private:
     enum class Role { None, Stats, Admin };
-    enum class Wait { None, Pause, WaitClose };
+    // KillClient: KILL_CLIENT of another worker's client, answered once that worker closed it.
+    enum class Wait { None, Pause, WaitClose, KillClient };
 
     // Looked up in the running configuration for every command, so a reload or SET that removes
     // a user from admin_users takes effect at once.
@@ -79,6 +80,7 @@ class AdminSession {
     Client& client_;
     Wait wait_ = Wait::None;
     std::optional<std::string> wait_database_;
+    std::uint64_t kill_client_id_ = 0;  // Wait::KillClient: the client's id
     std::string last_wait_report_;
     std::string pending_;  // output built by the current command
 };

@@ -311,7 +311,9 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
         return;
     }
     // A replication client's parameters go to its backend as it sent them.
-    if (context_.config().application_name_add_host && !replication_) add_host_to_application_name();
+    if (context_.config().application_name_add_host && !replication_) {
+        add_host_to_application_name();
+    }
     // A newer minor protocol version or protocol options: tell the client what we speak
     // (NegotiateProtocolVersion, protocol §55.2.1).
     if ((packet.code & 0xffff) != 0 || !unknown_protocol_options.empty()) {

@@ -448,8 +448,8 @@ void Client::carry_out(ClientAuth::Step step) {
         if (ldap) {
             // An auth_hba_file line's options, else auth_ldap_options (both parsed and checked
             // when read; a file without auth_ldap_options is refused at load).
-            const LdapOptions* options = hba_ldap_ ? hba_ldap_.get()
-                                                   : (config.auth_ldap ? &*config.auth_ldap : nullptr);
+            const LdapOptions* options =
+                hba_ldap_ ? hba_ldap_.get() : (config.auth_ldap ? &*config.auth_ldap : nullptr);
             if (options == nullptr) {
                 spdlog::warn("{}: auth_type = ldap without auth_ldap_options", describe());
                 fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");

@@ -230,7 +230,9 @@ std::unique_ptr<AdminSession> Worker::open_admin_session(Client& client) {
     return std::make_unique<AdminSession>(*this, client);
 }
 
-bool Worker::over_client_limit() const { return group_.over_client_limit(config().max_client_conn); }
+bool Worker::over_client_limit() const {
+    return group_.over_client_limit(config().max_client_conn);
+}
 
 ClientCounts& Worker::client_counts() { return group_.client_counts(); }
 
