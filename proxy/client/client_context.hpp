@@ -57,8 +57,6 @@ public:
     [[nodiscard]] virtual bool database_disabled(const std::string& database) const = 0;
     // The pool for a database entry and (server) user, created on first use.
     virtual Pool& pool_for(const DatabaseConfig& database, const std::string& user) = 0;
-    // SHUTDOWN WAIT_FOR_SERVERS: no transaction starts.
-    [[nodiscard]] virtual bool waiting_for_servers() const = 0;
     // An admin console session for a client that logged in to the console database.
     virtual std::unique_ptr<AdminSession> open_admin_session(Client& client) = 0;
 

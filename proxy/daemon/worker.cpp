@@ -681,9 +681,10 @@ void Worker::apply_config(std::shared_ptr<const Config> config,
                               old.target_session_attrs != resolved->target_session_attrs;
         // The user's secret in auth_file, which the pool's logins use when the database entry
         // names no password.
+        const std::string& user = key.second;  // clang before 16 captures no structured binding
         auto secret_of = [&](const AuthFile* file) -> std::optional<std::string> {
             if (!file) return std::nullopt;
-            auto it = file->find(key.second);
+            auto it = file->find(user);
             if (it == file->end()) return std::nullopt;
             return std::to_string(static_cast<int>(it->second.kind)) + ":" + it->second.secret;
         };

@@ -73,14 +73,6 @@ public:
     bool post(std::function<void()> task, bool gathering = false);
     // Runs the gathering tasks queued so far (WorkerGroup::gather, while this worker waits).
     void serve_gathers();
-    // How a shutdown waits (docs/admin.md, SHUTDOWN).
-    enum class ShutdownMode {
-        Graceful,        // SHUTDOWN: running transactions get 10 s
-        WaitForServers,  // SIGINT, SHUTDOWN WAIT_FOR_SERVERS: as Graceful, without the bound
-        WaitForClients,  // SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS: serve the clients until the last
-                         // has left
-        Immediate,       // SIGQUIT: every client closed (57P01) at once, then exit
-    };
     // Stop accepting, wait as `mode` says, then stop. A second call stops waiting.
     void begin_shutdown(ShutdownMode mode = ShutdownMode::Graceful);
     // Called once when shutdown has finished closing everything (to close signal handles).
@@ -99,21 +91,7 @@ public:
     // Ids of clients and servers, unique in the process: worker i of N hands out i+1, i+1+N,
     // i+1+2N, ... (with one worker: 1, 2, 3, ...).
     [[nodiscard]] std::uint64_t next_id() override;
-    // Shutting down and closing clients and pools (not while SHUTDOWN WAIT_FOR_CLIENTS drains:
-    // then the pools serve the connected clients as usual).
-    [[nodiscard]] bool shutting_down() const override {
-        return shutting_down_ && shutdown_mode_ != ShutdownMode::WaitForClients;
-    }
     [[nodiscard]] std::size_t worker_count() const override;
-    // SHUTDOWN WAIT_FOR_SERVERS (SIGINT): no transaction starts; the process goes once no server
-    // is in use.
-    [[nodiscard]] bool waiting_for_servers() const override {
-        return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
-    }
-    // SHUTDOWN WAIT_FOR_CLIENTS: no new clients, the connected ones are served until they leave.
-    [[nodiscard]] bool draining() const {
-        return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForClients;
-    }
 
     // The listening sockets (SHOW FDS).
     [[nodiscard]] const std::vector<std::unique_ptr<Listener>>& listeners() const {
@@ -295,8 +273,6 @@ private:
     struct Registry;  // intrusive lists of every client and server (defined in worker.cpp)
     std::unique_ptr<Registry> registry_;
     std::uint64_t last_id_ = 0;
-    bool shutting_down_ = false;
-    ShutdownMode shutdown_mode_ = ShutdownMode::Graceful;
     bool stopped_ = false;
     std::function<void()> on_stopped_;
     std::uint64_t shutdown_deadline_ms_ = 0;

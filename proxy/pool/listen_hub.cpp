@@ -129,7 +129,8 @@ bool ListenHub::listening_for(const Client& client,
 }
 
 void ListenHub::admit_joining(std::uint64_t up_to) {
-    for (auto& [name, channel] : channels_) {
+    for (auto& named : channels_) {
+        auto& channel = named.second;  // clang before 16 captures no structured binding
         std::erase_if(channel.joining, [&](const auto& entry) {
             if (entry.second > up_to) return false;
             channel.listeners.push_back(entry.first);

@@ -1,7 +1,8 @@
 // What pgtether's connections to PostgreSQL -- pooled servers, side connections (auth_query,
 // lock discovery), cancel forwarders -- need of the worker that runs them, and nothing more
-// (docs/architecture.md, "Workers"): the loop (a LoopContext), the configuration in force with
-// its TLS contexts, the worker's counters, and a few services named one by one below. A Worker
+// (docs/architecture.md, "Layer rules"): the loop (a LoopContext), the configuration in force
+// with its TLS contexts, the worker's counters and whether it is shutting down, and a few
+// services named one by one below. A Worker
 // is one (it derives from it); server/ reaches the worker through this alone, so a connection to
 // PostgreSQL does not depend on the daemon that runs it.
 #pragma once
@@ -39,10 +40,31 @@ public:
     // Worker-wide counters (the per-pool ones live in Pool).
     [[nodiscard]] WorkerStats& stats() { return stats_; }
 
+    // How a shutdown waits (docs/admin.md, SHUTDOWN).
+    enum class ShutdownMode {
+        Graceful,        // SHUTDOWN: running transactions get 10 s
+        WaitForServers,  // SIGINT, SHUTDOWN WAIT_FOR_SERVERS: as Graceful, without the bound
+        WaitForClients,  // SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS: serve the clients until the last
+                         // has left
+        Immediate,       // SIGQUIT: every client closed (57P01) at once, then exit
+    };
+    // Shutting down and closing clients and pools (not while SHUTDOWN WAIT_FOR_CLIENTS drains:
+    // then the pools serve the connected clients as usual): nothing new is started.
+    [[nodiscard]] bool shutting_down() const {
+        return shutting_down_ && shutdown_mode_ != ShutdownMode::WaitForClients;
+    }
+    // SHUTDOWN WAIT_FOR_SERVERS (SIGINT): no transaction starts; the process goes once no server
+    // is in use. Asked whenever a client wants a server, so a plain member, not a virtual call.
+    [[nodiscard]] bool waiting_for_servers() const {
+        return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForServers;
+    }
+    // SHUTDOWN WAIT_FOR_CLIENTS: no new clients, the connected ones are served until they leave.
+    [[nodiscard]] bool draining() const {
+        return shutting_down_ && shutdown_mode_ == ShutdownMode::WaitForClients;
+    }
+
     // Ids of clients and servers, unique in the process.
     [[nodiscard]] virtual std::uint64_t next_id() = 0;
-    // Shutting down: nothing new is started (a queued peer cancel is given up).
-    [[nodiscard]] virtual bool shutting_down() const = 0;
     // The workers of the process (a peer's cancel requests are shared out among them).
     [[nodiscard]] virtual std::size_t worker_count() const = 0;
 
@@ -67,6 +89,9 @@ public:
 
 protected:
     ~ServerContext() = default;
+    // The worker's shutdown, as begin_shutdown sets it (read by the accessors above).
+    bool shutting_down_ = false;
+    ShutdownMode shutdown_mode_ = ShutdownMode::Graceful;
     // A reload: the new configuration and what was built from it, for connections from now on.
     void set_config(std::shared_ptr<const Config> config,
                     std::shared_ptr<const SecuritySetup> security) {
