@@ -265,6 +265,27 @@ TEST_CASE("PAUSE and RESUME on the console hold and release the clients of both 
     CHECK(rb->value() == "b");
 }
 
+TEST_CASE("KILL_CLIENT answers once the client is gone, whichever worker holds it") {
+    const std::string role = private_role("pgt_workers_kill");
+    Pgtether pooler(two_workers(role, 2));
+    Conn admin = console(pooler);  // TCP: either worker; one of the victims is the other's
+    Conn victims[] = {on_worker_0(pooler, role, "kill-0"),
+                      on_worker_1(pooler, admin, role, "kill-1")};
+    const char* apps[] = {"kill-0", "kill-1"};
+    for (int w = 0; w < kWorkers; ++w) {
+        CAPTURE(apps[w]);
+        PGT_REQUIRE_OK(victims[w].exec("SELECT 1"));
+        auto row = find_row(must_show(admin, "CLIENTS"), "application_name", apps[w]);
+        REQUIRE(row.has_value());
+        PGT_REQUIRE_OK(admin.exec("KILL_CLIENT " + std::to_string(cell_int(*row, "id"))));
+        // Right after the answer the connection is closed (57P01), as with PgBouncer: no query
+        // of the victim's is served any more, on the console's worker or the other.
+        auto after = victims[w].exec("SELECT 1");
+        CHECK_FALSE(after.ok());
+        CHECK(PQstatus(victims[w].raw()) == CONNECTION_BAD);
+    }
+}
+
 TEST_CASE("RELOAD gives both workers the new configuration; workers itself needs a restart") {
     const std::string role = private_role("pgt_workers_reload");
     auto config = two_workers(role, 1);
