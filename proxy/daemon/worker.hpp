@@ -87,7 +87,6 @@ public:
                       std::shared_ptr<const AuthFile> auth_file,
                       std::shared_ptr<const SecuritySetup> security = nullptr);
 
-    [[nodiscard]] CancelRegistry& cancels();
     // Ids of clients and servers, unique in the process: worker i of N hands out i+1, i+1+N,
     // i+1+2N, ... (with one worker: 1, 2, 3, ...).
     [[nodiscard]] std::uint64_t next_id() override;
@@ -173,9 +172,6 @@ public:
     // (uv_idle keeps a hand-off scheduled from a timer from waiting for the next event).
     void schedule_hand_offs(Pool& pool);
 
-    // A CancelRequest for `key` arrived (on connection `from`): when the key is one of this
-    // worker's clients, cancel its request (Client::on_cancel_request).
-    void cancel_client(const protocol::CancelKey& key, const std::string& from);
     // Cancel a query on a backend: opens a short connection to its postmaster.
     void forward_cancel(Server& server) override;
     // Forward a CancelRequest for another process's key to that peer ([peers]).
@@ -218,6 +214,13 @@ public:
     [[nodiscard]] ConfigReloader* reloader() { return reloader_; }
 
 private:
+    // The process's client cancel keys (the group's), behind add_cancel_key, remove_cancel_key
+    // and cancel_key_holder.
+    [[nodiscard]] CancelRegistry& cancels();
+    // On this worker's loop: when `key` is one of its clients, cancel that client's request
+    // (Client::on_cancel_request); the key is looked up again, as the client may have left since
+    // cancel_key_holder posted it here.
+    void cancel_client(const protocol::CancelKey& key, const std::string& from);
     static void on_mailbox(uv_async_t* async);
     void serve_mailbox();
     // The loop is stopping: no more tasks are taken, the ones queued run now.
