@@ -441,7 +441,7 @@ void Worker::cancel_key_holder(const protocol::CancelKey& key, const std::string
     auto entry = cancels().find(key);
     if (!entry) return;
     if (entry->worker == this) {
-        cancel_client(key, from);
+        entry->client->on_cancel_request(from);  // found on this loop: no second lookup
         return;
     }
     // The client is another worker's: only its loop may touch it (and it may be gone by then:
