@@ -23,9 +23,9 @@
 #                            what it needs of its worker is a ClientContext
 #                            (proxy/client/client_context.hpp);
 #       pool:                upward, proxy/admin/admin_console.hpp (a console client's
-#                            session), proxy/daemon/worker.hpp and proxy/daemon/worker_group.hpp
-#                            (the process's workers: the server budget, lending, shared state)
-#                            only;
+#                            session, PAUSE's waiting console) only: what it needs of its
+#                            worker and the other workers is a PoolContext
+#                            (proxy/pool/pool_context.hpp);
 #       server, client, pool: downward, anything;
 #       admin, daemon:       anything of ours.
 #   - Once the folders exist, no source or header lies directly in proxy/.
@@ -111,11 +111,11 @@ while IFS= read -r file; do
                     esac
                     ;;
                 pool)
-                    # Upward only to the interfaces chosen for it (docs/architecture.md): a
-                    # new upward include is a design decision, made here, not in passing.
+                    # A pool reaches its worker, and through it the other workers, through
+                    # PoolContext (proxy/pool/pool_context.hpp), never the daemon: upward only
+                    # to the console session a client may be.
                     case "$target" in
-                        proxy/admin/admin_console.hpp | proxy/daemon/worker.hpp | \
-                            proxy/daemon/worker_group.hpp) ok=true ;;
+                        proxy/admin/admin_console.hpp) ok=true ;;
                     esac
                     ;;
                 admin | daemon) ok=true ;;

@@ -62,15 +62,16 @@ struct Worker::Registry {
 
 Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
                WorkerGroup& group, std::shared_ptr<const SecuritySetup> security)
-    : ClientContext(read_buffer_size(*config), config,
-                    security ? std::move(security) : load_security(*config), std::move(auth_file)),
+    : PoolContext(read_buffer_size(*config), config,
+                  security ? std::move(security) : load_security(*config), std::move(auth_file),
+                  group.budget(), group.catalog_watches()),
       group_(group),
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
-      control_(std::make_unique<PoolControl>(*this)),
       auth_lookups_(std::make_unique<AuthLookups>(*this)),
       login_work_(std::make_unique<LoginWork>(loop())),
       peer_cancels_(std::make_unique<PeerCancels>(*this)) {
+    control_ = std::make_unique<PoolControl>(*this);
     set_tcp_options(tcp_options_of(this->config()));
     uv_async_init(loop(), &mailbox_async_, on_mailbox);
     mailbox_async_.data = this;
@@ -211,6 +212,19 @@ void Worker::close_mailbox() {
 }
 
 CancelRegistry& Worker::cancels() { return group_.cancels(); }
+
+void Worker::post_to_other_workers(std::function<void(PoolContext&)> fn) {
+    group_.post_to_others(*this, [fn = std::move(fn)](Worker& other) { fn(other); });
+}
+
+bool Worker::post_to_worker(std::size_t index, std::function<void(PoolContext&)> fn) {
+    Worker& other = group_.at(index);
+    return other.post([&other, fn = std::move(fn)]() { fn(other); });
+}
+
+void Worker::gather_from_workers(const std::function<void(PoolContext&)>& fn) {
+    group_.gather(*this, [&fn](Worker& other) { fn(other); });
+}
 
 std::size_t Worker::worker_count() const { return group_.size(); }
 
@@ -461,52 +475,6 @@ void Worker::forget_cancel_target(Server& server) {
     registry_->cancels.for_each([&](CancelForwarder& forwarder) {
         if (forwarder.target() == &server) forwarder.forget_target();
     });
-}
-
-void Worker::lend_server(const LendRequest& request) {
-    if (shutting_down()) return;
-    // An idle server first (the requester gets its slot now); else a busy one, released later.
-    Pool* busy = nullptr;
-    for (auto& [key, pool] : pools_) {
-        if (!pool->frees_room_for(request.database, request.user, request.db_full,
-                                  request.user_full)) {
-            continue;
-        }
-        if (pool->idle_count() > 0) {
-            (void)pool->lend(request);
-            return;
-        }
-        if (!busy && pool->server_count() > 0) busy = pool.get();
-    }
-    if (busy) (void)busy->lend(request);
-}
-
-void Worker::use_lent_slot(const std::string& database, const std::string& user) {
-    auto it = pools_.find(std::make_pair(database, user));
-    if (it == pools_.end()) {
-        group_.budget().give_back(database, user, index_);
-        return;
-    }
-    it->second->use_lent_slot();
-}
-
-void Worker::share_host_news(const HostNews& news, const Pool& from) {
-    take_host_news(news, &from);
-    if (group_.size() > 1) {
-        group_.post_to_others(*this, [news](Worker& other) { other.take_host_news(news); });
-    }
-}
-
-void Worker::take_host_news(const HostNews& news, const Pool* from) {
-    apply_host_news(host_memory_[{news.host, news.port}], news, now_ms());
-    for (const auto& [key, pool] : pools_) {
-        if (pool.get() != from) pool->learn_host(news);
-    }
-}
-
-const HostStatus* Worker::remembered_host(const std::string& host, int port) const {
-    auto it = host_memory_.find({host, port});
-    return it == host_memory_.end() ? nullptr : &it->second;
 }
 
 // ---------------------------------------------------------------------------------------------

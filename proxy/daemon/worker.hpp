@@ -27,7 +27,7 @@
 #include "core/stats.hpp"
 #include "core/stats_history.hpp"
 #include "proxy/net/listener.hpp"
-#include "proxy/client/client_context.hpp"
+#include "proxy/pool/pool_context.hpp"
 
 namespace pgtether {
 
@@ -48,7 +48,7 @@ class WorkerGroup;
 struct LendRequest;
 struct SecuritySetup;
 
-class Worker final : public ClientContext, public Acceptor {
+class Worker final : public PoolContext, public Acceptor {
 public:
     // `security` is built from `config` when not given (load_security; may throw ConfigError).
     // The worker joins `group`; its index is the group's size before.
@@ -63,10 +63,12 @@ public:
     void start();
     // Runs the loop until shutdown completes.
     void run();
-    // The workers of this process, and this one's place among them (0 runs on the main thread
-    // and owns the Unix socket and the metrics endpoint).
+    // The workers of this process (this one's place among them is index(): 0 runs on the main
+    // thread and owns the Unix socket and the metrics endpoint).
     [[nodiscard]] WorkerGroup& group() { return group_; }
-    [[nodiscard]] std::size_t index() const { return index_; }
+    void post_to_other_workers(std::function<void(PoolContext&)> fn) override;
+    bool post_to_worker(std::size_t index, std::function<void(PoolContext&)> fn) override;
+    void gather_from_workers(const std::function<void(PoolContext&)>& fn) override;
     // Runs `task` on this worker's loop thread, soon (thread-safe; what another worker needs
     // from this one). `gathering` tasks only read and may also run while this worker waits in
     // WorkerGroup::gather. False once the loop has stopped (the task is not run).
@@ -114,10 +116,6 @@ public:
     // The pools of forced-user database entries with a min_pool_size, opened before any client
     // (run by the janitor).
     void open_forced_user_pools();
-    // All pools, for stats and the janitor.
-    const std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>>& pools() const {
-        return pools_;
-    }
 
     // Registries of live connections: each object links itself in when it is created and out
     // when it is destroyed.
@@ -134,10 +132,10 @@ public:
     [[nodiscard]] std::size_t server_count() const;
     // Every live client / server, in creation order (admin console, metrics). `fn` must not
     // destroy objects; closing them is fine (they leave the registry only when freed).
-    void for_each_client(const std::function<void(Client&)>& fn) const;
-    void for_each_server(const std::function<void(Server&)>& fn) const;
+    void for_each_client(const std::function<void(Client&)>& fn) const override;
+    void for_each_server(const std::function<void(Server&)>& fn) const override;
     // Cancel requests being forwarded to `server`'s backend (SHOW POOLS' sv_active_cancel).
-    [[nodiscard]] int cancels_in_flight_for(const Server& server) const;
+    [[nodiscard]] int cancels_in_flight_for(const Server& server) const override;
     // Every cancel request being forwarded, to a backend or to a peer (SHOW PEER_POOLS).
     void for_each_cancel(const std::function<void(const CancelForwarder&)>& fn) const override;
     // The janitor's visit to cancel requests: queued ones and unsent ones past
@@ -147,30 +145,10 @@ public:
     // Server connections of a database, in the whole process (the group's ServerBudget).
     [[nodiscard]] int database_server_count(const std::string& database) const;
 
-    // Worker `request.worker` has clients of pool (`database`, `user`) waiting and the
-    // process-wide limits are full (`db_full`: max_db_connections, `user_full`:
-    // max_user_connections, neither: the pool's own size): one of this worker's pools that holds such a slot lends it
-    // (Pool::lend). Runs from the mailbox.
-    void lend_server(const LendRequest& request);
-    // Another worker handed pool (`database`, `user`) of this worker a slot of the server
-    // budget (Pool::use_lent_slot). Runs from the mailbox.
-    void use_lent_slot(const std::string& database, const std::string& user);
-
-    // A pool learnt what holds for every pool with the same host and port (a host of its list
-    // refused, or a login found its role: core/host_choice.hpp): this worker's other pools and
-    // the other workers' hear it, and every worker remembers it for pools it creates later, so
-    // that each pool does not pay a refused connection of its own to learn it.
-    void share_host_news(const HostNews& news, const Pool& from);
-    // The news, for this worker's pools but `from` (the one that learnt it) and its memory; from
-    // another worker's mailbox, for all of them.
-    void take_host_news(const HostNews& news, const Pool* from = nullptr);
-    // What this worker knows of a host:port from such news (nullptr: nothing), for a new pool.
-    [[nodiscard]] const HostStatus* remembered_host(const std::string& host, int port) const;
-
     // A pool has idle servers and waiting clients: Pool::serve_waiting_clients runs once this
     // loop iteration's I/O callbacks are done (uv_check), before the loop blocks in poll again
     // (uv_idle keeps a hand-off scheduled from a timer from waiting for the next event).
-    void schedule_hand_offs(Pool& pool);
+    void schedule_hand_offs(Pool& pool) override;
 
     // Cancel a query on a backend: opens a short connection to its postmaster.
     void forward_cancel(Server& server) override;
@@ -197,18 +175,12 @@ public:
     // Every distinct prepared statement any client of this worker prepared.
     [[nodiscard]] StatementRegistry& statements() override { return statements_; }
 
-    // The tether's trigger of each database: builtin, configured and discovered lock functions.
-    [[nodiscard]] LockCatalog& lock_catalog() { return *lock_catalog_; }
-    [[nodiscard]] const LockCatalog& lock_catalog() const { return *lock_catalog_; }
     void on_catalog_change(const std::string& database) override;
     void on_unknown_lock_call(const std::string& database) override;
 
     // Snapshots at the last stats_period ticks, for SHOW STATS' averages.
     [[nodiscard]] const StatsHistory<Pool>& stats_history() const { return stats_history_; }
 
-    // PAUSE, RESUME, KILL, DISABLE ... (the admin console's process control).
-    [[nodiscard]] PoolControl& pool_control() { return *control_; }
-    [[nodiscard]] const PoolControl& pool_control() const { return *control_; }
     // How RELOAD and SET change the configuration (set by main; null in tests without one).
     void set_reloader(ConfigReloader* reloader) { reloader_ = reloader; }
     [[nodiscard]] ConfigReloader* reloader() { return reloader_; }
@@ -248,10 +220,8 @@ private:
     // run, while their owners still live, so that uv_loop_close can free the loop.
     void close_for_exit();
 
-    std::unique_ptr<LockCatalog> lock_catalog_;
     StatementRegistry statements_;
     WorkerGroup& group_;
-    std::size_t index_ = 0;
     uv_async_t mailbox_async_{};
     std::mutex mailbox_mutex_;
     struct Task {
@@ -266,13 +236,9 @@ private:
     uv_idle_t hand_off_idle_{};
     std::vector<Pool*> hand_offs_;  // pools whose serve_waiting_clients() is due
     std::vector<std::unique_ptr<Listener>> listeners_;
-    std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
     // Auto-databases seen without clients or servers, since when (drop_idle_auto_databases).
     std::map<std::string, std::uint64_t> auto_database_idle_since_;
     std::uint64_t next_auto_database_check_ms_ = 0;
-    // See share_host_news: by host and port, only what holds for every pool (never a wrong-role
-    // back-off). Bounded by the configuration's host lists.
-    std::map<std::pair<std::string, int>, HostStatus> host_memory_;
     struct Registry;  // intrusive lists of every client and server (defined in worker.cpp)
     std::unique_ptr<Registry> registry_;
     std::uint64_t last_id_ = 0;
@@ -281,7 +247,6 @@ private:
     std::uint64_t shutdown_deadline_ms_ = 0;
     AcceptFailureReports accept_failure_reports_;
     StatsHistory<Pool> stats_history_;
-    std::unique_ptr<PoolControl> control_;
     std::unique_ptr<MetricsServer> metrics_;
     std::unique_ptr<AuthLookups> auth_lookups_;
     std::unique_ptr<LoginWork> login_work_;

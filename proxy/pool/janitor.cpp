@@ -15,11 +15,10 @@
 #include "protocol/sqlstate.hpp"
 #include "proxy/admin/admin_console.hpp"
 #include "proxy/client/client.hpp"
-#include "proxy/daemon/worker_group.hpp"
 #include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/pool/pool_context.hpp"
 
 namespace pgtether {
 
@@ -165,7 +164,7 @@ void Client::janitor(std::uint64_t now) {
 // Pools: servers connecting, cleaning up, idle, past their lifetime; the reserve pool
 
 void Pool::janitor(std::uint64_t now) {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     if (listen_hub_) listen_hub_->tick(now);
     // Reserve pool: a client has waited longer than reserve_pool_timeout.
     if (Client* first = waiting_.front()) {
@@ -197,7 +196,7 @@ void Pool::janitor(std::uint64_t now) {
     if (needs_greeting) (void)launch_server(true);
     // min_pool_size: keep some servers warm once the pool is in use (the pool's servers on every
     // worker count).
-    while (worker_.group().budget().pool_servers(database_.name, user_) < sizes_.min_pool_size &&
+    while (context_.budget().pool_servers(database_.name, user_) < sizes_.min_pool_size &&
            launch_server(false)) {
     }
 
@@ -213,9 +212,9 @@ void Pool::janitor(std::uint64_t now) {
     ServerBudget::PoolShare share;
     if (!idle_.empty()) {
         const int tethered_here = mode_ == PoolMode::Session ? 0 : tethered_server_count();
-        share = worker_.group().budget().share(database_.name, user_, worker_.index(),
+        share = context_.budget().share(database_.name, user_, context_.index(),
                                                tethered_here);
-        if (worker_.group().size() == 1) share.tethered = tethered_server_count();
+        if (context_.worker_count() == 1) share.tethered = tethered_server_count();
     }
     const int tethered = share.tethered;  // for idle servers only
     const int elsewhere = share.servers - server_count_;  // other workers' servers of the pool

@@ -8,7 +8,7 @@
 #include "protocol/listen_statement.hpp"
 #include "protocol/message_types.hpp"
 #include "proxy/client/client.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/pool/pool_context.hpp"
 #include "proxy/pool/listen_connection.hpp"
 #include "proxy/pool/pool.hpp"
 
@@ -35,7 +35,7 @@ bool is_joining(const std::vector<std::pair<Client*, std::uint64_t>>& clients,
 
 }  // namespace
 
-ListenHub::ListenHub(Worker& worker, Pool& pool) : worker_(worker), pool_(pool) {}
+ListenHub::ListenHub(PoolContext& context, Pool& pool) : context_(context), pool_(pool) {}
 
 ListenHub::~ListenHub() {
     stop();
@@ -113,7 +113,7 @@ void ListenHub::change(Client& client, const ChannelChange& change) {
         }
     }
     if (!connection_) {
-        if (retry_at_ms_ == 0 || worker_.now_ms() >= retry_at_ms_) open();
+        if (retry_at_ms_ == 0 || context_.now_ms() >= retry_at_ms_) open();
     } else {
         pump();
     }
@@ -185,7 +185,7 @@ void ListenHub::open() {
     setup.limits = ResultLimits{0, 0};
     connected_ = false;
     query_running_ = false;
-    opened_at_ms_ = worker_.now_ms();
+    opened_at_ms_ = context_.now_ms();
     // What the connection listened on is gone with it: everything is LISTENed again, in order.
     // A new connection has read nothing yet: joining clients need no sync.
     admit_joining(UINT64_MAX);
@@ -195,7 +195,7 @@ void ListenHub::open() {
         pending_.push_back({Step::Listen, name});
     }
     // The connection may fail inside begin(): the pointer is set first and cleared there.
-    connection_ = ListenConnection::create(worker_, std::move(setup), *this);
+    connection_ = ListenConnection::create(context_, std::move(setup), *this);
     connection_->begin();
     if (connection_ && paused()) connection_->pause_reading();
 }
@@ -322,7 +322,7 @@ void ListenHub::on_failed(const std::string& why) {
     connection_ = nullptr;
     connected_ = false;
     query_running_ = false;
-    retry_at_ms_ = worker_.now_ms() + kRetryMs;
+    retry_at_ms_ = context_.now_ms() + kRetryMs;
     for (auto& [name, channel] : channels_)
         channel.listening = false;
     if (channels_.empty()) return;
@@ -336,7 +336,7 @@ void ListenHub::on_failed(const std::string& why) {
         client->on_listen_failed(why);
     // Opened again at once when a working connection went (usually that one backend was
     // terminated), at most once a second; otherwise on the janitor's tick after kRetryMs.
-    if (was_connected && !channels_.empty() && worker_.now_ms() >= opened_at_ms_ + kRetryMs) {
+    if (was_connected && !channels_.empty() && context_.now_ms() >= opened_at_ms_ + kRetryMs) {
         open();
     }
 }

@@ -31,11 +31,11 @@ namespace pgtether {
 class Client;
 class ListenConnection;
 class Pool;
-class Worker;
+class PoolContext;
 
 class ListenHub {
   public:
-    ListenHub(Worker& worker, Pool& pool);
+    ListenHub(PoolContext& context, Pool& pool);
     ~ListenHub();
     ListenHub(const ListenHub&) = delete;
     ListenHub& operator=(const ListenHub&) = delete;
@@ -113,7 +113,7 @@ class ListenHub {
     void pump();
     void tell_waiting_clients();
 
-    Worker& worker_;
+    PoolContext& context_;
     Pool& pool_;
     std::map<std::string, Channel> channels_;
     // See retired_channels(). `order_` holds (name, sequence) in the order channels left; an

@@ -5,8 +5,7 @@
 
 #include "proxy/net/log.hpp"
 
-#include "proxy/daemon/worker.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/pool/pool_context.hpp"
 #include "proxy/pool/catalog_watch.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
@@ -76,22 +75,22 @@ std::size_t count_known(const std::vector<LockName>& names) {
 
 }  // namespace
 
-LockCatalog::LockCatalog(Worker& worker)
-    : worker_(worker),
-      base_(std::make_shared<protocol::SqlScanner>(worker.config().advisory_lock_functions)) {}
+LockCatalog::LockCatalog(PoolContext& context)
+    : context_(context),
+      base_(std::make_shared<protocol::SqlScanner>(context.config().advisory_lock_functions)) {}
 
 LockCatalog::~LockCatalog() {
     shutdown();
 }
 
 bool LockCatalog::enabled() const {
-    const Config& config = worker_.config();
+    const Config& config = context_.config();
     // Without the trigger (off) or with a probe after every transaction, names do not matter.
     return config.advisory_lock_discovery && config.advisory_lock_tracking == LockTracking::On;
 }
 
 const std::vector<std::string>& LockCatalog::configured() const {
-    return worker_.config().advisory_lock_functions;
+    return context_.config().advisory_lock_functions;
 }
 
 const LockTrigger& LockCatalog::attach(const std::string& database) {
@@ -122,11 +121,11 @@ void LockCatalog::adopt(const std::string& database, LockDiscovery found) {
     if (!enabled() || stopped_) return;
     (void)attach(database);
     Database& db = *databases_.at(database);
-    const std::uint64_t now = worker_.now_ms();
+    const std::uint64_t now = context_.now_ms();
     install(db, std::move(found));
     db.last_error.clear();
     db.discovered_at_ms = now;
-    db.next_run_ms = now + interval_ms(worker_.config());
+    db.next_run_ms = now + interval_ms(context_.config());
     if (!db.running && !db.rerun) db.trigger.probe_all = db.overflow;
 }
 
@@ -142,16 +141,15 @@ void LockCatalog::on_unknown_call(const std::string& database) {
     auto it = databases_.find(database);
     if (it == databases_.end()) return;
     Database& db = *it->second;
-    const std::uint64_t now = worker_.now_ms();
+    const std::uint64_t now = context_.now_ms();
     if (db.check_requested || now < db.check_asked_ms + kRequestedCheckGapMs) return;
     db.check_asked_ms = now;
     if (db.watching) {
         db.check_requested = true;
         watch_tick(db, now);
-    } else if (worker_.group().size() > 1) {
+    } else if (context_.worker_count() > 1) {
         // The worker that runs the database's watch checks; the others ignore it.
-        worker_.group().post_to_others(
-            worker_, [database](Worker& other) { other.lock_catalog().on_unknown_call(database); });
+        context_.post_to_other_workers([database](PoolContext& other) { other.lock_catalog().on_unknown_call(database); });
     }
 }
 
@@ -161,8 +159,8 @@ void LockCatalog::on_catalog_change(const std::string& database) {
     if (it == databases_.end()) return;
     Database& db = *it->second;
     db.trigger.probe_all = true;
-    if (worker_.group().size() > 1) {
-        worker_.group().post_to_others(worker_, [database](Worker& other) {
+    if (context_.worker_count() > 1) {
+        context_.post_to_other_workers([database](PoolContext& other) {
             other.lock_catalog().on_catalog_change_elsewhere(database);
         });
     }
@@ -174,7 +172,7 @@ void LockCatalog::on_catalog_change(const std::string& database) {
 }
 
 void LockCatalog::apply_config() {
-    base_ = std::make_shared<protocol::SqlScanner>(worker_.config().advisory_lock_functions);
+    base_ = std::make_shared<protocol::SqlScanner>(context_.config().advisory_lock_functions);
     for (auto& [name, db] : databases_) {
         if (!runs_watches()) stop_watch(*db);
         if (!enabled()) {
@@ -217,7 +215,7 @@ void LockCatalog::tick(std::uint64_t now_ms) {
 // The catalog watch
 
 bool LockCatalog::runs_watches() const {
-    return enabled() && !stopped_ && check_interval_ms(worker_.config()) > 0;
+    return enabled() && !stopped_ && check_interval_ms(context_.config()) > 0;
 }
 
 void LockCatalog::watch_tick(Database& db, std::uint64_t now_ms) {
@@ -225,11 +223,11 @@ void LockCatalog::watch_tick(Database& db, std::uint64_t now_ms) {
     if (!db.watching) {
         // One watch per database and process: the first worker to get here with a pool of the
         // database runs it (its discoveries reach the others).
-        if (!worker_.group().catalog_watches().claim(db.name, worker_.index())) return;
+        if (!context_.catalog_watches().claim(db.name, context_.index())) return;
         db.watching = true;
         // The first check an interval from now: the discovery that runs at the database's
         // first login reads the fingerprint in its own snapshot already.
-        db.next_check_ms = now_ms + check_interval_ms(worker_.config());
+        db.next_check_ms = now_ms + check_interval_ms(context_.config());
     }
     // The listener only while the catalog has the event trigger (the last discovery's
     // snapshot or the last check said so): without it nothing would ever be notified.
@@ -246,14 +244,14 @@ void LockCatalog::start_check(Database& db) {
     // On an idle backend of one of this worker's pools of the database: no connection of its
     // own. When every one is busy (or there is none), the next tick (100 ms) tries again.
     Server* server = nullptr;
-    for (const auto& [key, pool] : worker_.pools()) {
+    for (const auto& [key, pool] : context_.pools()) {
         if (key.first != db.name) continue;
         if ((server = pool->idle_server_to_lend()) != nullptr) break;
     }
     if (server == nullptr) {
         if (pool_of(db.name) == nullptr) {
             // No pool of the database is logged in here (any more): another worker may watch it.
-            worker_.group().catalog_watches().release(db.name, worker_.index());
+            context_.catalog_watches().release(db.name, context_.index());
             db.watching = false;
             db.connected = false;
         }
@@ -261,7 +259,7 @@ void LockCatalog::start_check(Database& db) {
     }
     db.check_requested = false;
     db.check_running = true;
-    db.next_check_ms = worker_.now_ms() + check_interval_ms(worker_.config());
+    db.next_check_ms = context_.now_ms() + check_interval_ms(context_.config());
     Database* target = &db;
     // The server may outlive this catalog at shutdown (and then calls back): `alive` tells.
     server->check_catalog([this, target, alive = std::weak_ptr<const int>(alive_)](
@@ -273,7 +271,7 @@ void LockCatalog::start_check(Database& db) {
             // again later on another backend, not at every tick.
             spdlog::debug("catalog check of database \"{}\" failed; checking again in {} s",
                           target->name, kWatchRetryMs / 1000);
-            target->next_check_ms = worker_.now_ms() + kWatchRetryMs;
+            target->next_check_ms = context_.now_ms() + kWatchRetryMs;
             return;
         }
         on_fingerprint(*target, std::move(*fingerprint));
@@ -297,22 +295,22 @@ void LockCatalog::start_listener(Database& db) {
         // the fingerprint moves with the discovery it starts (one discovery, not two).
         spdlog::debug("catalog of database \"{}\": notified of DDL", target->name);
         target->check_requested = true;
-        watch_tick(*target, worker_.now_ms());
+        watch_tick(*target, context_.now_ms());
     };
     events.failed = [this, target](const std::string& why) {
         target->listener = nullptr;
-        target->listener_retry_ms = worker_.now_ms() + kWatchRetryMs;
+        target->listener_retry_ms = context_.now_ms() + kWatchRetryMs;
         spdlog::warn("catalog watch of database \"{}\" failed: {}; reconnecting in {} s",
                      target->name, why, kWatchRetryMs / 1000);
     };
     // The connection may fail inside begin(): the pointer is set first and cleared there.
-    db.listener = CatalogWatch::create(worker_, std::move(setup), std::move(events));
+    db.listener = CatalogWatch::create(context_, std::move(setup), std::move(events));
     db.listener->begin();
 }
 
 void LockCatalog::on_fingerprint(Database& db, std::string fingerprint) {
     db.checks++;
-    db.checked_at_ms = worker_.now_ms();
+    db.checked_at_ms = context_.now_ms();
     // The baseline is the fingerprint of the last discovery's own snapshot. A discovery running
     // now brings its own; one that failed is retried on its timer, not at every check.
     if (fingerprint == db.fingerprint || db.running || !db.last_error.empty()) return;
@@ -328,7 +326,7 @@ void LockCatalog::stop_watch(Database& db) {
     }
     if (!db.watching) return;
     db.watching = false;
-    worker_.group().catalog_watches().release(db.name, worker_.index());
+    context_.catalog_watches().release(db.name, context_.index());
 }
 
 void LockCatalog::shutdown() {
@@ -343,7 +341,7 @@ void LockCatalog::shutdown() {
 }
 
 const Pool* LockCatalog::pool_of(const std::string& database) const {
-    for (const auto& [key, pool] : worker_.pools()) {
+    for (const auto& [key, pool] : context_.pools()) {
         if (key.first == database && pool->has_welcome()) return pool.get();
     }
     return nullptr;
@@ -367,10 +365,10 @@ void LockCatalog::start(Database& db) {
     request.max_rows = kMaxRows;
     request.max_row_bytes = kMaxRowBytes;
     request.max_message = kMaxMessage;
-    db.run_started_us = Worker::now_us();
+    db.run_started_us = PoolContext::now_us();
     Database* target = &db;
     db.running =
-        SideQuery::create(worker_, std::move(request), [this, target](SideQuery::Result&& r) {
+        SideQuery::create(context_, std::move(request), [this, target](SideQuery::Result&& r) {
             target->running = nullptr;
             std::string error = !r.error.empty() ? r.error
                                 : !r.query_error.empty()
@@ -385,9 +383,9 @@ void LockCatalog::start(Database& db) {
 }
 
 void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string error) {
-    const std::uint64_t now = worker_.now_ms();
+    const std::uint64_t now = context_.now_ms();
     db.runs++;
-    db.last_duration_us = Worker::now_us() - db.run_started_us;
+    db.last_duration_us = PoolContext::now_us() - db.run_started_us;
     std::optional<CatalogSnapshot> snapshot;
     if (error.empty()) {
         snapshot = decode_lock_discovery(rows);
@@ -396,7 +394,7 @@ void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string er
     if (!error.empty()) {
         db.failures++;
         db.last_error = error;
-        const std::uint64_t retry = std::min(kRetryMs, interval_ms(worker_.config()));
+        const std::uint64_t retry = std::min(kRetryMs, interval_ms(context_.config()));
         spdlog::warn(
             "lock function discovery for database \"{}\" failed: {}; keeping the {} "
             "names found before, retrying in {} s",
@@ -407,19 +405,19 @@ void LockCatalog::finished(Database& db, std::vector<Row>&& rows, std::string er
         return;
     }
     db.last_error.clear();
-    const std::uint64_t scan_started_us = Worker::now_us();
+    const std::uint64_t scan_started_us = PoolContext::now_us();
     LockDiscovery found = discover_lock_names(*snapshot, configured());
-    db.last_scan_us = Worker::now_us() - scan_started_us;
-    if (worker_.group().size() > 1) {
+    db.last_scan_us = PoolContext::now_us() - scan_started_us;
+    if (context_.worker_count() > 1) {
         // One discovery serves every worker: the others' clients of the database are tethered by
         // the same names (and do not each query the catalog).
-        worker_.group().post_to_others(worker_, [name = db.name, found](Worker& other) {
+        context_.post_to_other_workers([name = db.name, found](PoolContext& other) {
             other.lock_catalog().adopt(name, found);
         });
     }
     install(db, std::move(found));
     db.discovered_at_ms = now;
-    db.next_run_ms = now + interval_ms(worker_.config());
+    db.next_run_ms = now + interval_ms(context_.config());
     if (db.rerun && !stopped_) {
         start(db);  // a catalog change arrived meanwhile: probe_all stays until this one is done
     } else {

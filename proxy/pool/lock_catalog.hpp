@@ -36,7 +36,7 @@ namespace pgtether {
 class CatalogWatch;
 class Pool;
 class SideQuery;
-class Worker;
+class PoolContext;
 
 struct LockTrigger {
     std::shared_ptr<const protocol::SqlScanner> scanner;
@@ -109,7 +109,7 @@ class LockCatalog {
         std::uint64_t check_asked_ms = 0;  // when one last did (rate limit)
     };
 
-    explicit LockCatalog(Worker& worker);
+    explicit LockCatalog(PoolContext& context);
     ~LockCatalog();
     LockCatalog(const LockCatalog&) = delete;
     LockCatalog& operator=(const LockCatalog&) = delete;
@@ -164,7 +164,7 @@ class LockCatalog {
     // A pool of `database` that has logged in, whose entry and credentials discovery uses.
     const Pool* pool_of(const std::string& database) const;
 
-    Worker& worker_;
+    PoolContext& context_;
     std::shared_ptr<const protocol::SqlScanner> base_;  // builtin + configured names
     std::map<std::string, std::unique_ptr<Database>> databases_;
     bool stopped_ = false;

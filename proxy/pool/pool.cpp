@@ -10,23 +10,22 @@
 #include "proxy/pool/pool_control.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/net/server_address.hpp"
-#include "proxy/daemon/worker.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/pool/pool_context.hpp"
 
 namespace pgtether {
 
-Pool::Pool(Worker& worker, DatabaseConfig database, std::string user)
-    : worker_(worker),
+Pool::Pool(PoolContext& context, DatabaseConfig database, std::string user)
+    : context_(context),
       database_(std::move(database)),
       user_(std::move(user)),
-      lock_trigger_(&worker.lock_catalog().attach(database_.name)) {
+      lock_trigger_(&context.lock_catalog().attach(database_.name)) {
     apply_config(database_);
 }
 
 Pool::~Pool() = default;
 
 ListenHub& Pool::listen_hub() {
-    if (!listen_hub_) listen_hub_ = std::make_unique<ListenHub>(worker_, *this);
+    if (!listen_hub_) listen_hub_ = std::make_unique<ListenHub>(context_, *this);
     return *listen_hub_;
 }
 
@@ -35,15 +34,15 @@ void Pool::stop_listening() {
 }
 
 void Pool::apply_config(const DatabaseConfig& database) {
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     // What was learnt of the hosts holds while the list does.
     if (database.host != database_.host || database.ports != database_.ports || hosts_.empty()) {
         hosts_.assign(std::max<std::size_t>(split_host_list(database.host).size(), 1),
                       HostStatus{});
-        // What other pools found of the same hosts (Worker::share_host_news).
+        // What other pools found of the same hosts (PoolContext::share_host_news).
         for (std::size_t i = 0; i < hosts_.size(); ++i) {
             const HostStatus* known =
-                worker_.remembered_host(host_for_turn(database, i), port_for_host(database, i));
+                context_.remembered_host(host_for_turn(database, i), port_for_host(database, i));
             if (known) hosts_[i] = *known;
         }
     }
@@ -63,12 +62,12 @@ void Pool::apply_config(const DatabaseConfig& database) {
 ServerCredentials Pool::server_credentials() const {
     ServerCredentials credentials;
     credentials.user = user_;
-    credentials.require_auth = worker_.security().server_require_auth;
+    credentials.require_auth = context_.security().server_require_auth;
     if (!database_.password.empty()) {
         credentials.password = database_.password;
         return credentials;
     }
-    const auto& auth_file = worker_.auth_file();
+    const auto& auth_file = context_.auth_file();
     const UserSecret* secret = nullptr;
     // The password PAM or LDAP accepted, auth_file ignored (PgBouncer's rule).
     if (secret_checked_outside_ && fetched_secret_) {
@@ -95,7 +94,7 @@ void Pool::learn_client_credentials(const ClientAuth& auth) {
     // SCRAM pass-through: a client proved it knows the password behind the SCRAM secret in
     // auth_file; its ClientKey lets us answer the server's SCRAM challenge for the same secret.
     const bool checked_outside = auth.type() == AuthType::Pam || auth.type() == AuthType::Ldap;
-    if (auth.secret() && (worker_.auth_file().count(user_) == 0 || checked_outside)) {
+    if (auth.secret() && (context_.auth_file().count(user_) == 0 || checked_outside)) {
         // auth_query's answer, or the password PAM or LDAP accepted: the only copy of this
         // user's secret pgtether has.
         fetched_secret_ = *auth.secret();
@@ -113,7 +112,7 @@ void Pool::learn_client_credentials(const ClientAuth& auth) {
 // Greeting
 
 void Pool::learn_welcome_from_other_workers() {
-    if (!welcome_.empty() || worker_.group().size() == 1) return;
+    if (!welcome_.empty() || context_.worker_count() == 1) return;
     // The same pool on another worker may have logged in already: its greeting is the same
     // server's, and a client need not wait for a server of its own worker to learn it (with all
     // of the pool's slots held by the other worker, that could take until one is released).
@@ -121,10 +120,10 @@ void Pool::learn_welcome_from_other_workers() {
         std::vector<std::pair<std::string, std::string>> welcome;
         ParamValues params;
     };
-    std::vector<Greeting> found(worker_.group().size());
+    std::vector<Greeting> found(context_.worker_count());
     const auto key = std::make_pair(database_.name, user_);
-    worker_.group().gather(worker_, [&](Worker& other) {
-        if (&other == &worker_) return;
+    context_.gather_from_workers([&](PoolContext& other) {
+        if (&other == &context_) return;
         auto it = other.pools().find(key);
         if (it == other.pools().end() || !it->second->has_welcome()) return;
         found.at(other.index()) = {it->second->welcome(), it->second->default_params()};
@@ -140,7 +139,7 @@ void Pool::adopt_welcome(std::vector<std::pair<std::string, std::string>> welcom
                          ParamValues params) {
     welcome_ = std::move(welcome);
     default_params_ = std::move(params);
-    worker_.lock_catalog().on_pool_connected(*this);
+    context_.lock_catalog().on_pool_connected(*this);
     // Every client that authenticated while the greeting was unknown can log in now, whichever
     // way it became known (this worker's first server, or another worker's share of the pool
     // when a later client looked): a waiter left behind here would wait for good.
@@ -172,7 +171,7 @@ Pool::Assignment Pool::request_server(Client& client) {
     // PAUSE / KILL: requests wait in the queue until RESUME. Clients already waiting come first
     // (an idle server then is theirs at this iteration's hand-off).
     Server* server = paused() || !waiting_.empty() ? nullptr : idle_server_for(client);
-    while (server && server->spoke_while_idle(worker_.now_ms())) {
+    while (server && server->spoke_while_idle(context_.now_ms())) {
         // A backend ended while idle (pg_terminate_backend, PostgreSQL shutting down) has sent
         // its FATAL and closed, and the loop may not have read that yet: the client's request
         // would meet a dead backend. An idle server has nothing to say, so one that did is
@@ -243,7 +242,7 @@ std::size_t Pool::uncovered_waiting() const {
     cover.idle = idle_.size();
     if (cover.waiting > cover.connecting + cover.idle &&
         state_counts_.in(ServerState::Sweeping) > 0) {
-        const std::uint64_t now = worker_.now_ms();
+        const std::uint64_t now = context_.now_ms();
         used_.for_each_const([&](const Server& server) {
             if (server.state() == ServerState::Sweeping &&
                 lent_server_covers(now - server.state_since_ms())) {
@@ -257,7 +256,7 @@ std::size_t Pool::uncovered_waiting() const {
 // ---------------------------------------------------------------------------------------------
 // Servers
 
-bool Pool::paused() const { return worker_.pool_control().paused(database_.name); }
+bool Pool::paused() const { return context_.pool_control().paused(database_.name); }
 
 void Pool::resume() {
     if (!waiting_.empty() && !idle_.empty()) schedule_hand_offs();
@@ -283,18 +282,18 @@ int Pool::tethered_for_budget() const {
 
 LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
     // The counts of every worker's share of this pool, database and user (the server budget).
-    return worker_.group().budget().verdict(database_.name, user_, worker_.index(),
+    return context_.budget().verdict(database_.name, user_, context_.index(),
                                             tethered_for_budget(), sizes_, use_reserve);
 }
 
 LaunchVerdict Pool::take_slot(bool use_reserve) {
-    return worker_.group().budget().take(database_.name, user_, worker_.index(),
+    return context_.budget().take(database_.name, user_, context_.index(),
                                          tethered_for_budget(), sizes_, use_reserve);
 }
 
 bool Pool::launch_suspended() const {
-    if (worker_.shutting_down() || paused()) return true;
-    return !login_backoff_.may_attempt(worker_.now_ms());
+    if (context_.shutting_down() || paused()) return true;
+    return !login_backoff_.may_attempt(context_.now_ms());
 }
 
 bool Pool::may_launch(bool use_reserve) const {
@@ -320,7 +319,7 @@ void Pool::note_tether_reserve_exhausted(bool exhausted) {
         stats_.tether_reserve_exhausted++;
         // The process's figures, every worker's share of the pool, as the limit counts them
         // (this worker's own would say "1 tethered servers" while three hold the allowance).
-        const auto share = worker_.group().budget().share(database_.name, user_, worker_.index(),
+        const auto share = context_.budget().share(database_.name, user_, context_.index(),
                                                           tethered_for_budget());
         spdlog::warn(
             "{}/{}: tether_reserve_size ({}) exhausted: {} tethered servers leave {} of "
@@ -341,15 +340,15 @@ void Pool::use_lent_slot() {
     if (!launch_suspended() && (uncovered_waiting() > 0 || greeting)) {
         open_server();
     } else {
-        worker_.group().budget().give_back(database_.name, user_, worker_.index());
+        context_.budget().give_back(database_.name, user_, context_.index());
     }
 }
 
 void Pool::on_tether_change() {
     // The allowance is shared with this pool's servers on other workers: they must see the
     // tether (it lets them launch) before this worker next asks the budget for anything.
-    if (worker_.group().size() > 1) {
-        worker_.group().budget().set_tethered(database_.name, user_, worker_.index(),
+    if (context_.worker_count() > 1) {
+        context_.budget().set_tethered(database_.name, user_, context_.index(),
                                               tethered_for_budget());
     }
     if (!waiting_.empty()) launch_if_needed();
@@ -362,7 +361,7 @@ bool Pool::launch_server(bool use_reserve) {
 }
 
 void Pool::open_server(Client* replication_client) {
-    auto* server = new Server(worker_, *this);
+    auto* server = new Server(context_, *this);
     if (replication_client) {
         server->dedicate_to(*replication_client);
         replication_client->set_replication_server(server);
@@ -371,17 +370,17 @@ void Pool::open_server(Client* replication_client) {
     state_counts_.add(ServerState::Connecting);
     ++server_count_;
     ++connecting_;
-    worker_.stats().servers_opened++;
+    context_.stats().servers_opened++;
     server->connect();
 }
 
 void Pool::on_server_login(Server& server) {
     --connecting_;
-    if (last_login_error_ && worker_.group().size() > 1) {
+    if (last_login_error_ && context_.worker_count() > 1) {
         // Logins were failing: the same pool on the other workers fails its clients fast until
         // it learns that the server is back.
         const auto key = std::make_pair(database_.name, user_);
-        worker_.group().post_to_others(worker_, [key](Worker& other) {
+        context_.post_to_other_workers([key](PoolContext& other) {
             auto it = other.pools().find(key);
             if (it != other.pools().end()) it->second->on_login_recovered_elsewhere();
         });
@@ -395,19 +394,19 @@ void Pool::on_server_login(Server& server) {
 std::size_t Pool::choose_host() {
     const std::size_t index =
         pgtether::choose_host(hosts_, session_attrs_, database_.load_balance_hosts != "disable",
-                              host_turn_++, worker_.now_ms());
-    if (index < hosts_.size()) note_host_attempt(hosts_[index], worker_.now_ms());
+                              host_turn_++, context_.now_ms());
+    if (index < hosts_.size()) note_host_attempt(hosts_[index], context_.now_ms());
     return index;
 }
 
 std::size_t Pool::side_host() const {
-    return pgtether::choose_host(hosts_, session_attrs_, false, 0, worker_.now_ms());
+    return pgtether::choose_host(hosts_, session_attrs_, false, 0, context_.now_ms());
 }
 
 void Pool::learn_host(const HostNews& news) {
     for (std::size_t i = 0; i < hosts_.size(); ++i) {
         if (host_for_turn(database_, i) == news.host && port_for_host(database_, i) == news.port) {
-            apply_host_news(hosts_[i], news, worker_.now_ms());
+            apply_host_news(hosts_[i], news, context_.now_ms());
         }
     }
 }
@@ -423,7 +422,7 @@ HostNews Pool::host_news(std::size_t index, HostNews::Kind kind) const {
 void Pool::note_host_role(std::size_t index, const ServerRole& role, const std::string& where) {
     HostStatus& host = hosts_[index];
     const HostStatus before = host;
-    note_host_login(host, role, worker_.now_ms());
+    note_host_login(host, role, context_.now_ms());
     if (before.known != HostStatus::Known::Nothing && before.known != host.known) {
         spdlog::info("{}/{}: host {} changed role: now {}", database_.name, user_, where,
                      host_role_name(host));
@@ -434,7 +433,7 @@ void Pool::note_host_role(std::size_t index, const ServerRole& role, const std::
         before.failures != 0 || before.backoff_until_ms != 0) {
         HostNews news = host_news(index, HostNews::Kind::LoggedIn);
         news.role = role;
-        worker_.share_host_news(news, *this);
+        context_.share_host_news(news, *this);
     }
 }
 
@@ -464,10 +463,10 @@ bool Pool::on_server_role(const Server& server, const ServerRole& role) {
     if (index >= hosts_.size()) return serves(role);
     HostStatus& host = hosts_[index];
     note_host_role(index, role, server.host_and_port());
-    const bool fits = login_serves(hosts_, index, session_attrs_, role, worker_.now_ms());
+    const bool fits = login_serves(hosts_, index, session_attrs_, role, context_.now_ms());
     if (!fits) {
-        const std::uint64_t backoff_ms = duration_ms(worker_.config().server_host_backoff);
-        note_host_failure(host, true, worker_.now_ms(), backoff_ms);
+        const std::uint64_t backoff_ms = duration_ms(context_.config().server_host_backoff);
+        note_host_failure(host, true, context_.now_ms(), backoff_ms);
         spdlog::info("{}/{}: host {} skipped for {} ms: it is a {}, target_session_attrs = {}",
                      database_.name, user_, server.host_and_port(), backoff_ms,
                      host_role_name(host), session_attrs_name(session_attrs_));
@@ -502,16 +501,16 @@ void Pool::on_server_login_failed(Server& server, const protocol::ErrorFields& e
         server.host_index() < hosts_.size()) {
         // A host of a list that is down is skipped for a while, not retried by every new
         // connection (a wrong role was noted by on_server_role already).
-        const std::uint64_t backoff_ms = duration_ms(worker_.config().server_host_backoff);
-        note_host_failure(hosts_[server.host_index()], false, worker_.now_ms(), backoff_ms);
+        const std::uint64_t backoff_ms = duration_ms(context_.config().server_host_backoff);
+        note_host_failure(hosts_[server.host_index()], false, context_.now_ms(), backoff_ms);
         spdlog::info("{}/{}: host {} skipped for {} ms: {}", database_.name, user_,
                      server.host_and_port(), backoff_ms, error.message);
         HostNews news = host_news(server.host_index(), HostNews::Kind::Unreachable);
         news.backoff_ms = backoff_ms;
-        worker_.share_host_news(news, *this);
+        context_.share_host_news(news, *this);
     }
-    login_backoff_.on_failure(kind, worker_.now_ms(),
-                              duration_ms(worker_.config().server_login_retry));
+    login_backoff_.on_failure(kind, context_.now_ms(),
+                              duration_ms(context_.config().server_login_retry));
     last_login_error_ = error;
     // A server that is restarting is waited for (core/login_retry.hpp): its clients are served
     // once it is back, unless it stays away longer than server_login_retry.
@@ -547,30 +546,29 @@ void Pool::forget_server(Server& server) {
     (void)server;
     state_counts_.remove(ServerState::Closing);
     --server_count_;
-    auto& budget = worker_.group().budget();
+    auto& budget = context_.budget();
     if (lending_now_) {
         // Lent (close_for): the slot goes to the requester's pool before anyone here takes it.
         const LendRequest request = *lending_now_;
         lending_now_.reset();
-        if (budget.hand_over(database_.name, user_, worker_.index(), request.database,
+        if (budget.hand_over(database_.name, user_, context_.index(), request.database,
                              request.user, request.worker, request.tethered, request.sizes)) {
-            Worker& other = worker_.group().at(request.worker);
-            if (!other.post([&other, request]() {
+            if (!context_.post_to_worker(request.worker, [request](PoolContext& other) {
                     other.use_lent_slot(request.database, request.user);
                 })) {
                 budget.give_back(request.database, request.user, request.worker);
             }
         }
     } else {
-        budget.give_back(database_.name, user_, worker_.index());
+        budget.give_back(database_.name, user_, context_.index());
     }
     launch_if_needed();
     if (!replication_waiting_.empty()) launch_for_replication();
 }
 
 void Pool::release(Server& server, bool after_login) {
-    const auto& config = worker_.config();
-    const std::uint64_t now = worker_.now_ms();
+    const auto& config = context_.config();
+    const std::uint64_t now = context_.now_ms();
     ReleaseFacts facts;
     facts.closing = server.state() == Server::State::Closing;
     facts.retired = server.retired();
@@ -626,7 +624,7 @@ void Pool::close_released(Server& server, ReleasePlan::Why why) {
 void Pool::schedule_hand_offs() {
     if (hand_offs_scheduled_) return;
     hand_offs_scheduled_ = true;
-    worker_.schedule_hand_offs(*this);
+    context_.schedule_hand_offs(*this);
 }
 
 void Pool::serve_waiting_clients() {
@@ -636,7 +634,7 @@ void Pool::serve_waiting_clients() {
         // ordered them; the waiting client is chosen for it (waiting_client_for).
         Server* server = idle_.front();
         if (server == nullptr) break;
-        if (server->spoke_while_idle(worker_.now_ms())) {
+        if (server->spoke_while_idle(context_.now_ms())) {
             server->close("the server spoke or closed while idle in the pool");
             continue;
         }
@@ -662,7 +660,7 @@ bool settings_match(const Client& client, const Server& server) {
 
 Server* Pool::idle_server_for(const Client& client) {
     // server_round_robin asks for the load spread evenly over the backends: no preference then.
-    const auto& config = worker_.config();
+    const auto& config = context_.config();
     if (config.session_settings == StateHandling::Keep && !config.server_round_robin) {
         // The client's settings are merged once, not for every candidate.
         const SettingsMap wanted = client.has_settings() ? client.wanted_settings() : SettingsMap{};
@@ -677,7 +675,7 @@ Server* Pool::idle_server_for(const Client& client) {
 
 Client* Pool::waiting_client_for(const Server& server) {
     Client* head = waiting_.front();
-    if (worker_.config().session_settings == StateHandling::Keep && head_skips_ < kMaxHeadSkips &&
+    if (context_.config().session_settings == StateHandling::Keep && head_skips_ < kMaxHeadSkips &&
         !settings_match(*head, server)) {
         if (Client* match = waiting_.find_first(
                 [&](const Client& client) { return settings_match(client, server); },
@@ -697,7 +695,7 @@ void Pool::hand_to_waiting_client(Server& server) {
     client->on_server_assigned(server);
 }
 
-void Pool::make_idle(Server& server) { server.mark_idle(worker_.now_ms()); }
+void Pool::make_idle(Server& server) { server.mark_idle(context_.now_ms()); }
 
 void Pool::on_server_transition(Server& server, ServerState from, ServerState to) {
     state_counts_.move(from, to);
@@ -711,7 +709,7 @@ void Pool::on_server_transition(Server& server, ServerState from, ServerState to
         // LIFO by default keeps the hottest backends busy and lets the others reach
         // server_idle_timeout; server_round_robin spreads the load evenly instead. The list is
         // thus ordered by idle place (descending, or ascending with round robin).
-        const bool round_robin = worker_.config().server_round_robin;
+        const bool round_robin = context_.config().server_round_robin;
         if (from == ServerState::Sweeping) {
             // Back from pgtether's own query (a leak sweep, a catalog or role check): to the
             // place it had, or the next client would get another backend than on a direct
@@ -751,11 +749,11 @@ void Pool::make_room_elsewhere() {
     // Only for a pool below its own limit (pool_size, and the tether allowance its tethered
     // clients entitle it to), as PgBouncer evicts only for a pool below pool_size.
     const LaunchVerdict verdict = launch_verdict(false);
-    if (worker_.shutting_down() || verdict == LaunchVerdict::Launch) return;
+    if (context_.shutting_down() || verdict == LaunchVerdict::Launch) return;
     const bool db_full = verdict == LaunchVerdict::DatabaseFull;
     const bool user_full = verdict == LaunchVerdict::UserFull;
     if (db_full || user_full) {
-        for (const auto& [key, pool] : worker_.pools()) {
+        for (const auto& [key, pool] : context_.pools()) {
             if (pool.get() == this) continue;
             // Closing its server must free every limit that is full.
             if (pool->frees_room_for(database_.name, user_, db_full, user_full) &&
@@ -766,7 +764,7 @@ void Pool::make_room_elsewhere() {
     }
     // The servers that fill the limit may be other workers': ask them to lend one (close an idle
     // one, or the next one released, which frees a slot of the budget for this worker).
-    if (worker_.group().size() > 1) ask_to_lend(db_full, user_full);
+    if (context_.worker_count() > 1) ask_to_lend(db_full, user_full);
 }
 
 bool Pool::frees_room_for(const std::string& database, const std::string& user, bool db_full,
@@ -777,20 +775,19 @@ bool Pool::frees_room_for(const std::string& database, const std::string& user, 
 
 void Pool::ask_to_lend(bool db_full, bool user_full) {
     LendRequest request;
-    request.worker = worker_.index();
+    request.worker = context_.index();
     request.database = database_.name;
     request.user = user_;
     request.db_full = db_full;
     request.user_full = user_full;
     request.sizes = sizes_;
     request.tethered = tethered_for_budget();
-    worker_.group().post_to_others(
-        worker_, [request](Worker& lender) { lender.lend_server(request); });
+    context_.post_to_other_workers([request](PoolContext& lender) { lender.lend_server(request); });
 }
 
 bool Pool::clients_wait_for_servers() const {
     return !waiting_.empty() || !replication_waiting_.empty() ||
-           (lend_owed_ && worker_.now_ms() < lend_owed_until_ms_);
+           (lend_owed_ && context_.now_ms() < lend_owed_until_ms_);
 }
 
 bool Pool::lend(const LendRequest& request) {
@@ -803,7 +800,7 @@ bool Pool::lend(const LendRequest& request) {
     // Every server is in use, or the idle one is about to go to this worker's own waiting
     // clients: the next one released goes, if this worker can spare it then.
     lend_owed_ = request;
-    lend_owed_until_ms_ = worker_.now_ms() + kLendRequestLifetimeMs;
+    lend_owed_until_ms_ = context_.now_ms() + kLendRequestLifetimeMs;
     return true;
 }
 
@@ -813,13 +810,13 @@ bool Pool::can_spare_for(std::size_t requester) const {
     // than the requester, so that two busy workers converge to even shares instead of passing
     // servers back and forth (each a new server login) -- and always to a requester that holds
     // none, which would otherwise never be served while this worker stays busy.
-    const auto& budget = worker_.group().budget();
+    const auto& budget = context_.budget();
     const int theirs = budget.pool_servers_on(database_.name, user_, requester);
-    return theirs == 0 || budget.pool_servers_on(database_.name, user_, worker_.index()) > theirs + 1;
+    return theirs == 0 || budget.pool_servers_on(database_.name, user_, context_.index()) > theirs + 1;
 }
 
 bool Pool::pays_lend_owed_with(Server& server) {
-    if (!lend_owed_ || worker_.now_ms() >= lend_owed_until_ms_) return false;
+    if (!lend_owed_ || context_.now_ms() >= lend_owed_until_ms_) return false;
     if (!can_spare_for(lend_owed_->worker)) return false;
     const LendRequest request = *lend_owed_;
     lend_owed_.reset();
@@ -853,8 +850,8 @@ void Pool::probe_login() {
 }
 
 bool Pool::login_fails_clients() const {
-    return login_backoff_.fail_clients(worker_.now_ms(),
-                                       duration_ms(worker_.config().server_login_retry));
+    return login_backoff_.fail_clients(context_.now_ms(),
+                                       duration_ms(context_.config().server_login_retry));
 }
 
 PoolLoginRecord Pool::login_record() const {

@@ -39,7 +39,7 @@ namespace pgtether {
 
 class ClientAuth;
 class ListenHub;
-class Worker;
+class PoolContext;
 
 // What a worker whose clients wait asks of the others (Pool::lend): the pool that needs a slot,
 // the limits that are full, and what ServerBudget::hand_over needs to give it the slot.
@@ -57,7 +57,7 @@ class Pool {
 public:
     // `database` is the client-facing entry (a copy: reload replaces it); `user` is the user the
     // servers log in as (the entry's forced user, or the client's own).
-    Pool(Worker& worker, DatabaseConfig database, std::string user);
+    Pool(PoolContext& context, DatabaseConfig database, std::string user);
     ~Pool();
     Pool(const Pool&) = delete;
     Pool& operator=(const Pool&) = delete;
@@ -75,7 +75,7 @@ public:
     [[nodiscard]] std::size_t side_host() const;
     // What the pool knows of each host of its database's list (SHOW HOSTS).
     [[nodiscard]] const std::vector<HostStatus>& hosts() const { return hosts_; }
-    // What another pool learnt of a host (Worker::share_host_news): applied to each host of
+    // What another pool learnt of a host (PoolContext::share_host_news): applied to each host of
     // this pool's list with the same host and port.
     void learn_host(const HostNews& news);
     [[nodiscard]] SessionAttrs session_attrs() const { return session_attrs_; }
@@ -89,7 +89,6 @@ public:
     // Its clients' timeouts: the global ones over which its database entry and its user's
     // [users] entry may set their own (core/client_timeouts.hpp).
     [[nodiscard]] const ClientTimeouts& timeouts() const { return timeouts_; }
-    [[nodiscard]] Worker& worker() { return worker_; }
     [[nodiscard]] PoolStats& stats() { return stats_; }
     // The tether's trigger for this pool's database (proxy/pool/lock_catalog.hpp).
     [[nodiscard]] const LockTrigger& lock_trigger() const { return *lock_trigger_; }
@@ -150,7 +149,7 @@ public:
     // owed a lent server, or the idle list (with a hand-off scheduled when clients wait).
     void release(Server& server) { release(server, false); }
     // The hand-off (PgBouncer's per_loop_activate): idle servers go to waiting clients. Run by the
-    // worker once per loop iteration when scheduled (Worker::schedule_hand_offs), never from
+    // worker once per loop iteration when scheduled (PoolContext::schedule_hand_offs), never from
     // inside the read callback of the server being released.
     void serve_waiting_clients();
     // A server finished logging in (first ReadyForQuery). on_server_role says whether the role
@@ -222,7 +221,7 @@ private:
     // A login or role check on hosts_[index] (as `where`) found `role`: noted, logged when the
     // host changed role, shared with the other pools when it is news.
     void note_host_role(std::size_t index, const ServerRole& role, const std::string& where);
-    // News of hosts_[index] for the other pools (Worker::share_host_news).
+    // News of hosts_[index] for the other pools (PoolContext::share_host_news).
     [[nodiscard]] HostNews host_news(std::size_t index, HostNews::Kind kind) const;
     // The pool's greeting is known (from a server of its own or another worker's share): keep
     // it and log in every client waiting for it.
@@ -287,7 +286,7 @@ private:
     // its clients still wait.
     static constexpr std::uint64_t kLendRequestLifetimeMs = 1000;
 
-    Worker& worker_;
+    PoolContext& context_;
     DatabaseConfig database_;
     std::string user_;
     PoolMode mode_ = PoolMode::Transaction;

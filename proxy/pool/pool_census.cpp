@@ -3,7 +3,7 @@
 #include "proxy/client/client.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/pool/pool_context.hpp"
 
 namespace pgtether {
 
@@ -28,12 +28,12 @@ const char* client_state_name(const Client& client) {
     return nullptr;
 }
 
-std::map<const Pool*, PoolCensus> take_census(Worker& worker) {
+std::map<const Pool*, PoolCensus> take_census(PoolContext& context) {
     std::map<const Pool*, PoolCensus> census;
-    for (const auto& [key, pool] : worker.pools())
+    for (const auto& [key, pool] : context.pools())
         census[pool.get()];
-    const std::uint64_t now = worker.now_ms();
-    worker.for_each_client([&](Client& client) {
+    const std::uint64_t now = context.now_ms();
+    context.for_each_client([&](Client& client) {
         Pool* pool = client.pool();
         const char* state = client_state_name(client);
         if (!pool || !state) return;
@@ -56,7 +56,7 @@ std::map<const Pool*, PoolCensus> take_census(Worker& worker) {
             }
         }
     });
-    for (const auto& [key, pool] : worker.pools()) {
+    for (const auto& [key, pool] : context.pools()) {
         const ServerStateCounts& counts = pool->state_counts();
         auto& c = census[pool.get()];
         c.sv_active = counts.in(ServerCensus::Active);
@@ -66,10 +66,10 @@ std::map<const Pool*, PoolCensus> take_census(Worker& worker) {
         c.sv_login = counts.in(ServerCensus::Login);
         c.sv_being_canceled = counts.in(ServerCensus::BeingCanceled);
     }
-    worker.for_each_server([&](Server& server) {
+    context.for_each_server([&](Server& server) {
         if (server.state() == Server::State::Closing) return;
         auto& c = census[&server.pool()];
-        if (worker.cancels_in_flight_for(server) > 0) ++c.sv_active_cancel;
+        if (context.cancels_in_flight_for(server) > 0) ++c.sv_active_cancel;
         if (server.client() && server.client()->tethered()) ++c.sv_tethered;
     });
     return census;

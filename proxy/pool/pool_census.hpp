@@ -10,7 +10,7 @@ namespace pgtether {
 class Client;
 class Pool;
 class Server;
-class Worker;
+class PoolContext;
 
 // PgBouncer's server states (SHOW SERVERS' state column), read from the server's state
 // (core/server_state.hpp, ServerCensus):
@@ -47,6 +47,6 @@ struct PoolCensus {
     std::uint64_t maxwait_us = 0;  // how long the oldest waiting client has waited
 };
 
-std::map<const Pool*, PoolCensus> take_census(Worker& worker);
+std::map<const Pool*, PoolCensus> take_census(PoolContext& context);
 
 }  // namespace pgtether

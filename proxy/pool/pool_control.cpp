@@ -8,8 +8,7 @@
 #include "proxy/client/client.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
-#include "proxy/daemon/worker.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/pool/pool_context.hpp"
 
 namespace pgtether {
 
@@ -19,7 +18,7 @@ bool PoolControl::in_scope(const Pool& pool, const std::optional<std::string>& d
 
 void PoolControl::for_each_pool(const std::optional<std::string>& database,
                                 const std::function<void(Pool&)>& fn) const {
-    for (const auto& [key, pool] : worker_.pools()) {
+    for (const auto& [key, pool] : context_.pools()) {
         if (in_scope(*pool, database)) fn(*pool);
     }
 }
@@ -53,7 +52,7 @@ void PoolControl::kill(const std::optional<std::string>& database) {
     }
     // Collect first: closing changes the lists being walked.
     std::vector<Client*> clients;
-    worker_.for_each_client([&](Client& client) {
+    context_.for_each_client([&](Client& client) {
         if (client.pool() && in_scope(*client.pool(), database) &&
             client.state() != Client::State::Closing) {
             clients.push_back(&client);
@@ -65,7 +64,7 @@ void PoolControl::kill(const std::optional<std::string>& database) {
                          "\" was killed by an administrator (KILL)");
     }
     std::vector<Server*> servers;
-    worker_.for_each_server([&](Server& server) {
+    context_.for_each_server([&](Server& server) {
         if (in_scope(server.pool(), database) && server.state() != Server::State::Closing) {
             servers.push_back(&server);
         }
@@ -79,13 +78,13 @@ void PoolControl::reconnect(const std::optional<std::string>& database) {
 }
 
 int PoolControl::open_servers(const std::optional<std::string>& database) const {
-    const auto& budget = worker_.group().budget();
+    const auto& budget = context_.budget();
     return database ? budget.database_servers(*database) : budget.total_servers();
 }
 
 int PoolControl::servers_to_close(const std::optional<std::string>& database) const {
     int count = 0;
-    worker_.for_each_server([&](Server& server) {
+    context_.for_each_server([&](Server& server) {
         if (in_scope(server.pool(), database) && server.retired() &&
             server.state() != Server::State::Closing) {
             ++count;
@@ -97,7 +96,7 @@ int PoolControl::servers_to_close(const std::optional<std::string>& database) co
 std::vector<Client*> PoolControl::tethered_clients(
     const std::optional<std::string>& database) const {
     std::vector<Client*> out;
-    worker_.for_each_client([&](Client& client) {
+    context_.for_each_client([&](Client& client) {
         if (client.tethered() && client.server() && client.pool() &&
             in_scope(*client.pool(), database) && client.state() != Client::State::Closing) {
             out.push_back(&client);
@@ -111,7 +110,7 @@ void PoolControl::close_retired_linked_servers() {
     // that is linked but between transactions -- a session-pooled client's -- is closed now
     // rather than at the client's end; its client is disconnected with it.
     std::vector<Server*> servers;
-    worker_.for_each_server([&](Server& server) {
+    context_.for_each_server([&](Server& server) {
         if (server.retired() && server.state() == Server::State::Linked && server.client() &&
             server.link().tracker().quiet() &&
             server.link().tracker().tx_status() == protocol::kTxIdle) {
@@ -133,10 +132,10 @@ void PoolControl::remove_waiter(AdminSession& session) {
 }
 
 void PoolControl::tick() {
-    for (const auto& [key, pool] : worker_.pools()) {
+    for (const auto& [key, pool] : context_.pools()) {
         if (pool->paused() && pool->idle_count() > 0) pool->close_idle_servers("pause mode");
     }
-    if (worker_.config().server_fast_close) close_retired_linked_servers();
+    if (context_.config().server_fast_close) close_retired_linked_servers();
     // A session may finish (and remove itself) while being polled.
     auto waiters = waiters_;
     for (AdminSession* session : waiters) {

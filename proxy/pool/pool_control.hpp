@@ -30,11 +30,11 @@ class AdminSession;
 class Client;
 class Pool;
 class Server;
-class Worker;
+class PoolContext;
 
 class PoolControl {
   public:
-    explicit PoolControl(Worker& worker) : worker_(worker) {}
+    explicit PoolControl(PoolContext& context) : context_(context) {}
     PoolControl(const PoolControl&) = delete;
     PoolControl& operator=(const PoolControl&) = delete;
 
@@ -85,7 +85,7 @@ class PoolControl {
     // server_fast_close: closes retired servers whose client is between transactions.
     void close_retired_linked_servers();
 
-    Worker& worker_;
+    PoolContext& context_;
     bool paused_all_ = false;
     std::set<std::string> paused_;
     std::set<std::string> disabled_;
