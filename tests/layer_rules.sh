@@ -17,15 +17,12 @@
 #                            and proxy/pool/pool.hpp (it is handed out and given back) only:
 #                            what it needs of its worker is a ServerContext
 #                            (proxy/server/server_context.hpp);
-#       client:              upward, proxy/pool/pool.hpp (it is served by its pool),
-#                            proxy/pool/listen_hub.hpp (its LISTEN) and
-#                            proxy/admin/admin_console.hpp (a console client's session) only:
-#                            what it needs of its worker is a ClientContext
-#                            (proxy/client/client_context.hpp);
-#       pool:                upward, proxy/admin/admin_console.hpp (a console client's
-#                            session, PAUSE's waiting console) only: what it needs of its
-#                            worker and the other workers is a PoolContext
-#                            (proxy/pool/pool_context.hpp);
+#       client:              upward, proxy/pool/pool.hpp (it is served by its pool) and
+#                            proxy/pool/listen_hub.hpp (its LISTEN) only: what it needs of its
+#                            worker is a ClientContext (proxy/client/client_context.hpp), of
+#                            the console a ConsoleSession (proxy/client/console_session.hpp);
+#       pool:                nothing upward: what it needs of its worker and the other workers
+#                            is a PoolContext (proxy/pool/pool_context.hpp);
 #       server, client, pool: downward, anything;
 #       admin, daemon:       anything of ours.
 #   - Once the folders exist, no source or header lies directly in proxy/.
@@ -103,20 +100,17 @@ while IFS= read -r file; do
                     ;;
                 client)
                     # A client reaches its worker through ClientContext
-                    # (proxy/client/client_context.hpp), never the daemon: upward only to the
-                    # pool it is served by, the LISTEN hub, and the console session it may be.
+                    # (proxy/client/client_context.hpp), never the daemon, and the console
+                    # through ConsoleSession: upward only to the pool it is served by and the
+                    # LISTEN hub.
                     case "$target" in
-                        proxy/pool/pool.hpp | proxy/pool/listen_hub.hpp | \
-                            proxy/admin/admin_console.hpp) ok=true ;;
+                        proxy/pool/pool.hpp | proxy/pool/listen_hub.hpp) ok=true ;;
                     esac
                     ;;
                 pool)
                     # A pool reaches its worker, and through it the other workers, through
-                    # PoolContext (proxy/pool/pool_context.hpp), never the daemon: upward only
-                    # to the console session a client may be.
-                    case "$target" in
-                        proxy/admin/admin_console.hpp) ok=true ;;
-                    esac
+                    # PoolContext (proxy/pool/pool_context.hpp), and a console through
+                    # ConsoleSession: nothing upward.
                     ;;
                 admin | daemon) ok=true ;;
             esac

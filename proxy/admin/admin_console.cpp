@@ -94,10 +94,6 @@ bool contains(const std::vector<std::string>& list, const std::string& name) {
 
 }  // namespace
 
-bool AdminSession::is_console_database(std::string_view name) {
-    return name == "pgtether" || name == "pgbouncer";
-}
-
 AdminSession::AdminSession(Worker& worker, Client& client) : worker_(worker), client_(client) {}
 
 AdminSession::~AdminSession() {

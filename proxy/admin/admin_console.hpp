@@ -14,38 +14,29 @@
 #include "protocol/admin_command.hpp"
 #include "protocol/bytes.hpp"
 #include "protocol/startup.hpp"
+#include "proxy/client/console_session.hpp"
 
 namespace pgtether {
 
 class Client;
 class Worker;
 
-class AdminSession {
+class AdminSession final : public ConsoleSession {
   public:
-    // Whether a client asking for database `name` wants the console.
-    static bool is_console_database(std::string_view name);
-
     AdminSession(Worker& worker, Client& client);
-    ~AdminSession();
+    ~AdminSession() override;
     AdminSession(const AdminSession&) = delete;
     AdminSession& operator=(const AdminSession&) = delete;
 
-    // Whether the authenticated user may use the console at all (admin_users, stats_users).
-    [[nodiscard]] bool may_log_in() const;
-    // AuthenticationOk, PgBouncer's console parameters, BackendKeyData and ReadyForQuery.
-    void send_welcome(const protocol::CancelKey& key);
-
-    // Messages from the client (the Client forwards its input here); returns bytes consumed.
-    std::size_t on_data(protocol::ByteSpan data);
-    // Everything sent so far reached the kernel: read the next commands.
-    void on_output_drained();
-    // A CancelRequest for this client: stops waiting for PAUSE / WAIT_CLOSE (psql's ^C).
-    void on_cancel_request();
-    // The client is closing.
-    void on_close();
-    // While a PAUSE or WAIT_CLOSE waits: called by PoolControl on every janitor tick.
-    void poll();
-    [[nodiscard]] bool waiting() const { return wait_ != Wait::None; }
+    // The console's side of ConsoleSession (proxy/client/console_session.hpp).
+    [[nodiscard]] bool may_log_in() const override;
+    void send_welcome(const protocol::CancelKey& key) override;
+    std::size_t on_data(protocol::ByteSpan data) override;
+    void on_output_drained() override;
+    void on_cancel_request() override;
+    void on_close() override;
+    void poll() override;
+    [[nodiscard]] bool waiting() const override { return wait_ != Wait::None; }
 
   private:
     enum class Role { None, Stats, Admin };

@@ -15,7 +15,7 @@
 #include "protocol/message_types.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/admin/admin_console.hpp"
+#include "proxy/client/console_session.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/client_auth.hpp"
 #include "proxy/client/login_work.hpp"
@@ -305,7 +305,7 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     // own authentication still applies.
     // Counted again now: a client that left since the accept (on another worker, say) has
     // freed its place meanwhile, as PgBouncer's single loop would have seen.
-    if (over_client_limit_ && !AdminSession::is_console_database(database_) &&
+    if (over_client_limit_ && !is_console_database(database_) &&
         context_.over_client_limit()) {
         refuse_over_client_limit_now();
         return;
@@ -378,7 +378,7 @@ std::size_t Client::handle_auth(ByteSpan data) {
 
 void Client::on_authenticated() {
     const auto& config = context_.config();
-    if (AdminSession::is_console_database(database_)) {
+    if (is_console_database(database_)) {
         if (replication_) {
             fail(protocol::sqlstate::kFeatureNotSupported,
                  "replication connections to the admin console are not supported");

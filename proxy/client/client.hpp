@@ -30,7 +30,7 @@
 
 namespace pgtether {
 
-class AdminSession;
+class ConsoleSession;
 class AuthQuery;
 class ClientAuth;
 class Pool;
@@ -514,7 +514,7 @@ private:
     ListenState& listen_state();  // allocates on first use
     // The client's named prepared statements (docs/prepared-statements.md).
     ClientStatements statements_;
-    std::unique_ptr<AdminSession> admin_;  // set for a client of the admin console
+    std::unique_ptr<ConsoleSession> admin_;  // set for a client of the admin console
 };
 
 }  // namespace pgtether

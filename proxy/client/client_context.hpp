@@ -19,7 +19,7 @@
 
 namespace pgtether {
 
-class AdminSession;
+class ConsoleSession;
 class AuthLookups;
 class Client;
 class LoginWork;
@@ -58,7 +58,7 @@ public:
     // The pool for a database entry and (server) user, created on first use.
     virtual Pool& pool_for(const DatabaseConfig& database, const std::string& user) = 0;
     // An admin console session for a client that logged in to the console database.
-    virtual std::unique_ptr<AdminSession> open_admin_session(Client& client) = 0;
+    virtual std::unique_ptr<ConsoleSession> open_admin_session(Client& client) = 0;
 
     // Logins' blocking work (PBKDF2, PAM, LDAP) off the loop, and auth_query lookups.
     [[nodiscard]] virtual LoginWork& login_work() = 0;

@@ -13,7 +13,7 @@
 #include "proxy/net/log.hpp"
 
 #include "protocol/sqlstate.hpp"
-#include "proxy/admin/admin_console.hpp"
+#include "proxy/client/console_session.hpp"
 #include "proxy/server/auth_lookups.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/client/client_auth.hpp"
@@ -168,7 +168,7 @@ bool Client::admit_within_client_limits() {
     counted_for_limits_ = true;
     // PgBouncer lets admin_users into its console whatever the limits say, so an operator can
     // still look at a full pooler (they are counted all the same).
-    if (AdminSession::is_console_database(database_) &&
+    if (is_console_database(database_) &&
         std::find(config.admin_users.begin(), config.admin_users.end(), user_) !=
             config.admin_users.end()) {
         return true;
@@ -194,7 +194,7 @@ void Client::uncount_for_limits() {
 // Choosing the method
 
 bool Client::is_own_user_console_login() {
-    if (user_ != "pgbouncer" || !AdminSession::is_console_database(database_)) return false;
+    if (user_ != "pgbouncer" || !is_console_database(database_)) return false;
     auto peer = stream_.peer_credentials();
     return peer && peer->uid == getuid();
 }
@@ -286,7 +286,7 @@ void Client::start_password_authentication(AuthType method) {
                               method == AuthType::ScramSha256 || method == AuthType::Trust;
     // The admin console has no server to ask: its users not in auth_file are looked up in the
     // global auth_dbname, when one is set (PgBouncer 1.24).
-    const bool console = AdminSession::is_console_database(database_);
+    const bool console = is_console_database(database_);
     if (wants_secret && context_.auth_file().count(user_) == 0 &&
         (!console || !config.auth_dbname.empty())) {
         // auth_user, auth_query and auth_dbname: per database, else global. The lookup has to
@@ -301,7 +301,7 @@ void Client::start_password_authentication(AuthType method) {
                     db && !db->auth_dbname.empty() ? db->auth_dbname : config.auth_dbname;
                 // A configuration that cannot work: PgBouncer's words in the log and to the
                 // client ("bouncer config error").
-                if (AdminSession::is_console_database(auth_dbname)) {
+                if (is_console_database(auth_dbname)) {
                     spdlog::warn("{}: cannot use the reserved \"{}\" database as an auth_dbname",
                                  describe(), auth_dbname);
                     fail(protocol::sqlstate::kConnectionFailure, "bouncer config error");

@@ -14,7 +14,7 @@
 #include "protocol/deallocate_statement.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/admin/admin_console.hpp"
+#include "proxy/client/console_session.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"

@@ -240,7 +240,7 @@ bool Worker::database_disabled(const std::string& database) const {
     return control_->disabled(database);
 }
 
-std::unique_ptr<AdminSession> Worker::open_admin_session(Client& client) {
+std::unique_ptr<ConsoleSession> Worker::open_admin_session(Client& client) {
     return std::make_unique<AdminSession>(*this, client);
 }
 

@@ -112,7 +112,7 @@ public:
     [[nodiscard]] bool database_disabled(const std::string& database) const override;
     // The pool for a database entry and (server) user, created on first use.
     Pool& pool_for(const DatabaseConfig& database, const std::string& user) override;
-    std::unique_ptr<AdminSession> open_admin_session(Client& client) override;
+    std::unique_ptr<ConsoleSession> open_admin_session(Client& client) override;
     // The pools of forced-user database entries with a min_pool_size, opened before any client
     // (run by the janitor).
     void open_forced_user_pools();

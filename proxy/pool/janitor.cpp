@@ -13,7 +13,7 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/admin/admin_console.hpp"
+#include "proxy/client/console_session.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool.hpp"

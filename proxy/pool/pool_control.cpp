@@ -4,7 +4,7 @@
 
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/admin/admin_console.hpp"
+#include "proxy/client/console_session.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/server.hpp"
@@ -121,13 +121,13 @@ void PoolControl::close_retired_linked_servers() {
         server->close("database configuration changed (server_fast_close)");
 }
 
-void PoolControl::add_waiter(AdminSession& session) {
+void PoolControl::add_waiter(ConsoleSession& session) {
     if (std::find(waiters_.begin(), waiters_.end(), &session) == waiters_.end()) {
         waiters_.push_back(&session);
     }
 }
 
-void PoolControl::remove_waiter(AdminSession& session) {
+void PoolControl::remove_waiter(ConsoleSession& session) {
     waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), &session), waiters_.end());
 }
 
@@ -138,7 +138,7 @@ void PoolControl::tick() {
     if (context_.config().server_fast_close) close_retired_linked_servers();
     // A session may finish (and remove itself) while being polled.
     auto waiters = waiters_;
-    for (AdminSession* session : waiters) {
+    for (ConsoleSession* session : waiters) {
         if (std::find(waiters_.begin(), waiters_.end(), session) != waiters_.end()) {
             session->poll();
         }

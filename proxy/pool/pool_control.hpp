@@ -26,7 +26,7 @@
 
 namespace pgtether {
 
-class AdminSession;
+class ConsoleSession;
 class Client;
 class Pool;
 class Server;
@@ -73,8 +73,8 @@ class PoolControl {
         const std::optional<std::string>& database) const;
 
     // An admin session waiting for PAUSE or WAIT_CLOSE is polled on every janitor tick.
-    void add_waiter(AdminSession& session);
-    void remove_waiter(AdminSession& session);
+    void add_waiter(ConsoleSession& session);
+    void remove_waiter(ConsoleSession& session);
     // Janitor tick: closes idle servers of paused pools and lets waiting sessions check.
     void tick();
 
@@ -89,7 +89,7 @@ class PoolControl {
     bool paused_all_ = false;
     std::set<std::string> paused_;
     std::set<std::string> disabled_;
-    std::vector<AdminSession*> waiters_;
+    std::vector<ConsoleSession*> waiters_;
 };
 
 }  // namespace pgtether
