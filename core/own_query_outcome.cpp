@@ -1,6 +1,38 @@
 #include "core/own_query_outcome.hpp"
 
+#include <cstddef>
+#include <iterator>
+
 namespace pgtether {
+
+namespace {
+
+using S = ServerState;
+using C = CleanupKind;
+
+// In InternalPurpose's order (checked below).
+constexpr PurposeTraits kTraits[] = {
+    // state            name                                for_client probe  cleanup
+    {S::ConnectQuery, "connect_query", false, false, std::nullopt},
+    {S::Syncing, "server_check_query", true, false, std::nullopt},
+    {S::Syncing, "parameter sync", true, false, std::nullopt},
+    {S::Probing, "session state probe", true, true, std::nullopt},
+    {S::Probing, "session state probe (discarded)", true, true, std::nullopt},
+    {S::Resetting, "server_reset_query", false, false, C::Reset},
+    {S::Scrubbing, "scrub", false, false, C::Scrub},
+    {S::Sweeping, "leak sweep", false, false, C::Sweep},
+    {S::Sweeping, "catalog check", false, false, std::nullopt},
+    {S::ConnectQuery, "role check", false, false, std::nullopt},
+    {S::Sweeping, "role check", false, false, std::nullopt},
+};
+static_assert(std::size(kTraits) == static_cast<std::size_t>(InternalPurpose::RoleCheck) + 1,
+              "one row per InternalPurpose");
+
+}  // namespace
+
+const PurposeTraits& purpose_traits(InternalPurpose purpose) {
+    return kTraits[static_cast<std::size_t>(purpose)];
+}
 
 OwnQueryOutcome decide_own_query_outcome(InternalPurpose purpose, const OwnQueryEnd& end) {
     using O = OwnQueryOutcome;

@@ -1,7 +1,13 @@
-// What follows pgtether's own query on a server, from how it ended: decided here, carried out by
-// Server::finish_internal. The tether's probe and the cleanups (reset, scrub, leak sweep) have
+// pgtether's own queries on a server: what each purpose is (purpose_traits: the one table the
+// server reads), and what follows from how one ended (decide_own_query_outcome), both carried out
+// by Server::finish_internal. The tether's probe and the cleanups (reset, scrub, leak sweep) have
 // decisions of their own (core/departure.hpp: decide_orphaned_query_end, decide_cleanup_outcome).
 #pragma once
+
+#include <optional>
+
+#include "core/departure.hpp"
+#include "core/server_state.hpp"
 
 namespace pgtether {
 
@@ -20,6 +26,20 @@ enum class InternalPurpose {
     LoginRoleCheck,  // asked at login, before the role decides whether the host serves
     RoleCheck,       // asked again on an idle pooled backend, periodically (server_check_delay)
 };
+
+// What a purpose is, in one row per purpose.
+struct PurposeTraits {
+    ServerState state;  // the server's state while the query runs (several purposes share one)
+    const char* name;   // in log lines and close reasons ("scrub failed: ...")
+    // Run for the linked client, whose request waits for it: the client goes on afterwards, and
+    // a client that left meanwhile leaves the query's end to decide_orphaned_query_end.
+    bool for_client;
+    bool probe;  // the tether's probe (a client that leaves during it leaves a dirty backend)
+    // The cleanups, verified by a probe of their own; decide_cleanup_outcome says what follows.
+    std::optional<CleanupKind> cleanup;
+};
+
+[[nodiscard]] const PurposeTraits& purpose_traits(InternalPurpose purpose);
 
 // How the query ended.
 struct OwnQueryEnd {

@@ -330,7 +330,7 @@ void show_servers(Worker& worker, ShowTable& out) {
         Row row = server_socket_row(clock, server, state);
         row.insert(row.end(), {number(client && client->tethered() ? 1 : 0),
                                client ? unsigned_number(client->id()) : kNull,
-                               purpose ? text(to_string(*purpose)) : kNull});
+                               purpose ? text(purpose_traits(*purpose).name) : kNull});
         rs.row(row);
     });
 }

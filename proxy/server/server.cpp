@@ -37,42 +37,8 @@ using protocol::MessageReader;
 using protocol::MessagesRead;
 using protocol::read_messages;
 
-const char* to_string(InternalPurpose purpose) {
-    switch (purpose) {
-        case InternalPurpose::ConnectQuery: return "connect_query";
-        case InternalPurpose::Check: return "server_check_query";
-        case InternalPurpose::ParamSync: return "parameter sync";
-        case InternalPurpose::Probe: return "session state probe";
-        case InternalPurpose::DiscardedProbe: return "session state probe (discarded)";
-        case InternalPurpose::Reset: return "server_reset_query";
-        case InternalPurpose::Scrub: return "scrub";
-        case InternalPurpose::LeakSweep: return "leak sweep";
-        case InternalPurpose::CatalogCheck: return "catalog check";
-        case InternalPurpose::LoginRoleCheck:
-        case InternalPurpose::RoleCheck: return "role check";
-    }
-    return "?";
-}
 
 namespace {
-
-// The state a server is in while pgtether's own query of this purpose runs.
-ServerState state_for(InternalPurpose purpose) {
-    switch (purpose) {
-        case InternalPurpose::ConnectQuery:
-        case InternalPurpose::LoginRoleCheck: return ServerState::ConnectQuery;
-        case InternalPurpose::Check:
-        case InternalPurpose::ParamSync: return ServerState::Syncing;
-        case InternalPurpose::Probe:
-        case InternalPurpose::DiscardedProbe: return ServerState::Probing;
-        case InternalPurpose::Reset: return ServerState::Resetting;
-        case InternalPurpose::Scrub: return ServerState::Scrubbing;
-        case InternalPurpose::LeakSweep:
-        case InternalPurpose::CatalogCheck:
-        case InternalPurpose::RoleCheck: return ServerState::Sweeping;
-    }
-    return ServerState::Closing;
-}
 
 // Messages a server may send that are only forwarded, never inspected: when one is larger than
 // what has arrived so far, its first part can go to the client right away (streaming) instead of
@@ -1076,7 +1042,7 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
         unnamed_statement_.reset();
         unnamed_unknown_ = false;
     }
-    spdlog::trace("S-{}: running {}: {}", id_, to_string(purpose),
+    spdlog::trace("S-{}: running {}: {}", id_, purpose_traits(purpose).name,
                   queries.empty() ? std::string() : queries.back());
     const int own = static_cast<int>(queries.size());
     start_internal(purpose, std::move(out), own, extra_ready, probed);
@@ -1084,7 +1050,7 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
 
 void Server::start_internal(InternalPurpose purpose, std::string messages, int own_ready,
                             int extra_ready, std::uint32_t probed) {
-    transition(state_for(purpose));
+    transition(purpose_traits(purpose).state);
     internal_ = std::make_unique<InternalQuery>();
     internal_->purpose = purpose;
     internal_->probed = probed;
@@ -1204,17 +1170,13 @@ void Server::finish_internal() {
     std::unique_ptr<InternalQuery> op = std::move(internal_);
     // Our queries ran as simple queries outside any transaction block; anything else is dirty.
     bool clean = link_.tracker().idle() && !op->failed;
-    bool for_client = op->purpose == InternalPurpose::Check ||
-                      op->purpose == InternalPurpose::ParamSync ||
-                      op->purpose == InternalPurpose::Probe ||
-                      op->purpose == InternalPurpose::DiscardedProbe;
+    const PurposeTraits& traits = purpose_traits(op->purpose);  // core/own_query_outcome.hpp
+    const bool for_client = traits.for_client;
     // Back to forwarding (what follows may start another query, release or scrub).
     if (for_client && client_ != nullptr) transition(State::Linked);
     if (for_client && client_ == nullptr) {
         // The client left while we worked on its behalf (see Client::detach_from_server).
-        const bool was_probe = op->purpose == InternalPurpose::Probe ||
-                               op->purpose == InternalPurpose::DiscardedProbe;
-        switch (decide_orphaned_query_end(was_probe, clean).action) {
+        switch (decide_orphaned_query_end(traits.probe, clean).action) {
             case DepartureDecision::Action::Scrub: scrub(); return;
             case DepartureDecision::Action::Release:
                 // A parameter sync that completed changed the backend's settings all the same.
@@ -1223,33 +1185,25 @@ void Server::finish_internal() {
                 return;
             case DepartureDecision::Action::FinishQuery:
             case DepartureDecision::Action::Close:
-                close(std::string(to_string(op->purpose)) + " failed: " + op->error.message);
+                close(std::string(traits.name) + " failed: " + op->error.message);
                 return;
         }
         return;
     }
-    switch (op->purpose) {
-        case InternalPurpose::Probe:
-            after_probe(*op);
-            return;
-        case InternalPurpose::DiscardedProbe:
-            client_->on_server_ready();
-            return;
-        case InternalPurpose::Reset:
-        case InternalPurpose::Scrub:
-        case InternalPurpose::LeakSweep: {
-            // The cleaning purposes verify with a probe: nothing of a tracked kind may remain.
-            std::optional<StateReport> report;
-            if (clean && (op->probed == 0 || op->completed)) {
-                report = decode_state_probe(op->rows);
-                if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
-            }
-            finish_cleanup(*op, report);
-            return;
+    if (traits.cleanup) {
+        // The cleanups verify with a probe: nothing of a tracked kind may remain.
+        std::optional<StateReport> report;
+        if (clean && (op->probed == 0 || op->completed)) {
+            report = decode_state_probe(op->rows);
+            if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
         }
-        default:
-            carry_out_own_query_outcome(*op, clean);
-            return;
+        finish_cleanup(*traits.cleanup, *op, report);
+        return;
+    }
+    switch (op->purpose) {
+        case InternalPurpose::Probe: after_probe(*op); return;
+        case InternalPurpose::DiscardedProbe: client_->on_server_ready(); return;
+        default: carry_out_own_query_outcome(*op, clean); return;
     }
 }
 
@@ -1323,23 +1277,21 @@ void Server::carry_out_own_query_outcome(InternalQuery& op, bool clean) {
         case OwnQueryOutcome::Close:
             close(op.purpose == InternalPurpose::Check
                       ? "server_check_query failed: " + op.error.message
-                      : failure(to_string(op.purpose)));
+                      : failure(purpose_traits(op.purpose).name));
             break;
         case OwnQueryOutcome::NotDecidedHere: break;
     }
     if (catalog_done) catalog_done(std::move(fingerprint));
 }
 
-void Server::finish_cleanup(const InternalQuery& op, const std::optional<StateReport>& report) {
+void Server::finish_cleanup(CleanupKind kind, const InternalQuery& op,
+                            const std::optional<StateReport>& report) {
     auto failure = [&]() {
         if (op.failed) return op.error.message;
         if (!report) return std::string("unexpected probe result");
         return "session state remains: " +
                describe_state(report->present, describe_locks(report->locks), report->summaries);
     };
-    const CleanupKind kind = op.purpose == InternalPurpose::Reset   ? CleanupKind::Reset
-                             : op.purpose == InternalPurpose::Scrub ? CleanupKind::Scrub
-                                                                    : CleanupKind::Sweep;
     if (kind == CleanupKind::Sweep) last_checked_ms_ = context_.now_ms();
     CleanupAnswer answer;
     answer.verified = report.has_value();

@@ -45,8 +45,6 @@ class ServerContext;
 class ServerLogin;
 class TlsContext;
 
-const char* to_string(InternalPurpose purpose);
-
 class Server final : public Stream::Handler, public ResolveClient {
 public:
     // The states, the pool list each lives on and what may follow: core/server_state.hpp.
@@ -320,7 +318,8 @@ private:
     void finish_internal();
     // The end of a reset, scrub or leak sweep: what follows is decide_cleanup_outcome's
     // (core/departure.hpp), given the verifying probe's report (none: it failed).
-    void finish_cleanup(const InternalQuery& op, const std::optional<StateReport>& report);
+    void finish_cleanup(CleanupKind kind, const InternalQuery& op,
+                        const std::optional<StateReport>& report);
     // The end of a query whose outcome core/own_query_outcome.hpp decides (connect_query, the
     // role checks, server_check_query, the parameter sync, the catalog check).
     void carry_out_own_query_outcome(InternalQuery& op, bool clean);

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "core/own_query_outcome.hpp"
@@ -90,5 +91,56 @@ TEST_CASE("the probe and the cleanups are decided elsewhere") {
         CAPTURE(static_cast<int>(purpose));
         CHECK(decide_own_query_outcome(purpose, {true, true, true}) ==
               OwnQueryOutcome::NotDecidedHere);
+    }
+}
+
+TEST_CASE("each purpose: the state it runs in, its name, whom it runs for, the cleanup it is") {
+    using P = InternalPurpose;
+    using S = ServerState;
+    struct TraitsRow {
+        P purpose;
+        S state;
+        const char* name;
+        bool for_client;
+        bool probe;
+        std::optional<CleanupKind> cleanup;
+    };
+    const TraitsRow rows[] = {
+        {P::ConnectQuery, S::ConnectQuery, "connect_query", false, false, std::nullopt},
+        {P::Check, S::Syncing, "server_check_query", true, false, std::nullopt},
+        {P::ParamSync, S::Syncing, "parameter sync", true, false, std::nullopt},
+        {P::Probe, S::Probing, "session state probe", true, true, std::nullopt},
+        {P::DiscardedProbe, S::Probing, "session state probe (discarded)", true, true,
+         std::nullopt},
+        {P::Reset, S::Resetting, "server_reset_query", false, false, CleanupKind::Reset},
+        {P::Scrub, S::Scrubbing, "scrub", false, false, CleanupKind::Scrub},
+        {P::LeakSweep, S::Sweeping, "leak sweep", false, false, CleanupKind::Sweep},
+        {P::CatalogCheck, S::Sweeping, "catalog check", false, false, std::nullopt},
+        {P::LoginRoleCheck, S::ConnectQuery, "role check", false, false, std::nullopt},
+        {P::RoleCheck, S::Sweeping, "role check", false, false, std::nullopt},
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.name);
+        const PurposeTraits& t = purpose_traits(r.purpose);
+        CHECK(std::string(to_string(t.state)) == to_string(r.state));
+        CHECK(std::string(t.name) == r.name);
+        CHECK(t.for_client == r.for_client);
+        CHECK(t.probe == r.probe);
+        CHECK(t.cleanup == r.cleanup);
+    }
+}
+
+TEST_CASE("the table and decide_own_query_outcome agree on who decides what follows") {
+    // A purpose is decided here exactly when it is neither the probe nor a cleanup (those have
+    // core/departure.hpp's decisions); a query run for the client runs while the server is
+    // linked to it (Syncing, Probing), and the others while it is not.
+    for (int i = 0; i <= static_cast<int>(InternalPurpose::RoleCheck); ++i) {
+        const auto purpose = static_cast<InternalPurpose>(i);
+        const PurposeTraits& t = purpose_traits(purpose);
+        CAPTURE(t.name);
+        const bool elsewhere = t.probe || t.cleanup.has_value();
+        CHECK((decide_own_query_outcome(purpose, {true, true, true}) ==
+               OwnQueryOutcome::NotDecidedHere) == elsewhere);
+        CHECK(state_info(t.state).linked == t.for_client);
     }
 }
