@@ -117,23 +117,36 @@ inline constexpr int kMaxScrubRepeats = 3;
 
 [[nodiscard]] CleanupOutcome decide_cleanup_outcome(CleanupKind kind, const CleanupAnswer& answer);
 
+// Why a server comes back to its pool: the argument of Pool::release, the one way back.
+enum class ReleaseReason : std::uint8_t {
+    LoginDone,       // the release that ends its login
+    ClientDone,      // its client's use ended: a transaction's end, the client left cleanly, or
+                     // left while pgtether's query for it ran and that ended clean
+    CancelsArrived,  // it waited for the cancels meant for its last client (WaitForCancels)
+    Scrubbed,        // a scrub cleaned what a departed client left
+    ResetRan,        // server_reset_query ran, verified (the Reset plan, done)
+    // pgtether's own query on an idle backend -- leak sweep, catalog check, role check --
+    // changed nothing: no server_reset_query for it, and it is not use (server_idle_timeout and
+    // server_check_delay keep counting from the last client's release).
+    Unused,
+};
+
 // Pool::release, the one way a server goes back to the pool: what it does next.
 struct ReleaseFacts {
+    ReleaseReason reason = ReleaseReason::ClientDone;
     bool closing = false;   // already closing: nothing to do
     bool retired = false;   // a reload or RECONNECT retired it: close instead of reuse
     std::uint64_t age_ms = 0;       // since it connected
     std::optional<std::uint64_t> lifetime_ms;  // server_lifetime (0: used once), when known
     bool client_linked = false;     // still linked (server_lifetime waits for the client)
-    // The release that ends its login: server_lifetime does not apply yet, or a lifetime of 0
-    // would close every server before its first client (PgBouncer: state != SV_LOGIN).
-    bool after_login = false;
+    // (reason LoginDone: server_lifetime does not apply yet, or a lifetime of 0 would close every
+    // server before its first client -- PgBouncer: state != SV_LOGIN.)
     bool role_fits = true;          // its host's role still serves target_session_attrs
     bool paused = false;            // PAUSE: servers close as they come back
     bool cancels_in_flight = false; // a cancel for its last client is still on its way
-    // Session mode or server_reset_query_always, with a server_reset_query; and whether that
-    // reset ran since the last client left (never due after the login).
+    // Session mode or server_reset_query_always, with a server_reset_query (never due after
+    // the login, after the reset itself, or after a query that changed nothing).
     bool reset_due = false;
-    bool reset_done = false;
 };
 
 struct ReleasePlan {
@@ -147,6 +160,9 @@ struct ReleasePlan {
     enum class Why : std::uint8_t { None, Retired, Lifetime, RoleChanged, Paused };
     Action action = Action::Return;
     Why why = Why::None;
+    // Return: the release counts as use -- the server's idle time starts now. Not for Unused,
+    // whose idle time goes on from the last client's release.
+    bool counts_as_use = true;
     friend bool operator==(const ReleasePlan&, const ReleasePlan&) = default;
 };
 
@@ -154,10 +170,11 @@ struct ReleasePlan {
 [[nodiscard]] inline ReleasePlan plan_release(const ReleaseFacts& facts) {
     using Action = ReleasePlan::Action;
     using Why = ReleasePlan::Why;
+    const bool after_login = facts.reason == ReleaseReason::LoginDone;
     if (facts.closing) return {Action::Nothing, Why::None};
     if (facts.retired) return {Action::Close, Why::Retired};
     if (facts.lifetime_ms && facts.age_ms >= *facts.lifetime_ms && !facts.client_linked &&
-        !facts.after_login) {
+        !after_login) {
         return {Action::Close, Why::Lifetime};
     }
     // A standby promoted under a standby-only database (or the reverse): it is what it was not
@@ -171,10 +188,11 @@ struct ReleasePlan {
     // Not after the login: no client has used it yet, and a connect_query's settings are meant
     // to stay. (A reset there kept the first server busy while the first client came, which
     // then got a second server PgBouncer would not have opened.)
-    if (facts.reset_due && !facts.reset_done && !facts.after_login) {
-        return {Action::Reset, Why::None};
-    }
-    return {Action::Return, Why::None};
+    const bool reset_needed = facts.reason != ReleaseReason::LoginDone &&
+                              facts.reason != ReleaseReason::ResetRan &&
+                              facts.reason != ReleaseReason::Unused;
+    if (facts.reset_due && reset_needed) return {Action::Reset, Why::None};
+    return {Action::Return, Why::None, facts.reason != ReleaseReason::Unused};
 }
 
 }  // namespace pgtether

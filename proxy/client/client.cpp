@@ -682,7 +682,9 @@ void Client::detach_from_server() {
     server->unlink_client();
     switch (decision.action) {
         case DepartureDecision::Action::FinishQuery: return;  // it hands itself on when done
-        case DepartureDecision::Action::Release: server->pool().release(*server); return;
+        case DepartureDecision::Action::Release:
+            server->pool().release(*server, ReleaseReason::ClientDone);
+            return;
         case DepartureDecision::Action::Scrub: server->scrub(); return;
         case DepartureDecision::Action::Close: server->close(decision.reason); return;
     }

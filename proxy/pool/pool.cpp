@@ -388,7 +388,7 @@ void Pool::on_server_login(Server& server) {
     login_backoff_.on_success();
     last_login_error_.reset();
     if (welcome_.empty()) adopt_welcome(server.welcome(), server.params());
-    release(server, true);
+    release(server, ReleaseReason::LoginDone);
 }
 
 std::size_t Pool::choose_host() {
@@ -566,23 +566,22 @@ void Pool::forget_server(Server& server) {
     if (!replication_waiting_.empty()) launch_for_replication();
 }
 
-void Pool::release(Server& server, bool after_login) {
+void Pool::release(Server& server, ReleaseReason reason) {
     const auto& config = context_.config();
     const std::uint64_t now = context_.now_ms();
     ReleaseFacts facts;
+    facts.reason = reason;
     facts.closing = server.state() == Server::State::Closing;
     facts.retired = server.retired();
     facts.age_ms = now - server.connected_at_ms();
     // 0, as in PgBouncer: every server is used once (closed at its first release).
     facts.lifetime_ms = duration_ms(server_lifetime_for(config, database_));
     facts.client_linked = server.client() != nullptr;
-    facts.after_login = after_login;
     facts.role_fits = serves(server.role());
     facts.paused = paused();
     facts.cancels_in_flight = server.cancels_in_flight() > 0;
     facts.reset_due = (mode_ == PoolMode::Session || config.server_reset_query_always) &&
                       !config.server_reset_query.empty();
-    facts.reset_done = server.reset_done();
     const ReleasePlan plan = plan_release(facts);  // core/departure.hpp
     switch (plan.action) {
         case ReleasePlan::Action::Nothing: return;
@@ -591,9 +590,10 @@ void Pool::release(Server& server, bool after_login) {
         case ReleasePlan::Action::Reset: server.reset(); return;
         case ReleasePlan::Action::Return: break;
     }
-    server.clear_reset_done();
     if (lend_owed_ && pays_lend_owed_with(server)) return;
-    make_idle(server);
+    // Not use (ReleaseReason::Unused): server_idle_timeout and server_check_delay go on counting
+    // from the last client's release, or every sweep or catalog check would restart them.
+    server.mark_idle(plan.counts_as_use ? now : server.idle_since_ms());
     // Not handed to a waiting client here: this runs inside the releasing server's (or its
     // client's) callbacks, and the new client's held requests would run inside them too. A
     // replication client waiting evicts it at the hand-off unless an ordinary one takes it.
@@ -630,8 +630,9 @@ void Pool::schedule_hand_offs() {
 void Pool::serve_waiting_clients() {
     hand_offs_scheduled_ = false;
     while (!waiting_.empty() && !paused()) {
-        // The server released last (LIFO) or idle longest (server_round_robin), as make_idle
-        // ordered them; the waiting client is chosen for it (waiting_client_for).
+        // The server released last (LIFO) or idle longest (server_round_robin), as
+        // on_server_transition ordered them; the waiting client is chosen for it
+        // (waiting_client_for).
         Server* server = idle_.front();
         if (server == nullptr) break;
         if (server->spoke_while_idle(context_.now_ms())) {
@@ -670,7 +671,7 @@ Server* Pool::idle_server_for(const Client& client) {
             return match;
         }
     }
-    return idle_.front();  // LIFO (or round robin): see make_idle
+    return idle_.front();  // LIFO (or round robin): see on_server_transition
 }
 
 Client* Pool::waiting_client_for(const Server& server) {
@@ -695,7 +696,6 @@ void Pool::hand_to_waiting_client(Server& server) {
     client->on_server_assigned(server);
 }
 
-void Pool::make_idle(Server& server) { server.mark_idle(context_.now_ms()); }
 
 void Pool::on_server_transition(Server& server, ServerState from, ServerState to) {
     state_counts_.move(from, to);

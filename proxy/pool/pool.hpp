@@ -144,10 +144,11 @@ public:
     [[nodiscard]] bool clients_wait_for_servers() const;
 
     // ---- servers coming back ----
-    // A server is clean and unlinked: the one way back. plan_release (core/departure.hpp) says
-    // whether it closes, waits for a cancel, runs the reset query first, or returns: to a client
-    // owed a lent server, or the idle list (with a hand-off scheduled when clients wait).
-    void release(Server& server) { release(server, false); }
+    // A server is clean and unlinked, for `reason`: the one way back. plan_release
+    // (core/departure.hpp) says whether it closes, waits for a cancel, runs the reset query
+    // first, or returns: to a client owed a lent server, or the idle list (with a hand-off
+    // scheduled when clients wait).
+    void release(Server& server, ReleaseReason reason);
     // The hand-off (PgBouncer's per_loop_activate): idle servers go to waiting clients. Run by the
     // worker once per loop iteration when scheduled (PoolContext::schedule_hand_offs), never from
     // inside the read callback of the server being released.
@@ -216,8 +217,6 @@ public:
     [[nodiscard]] int tethered_server_count() const;
 
 private:
-    // `after_login`: the release that ends the server's login (ReleaseFacts::after_login).
-    void release(Server& server, bool after_login);
     // A login or role check on hosts_[index] (as `where`) found `role`: noted, logged when the
     // host changed role, shared with the other pools when it is news.
     void note_host_role(std::size_t index, const ServerRole& role, const std::string& where);
@@ -264,7 +263,6 @@ private:
     // LIFO and FIFO, with a preference for matching session settings (pool.cpp).
     Server* idle_server_for(const Client& client);
     Client* waiting_client_for(const Server& server);
-    void make_idle(Server& server);
     // max_db_connections / max_user_connections are reached by other pools: close an idle
     // server of one of them; or the limits are reached by servers of other workers: ask them to
     // lend one (ask_to_lend).

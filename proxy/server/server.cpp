@@ -371,7 +371,7 @@ void Server::unlink_client() {
 void Server::release_to_pool() {
     Client* client = client_;
     unlink_client();
-    pool_.release(*this);
+    pool_.release(*this, ReleaseReason::ClientDone);
     if (client) client->on_server_released();
 }
 
@@ -454,7 +454,7 @@ void Server::resume_input_from_client() {
 void Server::cancel_finished() {
     if (cancels_in_flight_ > 0) --cancels_in_flight_;
     if (cancels_in_flight_ == 0 && state_ == State::BeingCancelled) {
-        pool_.release(*this);
+        pool_.release(*this, ReleaseReason::CancelsArrived);
     }
 }
 
@@ -1181,7 +1181,7 @@ void Server::finish_internal() {
             case DepartureDecision::Action::Release:
                 // A parameter sync that completed changed the backend's settings all the same.
                 if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
-                pool_.release(*this);
+                pool_.release(*this, ReleaseReason::ClientDone);
                 return;
             case DepartureDecision::Action::FinishQuery:
             case DepartureDecision::Action::Close:
@@ -1270,9 +1270,8 @@ void Server::carry_out_own_query_outcome(InternalQuery& op, bool clean) {
                 pool_.on_role_checked(*this, *role);
             }
             // pgtether's SELECT changed nothing: no server_reset_query for it (session mode),
-            // and it is not use either (server_idle_timeout keeps counting: release_unused).
-            reset_done_ = true;
-            release_unused();
+            // and it is not use either (server_idle_timeout keeps counting).
+            pool_.release(*this, ReleaseReason::Unused);
             break;
         case OwnQueryOutcome::Close:
             close(op.purpose == InternalPurpose::Check
@@ -1341,8 +1340,7 @@ void Server::finish_cleanup(CleanupKind kind, const InternalQuery& op,
     }
     switch (kind) {
         case CleanupKind::Reset:
-            reset_done_ = true;
-            pool_.release(*this);
+            pool_.release(*this, ReleaseReason::ResetRan);
             return;
         case CleanupKind::Scrub:
             pool_.stats().scrubs++;
@@ -1350,25 +1348,14 @@ void Server::finish_cleanup(CleanupKind kind, const InternalQuery& op,
             spdlog::info("S-{} {}/{}: scrubbed backend {} after {} left", id_,
                          pool_.database_name(), pool_.user_name(), backend_key_.pid,
                          last_client_description_);
-            pool_.release(*this);
+            pool_.release(*this, ReleaseReason::Scrubbed);
             return;
-        case CleanupKind::Sweep: {
+        case CleanupKind::Sweep:
             // A sweep that found nothing changed nothing: the backend is as its last release
             // left it (reset then, in session mode), so no server_reset_query after every sweep.
-            reset_done_ = true;
-            release_unused();
+            pool_.release(*this, ReleaseReason::Unused);
             return;
-        }
     }
-}
-
-void Server::release_unused() {
-    // pgtether's own query on an idle backend is not use: keep the time the last client left,
-    // or server_idle_timeout and server_check_delay (which count from it) would restart with
-    // every sweep or catalog check and never be reached.
-    const std::uint64_t idle_since = idle_since_ms_;
-    pool_.release(*this);
-    if (state_ == State::Idle) idle_since_ms_ = idle_since;
 }
 
 void Server::scrub() {

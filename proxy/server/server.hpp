@@ -224,8 +224,6 @@ public:
     void scrub();
     // server_reset_query (and, with tracking, unlock_all and its verification) before reuse.
     void reset();
-    [[nodiscard]] bool reset_done() const { return reset_done_; }
-    void clear_reset_done() { reset_done_ = false; }
     // The periodic leak sweep of an idle pooled backend (docs/advisory-locks.md).
     void sweep_for_leaks();
     // Reads the catalog's fingerprint (core/lock_discovery.hpp) on this idle backend for lock
@@ -283,9 +281,6 @@ private:
     // the probe; cancels what the client left running when the plan says so.
     void run_cleanup(InternalPurpose purpose, const CleanupPlan& plan);
     void release_to_pool();
-    // Back to the pool after pgtether's own query on an idle backend (leak sweep, catalog
-    // check), keeping its idle time.
-    void release_unused();
     void maybe_finish_close();
     void on_resolved(int status, const sockaddr* address) override;
     std::size_t handle_login_data(protocol::ByteSpan data);
@@ -373,7 +368,6 @@ private:
     SettingsMap applied_settings_;
     bool retired_ = false;
     std::string retire_reason_;
-    bool reset_done_ = false;        // server_reset_query ran since the last client left
     bool login_failed_reported_ = false;
     bool stream_closed_ = false;
     bool stream_ended_ = false;  // the backend closed the connection (EOF or error)

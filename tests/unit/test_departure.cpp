@@ -215,9 +215,10 @@ TEST_CASE("release plan: close, wait for a cancel, reset first, or return") {
         {"lifetime of zero: closes at once", facts([](ReleaseFacts& f) { f.lifetime_ms = 0; }),
          {Plan::Close, Why::Lifetime}},
         {"lifetime of zero, just logged in: serves its first client",
-         facts([](ReleaseFacts& f) { f.lifetime_ms = 0; f.after_login = true; }),
+         facts([](ReleaseFacts& f) { f.lifetime_ms = 0; f.reason = ReleaseReason::LoginDone; }),
          {Plan::Return, Why::None}},
-        {"just logged in, but retired", facts([](ReleaseFacts& f) { f.after_login = f.retired = true; }),
+        {"just logged in, but retired",
+         facts([](ReleaseFacts& f) { f.reason = ReleaseReason::LoginDone; f.retired = true; }),
          {Plan::Close, Why::Retired}},
         {"role changed", facts([](ReleaseFacts& f) { f.role_fits = false; f.paused = true; }),
          {Plan::Close, Why::RoleChanged}},
@@ -226,11 +227,29 @@ TEST_CASE("release plan: close, wait for a cancel, reset first, or return") {
         {"cancel on its way", facts([](ReleaseFacts& f) { f.cancels_in_flight = f.reset_due = true; }),
          {Plan::WaitForCancels, Why::None}},
         {"reset due", facts([](ReleaseFacts& f) { f.reset_due = true; }), {Plan::Reset, Why::None}},
-        {"reset done", facts([](ReleaseFacts& f) { f.reset_due = f.reset_done = true; }),
+        {"reset done",
+         facts([](ReleaseFacts& f) { f.reset_due = true; f.reason = ReleaseReason::ResetRan; }),
          {Plan::Return, Why::None}},
         {"just logged in, reset due: no client has used it yet",
-         facts([](ReleaseFacts& f) { f.reset_due = f.after_login = true; }),
+         facts([](ReleaseFacts& f) { f.reset_due = true; f.reason = ReleaseReason::LoginDone; }),
          {Plan::Return, Why::None}},
+        {"scrubbed, reset due: the reset still runs",
+         facts([](ReleaseFacts& f) { f.reset_due = true; f.reason = ReleaseReason::Scrubbed; }),
+         {Plan::Reset, Why::None}},
+        {"cancels arrived, reset due: the reset runs now",
+         facts([](ReleaseFacts& f) {
+             f.reset_due = true;
+             f.reason = ReleaseReason::CancelsArrived;
+         }),
+         {Plan::Reset, Why::None}},
+        {"after a sweep or check that changed nothing: no reset, and not use",
+         facts([](ReleaseFacts& f) { f.reset_due = true; f.reason = ReleaseReason::Unused; }),
+         {Plan::Return, Why::None, false}},
+        {"unused, but its lifetime is over", facts([](ReleaseFacts& f) {
+             f.lifetime_ms = 10;
+             f.reason = ReleaseReason::Unused;
+         }),
+         {Plan::Close, Why::Lifetime}},
     };
     for (const auto& c : cases) {
         CAPTURE(std::string(c.name));
