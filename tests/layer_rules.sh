@@ -23,8 +23,11 @@
 #                            the console a ConsoleSession (proxy/client/console_session.hpp);
 #       pool:                nothing upward: what it needs of its worker and the other workers
 #                            is a PoolContext (proxy/pool/pool_context.hpp);
-#       server, client, pool: downward, anything;
-#       admin, daemon:       anything of ours.
+#       admin:               nothing upward: what the console, SHOW and the metrics endpoint
+#                            need of the worker is an AdminContext
+#                            (proxy/admin/admin_context.hpp);
+#       server, client, pool, admin: downward, anything;
+#       daemon:              anything of ours.
 #   - Once the folders exist, no source or header lies directly in proxy/.
 #   - spdlog is included through proxy/net/log.hpp only (the compile-time fix it carries).
 set -euo pipefail
@@ -112,7 +115,7 @@ while IFS= read -r file; do
                     # PoolContext (proxy/pool/pool_context.hpp), and a console through
                     # ConsoleSession: nothing upward.
                     ;;
-                admin | daemon) ok=true ;;
+                daemon) ok=true ;;
             esac
         fi
         if [[ $layer == protocol && $tlayer != protocol ]]; then ok=false; fi

@@ -19,9 +19,7 @@
 #include "core/config_keys.hpp"
 #include "protocol/message_reader.hpp"
 #include "proxy/pool/pool_control.hpp"
-#include "proxy/daemon/reload.hpp"
-#include "proxy/daemon/worker.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/admin/admin_context.hpp"
 
 namespace pgtether {
 
@@ -33,7 +31,7 @@ using protocol::read_messages;
 namespace {
 
 // The client KILL_CLIENT `id` names on `worker`, if it is there and past its login.
-Client* find_killable_client(Worker& worker, std::uint64_t id) {
+Client* find_killable_client(AdminContext& worker, std::uint64_t id) {
     Client* target = nullptr;
     worker.for_each_client([&](Client& client) {
         if (client.id() == id && client.state() != Client::State::Closing &&
@@ -94,7 +92,7 @@ bool contains(const std::vector<std::string>& list, const std::string& name) {
 
 }  // namespace
 
-AdminSession::AdminSession(Worker& worker, Client& client) : worker_(worker), client_(client) {}
+AdminSession::AdminSession(AdminContext& worker, Client& client) : worker_(worker), client_(client) {}
 
 AdminSession::~AdminSession() {
     worker_.pool_control().remove_waiter(*this);
@@ -301,9 +299,9 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
     }
     if (verb == "reload") {
         spdlog::info("{}: RELOAD command issued", client_.describe());
-        ConfigReloader* reloader = worker_.reloader();
-        auto error = reloader ? reloader->reload(worker_, "RELOAD")
-                              : std::optional<std::string>("no configuration file to reload");
+        auto error = worker_.settings_changeable()
+                         ? worker_.reload_config("RELOAD")
+                         : std::optional<std::string>("no configuration file to reload");
         if (error) {
             send_error(sqlstate::kConfigFileError, "RELOAD failed: " + *error);
             return;
@@ -311,16 +309,16 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         complete("RELOAD");
     } else if (verb == "shutdown") {
         // PgBouncer 1.23's forms: SHUTDOWN, SHUTDOWN WAIT_FOR_SERVERS, SHUTDOWN WAIT_FOR_CLIENTS.
-        auto mode = Worker::ShutdownMode::Graceful;
+        auto mode = AdminContext::ShutdownMode::Graceful;
         std::string form = "SHUTDOWN";
         if (!arg.empty()) {
             std::string upper = arg;
             for (auto& c : upper)
                 c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
             if (upper == "WAIT_FOR_SERVERS") {
-                mode = Worker::ShutdownMode::WaitForServers;
+                mode = AdminContext::ShutdownMode::WaitForServers;
             } else if (upper == "WAIT_FOR_CLIENTS") {
-                mode = Worker::ShutdownMode::WaitForClients;
+                mode = AdminContext::ShutdownMode::WaitForClients;
             } else {
                 return syntax_error();
             }
@@ -328,7 +326,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         }
         spdlog::info("{}: {} command issued", client_.describe(), form);
         complete("SHUTDOWN");
-        on_every_worker([mode](Worker& worker) { worker.begin_shutdown(mode); });
+        on_every_worker([mode](AdminContext& worker) { worker.begin_shutdown(mode); });
     } else if (verb == "suspend") {
         send_error(sqlstate::kFeatureNotSupported,
                    "SUSPEND is not supported by pgtether: it has no online restart to suspend "
@@ -346,7 +344,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         }
         spdlog::info("{}: PAUSE {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
-        on_every_worker([database](Worker& worker) { worker.pool_control().pause(database); });
+        on_every_worker([database](AdminContext& worker) { worker.pool_control().pause(database); });
         start_wait(Wait::Pause, database);
     } else if (verb == "resume") {
         auto database = database_argument(command, "resume", ok);
@@ -362,8 +360,7 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
                                 : std::string("pooler is not paused/suspended"));
             return;
         }
-        worker_.group().post_to_others(
-            worker_, [database](Worker& worker) { (void)worker.pool_control().resume(database); });
+        worker_.tell_other_workers([database](AdminContext& worker) { (void)worker.pool_control().resume(database); });
         spdlog::info("{}: RESUME {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
         complete("RESUME");
@@ -372,14 +369,14 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         if (!ok) return;
         spdlog::info("{}: RECONNECT {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
-        on_every_worker([database](Worker& worker) { worker.pool_control().reconnect(database); });
+        on_every_worker([database](AdminContext& worker) { worker.pool_control().reconnect(database); });
         complete("RECONNECT");
     } else if (verb == "kill") {
         auto database = database_argument(command, "kill", ok);
         if (!ok) return;
         spdlog::info("{}: KILL {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
-        on_every_worker([database](Worker& worker) { worker.pool_control().kill(database); });
+        on_every_worker([database](AdminContext& worker) { worker.pool_control().kill(database); });
         complete("KILL");
     } else if (verb == "kill_client") {
         std::uint64_t id = 0;
@@ -392,8 +389,8 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         }
         // Ids are unique in the process; the client may be any worker's (only its own loop may
         // close it).
-        std::vector<std::string> found(worker_.group().size());
-        worker_.group().gather(worker_, [&](Worker& worker) {
+        std::vector<std::string> found(worker_.worker_count());
+        worker_.gather_all_workers([&](AdminContext& worker) {
             if (Client* target = find_killable_client(worker, id)) {
                 found.at(worker.index()) = target->describe();
             }
@@ -405,18 +402,18 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
             return;
         }
         spdlog::info("{}: KILL_CLIENT {} command issued ({})", client_.describe(), id, *owner);
-        auto kill = [id](Worker& worker) {
+        auto kill = [id](AdminContext& worker) {
             if (Client* target = find_killable_client(worker, id)) {
                 target->fail(sqlstate::kAdminShutdown,
                              "terminating connection: disconnected by an administrator "
                              "(KILL_CLIENT)");
             }
         };
-        Worker& target_worker = worker_.group().at(static_cast<std::size_t>(owner - found.begin()));
-        if (&target_worker == &worker_) {
+        const auto target_worker = static_cast<std::size_t>(owner - found.begin());
+        if (target_worker == worker_.index()) {
             complete("KILL_CLIENT");  // answer first: the target may be this very connection
             kill(worker_);
-        } else if (target_worker.post([kill, &target_worker]() { kill(target_worker); })) {
+        } else if (worker_.tell_worker(target_worker, kill)) {
             // PgBouncer (one process) has closed the client when it answers, so a client of the
             // operator's that tries the killed connection next finds it gone: the answer waits
             // until the other worker has closed it (poll).
@@ -436,10 +433,10 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
                      verb == "disable" ? "DISABLE" : "ENABLE", *database);
         const std::string name = *database;
         if (verb == "disable") {
-            on_every_worker([name](Worker& worker) { worker.pool_control().disable(name); });
+            on_every_worker([name](AdminContext& worker) { worker.pool_control().disable(name); });
             complete("DISABLE");
         } else {
-            on_every_worker([name](Worker& worker) { worker.pool_control().enable(name); });
+            on_every_worker([name](AdminContext& worker) { worker.pool_control().enable(name); });
             complete("ENABLE");
         }
     } else if (verb == "wait_close") {
@@ -449,10 +446,10 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
     }
 }
 
-void AdminSession::on_every_worker(const std::function<void(Worker&)>& fn) {
+void AdminSession::on_every_worker(const std::function<void(AdminContext&)>& fn) {
     // The others from their mailboxes, right after; this worker at once, so that what the
     // console reports next (PAUSE's wait, SHOW) already sees it here.
-    worker_.group().post_to_others(worker_, fn);
+    worker_.tell_other_workers(fn);
     fn(worker_);
 }
 
@@ -524,13 +521,12 @@ void AdminSession::set(const protocol::AdminCommand& command) {
                        "file and restart)");
         return;
     }
-    ConfigReloader* reloader = worker_.reloader();
-    if (!reloader) {
+    if (!worker_.settings_changeable()) {
         send_error(sqlstate::kInternalError, "SET is not available");
         return;
     }
     std::string notice;
-    if (auto error = reloader->set(worker_, key, value, notice)) {
+    if (auto error = worker_.set_setting(key, value, notice)) {
         send_error(sqlstate::kInvalidParameterValue, "SET failed: " + *error);
         return;
     }
@@ -567,9 +563,9 @@ void AdminSession::poll() {
         }
         // Tell the operator what PAUSE waits for, the tethered clients above all: they hold
         // their servers until their locks are released. Every worker lists its own.
-        std::vector<std::vector<std::string>> lines(worker_.group().size());
+        std::vector<std::vector<std::string>> lines(worker_.worker_count());
         const auto database = wait_database_;
-        worker_.group().gather(worker_, [&](Worker& worker) {
+        worker_.gather_all_workers([&](AdminContext& worker) {
             for (Client* client : worker.pool_control().tethered_clients(database)) {
                 lines.at(worker.index()).push_back(
                     client->describe() + " (client_id " + std::to_string(client->id()) +
@@ -601,17 +597,17 @@ void AdminSession::poll() {
         }
     } else if (wait_ == Wait::WaitClose) {
         int to_close = 0;
-        std::vector<int> counts(worker_.group().size());
+        std::vector<int> counts(worker_.worker_count());
         const auto database = wait_database_;
-        worker_.group().gather(worker_, [&](Worker& worker) {
+        worker_.gather_all_workers([&](AdminContext& worker) {
             counts.at(worker.index()) = worker.pool_control().servers_to_close(database);
         });
         for (int count : counts) to_close += count;
         if (to_close == 0) finish_wait("WAIT_CLOSE");
     } else if (wait_ == Wait::KillClient) {
-        std::vector<char> present(worker_.group().size(), 0);
+        std::vector<char> present(worker_.worker_count(), 0);
         const std::uint64_t id = kill_client_id_;
-        worker_.group().gather(worker_, [&](Worker& worker) {
+        worker_.gather_all_workers([&](AdminContext& worker) {
             present.at(worker.index()) = find_killable_client(worker, id) != nullptr;
         });
         if (std::find(present.begin(), present.end(), 1) == present.end()) {
@@ -635,7 +631,7 @@ void AdminSession::on_cancel_request() {
     if (wait_ == Wait::None) return;
     // PgBouncer: ^C on a waiting PAUSE resumes (admin_handle_cancel).
     if (wait_ == Wait::Pause) {
-        on_every_worker([database = wait_database_](Worker& worker) {
+        on_every_worker([database = wait_database_](AdminContext& worker) {
             (void)worker.pool_control().resume(database);
         });
     }

@@ -19,11 +19,11 @@
 namespace pgtether {
 
 class Client;
-class Worker;
+class AdminContext;
 
 class AdminSession final : public ConsoleSession {
   public:
-    AdminSession(Worker& worker, Client& client);
+    AdminSession(AdminContext& worker, Client& client);
     ~AdminSession() override;
     AdminSession(const AdminSession&) = delete;
     AdminSession& operator=(const AdminSession&) = delete;
@@ -57,7 +57,7 @@ class AdminSession final : public ConsoleSession {
                                                  const char* verb, bool& ok);
     void start_wait(Wait wait, std::optional<std::string> database);
     // Applies a command to every worker (the admin console's process control is the process's).
-    void on_every_worker(const std::function<void(Worker&)>& fn);
+    void on_every_worker(const std::function<void(AdminContext&)>& fn);
     void finish_wait(const char* tag);
 
     void send_error(const char* sqlstate, const std::string& message);
@@ -67,7 +67,7 @@ class AdminSession final : public ConsoleSession {
     void send_notice(const std::string& message, const std::string& detail = {});
     void complete(const std::string& tag);  // CommandComplete + ReadyForQuery
 
-    Worker& worker_;
+    AdminContext& worker_;
     Client& client_;
     Wait wait_ = Wait::None;
     std::optional<std::string> wait_database_;

@@ -27,9 +27,8 @@
 #include "proxy/server/peer_cancels.hpp"
 #include "proxy/server/server.hpp"
 #include "proxy/net/tls.hpp"
-#include "proxy/daemon/version.hpp"
-#include "proxy/daemon/worker.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/admin/version.hpp"
+#include "proxy/admin/admin_context.hpp"
 
 namespace pgtether {
 
@@ -82,7 +81,7 @@ class ResultSet {
 // PgBouncer 1.18.
 class Clock {
   public:
-    explicit Clock(Worker& worker)
+    explicit Clock(AdminContext& worker)
         : loop_now_ms_(worker.now_ms()),
           wall_now_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
@@ -290,7 +289,7 @@ Row server_socket_row(const Clock& clock, Server& server, const char* state) {
             unsigned_number(server.id())};
 }
 
-void show_clients(Worker& worker, ShowTable& out) {
+void show_clients(AdminContext& worker, ShowTable& out) {
     auto columns = socket_columns();
     // pgtether: the tether. (`id` is the one KILL_CLIENT takes.)
     columns.push_back({"tethered", kInt4});
@@ -313,7 +312,7 @@ void show_clients(Worker& worker, ShowTable& out) {
     });
 }
 
-void show_servers(Worker& worker, ShowTable& out) {
+void show_servers(AdminContext& worker, ShowTable& out) {
     auto columns = socket_columns();
     // pgtether: whether its client is tethered, which client, and which of pgtether's own
     // queries runs on it.
@@ -340,7 +339,7 @@ void show_servers(Worker& worker, ShowTable& out) {
 // cl_/sv_ prefixes; clients still logging in show as cl_login. Of PgBouncer's buffer columns,
 // pkt_avail (input received, not yet forwarded) and send_avail (output queued) are measured;
 // the others describe PgBouncer's iobuf and are 0.
-void show_sockets(Worker& worker, ShowTable& out, bool active_only) {
+void show_sockets(AdminContext& worker, ShowTable& out, bool active_only) {
     auto columns = socket_columns();
     for (const char* name :
          {"recv_pos", "pkt_pos", "pkt_remain", "send_pos", "send_remain", "pkt_avail",
@@ -376,7 +375,7 @@ void show_sockets(Worker& worker, ShowTable& out, bool active_only) {
 // SHOW FDS: PgBouncer's online-restart hand-over list, with its columns. pgtether does not
 // take over sockets (-R), so this only describes them: no descriptors are sent along, and the
 // password and SCRAM key columns, which PgBouncer fills for the process taking over, stay NULL.
-void show_fds(Worker& worker, ShowTable& out) {
+void show_fds(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"fd", kInt4},
                        {"task", kText},
                        {"user", kText},
@@ -444,7 +443,7 @@ void show_fds(Worker& worker, ShowTable& out) {
     });
 }
 
-void show_pools(Worker& worker, ShowTable& out) {
+void show_pools(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"database", kText},
                        {"user", kText},
                        {"cl_active", kInt4},
@@ -501,7 +500,7 @@ struct DatabaseStats {
     StatsAverages averages;
 };
 
-std::map<std::string, DatabaseStats> stats_by_database(Worker& worker) {
+std::map<std::string, DatabaseStats> stats_by_database(AdminContext& worker) {
     std::map<std::string, DatabaseStats> out;
     for (const auto& [key, pool] : worker.pools())
         out[key.first].totals += pool->stats();
@@ -516,7 +515,7 @@ std::map<std::string, DatabaseStats> stats_by_database(Worker& worker) {
 }
 
 // SHOW STATS and its relatives: PgBouncer 1.24's columns in its order, pgtether's own after them.
-void show_stats(Worker& worker, ShowTable& out) {
+void show_stats(AdminContext& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
     for (const char* name :
          {"total_server_assignment_count", "total_xact_count", "total_query_count",
@@ -567,7 +566,7 @@ void show_stats(Worker& worker, ShowTable& out) {
     }
 }
 
-void show_stats_totals(Worker& worker, ShowTable& out) {
+void show_stats_totals(AdminContext& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
     for (const char* name :
          {"server_assignment_count", "xact_count", "query_count", "bytes_received", "bytes_sent",
@@ -594,7 +593,7 @@ void show_stats_totals(Worker& worker, ShowTable& out) {
     }
 }
 
-void show_stats_averages(Worker& worker, ShowTable& out) {
+void show_stats_averages(AdminContext& worker, ShowTable& out) {
     std::vector<protocol::ColumnDescription> columns = {{"database", kText}};
     // The last three names are PgBouncer's (avg_ prefixed, unlike the others).
     for (const char* name : {"server_assignment_count", "xact_count", "query_count",
@@ -615,7 +614,7 @@ void show_stats_averages(Worker& worker, ShowTable& out) {
     }
 }
 
-void show_totals(Worker& worker, ShowTable& out) {
+void show_totals(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"name", kText}, {"value", kNumeric}});
     PoolStats t;
     for (const auto& [key, pool] : worker.pools())
@@ -653,7 +652,7 @@ void show_totals(Worker& worker, ShowTable& out) {
         rs.row({text(name), unsigned_number(value)});
 }
 
-void show_databases(Worker& worker, ShowTable& out) {
+void show_databases(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"name", kText},
                        {"host", kText},
                        {"port", kInt4},
@@ -686,7 +685,7 @@ void show_databases(Worker& worker, ShowTable& out) {
         }
     }
     const auto& control = worker.pool_control();
-    auto& client_counts = worker.group().client_counts();
+    auto& client_counts = worker.client_counts();
     auto seconds = [](Duration d) { return static_cast<long long>(d.count() / 1000000); };
     bool admin_done = false;
     // The console's row, PgBouncer 1.24's: its pool, the global limits, its clients.
@@ -720,7 +719,7 @@ void show_databases(Worker& worker, ShowTable& out) {
     if (!admin_done) admin_row();
 }
 
-void show_users(Worker& worker, ShowTable& out) {
+void show_users(AdminContext& worker, ShowTable& out) {
     // PgBouncer 1.24's columns.
     ResultSet rs(out, {{"name", kText},
                        {"pool_size", kText},
@@ -730,8 +729,8 @@ void show_users(Worker& worker, ShowTable& out) {
                        {"current_connections", kInt4},
                        {"max_user_client_connections", kInt4},
                        {"current_client_connections", kInt4}});
-    auto& client_counts = worker.group().client_counts();
-    const auto& budget = worker.group().budget();
+    auto& client_counts = worker.client_counts();
+    const auto& budget = worker.budget();
     const auto& config = worker.config();
     std::set<std::string> names = {kAdminDatabaseName};
     for (const auto& [name, secret] : worker.auth_file())
@@ -757,7 +756,7 @@ void show_users(Worker& worker, ShowTable& out) {
     }
 }
 
-void show_config(Worker& worker, ShowTable& out) {
+void show_config(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out,
                  {{"key", kText}, {"value", kText}, {"default", kText}, {"changeable", kText}});
     for (const auto& s : describe_settings(worker.config())) {
@@ -765,7 +764,7 @@ void show_config(Worker& worker, ShowTable& out) {
     }
 }
 
-void show_lists(Worker& worker, ShowTable& out) {
+void show_lists(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"list", kText}, {"items", kInt4}});
     const auto& config = worker.config();
     std::set<std::string> users = {kAdminDatabaseName};
@@ -812,7 +811,7 @@ void show_lists(Worker& worker, ShowTable& out) {
         rs.row({text(name), number(n)});
 }
 
-void show_mem(Worker& worker, ShowTable& out) {
+void show_mem(AdminContext& worker, ShowTable& out) {
     ResultSet rs(
         out,
         {{"name", kText}, {"size", kInt4}, {"used", kInt4}, {"free", kInt4}, {"memtotal", kInt4}});
@@ -852,7 +851,7 @@ void show_version(ShowTable& out) {
     rs.row({text(version_line())});
 }
 
-void show_state(Worker& worker, ShowTable& out) {
+void show_state(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"key", kText}, {"value", kText}});
     bool paused = worker.pool_control().paused_all();
     rs.row({text("active"), text(paused ? "no" : "yes")});
@@ -860,7 +859,7 @@ void show_state(Worker& worker, ShowTable& out) {
     rs.row({text("suspended"), text("no")});
 }
 
-void show_locks(Worker& worker, ShowAudience audience, ShowTable& out) {
+void show_locks(AdminContext& worker, ShowAudience audience, ShowTable& out) {
     ResultSet rs(out, {{"client_id", kInt8},
                        {"database", kText},
                        {"user", kText},
@@ -904,7 +903,7 @@ void show_locks(Worker& worker, ShowAudience audience, ShowTable& out) {
 // Every name the tether's trigger matches, per database, and how it got there; then the functions
 // discovery could not read. `workers` is 1 here; merged over the workers it counts those whose
 // trigger has the name (one discovery is posted to the others, which take it a moment later).
-void show_lock_functions(Worker& worker, ShowTable& out) {
+void show_lock_functions(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"database", kText},
                        {"schema", kText},
                        {"name", kText},
@@ -949,7 +948,7 @@ void show_lock_functions(Worker& worker, ShowTable& out) {
 // client past its listen_client_buffer; channels whose last listener left keep a row with their
 // counters (ListenHub::retired_channels). With several workers each worker has its own listening
 // connection: one row per worker.
-void show_listens(Worker& worker, ShowTable& out) {
+void show_listens(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"database", kText},
                        {"user", kText},
                        {"channel", kText},
@@ -977,7 +976,7 @@ void show_listens(Worker& worker, ShowTable& out) {
 // database's list, what the pool knows of it (core/host_choice.hpp): its role at the last login
 // there, whether it is being skipped, and since when it was last tried. Each worker keeps its
 // own record: one row per worker.
-void show_hosts(Worker& worker, ShowTable& out) {
+void show_hosts(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"database", kText},
                        {"user", kText},
                        {"host", kText},
@@ -1019,7 +1018,7 @@ void show_dns(ShowTable& out, bool hosts) {
 
 // PgBouncer 1.19's SHOW PEERS: the [peers] entries (pool_size: as configured, else
 // default_pool_size, which is what PgBouncer shows).
-void show_peers(const Worker& worker, ShowTable& out) {
+void show_peers(const AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"peer_id", kInt4}, {"host", kText}, {"port", kInt4}, {"pool_size", kInt4}});
     const auto& config = worker.config();
     for (const auto& [id, peer] : config.peers) {
@@ -1034,7 +1033,7 @@ void show_peers(const Worker& worker, ShowTable& out) {
 // waiting for its connection counts as cl_waiting_cancel_req (the latter also as sv_login), one
 // sent and awaiting the peer's close as cl_active_cancel_req and sv_active_cancel.
 // Every configured peer but this process itself has a row.
-void show_peer_pools(const Worker& worker, ShowTable& out) {
+void show_peer_pools(AdminContext& worker, ShowTable& out) {
     ResultSet rs(out, {{"peer_id", kInt4},
                        {"cl_active_cancel_req", kInt4},
                        {"cl_waiting_cancel_req", kInt4},
@@ -1056,7 +1055,7 @@ void show_peer_pools(const Worker& worker, ShowTable& out) {
 
 }  // namespace
 
-ShowOutcome collect_show(Worker& worker, std::string_view what, ShowAudience audience,
+ShowOutcome collect_show(AdminContext& worker, std::string_view what, ShowAudience audience,
                          ShowTable& out) {
     if (what == "clients") {
         show_clients(worker, out);
@@ -1110,13 +1109,13 @@ ShowOutcome collect_show(Worker& worker, std::string_view what, ShowAudience aud
     return ShowOutcome::Done;
 }
 
-ShowOutcome append_show(Worker& worker, std::string_view what, ShowAudience audience,
+ShowOutcome append_show(AdminContext& worker, std::string_view what, ShowAudience audience,
                         std::string& out) {
-    std::vector<ShowTable> tables(worker.group().size());
+    std::vector<ShowTable> tables(worker.worker_count());
     const ShowOutcome outcome = collect_show(worker, what, audience, tables.at(worker.index()));
     if (outcome != ShowOutcome::Done) return outcome;
     if (tables.size() > 1) {
-        worker.group().gather(worker, [&](Worker& other) {
+        worker.gather_all_workers([&](AdminContext& other) {
             if (&other != &worker)
                 (void)collect_show(other, what, audience, tables.at(other.index()));
         });

@@ -10,7 +10,7 @@
 
 namespace pgtether {
 
-class Worker;
+class AdminContext;
 
 enum class ShowOutcome {
     Done,         // RowDescription and DataRows were appended
@@ -23,12 +23,12 @@ enum class ShowOutcome {
 enum class ShowAudience { Admin, Stats };
 
 // SHOW `what` (lower-case) over this worker's own clients, servers and pools.
-ShowOutcome collect_show(Worker& worker, std::string_view what, ShowAudience audience,
+ShowOutcome collect_show(AdminContext& worker, std::string_view what, ShowAudience audience,
                          ShowTable& table);
 // Appends the result of SHOW `what` (lower-case) to `out`, without the CommandComplete: with
 // several workers, each collects its own rows on its own thread and the tables are merged
 // (core/show_merge.hpp).
-ShowOutcome append_show(Worker& worker, std::string_view what, ShowAudience audience,
+ShowOutcome append_show(AdminContext& worker, std::string_view what, ShowAudience audience,
                         std::string& out);
 
 // SHOW HELP's text (the DETAIL of its NoticeResponse), in PgBouncer's layout.

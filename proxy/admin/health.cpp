@@ -2,14 +2,13 @@
 
 #include <mutex>
 
-#include "proxy/daemon/worker.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/admin/admin_context.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_control.hpp"
 
 namespace pgtether {
 
-Readiness check_readiness(Worker& worker) {
+Readiness check_readiness(AdminContext& worker) {
     ReadinessInputs in;
     in.now_ms = worker.now_ms();
     in.failure_memory_ms =
@@ -30,7 +29,7 @@ Readiness check_readiness(Worker& worker) {
     // by worker only by the moment each last updated it; decide_readiness takes a later record
     // as now.
     std::mutex mutex;
-    worker.group().gather(worker, [&](Worker& each) {
+    worker.gather_all_workers([&](AdminContext& each) {
         std::vector<PoolLoginRecord> records;
         for (const auto& [key, pool] : each.pools()) {
             PoolLoginRecord record = pool->login_record();

@@ -6,9 +6,9 @@
 
 namespace pgtether {
 
-class Worker;
+class AdminContext;
 
 // `worker` is the one serving the request (worker 0, which owns the metrics endpoint).
-[[nodiscard]] Readiness check_readiness(Worker& worker);
+[[nodiscard]] Readiness check_readiness(AdminContext& worker);
 
 }  // namespace pgtether

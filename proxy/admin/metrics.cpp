@@ -19,8 +19,7 @@
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_census.hpp"
 #include "proxy/pool/pool_control.hpp"
-#include "proxy/daemon/worker.hpp"
-#include "proxy/daemon/worker_group.hpp"
+#include "proxy/admin/admin_context.hpp"
 #include "proxy/net/server_address.hpp"
 
 namespace pgtether {
@@ -56,7 +55,7 @@ std::uint64_t max_fds() {
 }
 
 // One worker's clients, servers, pools and counters.
-std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
+std::string collect_worker_metrics(AdminContext& worker, MetricsFormat format) {
     auto census = take_census(worker);
     std::vector<PoolRow> rows;
     for (const auto& [key, pool] : worker.pools()) {
@@ -353,12 +352,12 @@ std::string collect_worker_metrics(Worker& worker, MetricsFormat format) {
 
 }  // namespace
 
-std::string collect_metrics(Worker& worker, MetricsFormat format) {
-    if (worker.group().size() == 1) return collect_worker_metrics(worker, format);
+std::string collect_metrics(AdminContext& worker, MetricsFormat format) {
+    if (worker.worker_count() == 1) return collect_worker_metrics(worker, format);
     // Every worker writes its own on its own thread; the samples are summed
     // (core/metrics_merge.hpp).
-    std::vector<std::string> texts(worker.group().size());
-    worker.group().gather(worker, [&](Worker& each) {
+    std::vector<std::string> texts(worker.worker_count());
+    worker.gather_all_workers([&](AdminContext& each) {
         texts.at(each.index()) = collect_worker_metrics(each, format);
     });
     return merge_metrics_texts(texts);

@@ -8,9 +8,9 @@
 
 namespace pgtether {
 
-class Worker;
+class AdminContext;
 
 // The process's metrics: with several workers, every worker's summed (core/metrics_merge.hpp).
-[[nodiscard]] std::string collect_metrics(Worker& worker, MetricsFormat format);
+[[nodiscard]] std::string collect_metrics(AdminContext& worker, MetricsFormat format);
 
 }  // namespace pgtether

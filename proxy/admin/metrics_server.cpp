@@ -12,7 +12,7 @@
 #include "protocol/http_request.hpp"
 #include "proxy/admin/health.hpp"
 #include "proxy/admin/metrics.hpp"
-#include "proxy/daemon/worker.hpp"
+#include "proxy/admin/admin_context.hpp"
 #include "proxy/net/listener.hpp"
 
 namespace pgtether {
@@ -43,7 +43,7 @@ bool wants_openmetrics(const std::string& accept) {
 // ---------------------------------------------------------------------------------------------
 // One HTTP connection
 
-MetricsConnection::MetricsConnection(Worker& worker, MetricsServer& server)
+MetricsConnection::MetricsConnection(AdminContext& worker, MetricsServer& server)
     : worker_(worker), server_(server), stream_(worker, *this), opened_ms_(worker.now_ms()) {
     server_.add(*this);
 }
@@ -150,7 +150,7 @@ void MetricsConnection::on_stream_closed() {
 // ---------------------------------------------------------------------------------------------
 // The listening sockets
 
-MetricsServer::MetricsServer(Worker& worker)
+MetricsServer::MetricsServer(AdminContext& worker)
     : worker_(worker), accept_failures_(kAcceptFailureReportMs) {}
 
 MetricsServer::~MetricsServer() = default;

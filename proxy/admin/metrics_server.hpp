@@ -20,11 +20,11 @@
 namespace pgtether {
 
 class MetricsServer;
-class Worker;
+class AdminContext;
 
 class MetricsConnection final : public Stream::Handler {
   public:
-    MetricsConnection(Worker& worker, MetricsServer& server);
+    MetricsConnection(AdminContext& worker, MetricsServer& server);
     ~MetricsConnection();
     // Takes the accepted socket `fd`; false (and the object frees itself) when it cannot.
     bool accept(int fd);
@@ -51,7 +51,7 @@ class MetricsConnection final : public Stream::Handler {
     void respond(int status, const char* reason, const std::string& content_type,
                  const std::string& body, bool head_only, const char* extra_headers = "");
 
-    Worker& worker_;
+    AdminContext& worker_;
     MetricsServer& server_;
     Stream stream_;
     std::uint64_t opened_ms_;
@@ -63,7 +63,7 @@ class MetricsConnection final : public Stream::Handler {
 // libuv's own accept path would close the queued scrapes without a word.
 class MetricsServer final : public Acceptor {
   public:
-    explicit MetricsServer(Worker& worker);
+    explicit MetricsServer(AdminContext& worker);
     ~MetricsServer() override;
     MetricsServer(const MetricsServer&) = delete;
     MetricsServer& operator=(const MetricsServer&) = delete;
@@ -90,7 +90,7 @@ class MetricsServer final : public Acceptor {
     bool make_room(const MetricsConnection& incoming);
     static void on_timer(uv_timer_t* timer);
 
-    Worker& worker_;
+    AdminContext& worker_;
     std::vector<std::unique_ptr<Listener>> listeners_;
     IntrusiveList<MetricsConnection, &MetricsConnection::hook_> connections_;
     uv_timer_t timer_{};

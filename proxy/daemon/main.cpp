@@ -31,7 +31,7 @@
 #include "proxy/admin/privileges.hpp"
 #include "proxy/daemon/reload.hpp"
 #include "proxy/daemon/systemd_notify.hpp"
-#include "proxy/daemon/version.hpp"
+#include "proxy/admin/version.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"
 

@@ -28,6 +28,7 @@
 #include "proxy/pool/pool_control.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/server/server.hpp"
+#include "proxy/daemon/reload.hpp"
 #include "proxy/daemon/worker_group.hpp"
 
 namespace pgtether {
@@ -62,9 +63,9 @@ struct Worker::Registry {
 
 Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthFile> auth_file,
                WorkerGroup& group, std::shared_ptr<const SecuritySetup> security)
-    : PoolContext(read_buffer_size(*config), config,
-                  security ? std::move(security) : load_security(*config), std::move(auth_file),
-                  group.budget(), group.catalog_watches()),
+    : AdminContext(read_buffer_size(*config), config,
+                   security ? std::move(security) : load_security(*config), std::move(auth_file),
+                   group.budget(), group.catalog_watches()),
       group_(group),
       registry_(std::make_unique<Registry>()),
       stats_history_(now_us()),
@@ -224,6 +225,28 @@ bool Worker::post_to_worker(std::size_t index, std::function<void(PoolContext&)>
 
 void Worker::gather_from_workers(const std::function<void(PoolContext&)>& fn) {
     group_.gather(*this, [&fn](Worker& other) { fn(other); });
+}
+
+void Worker::gather_all_workers(const std::function<void(AdminContext&)>& fn) {
+    group_.gather(*this, [&fn](Worker& other) { fn(other); });
+}
+
+void Worker::tell_other_workers(std::function<void(AdminContext&)> fn) {
+    group_.post_to_others(*this, [fn = std::move(fn)](Worker& other) { fn(other); });
+}
+
+bool Worker::tell_worker(std::size_t index, std::function<void(AdminContext&)> fn) {
+    Worker& other = group_.at(index);
+    return other.post([&other, fn = std::move(fn)]() { fn(other); });
+}
+
+std::optional<std::string> Worker::reload_config(std::string_view trigger) {
+    return reloader_->reload(*this, trigger);
+}
+
+std::optional<std::string> Worker::set_setting(std::string_view key, std::string_view value,
+                                               std::string& notice) {
+    return reloader_->set(*this, key, value, notice);
 }
 
 std::size_t Worker::worker_count() const { return group_.size(); }

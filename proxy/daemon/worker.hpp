@@ -27,7 +27,7 @@
 #include "core/stats.hpp"
 #include "core/stats_history.hpp"
 #include "proxy/net/listener.hpp"
-#include "proxy/pool/pool_context.hpp"
+#include "proxy/admin/admin_context.hpp"
 
 namespace pgtether {
 
@@ -48,7 +48,7 @@ class WorkerGroup;
 struct LendRequest;
 struct SecuritySetup;
 
-class Worker final : public PoolContext, public Acceptor {
+class Worker final : public AdminContext, public Acceptor {
 public:
     // `security` is built from `config` when not given (load_security; may throw ConfigError).
     // The worker joins `group`; its index is the group's size before.
@@ -69,6 +69,9 @@ public:
     void post_to_other_workers(std::function<void(PoolContext&)> fn) override;
     bool post_to_worker(std::size_t index, std::function<void(PoolContext&)> fn) override;
     void gather_from_workers(const std::function<void(PoolContext&)>& fn) override;
+    void gather_all_workers(const std::function<void(AdminContext&)>& fn) override;
+    void tell_other_workers(std::function<void(AdminContext&)> fn) override;
+    bool tell_worker(std::size_t index, std::function<void(AdminContext&)> fn) override;
     // Runs `task` on this worker's loop thread, soon (thread-safe; what another worker needs
     // from this one). `gathering` tasks only read and may also run while this worker waits in
     // WorkerGroup::gather. False once the loop has stopped (the task is not run).
@@ -76,7 +79,7 @@ public:
     // Runs the gathering tasks queued so far (WorkerGroup::gather, while this worker waits).
     void serve_gathers();
     // Stop accepting, wait as `mode` says, then stop. A second call stops waiting.
-    void begin_shutdown(ShutdownMode mode = ShutdownMode::Graceful);
+    void begin_shutdown(ShutdownMode mode = ShutdownMode::Graceful) override;
     // Called once when shutdown has finished closing everything (to close signal handles).
     void set_on_stopped(std::function<void()> callback) { on_stopped_ = std::move(callback); }
     // Closes the metrics endpoint (worker 0's). Not part of this worker's own shutdown: it
@@ -95,7 +98,7 @@ public:
     [[nodiscard]] std::size_t worker_count() const override;
 
     // The listening sockets (SHOW FDS).
-    [[nodiscard]] const std::vector<std::unique_ptr<Listener>>& listeners() const {
+    [[nodiscard]] const std::vector<std::unique_ptr<Listener>>& listeners() const override {
         return listeners_;
     }
     // A connection a listener accepted (`drained`: while it drains before closing, SHUTDOWN
@@ -128,8 +131,8 @@ public:
     [[nodiscard]] ClientCounts& client_counts() override;
     void register_server(Server& server) override;
     void unregister_server(Server& server) override;
-    [[nodiscard]] std::size_t client_count() const;
-    [[nodiscard]] std::size_t server_count() const;
+    [[nodiscard]] std::size_t client_count() const override;
+    [[nodiscard]] std::size_t server_count() const override;
     // Every live client / server, in creation order (admin console, metrics). `fn` must not
     // destroy objects; closing them is fine (they leave the registry only when freed).
     void for_each_client(const std::function<void(Client&)>& fn) const override;
@@ -143,7 +146,7 @@ public:
     void cancels_janitor(std::uint64_t now);
 
     // Server connections of a database, in the whole process (the group's ServerBudget).
-    [[nodiscard]] int database_server_count(const std::string& database) const;
+    [[nodiscard]] int database_server_count(const std::string& database) const override;
 
     // A pool has idle servers and waiting clients: Pool::serve_waiting_clients runs once this
     // loop iteration's I/O callbacks are done (uv_check), before the loop blocks in poll again
@@ -179,11 +182,17 @@ public:
     void on_unknown_lock_call(const std::string& database) override;
 
     // Snapshots at the last stats_period ticks, for SHOW STATS' averages.
-    [[nodiscard]] const StatsHistory<Pool>& stats_history() const { return stats_history_; }
+    [[nodiscard]] const StatsHistory<Pool>& stats_history() const override {
+        return stats_history_;
+    }
 
     // How RELOAD and SET change the configuration (set by main; null in tests without one).
     void set_reloader(ConfigReloader* reloader) { reloader_ = reloader; }
-    [[nodiscard]] ConfigReloader* reloader() { return reloader_; }
+    // RELOAD and SET, through the reloader.
+    [[nodiscard]] bool settings_changeable() const override { return reloader_ != nullptr; }
+    std::optional<std::string> reload_config(std::string_view trigger) override;
+    std::optional<std::string> set_setting(std::string_view key, std::string_view value,
+                                           std::string& notice) override;
 
 private:
     // The process's client cancel keys (the group's), behind add_cancel_key, remove_cancel_key
