@@ -8,18 +8,18 @@
 
 #include "proxy/net/log.hpp"
 
+#include "core/config_keys.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
+#include "protocol/message_reader.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
 #include "protocol/statement_redaction.hpp"
+#include "proxy/admin/admin_context.hpp"
 #include "proxy/admin/admin_show.hpp"
 #include "proxy/client/client.hpp"
-#include "core/config_keys.hpp"
-#include "protocol/message_reader.hpp"
 #include "proxy/pool/pool_control.hpp"
-#include "proxy/admin/admin_context.hpp"
 
 namespace pgtether {
 
@@ -92,7 +92,8 @@ bool contains(const std::vector<std::string>& list, const std::string& name) {
 
 }  // namespace
 
-AdminSession::AdminSession(AdminContext& worker, Client& client) : worker_(worker), client_(client) {}
+AdminSession::AdminSession(AdminContext& worker, Client& client)
+    : worker_(worker), client_(client) {}
 
 AdminSession::~AdminSession() {
     worker_.pool_control().remove_waiter(*this);
@@ -344,7 +345,8 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         }
         spdlog::info("{}: PAUSE {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
-        on_every_worker([database](AdminContext& worker) { worker.pool_control().pause(database); });
+        on_every_worker(
+            [database](AdminContext& worker) { worker.pool_control().pause(database); });
         start_wait(Wait::Pause, database);
     } else if (verb == "resume") {
         auto database = database_argument(command, "resume", ok);
@@ -360,7 +362,8 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
                                 : std::string("pooler is not paused/suspended"));
             return;
         }
-        worker_.tell_other_workers([database](AdminContext& worker) { (void)worker.pool_control().resume(database); });
+        worker_.tell_other_workers(
+            [database](AdminContext& worker) { (void)worker.pool_control().resume(database); });
         spdlog::info("{}: RESUME {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
         complete("RESUME");
@@ -369,7 +372,8 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         if (!ok) return;
         spdlog::info("{}: RECONNECT {} command issued", client_.describe(),
                      database.value_or("(all databases)"));
-        on_every_worker([database](AdminContext& worker) { worker.pool_control().reconnect(database); });
+        on_every_worker(
+            [database](AdminContext& worker) { worker.pool_control().reconnect(database); });
         complete("RECONNECT");
     } else if (verb == "kill") {
         auto database = database_argument(command, "kill", ok);
@@ -413,10 +417,18 @@ void AdminSession::run(const protocol::AdminCommand& command, std::string_view q
         if (target_worker == worker_.index()) {
             complete("KILL_CLIENT");  // answer first: the target may be this very connection
             kill(worker_);
-        } else if (worker_.tell_worker(target_worker, kill)) {
+        } else if (worker_.tell_worker(
+                       target_worker, [kill, console = worker_.index()](AdminContext& worker) {
+                           kill(worker);
+                           // The console's worker looks again at once, instead of at its next
+                           // janitor tick (the tick still looks, should this post not arrive).
+                           (void)worker.tell_worker(console, [](AdminContext& console_worker) {
+                               console_worker.pool_control().poll_waiters();
+                           });
+                       })) {
             // PgBouncer (one process) has closed the client when it answers, so a client of the
             // operator's that tries the killed connection next finds it gone: the answer waits
-            // until the other worker has closed it (poll).
+            // until the other worker has closed it (poll), which that worker reports back.
             kill_client_id_ = id;
             start_wait(Wait::KillClient, std::nullopt);
         } else {

@@ -13,14 +13,14 @@
 #include "core/metrics_merge.hpp"
 #include "core/state_probe.hpp"
 
+#include "proxy/admin/admin_context.hpp"
 #include "proxy/client/client.hpp"
-#include "proxy/pool/lock_catalog.hpp"
+#include "proxy/net/server_address.hpp"
 #include "proxy/pool/listen_hub.hpp"
+#include "proxy/pool/lock_catalog.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/pool/pool_census.hpp"
 #include "proxy/pool/pool_control.hpp"
-#include "proxy/admin/admin_context.hpp"
-#include "proxy/net/server_address.hpp"
 
 namespace pgtether {
 
@@ -357,9 +357,8 @@ std::string collect_metrics(AdminContext& worker, MetricsFormat format) {
     // Every worker writes its own on its own thread; the samples are summed
     // (core/metrics_merge.hpp).
     std::vector<std::string> texts(worker.worker_count());
-    worker.gather_all_workers([&](AdminContext& each) {
-        texts.at(each.index()) = collect_worker_metrics(each, format);
-    });
+    worker.gather_all_workers(
+        [&](AdminContext& each) { texts.at(each.index()) = collect_worker_metrics(each, format); });
     return merge_metrics_texts(texts);
 }
 

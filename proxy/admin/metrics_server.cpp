@@ -10,9 +10,9 @@
 #include "core/fd_budget.hpp"
 #include "core/metrics_text.hpp"
 #include "protocol/http_request.hpp"
+#include "proxy/admin/admin_context.hpp"
 #include "proxy/admin/health.hpp"
 #include "proxy/admin/metrics.hpp"
-#include "proxy/admin/admin_context.hpp"
 #include "proxy/net/listener.hpp"
 
 namespace pgtether {

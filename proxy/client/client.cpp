@@ -15,11 +15,11 @@
 #include "protocol/message_types.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/client/console_session.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/client_auth.hpp"
-#include "proxy/client/login_work.hpp"
 #include "proxy/client/client_context.hpp"
+#include "proxy/client/console_session.hpp"
+#include "proxy/client/login_work.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
 #include "proxy/server/auth_lookups.hpp"
@@ -305,8 +305,7 @@ void Client::handle_startup_packet(const protocol::StartupPacket& packet) {
     // own authentication still applies.
     // Counted again now: a client that left since the accept (on another worker, say) has
     // freed its place meanwhile, as PgBouncer's single loop would have seen.
-    if (over_client_limit_ && !is_console_database(database_) &&
-        context_.over_client_limit()) {
+    if (over_client_limit_ && !is_console_database(database_) && context_.over_client_limit()) {
         refuse_over_client_limit_now();
         return;
     }

@@ -12,20 +12,20 @@
 
 #include "proxy/net/log.hpp"
 
-#include "protocol/sqlstate.hpp"
-#include "proxy/client/console_session.hpp"
-#include "proxy/server/auth_lookups.hpp"
-#include "proxy/client/client.hpp"
-#include "proxy/client/client_auth.hpp"
-#include "proxy/client/login_work.hpp"
-#include "proxy/client/pam_check.hpp"
 #include "core/client_limits.hpp"
 #include "core/hba.hpp"
-#include "core/ldap_options.hpp"
 #include "core/ident_map.hpp"
+#include "core/ldap_options.hpp"
+#include "protocol/sqlstate.hpp"
+#include "proxy/client/client.hpp"
+#include "proxy/client/client_auth.hpp"
+#include "proxy/client/client_context.hpp"
+#include "proxy/client/console_session.hpp"
+#include "proxy/client/login_work.hpp"
+#include "proxy/client/pam_check.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/net/tls.hpp"
-#include "proxy/client/client_context.hpp"
+#include "proxy/server/auth_lookups.hpp"
 
 namespace pgtether {
 

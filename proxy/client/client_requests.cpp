@@ -8,17 +8,17 @@
 
 #include "core/message_budget.hpp"
 #include "protocol/backend_messages.hpp"
+#include "protocol/deallocate_statement.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
-#include "protocol/deallocate_statement.hpp"
 #include "protocol/sql_scanner.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/client/console_session.hpp"
 #include "proxy/client/client.hpp"
+#include "proxy/client/client_context.hpp"
+#include "proxy/client/console_session.hpp"
 #include "proxy/net/forward_batch.hpp"
 #include "proxy/pool/pool.hpp"
-#include "proxy/client/client_context.hpp"
 
 namespace pgtether {
 

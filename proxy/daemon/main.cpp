@@ -19,21 +19,21 @@
 #include <uv.h>
 
 #include "core/auth_file.hpp"
-#include "proxy/net/log.hpp"
+#include "core/config.hpp"
+#include "proxy/admin/privileges.hpp"
+#include "proxy/admin/version.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/login_work.hpp"
 #include "proxy/daemon/command_line.hpp"
 #include "proxy/daemon/config_check.hpp"
-#include "core/config.hpp"
 #include "proxy/daemon/daemon.hpp"
 #include "proxy/daemon/logging.hpp"
-#include "proxy/pool/pool_control.hpp"
-#include "proxy/admin/privileges.hpp"
 #include "proxy/daemon/reload.hpp"
 #include "proxy/daemon/systemd_notify.hpp"
-#include "proxy/admin/version.hpp"
 #include "proxy/daemon/worker.hpp"
 #include "proxy/daemon/worker_group.hpp"
+#include "proxy/net/log.hpp"
+#include "proxy/pool/pool_control.hpp"
 
 namespace {
 

@@ -13,12 +13,12 @@
 #include "protocol/backend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/client/console_session.hpp"
 #include "proxy/client/client.hpp"
+#include "proxy/client/console_session.hpp"
 #include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool.hpp"
-#include "proxy/server/server.hpp"
 #include "proxy/pool/pool_context.hpp"
+#include "proxy/server/server.hpp"
 
 namespace pgtether {
 
@@ -212,8 +212,7 @@ void Pool::janitor(std::uint64_t now) {
     ServerBudget::PoolShare share;
     if (!idle_.empty()) {
         const int tethered_here = mode_ == PoolMode::Session ? 0 : tethered_server_count();
-        share = context_.budget().share(database_.name, user_, context_.index(),
-                                               tethered_here);
+        share = context_.budget().share(database_.name, user_, context_.index(), tethered_here);
         if (context_.worker_count() == 1) share.tethered = tethered_server_count();
     }
     const int tethered = share.tethered;  // for idle servers only

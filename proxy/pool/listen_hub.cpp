@@ -2,15 +2,15 @@
 
 #include <algorithm>
 
-#include "proxy/net/log.hpp"
 #include "protocol/backend_messages.hpp"
 #include "protocol/bytes.hpp"
 #include "protocol/listen_statement.hpp"
 #include "protocol/message_types.hpp"
 #include "proxy/client/client.hpp"
-#include "proxy/pool/pool_context.hpp"
+#include "proxy/net/log.hpp"
 #include "proxy/pool/listen_connection.hpp"
 #include "proxy/pool/pool.hpp"
+#include "proxy/pool/pool_context.hpp"
 
 namespace pgtether {
 

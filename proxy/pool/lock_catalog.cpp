@@ -5,9 +5,9 @@
 
 #include "proxy/net/log.hpp"
 
-#include "proxy/pool/pool_context.hpp"
 #include "proxy/pool/catalog_watch.hpp"
 #include "proxy/pool/pool.hpp"
+#include "proxy/pool/pool_context.hpp"
 #include "proxy/server/server.hpp"
 #include "proxy/server/side_query.hpp"
 
@@ -149,7 +149,8 @@ void LockCatalog::on_unknown_call(const std::string& database) {
         watch_tick(db, now);
     } else if (context_.worker_count() > 1) {
         // The worker that runs the database's watch checks; the others ignore it.
-        context_.post_to_other_workers([database](PoolContext& other) { other.lock_catalog().on_unknown_call(database); });
+        context_.post_to_other_workers(
+            [database](PoolContext& other) { other.lock_catalog().on_unknown_call(database); });
     }
 }
 

@@ -5,12 +5,12 @@
 #include "protocol/scram.hpp"
 #include "protocol/sqlstate.hpp"
 #include "proxy/client/client_auth.hpp"
-#include "proxy/pool/janitor.hpp"
-#include "proxy/pool/listen_hub.hpp"
-#include "proxy/pool/pool_control.hpp"
 #include "proxy/net/security.hpp"
 #include "proxy/net/server_address.hpp"
+#include "proxy/pool/janitor.hpp"
+#include "proxy/pool/listen_hub.hpp"
 #include "proxy/pool/pool_context.hpp"
+#include "proxy/pool/pool_control.hpp"
 
 namespace pgtether {
 
@@ -256,7 +256,9 @@ std::size_t Pool::uncovered_waiting() const {
 // ---------------------------------------------------------------------------------------------
 // Servers
 
-bool Pool::paused() const { return context_.pool_control().paused(database_.name); }
+bool Pool::paused() const {
+    return context_.pool_control().paused(database_.name);
+}
 
 void Pool::resume() {
     if (!waiting_.empty() && !idle_.empty()) schedule_hand_offs();
@@ -282,13 +284,13 @@ int Pool::tethered_for_budget() const {
 
 LaunchVerdict Pool::launch_verdict(bool use_reserve) const {
     // The counts of every worker's share of this pool, database and user (the server budget).
-    return context_.budget().verdict(database_.name, user_, context_.index(),
-                                            tethered_for_budget(), sizes_, use_reserve);
+    return context_.budget().verdict(database_.name, user_, context_.index(), tethered_for_budget(),
+                                     sizes_, use_reserve);
 }
 
 LaunchVerdict Pool::take_slot(bool use_reserve) {
-    return context_.budget().take(database_.name, user_, context_.index(),
-                                         tethered_for_budget(), sizes_, use_reserve);
+    return context_.budget().take(database_.name, user_, context_.index(), tethered_for_budget(),
+                                  sizes_, use_reserve);
 }
 
 bool Pool::launch_suspended() const {
@@ -319,8 +321,8 @@ void Pool::note_tether_reserve_exhausted(bool exhausted) {
         stats_.tether_reserve_exhausted++;
         // The process's figures, every worker's share of the pool, as the limit counts them
         // (this worker's own would say "1 tethered servers" while three hold the allowance).
-        const auto share = context_.budget().share(database_.name, user_, context_.index(),
-                                                          tethered_for_budget());
+        const auto share =
+            context_.budget().share(database_.name, user_, context_.index(), tethered_for_budget());
         spdlog::warn(
             "{}/{}: tether_reserve_size ({}) exhausted: {} tethered servers leave {} of "
             "pool_size {} to other clients, which wait",
@@ -349,7 +351,7 @@ void Pool::on_tether_change() {
     // tether (it lets them launch) before this worker next asks the budget for anything.
     if (context_.worker_count() > 1) {
         context_.budget().set_tethered(database_.name, user_, context_.index(),
-                                              tethered_for_budget());
+                                       tethered_for_budget());
     }
     if (!waiting_.empty()) launch_if_needed();
 }
@@ -696,7 +698,6 @@ void Pool::hand_to_waiting_client(Server& server) {
     client->on_server_assigned(server);
 }
 
-
 void Pool::on_server_transition(Server& server, ServerState from, ServerState to) {
     state_counts_.move(from, to);
     const PoolList was = state_info(from).list;
@@ -812,7 +813,8 @@ bool Pool::can_spare_for(std::size_t requester) const {
     // none, which would otherwise never be served while this worker stays busy.
     const auto& budget = context_.budget();
     const int theirs = budget.pool_servers_on(database_.name, user_, requester);
-    return theirs == 0 || budget.pool_servers_on(database_.name, user_, context_.index()) > theirs + 1;
+    return theirs == 0 ||
+           budget.pool_servers_on(database_.name, user_, context_.index()) > theirs + 1;
 }
 
 bool Pool::pays_lend_owed_with(Server& server) {

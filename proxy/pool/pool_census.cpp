@@ -2,8 +2,8 @@
 
 #include "proxy/client/client.hpp"
 #include "proxy/pool/pool.hpp"
-#include "proxy/server/server.hpp"
 #include "proxy/pool/pool_context.hpp"
+#include "proxy/server/server.hpp"
 
 namespace pgtether {
 

@@ -4,11 +4,11 @@
 
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
-#include "proxy/client/console_session.hpp"
 #include "proxy/client/client.hpp"
+#include "proxy/client/console_session.hpp"
 #include "proxy/pool/pool.hpp"
-#include "proxy/server/server.hpp"
 #include "proxy/pool/pool_context.hpp"
+#include "proxy/server/server.hpp"
 
 namespace pgtether {
 
@@ -136,6 +136,10 @@ void PoolControl::tick() {
         if (pool->paused() && pool->idle_count() > 0) pool->close_idle_servers("pause mode");
     }
     if (context_.config().server_fast_close) close_retired_linked_servers();
+    poll_waiters();
+}
+
+void PoolControl::poll_waiters() {
     // A session may finish (and remove itself) while being polled.
     auto waiters = waiters_;
     for (ConsoleSession* session : waiters) {

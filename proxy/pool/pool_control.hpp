@@ -77,6 +77,9 @@ class PoolControl {
     void remove_waiter(ConsoleSession& session);
     // Janitor tick: closes idle servers of paused pools and lets waiting sessions check.
     void tick();
+    // Lets waiting sessions check now: what one waits for may have happened (KILL_CLIENT of
+    // another worker's client: that worker says so once it has closed the client).
+    void poll_waiters();
 
   private:
     [[nodiscard]] bool in_scope(const Pool& pool, const std::optional<std::string>& database) const;

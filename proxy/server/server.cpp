@@ -37,7 +37,6 @@ using protocol::MessageReader;
 using protocol::MessagesRead;
 using protocol::read_messages;
 
-
 namespace {
 
 // Messages a server may send that are only forwarded, never inspected: when one is larger than
@@ -1201,9 +1200,15 @@ void Server::finish_internal() {
         return;
     }
     switch (op->purpose) {
-        case InternalPurpose::Probe: after_probe(*op); return;
-        case InternalPurpose::DiscardedProbe: client_->on_server_ready(); return;
-        default: carry_out_own_query_outcome(*op, clean); return;
+        case InternalPurpose::Probe:
+            after_probe(*op);
+            return;
+        case InternalPurpose::DiscardedProbe:
+            client_->on_server_ready();
+            return;
+        default:
+            carry_out_own_query_outcome(*op, clean);
+            return;
     }
 }
 
