@@ -74,8 +74,9 @@ public:
     // A CancelRequest for another process's key goes on to that peer ([peers]).
     virtual void forward_cancel_to_peer(const PeerConfig& peer, const protocol::CancelKey& key) = 0;
 
-    // Every distinct prepared statement any client of this worker prepared.
-    [[nodiscard]] virtual StatementRegistry& statements() = 0;
+    // Every distinct prepared statement any client of this worker prepared (a plain member: the
+    // statement translation asks for it at every named Parse).
+    [[nodiscard]] StatementRegistry& statements() { return statements_; }
     // A client called a function the tether's trigger does not know: discovery looks again.
     virtual void on_unknown_lock_call(const std::string& database) = 0;
 
@@ -87,6 +88,9 @@ protected:
 
 private:
     std::shared_ptr<const AuthFile> auth_file_;
+    // Declared before the pools and clients that hold its entries (in the derived contexts and
+    // the worker), so it outlives them.
+    StatementRegistry statements_;
 };
 
 }  // namespace pgtether

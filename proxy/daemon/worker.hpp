@@ -175,8 +175,6 @@ public:
     [[nodiscard]] PeerCancels& peer_cancels() override { return *peer_cancels_; }
     [[nodiscard]] const PeerCancels& peer_cancels() const { return *peer_cancels_; }
 
-    // Every distinct prepared statement any client of this worker prepared.
-    [[nodiscard]] StatementRegistry& statements() override { return statements_; }
 
     void on_catalog_change(const std::string& database) override;
     void on_unknown_lock_call(const std::string& database) override;
@@ -229,7 +227,6 @@ private:
     // run, while their owners still live, so that uv_loop_close can free the loop.
     void close_for_exit();
 
-    StatementRegistry statements_;
     WorkerGroup& group_;
     uv_async_t mailbox_async_{};
     std::mutex mailbox_mutex_;
