@@ -1223,7 +1223,7 @@ void Server::carry_out_own_query_outcome(InternalQuery& op, bool clean) {
     CatalogCheckDone catalog_done;
     std::optional<std::string> fingerprint;
     if (op.purpose == InternalPurpose::CatalogCheck) {
-        catalog_done = std::exchange(catalog_check_done_, nullptr);
+        catalog_done = std::move(op.catalog_done);
         if (clean && op.rows.size() == 1 && op.rows[0].size() == 1 && op.rows[0][0]) {
             fingerprint = std::move(*op.rows[0][0]);
         }
@@ -1390,8 +1390,12 @@ void Server::sweep_for_leaks() {
 }
 
 void Server::check_catalog(CatalogCheckDone done) {
-    catalog_check_done_ = std::move(done);
     run_internal(InternalPurpose::CatalogCheck, {catalog_fingerprint_query()});
+    if (internal_ && internal_->purpose == InternalPurpose::CatalogCheck) {
+        internal_->catalog_done = std::move(done);
+    } else {
+        done(std::nullopt);  // it could not start (the server closed at once)
+    }
 }
 
 void Server::check_role() {
@@ -1446,12 +1450,9 @@ void Server::close(const std::string& reason) {
         protocol::append_terminate(terminate);
         stream_.write(terminate);
     }
+    CatalogCheckDone catalog_done = internal_ ? std::move(internal_->catalog_done) : nullptr;
     internal_.reset();
-    if (catalog_check_done_) {
-        CatalogCheckDone done = std::move(catalog_check_done_);
-        catalog_check_done_ = nullptr;
-        done(std::nullopt);
-    }
+    if (catalog_done) catalog_done(std::nullopt);
     if (Client* linked = client_) {
         client_ = nullptr;
         if (previous == State::Relaying) {

@@ -257,6 +257,9 @@ private:
         // A parameter sync that replays session settings: the backend's settings once it is
         // done, whether or not its client is still there.
         std::optional<SettingsMap> settings_after;
+        // A catalog check's caller, told the fingerprint when the query ends (nullopt: none,
+        // also when the server closes first). It lives exactly as long as the query.
+        CatalogCheckDone catalog_done;
     };
 
     // Stream::Handler
@@ -346,7 +349,6 @@ private:
     // worker's).
     std::shared_ptr<const TlsContext> tls_context_;
     std::unique_ptr<InternalQuery> internal_;
-    CatalogCheckDone catalog_check_done_;  // while a catalog check runs
     // The message stream from the backend: the rest of a message streamed to the client, or of
     // one a departed client left behind that is skipped.
     protocol::MessageReader reader_;
