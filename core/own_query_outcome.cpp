@@ -12,7 +12,7 @@ using C = CleanupKind;
 
 // In InternalPurpose's order (checked below).
 constexpr PurposeTraits kTraits[] = {
-    // state            name                                for_client probe  cleanup
+    // state, name, for_client, probe, cleanup
     {S::ConnectQuery, "connect_query", false, false, std::nullopt},
     {S::Syncing, "server_check_query", true, false, std::nullopt},
     {S::Syncing, "parameter sync", true, false, std::nullopt},
