@@ -1,9 +1,9 @@
 // What a client of the admin console is served by, as its Client sees it: the session
 // (proxy/admin/admin_console.hpp, an AdminSession) is opened by the worker
 // (ClientContext::open_admin_session), and the Client hands it its input, its drained output, a
-// CancelRequest and its close. PoolControl keeps the sessions that wait for a PAUSE or
-// WAIT_CLOSE and polls them. An interface, so that client/ and pool/ build and link without the
-// console (docs/architecture.md, "Layer rules").
+// CancelRequest and its close. PoolControl keeps the sessions that wait for a PAUSE, WAIT_CLOSE
+// or KILL_CLIENT and polls them. An interface, so that client/ and pool/ build and link without
+// the console (docs/architecture.md, "Layer rules").
 #pragma once
 
 #include <cstddef>
@@ -36,7 +36,8 @@ public:
     virtual void on_cancel_request() = 0;
     // The client is closing.
     virtual void on_close() = 0;
-    // While a PAUSE or WAIT_CLOSE waits: called by PoolControl on every janitor tick.
+    // While a PAUSE, WAIT_CLOSE or KILL_CLIENT waits: called by PoolControl on every janitor
+    // tick, and when another worker reports that a KILL_CLIENT's client is closed.
     virtual void poll() = 0;
     // Waiting for a PAUSE, WAIT_CLOSE or KILL_CLIENT to complete (not idleness).
     [[nodiscard]] virtual bool waiting() const = 0;
