@@ -207,9 +207,13 @@ TEST_CASE("the allowance used up: a client without a lock waits as before; logge
     auto answer = wait_result(waiter, 10s);
     REQUIRE(answer.has_value());
     CHECK(answer->value() == "served after an unlock");
-    CHECK(cell(pool_row(pooler, role), "tether_reserve_exhausted") == std::to_string(first + 1));
+    // One more occurrence; with two workers the waiter's worker may count its wait again while a
+    // slot is lent over from the other (as c's above), so at least one more there.
+    const int second = std::stoi(cell(pool_row(pooler, role), "tether_reserve_exhausted"));
+    if (workers_in_this_run() == 1) CHECK(second == first + 1);
+    CHECK(second >= first + 1);
     CHECK(pool_metric(http_get("127.0.0.1", metrics_port, "/metrics").body,
-                      "pgtether_tether_reserve_exhausted_total", role) == first + 1);
+                      "pgtether_tether_reserve_exhausted_total", role) == second);
     CHECK(backends_of(role) <= 3);
     CHECK(scalar(c, "SELECT pg_advisory_unlock(7203)") == "t");
     CHECK(scalar(b, "SELECT pg_advisory_unlock(7202)") == "t");
