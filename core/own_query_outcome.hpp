@@ -1,7 +1,8 @@
 // pgtether's own queries on a server: what each purpose is (purpose_traits: the one table the
-// server reads), and what follows from how one ended (decide_own_query_outcome), both carried out
-// by Server::finish_internal. The tether's probe and the cleanups (reset, scrub, leak sweep) have
-// decisions of their own (core/departure.hpp: decide_orphaned_query_end, decide_cleanup_outcome).
+// server reads), and what follows from how one ended (decide_own_query_outcome), carried out by
+// each query's job (proxy/server/own_queries.hpp). The tether's probe and the cleanups (reset,
+// scrub, leak sweep) have decisions of their own (core/departure.hpp: decide_orphaned_query_end,
+// decide_cleanup_outcome).
 #pragma once
 
 #include <optional>

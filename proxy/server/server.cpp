@@ -11,23 +11,24 @@
 
 #include "proxy/net/log.hpp"
 
+#include "core/departure.hpp"
+#include "core/listen_channels.hpp"
+#include "core/listen_splice.hpp"
+#include "core/lock_discovery.hpp"
 #include "protocol/framing.hpp"
 #include "protocol/frontend_messages.hpp"
 #include "protocol/message_types.hpp"
 #include "protocol/sqlstate.hpp"
 #include "protocol/statement_redaction.hpp"
-#include "core/departure.hpp"
-#include "core/listen_channels.hpp"
-#include "core/listen_splice.hpp"
-#include "core/lock_discovery.hpp"
 #include "proxy/client/client.hpp"
 #include "proxy/net/forward_batch.hpp"
-#include "proxy/pool/pool.hpp"
 #include "proxy/net/server_address.hpp"
+#include "proxy/pool/pool.hpp"
+#include "proxy/server/own_queries.hpp"
+#include "proxy/server/server_context.hpp"
 #include "proxy/server/server_login.hpp"
 #include "proxy/server/server_tls.hpp"
 #include "proxy/server/statement_translator.hpp"
-#include "proxy/server/server_context.hpp"
 
 namespace pgtether {
 
@@ -52,11 +53,11 @@ bool deallocates_all(ByteSpan command_complete_body) {
     return tag && (*tag == "DISCARD ALL" || *tag == "DEALLOCATE ALL");
 }
 
-protocol::ErrorFields fatal(const char* sqlstate, std::string message) {
+}  // namespace
+
+protocol::ErrorFields Server::fatal(const char* sqlstate, std::string message) {
     return {"FATAL", sqlstate, std::move(message), {}, {}};
 }
-
-}  // namespace
 
 Server::Server(ServerContext& context, Pool& pool)
     : context_(context), pool_(pool), stream_(context, *this), id_(context.next_id()) {
@@ -253,7 +254,7 @@ void Server::finish_login() {
     }
     if (!role_reported_ && pool_.session_attrs() != SessionAttrs::Any) {
         // PostgreSQL 13 and older do not report in_hot_standby: ask, as libpq does.
-        run_internal(InternalPurpose::LoginRoleCheck, {std::string(kRoleCheckQuery)});
+        run_internal(std::make_unique<LoginRoleCheckJob>(), {std::string(kRoleCheckQuery)});
         return;
     }
     finish_login_with_role();
@@ -274,7 +275,7 @@ void Server::finish_login_with_role() {
     }
     const auto& connect_query = pool_.database().connect_query;
     if (!connect_query.empty()) {
-        run_internal(InternalPurpose::ConnectQuery, {connect_query});
+        run_internal(std::make_unique<ConnectQueryJob>(), {connect_query});
         return;
     }
     // The pool hears of this login now, so a close from here on is not a failed login: a paused
@@ -330,7 +331,7 @@ void Server::link_client(Client& client) {
     bool long_idle = context_.now_ms() - idle_since_ms_ >=
                      duration_ms(config.server_check_delay);
     if (long_idle && !config.server_check_query.empty() && idle_since_ms_ != 0) {
-        run_internal(InternalPurpose::Check, {config.server_check_query});
+        run_internal(std::make_unique<ServerCheckJob>(), {config.server_check_query});
         return;
     }
     sync_parameters();
@@ -358,8 +359,7 @@ void Server::sync_parameters() {
     std::vector<std::string> queries;
     if (!sync.encoding.empty()) queries.push_back(std::move(sync.encoding));
     if (!sync.rest.empty()) queries.push_back(std::move(sync.rest));
-    run_internal(InternalPurpose::ParamSync, queries);
-    if (internal_) internal_->settings_after = std::move(settings_after);
+    run_internal(std::make_unique<ParameterSyncJob>(std::move(settings_after)), queries);
 }
 
 void Server::unlink_client() {
@@ -673,7 +673,7 @@ std::size_t Server::handle_linked_data(ByteSpan data) {
                         // The client's statements left a transaction block open (plan says
                         // they cannot; defensive): the probe ran inside it and means nothing.
                         flush();
-                        start_internal(InternalPurpose::DiscardedProbe, {}, 1, 0, 0);
+                        start_internal(std::make_unique<DiscardedProbeJob>(), {}, 1, 0, 0);
                         return consumed;
                     }
                 }
@@ -885,13 +885,13 @@ void Server::on_transaction_end() {
     if (const std::uint32_t pipelined = link_.take_pipelined_probe_kinds()) {
         // The probe already went out behind the client's statement (Client::handle_requests):
         // its answer is next, and it is the truth whatever this decision would have asked.
-        start_internal(InternalPurpose::Probe, {}, 1, 0, pipelined);
+        start_internal(std::make_unique<TetherProbeJob>(), {}, 1, 0, pipelined);
         return;
     }
     switch (decision.action) {
         case TransactionEndDecision::Action::Probe:
             pool_.stats().probes++;
-            probe(InternalPurpose::Probe, decision.probe_kinds);
+            probe_tether(decision.probe_kinds);
             return;
         case TransactionEndDecision::Action::Keep:
             return;
@@ -910,7 +910,7 @@ void Server::on_partial_message_sent() {
 
 void Server::probe_idle_tether() {
     pool_.stats().probes++;
-    probe(InternalPurpose::Probe, kStateAdvisoryLock);
+    probe_tether(kStateAdvisoryLock);
 }
 
 void Server::note_tether_change(std::uint32_t kinds) {
@@ -931,48 +931,6 @@ void Server::note_tether_change(std::uint32_t kinds) {
         spdlog::debug("{}: untethered from backend {}", client->describe(), backend_key_.pid);
     }
     if (was != client->tethered()) pool_.on_tether_change();
-}
-
-void Server::after_probe(InternalQuery& result) {
-    Client* client = client_;
-    std::optional<StateReport> report;
-    // An answer without its CommandComplete is no answer: the backend skipped the probe.
-    if (!result.failed && result.completed) report = decode_state_probe(result.rows);
-    if (!report) {
-        // A prepared probe that failed (a client took its name, or dropped it by name): this
-        // backend gets simple probes from now on.
-        if (result.failed) prepared_probe_refused_ = true;
-        // Cannot tell: keep the client on this backend rather than risk handing its state to
-        // someone else. The next relevant transaction probes again.
-        spdlog::warn("{}: session state probe failed ({}); keeping the client tethered",
-                     client->describe(),
-                     result.failed      ? result.error.message
-                     : result.completed ? std::string("bad rows")
-                                        : std::string("not run"));
-        if (result.probed & kStateAdvisoryLock) {
-            // What the ledger listed is not sure any more, and more may be held.
-            LockLedger unknown = client->lock_ledger();
-            unknown.mark_unknown();
-            client->adopt_lock_ledger(unknown);
-        }
-        note_tether_change(tether_kinds_after_probe(client->tether_kinds(), result.probed, nullptr));
-        client->on_server_ready();
-        return;
-    }
-    if (result.probed & kStateSettings) {
-        // The backend's session-level settings are now exactly the client's (it was in sync
-        // when the transaction began).
-        applied_settings_ = report->settings;
-        client->set_session_settings(std::move(report->settings));
-    }
-    client->update_tether_details(result.probed & kTetherKinds, report->locks, report->summaries);
-    note_tether_change(
-        tether_kinds_after_probe(client->tether_kinds(), result.probed, &report->present));
-    if (client->tethered()) {
-        client->on_server_ready();
-        return;
-    }
-    release_to_pool();
 }
 
 std::string Server::probe_messages(std::uint32_t kinds) {
@@ -1009,30 +967,20 @@ std::string Server::pipeline_probe(std::uint32_t kinds) {
     return messages;
 }
 
-void Server::probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries,
-                   std::string prefix, int extra_ready) {
-    if (purpose == InternalPurpose::Probe && queries.empty() && prefix.empty()) {
-        // The transaction-end probe, the one that runs often. Reset, scrub and sweep run after
-        // DISCARD ALL or server_reset_query, which may drop prepared statements: they stay
-        // simple queries.
-        std::string messages = probe_messages(kinds);
-        const int own = messages.empty() ? 0 : 1;
-        start_internal(purpose, std::move(messages), own, 0, own ? kinds : 0);
-        return;
-    }
-    static const std::vector<std::string> kNoCustomSettings;
-    const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
-                                                             : kNoCustomSettings;
-    std::string sql = build_state_probe(kinds, custom, pool_.user_name());
-    std::uint32_t probed = sql.empty() ? 0 : kinds;
-    if (!sql.empty()) queries.push_back(std::move(sql));
-    run_internal(purpose, queries, std::move(prefix), extra_ready, probed);
+void Server::probe_tether(std::uint32_t kinds) {
+    // The transaction-end probe, the one that runs often: prepared when it can be
+    // (probe_messages). Reset, scrub and sweep run after DISCARD ALL or server_reset_query, which
+    // may drop prepared statements: theirs stay simple queries (run_cleanup).
+    std::string messages = probe_messages(kinds);
+    const int own = messages.empty() ? 0 : 1;
+    start_internal(std::make_unique<TetherProbeJob>(), std::move(messages), own, 0,
+                   own ? kinds : 0);
 }
 
 // ---------------------------------------------------------------------------------------------
 // pgtether's own queries
 
-void Server::run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
+void Server::run_internal(std::unique_ptr<OwnQueryJob> job, const std::vector<std::string>& queries,
                           std::string prefix, int extra_ready, std::uint32_t probed) {
     std::string out = std::move(prefix);
     for (const auto& q : queries) protocol::append_query(out, q);
@@ -1041,17 +989,16 @@ void Server::run_internal(InternalPurpose purpose, const std::vector<std::string
         unnamed_statement_.reset();
         unnamed_unknown_ = false;
     }
-    spdlog::trace("S-{}: running {}: {}", id_, purpose_traits(purpose).name,
+    spdlog::trace("S-{}: running {}: {}", id_, purpose_traits(job->purpose).name,
                   queries.empty() ? std::string() : queries.back());
     const int own = static_cast<int>(queries.size());
-    start_internal(purpose, std::move(out), own, extra_ready, probed);
+    start_internal(std::move(job), std::move(out), own, extra_ready, probed);
 }
 
-void Server::start_internal(InternalPurpose purpose, std::string messages, int own_ready,
+void Server::start_internal(std::unique_ptr<OwnQueryJob> job, std::string messages, int own_ready,
                             int extra_ready, std::uint32_t probed) {
-    transition(purpose_traits(purpose).state);
-    internal_ = std::make_unique<InternalQuery>();
-    internal_->purpose = purpose;
+    transition(purpose_traits(job->purpose).state);
+    internal_ = std::move(job);
     internal_->probed = probed;
     internal_->pending_ready = own_ready + extra_ready;
     internal_->own_ready = own_ready;
@@ -1074,7 +1021,7 @@ void Server::start_internal(InternalPurpose purpose, std::string messages, int o
 
 std::size_t Server::handle_internal_data(ByteSpan data) {
     std::size_t consumed = 0;
-    InternalQuery& op = *internal_;
+    OwnQueryJob& op = *internal_;
     auto ours = [&]() { return op.pending_ready <= op.own_ready; };
     const auto max_length = static_cast<std::uint32_t>(context_.config().max_packet_size);
     while (consumed < data.size()) {
@@ -1166,201 +1113,22 @@ std::size_t Server::handle_internal_data(ByteSpan data) {
 }
 
 void Server::finish_internal() {
-    std::unique_ptr<InternalQuery> op = std::move(internal_);
+    std::unique_ptr<OwnQueryJob> job = std::move(internal_);
     // Our queries ran as simple queries outside any transaction block; anything else is dirty.
-    bool clean = link_.tracker().idle() && !op->failed;
-    const PurposeTraits& traits = purpose_traits(op->purpose);  // core/own_query_outcome.hpp
-    const bool for_client = traits.for_client;
-    // Back to forwarding (what follows may start another query, release or scrub).
-    if (for_client && client_ != nullptr) transition(State::Linked);
+    const bool clean = link_.tracker().idle() && !job->failed;
+    const bool for_client = purpose_traits(job->purpose).for_client;
     if (for_client && client_ == nullptr) {
         // The client left while we worked on its behalf (see Client::detach_from_server).
-        switch (decide_orphaned_query_end(traits.probe, clean).action) {
-            case DepartureDecision::Action::Scrub: scrub(); return;
-            case DepartureDecision::Action::Release:
-                // A parameter sync that completed changed the backend's settings all the same.
-                if (op->settings_after) applied_settings_ = std::move(*op->settings_after);
-                pool_.release(*this, ReleaseReason::ClientDone);
-                return;
-            case DepartureDecision::Action::FinishQuery:
-            case DepartureDecision::Action::Close:
-                close(std::string(traits.name) + " failed: " + op->error.message);
-                return;
-        }
+        job->on_end_without_client(*this, clean);
         return;
     }
-    if (traits.cleanup) {
-        // The cleanups verify with a probe: nothing of a tracked kind may remain.
-        std::optional<StateReport> report;
-        if (clean && (op->probed == 0 || op->completed)) {
-            report = decode_state_probe(op->rows);
-            if (report && (op->probed & kStateSettings)) applied_settings_ = report->settings;
-        }
-        finish_cleanup(*traits.cleanup, *op, report);
-        return;
-    }
-    switch (op->purpose) {
-        case InternalPurpose::Probe:
-            after_probe(*op);
-            return;
-        case InternalPurpose::DiscardedProbe:
-            client_->on_server_ready();
-            return;
-        default:
-            carry_out_own_query_outcome(*op, clean);
-            return;
-    }
+    // Back to forwarding (what follows may start another query, release or scrub).
+    if (for_client) transition(State::Linked);
+    job->on_end(*this, clean);
 }
 
-void Server::carry_out_own_query_outcome(InternalQuery& op, bool clean) {
-    // What the query asked for, where its rows matter to what follows.
-    std::optional<ServerRole> role;
-    const bool role_check = op.purpose == InternalPurpose::LoginRoleCheck ||
-                            op.purpose == InternalPurpose::RoleCheck;
-    if (role_check && clean) role = decode_role_check(op.rows);
-    // The catalog watch is told after the backend went back or was closed, from locals: the
-    // release may close this server.
-    CatalogCheckDone catalog_done;
-    std::optional<std::string> fingerprint;
-    if (op.purpose == InternalPurpose::CatalogCheck) {
-        catalog_done = std::move(op.catalog_done);
-        if (clean && op.rows.size() == 1 && op.rows[0].size() == 1 && op.rows[0][0]) {
-            fingerprint = std::move(*op.rows[0][0]);
-        }
-    }
-    auto failure = [&](const char* what) {
-        return std::string(what) + " failed: " +
-               (op.failed ? op.error.message : std::string("unexpected answer"));
-    };
-    OwnQueryEnd end;
-    end.clean = clean;
-    end.answer_usable = role.has_value();
-    end.backend_idle = link_.tracker().idle();
-    switch (decide_own_query_outcome(op.purpose, end)) {  // core/own_query_outcome.hpp
-        case OwnQueryOutcome::FinishLogin:
-            if (op.purpose == InternalPurpose::LoginRoleCheck) {
-                role_ = *role;
-                finish_login_with_role();
-            } else {
-                pool_.on_server_login(*this);
-            }
-            return;
-        case OwnQueryOutcome::FailLogin:
-            login_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                               failure(role_check ? "role check" : "connect_query")));
-            return;
-        case OwnQueryOutcome::ClientGoesOn:
-            if (op.purpose == InternalPurpose::Check) {
-                last_checked_ms_ = context_.now_ms();
-                sync_parameters();
-                if (!internal_ && client_) client_->on_server_ready();
-            } else {
-                if (op.settings_after) applied_settings_ = std::move(*op.settings_after);
-                client_->on_server_ready();
-            }
-            return;
-        case OwnQueryOutcome::FailClient: {
-            // Close the client while still linked: its detach hands this server back (or
-            // scrubs it). Releasing first would let the client's held request take the server
-            // again, repeat the failing SET and get the backend closed for nothing.
-            protocol::ErrorFields error = op.error;
-            error.severity = "FATAL";
-            client_->close("could not apply client parameters: " + error.message, &error);
-            return;
-        }
-        case OwnQueryOutcome::GiveBack:
-            if (op.purpose == InternalPurpose::RoleCheck) {
-                // Told before the release, which closes this server when its role no longer
-                // serves the database (Pool::release, RoleChanged).
-                pool_.on_role_checked(*this, *role);
-            }
-            // pgtether's SELECT changed nothing: no server_reset_query for it (session mode),
-            // and it is not use either (server_idle_timeout keeps counting).
-            pool_.release(*this, ReleaseReason::Unused);
-            break;
-        case OwnQueryOutcome::Close:
-            close(op.purpose == InternalPurpose::Check
-                      ? "server_check_query failed: " + op.error.message
-                      : failure(purpose_traits(op.purpose).name));
-            break;
-        case OwnQueryOutcome::NotDecidedHere: break;
-    }
-    if (catalog_done) catalog_done(std::move(fingerprint));
-}
-
-void Server::finish_cleanup(CleanupKind kind, const InternalQuery& op,
-                            const std::optional<StateReport>& report) {
-    auto failure = [&]() {
-        if (op.failed) return op.error.message;
-        if (!report) return std::string("unexpected probe result");
-        return "session state remains: " +
-               describe_state(report->present, describe_locks(report->locks), report->summaries);
-    };
-    if (kind == CleanupKind::Sweep) last_checked_ms_ = context_.now_ms();
-    CleanupAnswer answer;
-    answer.verified = report.has_value();
-    answer.present = report ? report->present : 0;
-    answer.cancelled = op.failed && op.error.sqlstate == protocol::sqlstate::kQueryCanceled;
-    answer.scrub_repeats = scrub_repeats_;
-    const CleanupOutcome outcome = decide_cleanup_outcome(kind, answer);  // core/departure.hpp
-    if (kind == CleanupKind::Scrub && outcome.action != CleanupOutcome::Action::Rerun) {
-        scrub_repeats_ = 0;
-    }
-    switch (outcome.action) {
-        case CleanupOutcome::Action::Rerun:
-            // The scrub's cancel struck its own statements (CleanupAnswer::cancelled); they are
-            // idempotent, and nothing is left running to cancel now.
-            ++scrub_repeats_;
-            spdlog::debug("S-{} {}/{}: scrub of backend {} was cancelled; running it again", id_,
-                          pool_.database_name(), pool_.user_name(), backend_key_.pid);
-            scrub();
-            return;
-        case CleanupOutcome::Action::ScrubLeak:
-            pool_.stats().leaks_found++;
-            spdlog::warn(
-                "S-{} {}/{}: leaked session state on idle backend {}: {} (last used by {}: {})",
-                id_, pool_.database_name(), pool_.user_name(), backend_key_.pid,
-                describe_state(report->present, describe_locks(report->locks),
-                               report->summaries),
-                last_client_description_,
-                protocol::statement_for_log(last_statement_, context_.config().log_statement_text));
-            scrub();
-            return;
-        case CleanupOutcome::Action::Close:
-            switch (kind) {
-                case CleanupKind::Reset:
-                    close("server_reset_query failed: " + failure());
-                    return;
-                case CleanupKind::Scrub:
-                    pool_.stats().scrub_failures++;
-                    close("scrub failed: " + failure());
-                    return;
-                case CleanupKind::Sweep:
-                    close("leak sweep failed: " + failure());
-                    return;
-            }
-            return;
-        case CleanupOutcome::Action::Release:
-            break;
-    }
-    switch (kind) {
-        case CleanupKind::Reset:
-            pool_.release(*this, ReleaseReason::ResetRan);
-            return;
-        case CleanupKind::Scrub:
-            pool_.stats().scrubs++;
-            // The tether doing its job, not a problem: LOG level (PgBouncer has no such line).
-            spdlog::info("S-{} {}/{}: scrubbed backend {} after {} left", id_,
-                         pool_.database_name(), pool_.user_name(), backend_key_.pid,
-                         last_client_description_);
-            pool_.release(*this, ReleaseReason::Scrubbed);
-            return;
-        case CleanupKind::Sweep:
-            // A sweep that found nothing changed nothing: the backend is as its last release
-            // left it (reset then, in session mode), so no server_reset_query after every sweep.
-            pool_.release(*this, ReleaseReason::Unused);
-            return;
-    }
+std::optional<InternalPurpose> Server::internal_purpose() const {
+    return internal_ ? std::optional(internal_->purpose) : std::nullopt;
 }
 
 void Server::scrub() {
@@ -1390,16 +1158,12 @@ void Server::sweep_for_leaks() {
 }
 
 void Server::check_catalog(CatalogCheckDone done) {
-    run_internal(InternalPurpose::CatalogCheck, {catalog_fingerprint_query()});
-    if (internal_ && internal_->purpose == InternalPurpose::CatalogCheck) {
-        internal_->catalog_done = std::move(done);
-    } else {
-        done(std::nullopt);  // it could not start (the server closed at once)
-    }
+    // `done` is told when the job ends or the server closes first (CatalogCheckJob).
+    run_internal(std::make_unique<CatalogCheckJob>(std::move(done)), {catalog_fingerprint_query()});
 }
 
 void Server::check_role() {
-    run_internal(InternalPurpose::RoleCheck, {std::string(kRoleCheckQuery)});
+    run_internal(std::make_unique<RoleCheckJob>(), {std::string(kRoleCheckQuery)});
 }
 
 void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
@@ -1411,7 +1175,17 @@ void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
         // which only passes an idle tracker, closes a backend it had cleaned.
         link_.tracker().on_frontend(protocol::fe::kSync);
     }
-    probe(purpose, plan.probe_kinds, plan.queries, std::move(prefix), plan.extra_ready);
+    // The settings a linked client named probe too (a cleanup normally runs with none linked).
+    static const std::vector<std::string> kNoCustomSettings;
+    const auto& custom = client_ && (plan.probe_kinds & kStateSettings)
+                             ? client_->custom_setting_names()
+                             : kNoCustomSettings;
+    std::vector<std::string> queries = plan.queries;
+    std::string sql = build_state_probe(plan.probe_kinds, custom, pool_.user_name());
+    const std::uint32_t probed = sql.empty() ? 0 : plan.probe_kinds;
+    if (!sql.empty()) queries.push_back(std::move(sql));
+    run_internal(std::make_unique<CleanupJob>(purpose), queries, std::move(prefix),
+                 plan.extra_ready, probed);
     if (internal_ && plan.cancel) context_.forward_cancel(*this);
 }
 
@@ -1450,9 +1224,7 @@ void Server::close(const std::string& reason) {
         protocol::append_terminate(terminate);
         stream_.write(terminate);
     }
-    CatalogCheckDone catalog_done = internal_ ? std::move(internal_->catalog_done) : nullptr;
-    internal_.reset();
-    if (catalog_done) catalog_done(std::nullopt);
+    if (std::unique_ptr<OwnQueryJob> job = std::move(internal_)) job->on_server_closed();
     if (Client* linked = client_) {
         client_ = nullptr;
         if (previous == State::Relaying) {

@@ -102,9 +102,7 @@ public:
     [[nodiscard]] std::string describe() const;
     // For the admin console and metrics.
     [[nodiscard]] std::uint64_t state_since_ms() const { return state_since_ms_; }
-    [[nodiscard]] std::optional<InternalPurpose> internal_purpose() const {
-        return internal_ ? std::optional(internal_->purpose) : std::nullopt;
-    }
+    [[nodiscard]] std::optional<InternalPurpose> internal_purpose() const;
     [[nodiscard]] Stream& stream() { return stream_; }
 
     // ---- replication (core/replication.hpp) ----
@@ -202,12 +200,7 @@ public:
     // counts from there, not from the request).
     [[nodiscard]] std::uint64_t quiet_since_ms() const { return quiet_since_ms_; }
 
-    // ---- pgtether's own queries ----
-    // Runs `queries` as simple Query messages sent in one write (after `prefix`, raw frontend
-    // messages such as CopyFail/Sync), expecting `extra_ready` more ReadyForQuery than queries for
-    // requests already in flight. On completion finish_internal() dispatches on the purpose.
-    void run_internal(InternalPurpose purpose, const std::vector<std::string>& queries,
-                      std::string prefix = {}, int extra_ready = 0, std::uint32_t probed = 0);
+    // ---- pgtether's own queries (proxy/server/own_queries.hpp: one object each) ----
     // The linked client is tethered by locks only a probe can settle, and is idle: probe now
     // (Client::janitor decides when; docs/advisory-locks.md, tether_probe_delay).
     void probe_idle_tether();
@@ -215,10 +208,6 @@ public:
     // exact accounting cannot decide (docs/advisory-locks.md): the messages to append to the
     // client's write. The answer is taken at the transaction's end.
     [[nodiscard]] std::string pipeline_probe(std::uint32_t kinds);
-    // Sends `messages` (ours: `own_ready` ReadyForQuery answer them, after `extra_ready` that
-    // answer requests already in flight) and consumes the replies until finish_internal().
-    void start_internal(InternalPurpose purpose, std::string messages, int own_ready,
-                        int extra_ready, std::uint32_t probed);
     // The client left mid-transaction or tethered: drain what it left running, roll back, release
     // advisory locks, verify, then return to the pool — or close when any step fails.
     void scrub();
@@ -248,19 +237,20 @@ public:
     ListHook worker_hook_;
 
 private:
-    // One of pgtether's own queries and its answer (rows of the last result set, first error).
-    struct InternalQuery : QueryResult {
-        InternalPurpose purpose;
-        int pending_ready = 0;  // ReadyForQuery messages still expected
-        int own_ready = 0;      // how many of those answer our queries (the rest drain the client's)
-        std::uint32_t probed = 0;  // the state kinds the last query probes for
-        // A parameter sync that replays session settings: the backend's settings once it is
-        // done, whether or not its client is still there.
-        std::optional<SettingsMap> settings_after;
-        // A catalog check's caller, told the fingerprint when the query ends (nullopt: none,
-        // also when the server closes first). It lives exactly as long as the query.
-        CatalogCheckDone catalog_done;
-    };
+    // pgtether's own queries, one class each (proxy/server/own_queries.hpp). Nested: their
+    // handlers carry out what follows on this server's private state.
+    class OwnQueryJob;
+    class ConnectQueryJob;
+    class LoginRoleCheckJob;
+    class RoleCheckJob;
+    class ServerCheckJob;
+    class ParameterSyncJob;
+    class TetherProbeJob;
+    class DiscardedProbeJob;
+    class CleanupJob;
+    class CatalogCheckJob;
+
+    static protocol::ErrorFields fatal(const char* sqlstate, std::string message);
 
     // Stream::Handler
     std::size_t on_stream_data(protocol::ByteSpan data) override;
@@ -280,8 +270,19 @@ private:
                       LoginFailureKind kind = LoginFailureKind::Refused,
                       const char* close_reason = nullptr);
     void sync_parameters();
-    // Sends a clean-up plan (core/departure.hpp) as `purpose`: its messages and queries, then
-    // the probe; cancels what the client left running when the plan says so.
+    // Runs `queries` as simple Query messages sent in one write (after `prefix`, raw frontend
+    // messages such as CopyFail/Sync), expecting `extra_ready` more ReadyForQuery than queries for
+    // requests already in flight; `probed`: the state kinds the last query probes for.
+    void run_internal(std::unique_ptr<OwnQueryJob> job, const std::vector<std::string>& queries,
+                      std::string prefix = {}, int extra_ready = 0, std::uint32_t probed = 0);
+    // Sends `messages` (ours: `own_ready` ReadyForQuery answer them, after `extra_ready` that
+    // answer requests already in flight) and consumes the replies until finish_internal() hands
+    // them to the job.
+    void start_internal(std::unique_ptr<OwnQueryJob> job, std::string messages, int own_ready,
+                        int extra_ready, std::uint32_t probed);
+    // Sends a clean-up plan (core/departure.hpp) as `purpose` (Reset, Scrub, LeakSweep): its
+    // messages and queries, then the state probe; cancels what the client left running when the
+    // plan says so.
     void run_cleanup(InternalPurpose purpose, const CleanupPlan& plan);
     void release_to_pool();
     void maybe_finish_close();
@@ -313,21 +314,13 @@ private:
     // The login's end once the role is known: does the host serve the database, connect_query,
     // then the pool.
     void finish_login_with_role();
+    // The last ReadyForQuery of pgtether's own query came: its job's handler says what follows.
     void finish_internal();
-    // The end of a reset, scrub or leak sweep: what follows is decide_cleanup_outcome's
-    // (core/departure.hpp), given the verifying probe's report (none: it failed).
-    void finish_cleanup(CleanupKind kind, const InternalQuery& op,
-                        const std::optional<StateReport>& report);
-    // The end of a query whose outcome core/own_query_outcome.hpp decides (connect_query, the
-    // role checks, server_check_query, the parameter sync, the catalog check).
-    void carry_out_own_query_outcome(InternalQuery& op, bool clean);
     void on_transaction_end();
-    void after_probe(InternalQuery& result);
     // Sets the linked client's tether kinds and logs/counts a tether or untether.
     void note_tether_change(std::uint32_t kinds);
-    // Runs the state probe for `kinds` as `purpose`, after `queries` (e.g. a reset) if any.
-    void probe(InternalPurpose purpose, std::uint32_t kinds, std::vector<std::string> queries = {},
-               std::string prefix = {}, int extra_ready = 0);
+    // The tether's probe for `kinds`, for the linked client.
+    void probe_tether(std::uint32_t kinds);
     // The probe for `kinds` as messages answered by one ReadyForQuery: prepared once per backend
     // (Parse the first time, then Bind/Execute/Sync), or a simple Query when it cannot be.
     std::string probe_messages(std::uint32_t kinds);
@@ -348,7 +341,7 @@ private:
     // TLS towards the server: the context chosen at connect time (a reload may replace the
     // worker's).
     std::shared_ptr<const TlsContext> tls_context_;
-    std::unique_ptr<InternalQuery> internal_;
+    std::unique_ptr<OwnQueryJob> internal_;
     // The message stream from the backend: the rest of a message streamed to the client, or of
     // one a departed client left behind that is skipped.
     protocol::MessageReader reader_;
@@ -378,8 +371,8 @@ private:
     Client* replication_client_ = nullptr;
     int pending_resolves_ = 0;       // a DNS lookup still holds a pointer to this object
     int cancels_in_flight_ = 0;
-    // Scrubs repeated because a cancel hit the scrub itself (see the Scrub case of
-    // finish_internal); reset once a scrub succeeds.
+    // Scrubs repeated because a cancel hit the scrub itself (CleanupJob::on_end); reset once a
+    // scrub succeeds.
     int scrub_repeats_ = 0;
     std::uint64_t connected_at_ms_ = 0;
     std::uint64_t state_since_ms_ = 0;
