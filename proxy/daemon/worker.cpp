@@ -215,29 +215,27 @@ void Worker::close_mailbox() {
 CancelRegistry& Worker::cancels() { return group_.cancels(); }
 
 void Worker::post_to_other_workers(std::function<void(PoolContext&)> fn) {
-    group_.post_to_others(*this, [fn = std::move(fn)](Worker& other) { fn(other); });
+    group_.post_to_others_as(*this, std::move(fn));
 }
 
 bool Worker::post_to_worker(std::size_t index, std::function<void(PoolContext&)> fn) {
-    Worker& other = group_.at(index);
-    return other.post([&other, fn = std::move(fn)]() { fn(other); });
+    return group_.post_to_as(index, std::move(fn));
 }
 
 void Worker::gather_from_workers(const std::function<void(PoolContext&)>& fn) {
-    group_.gather(*this, [&fn](Worker& other) { fn(other); });
+    group_.gather_as(*this, fn);
 }
 
 void Worker::gather_all_workers(const std::function<void(AdminContext&)>& fn) {
-    group_.gather(*this, [&fn](Worker& other) { fn(other); });
+    group_.gather_as(*this, fn);
 }
 
 void Worker::tell_other_workers(std::function<void(AdminContext&)> fn) {
-    group_.post_to_others(*this, [fn = std::move(fn)](Worker& other) { fn(other); });
+    group_.post_to_others_as(*this, std::move(fn));
 }
 
 bool Worker::tell_worker(std::size_t index, std::function<void(AdminContext&)> fn) {
-    Worker& other = group_.at(index);
-    return other.post([&other, fn = std::move(fn)]() { fn(other); });
+    return group_.post_to_as(index, std::move(fn));
 }
 
 std::optional<std::string> Worker::reload_config(std::string_view trigger) {

@@ -59,4 +59,9 @@ void WorkerGroup::post_to_others(const Worker& caller, const std::function<void(
     }
 }
 
+bool WorkerGroup::post_to(std::size_t index, std::function<void(Worker&)> fn) {
+    Worker& worker = at(index);
+    return worker.post([&worker, fn = std::move(fn)]() { fn(worker); });
+}
+
 }  // namespace pgtether

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "proxy/client/cancel_registry.hpp"
@@ -54,6 +55,23 @@ public:
     void gather(Worker& caller, const std::function<void(Worker&)>& fn);
     // Queues `fn` on every worker other than `caller` (run from their loops, in order).
     void post_to_others(const Worker& caller, const std::function<void(Worker&)>& fn);
+    // Queues `fn` on worker `index`; false when its loop has stopped (`fn` is not run).
+    bool post_to(std::size_t index, std::function<void(Worker&)> fn);
+
+    // The same three with `fn` seeing each worker only as one of its contexts (`Context`:
+    // PoolContext or AdminContext, what the pools and the console may reach of another worker).
+    template <class Context>
+    void gather_as(Worker& caller, const std::function<void(Context&)>& fn) {
+        gather(caller, [&fn](Worker& other) { fn(other); });
+    }
+    template <class Context>
+    void post_to_others_as(const Worker& caller, std::function<void(Context&)> fn) {
+        post_to_others(caller, [fn = std::move(fn)](Worker& other) { fn(other); });
+    }
+    template <class Context>
+    bool post_to_as(std::size_t index, std::function<void(Context&)> fn) {
+        return post_to(index, [fn = std::move(fn)](Worker& other) { fn(other); });
+    }
 
 private:
     std::vector<Worker*> workers_;
