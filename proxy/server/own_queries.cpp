@@ -268,7 +268,7 @@ void Server::CatalogCheckJob::on_end(Server& server, bool clean) {
         server.close(failure("catalog check"));
     }
     // The watch is told after the backend went back or was closed.
-    std::exchange(done_, nullptr)(std::move(fingerprint));
+    if (done_) std::exchange(done_, nullptr)(std::move(fingerprint));
 }
 
 void Server::CatalogCheckJob::on_server_closed() {
