@@ -20,7 +20,7 @@
 
 #include "core/auth_file.hpp"
 #include "core/config.hpp"
-#include "proxy/admin/privileges.hpp"
+#include "proxy/daemon/privileges.hpp"
 #include "proxy/admin/version.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/login_work.hpp"

@@ -2,7 +2,7 @@
 // switching users or sending datagrams (tests/integration/test_systemd.cpp does that).
 #include <doctest/doctest.h>
 
-#include "proxy/admin/privileges.hpp"
+#include "core/privilege_plan.hpp"
 #include "proxy/daemon/systemd_notify.hpp"
 
 using namespace pgtether;

@@ -1,7 +1,5 @@
-// Running as root: PgBouncer's `user` setting and -u. Started as root, pgtether binds its sockets,
-// then switches to that user for good; without one it refuses to run as root at all (as PgBouncer:
-// "PgBouncer should not run as root"). Not root, a `user` naming someone else is an error, and
-// naming ourselves is fine.
+// Running as root, carried out: the users and groups looked up, the Unix socket handed over, the
+// switch itself. What to do is core/privilege_plan.hpp's decision.
 #pragma once
 
 #include <sys/types.h>
@@ -9,20 +7,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/privilege_plan.hpp"
 #include "core/root_files.hpp"
 
 namespace pgtether {
-
-struct PrivilegePlan {
-    enum class Action { Keep, Switch, Refuse };
-    Action action = Action::Keep;
-    std::string message;  // why, for Refuse
-};
-
-// What to do, from whether we run as root (`root`), the user asked for (-u, else `user =`; empty:
-// none) and the name of the user we run as.
-PrivilegePlan plan_privileges(bool root, std::string_view wanted_user,
-                              std::string_view current_user);
 
 // The user `user` names (uid, primary group); throws std::runtime_error when there is none.
 FileOwner lookup_user(const std::string& user);
