@@ -24,7 +24,7 @@
 #include "proxy/admin/version.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/login_work.hpp"
-#include "proxy/daemon/command_line.hpp"
+#include "core/command_line.hpp"
 #include "proxy/daemon/config_check.hpp"
 #include "proxy/daemon/daemon.hpp"
 #include "proxy/daemon/logging.hpp"

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "proxy/daemon/command_line.hpp"
+#include "core/command_line.hpp"
 
 using namespace pgtether;
 

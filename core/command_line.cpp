@@ -1,4 +1,4 @@
-#include "proxy/daemon/command_line.hpp"
+#include "core/command_line.hpp"
 
 #include <optional>
 
