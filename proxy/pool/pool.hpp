@@ -6,7 +6,11 @@
 //     (connecting, logging in, linked to a client, or busy with pgtether's own queries), as its
 //     state says (core/server_state.hpp); Server::transition() moves it (on_server_transition),
 //     and state_counts_ counts the servers per state;
-//   - waiting_ holds clients that have a request but no server, in arrival order;
+//   - waiting_ holds clients that have a request but no server, in arrival order; two other
+//     lists wait for something else: welcome_waiting_ for the server parameters a login greets
+//     with (no server of the pool has logged in yet), replication_waiting_ for a slot to open a
+//     backend of their own (a replication client never takes a pooled server, so it must not be
+//     among those a released server is handed to);
 //   - server_count() never exceeds pool_size + reserve_pool_size + tether_reserve_size, nor the
 //     database and user limits. Servers beyond pool_size (+ the reserve pool) are opened only
 //     for tethered clients, one per tethered server up to tether_reserve_size, and closed when
