@@ -19,15 +19,15 @@
 #include <uv.h>
 
 #include "core/auth_file.hpp"
+#include "core/command_line.hpp"
 #include "core/config.hpp"
-#include "proxy/daemon/privileges.hpp"
 #include "proxy/admin/version.hpp"
 #include "proxy/client/cancel_registry.hpp"
 #include "proxy/client/login_work.hpp"
-#include "core/command_line.hpp"
 #include "proxy/daemon/config_check.hpp"
 #include "proxy/daemon/daemon.hpp"
 #include "proxy/daemon/logging.hpp"
+#include "proxy/daemon/privileges.hpp"
 #include "proxy/daemon/reload.hpp"
 #include "proxy/daemon/systemd_notify.hpp"
 #include "proxy/daemon/worker.hpp"

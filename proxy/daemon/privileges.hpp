@@ -4,8 +4,6 @@
 
 #include <sys/types.h>
 #include <string>
-#include <string_view>
-#include <vector>
 
 #include "core/privilege_plan.hpp"
 #include "core/root_files.hpp"
