@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "protocol/bytes.hpp"
@@ -25,6 +26,11 @@ struct ErrorFields {
     std::string detail;    // 'D'
     std::string hint;      // 'H'
 };
+
+// A FATAL error of pgtether's own: severity FATAL, no detail or hint.
+[[nodiscard]] inline ErrorFields fatal_error(const char* sqlstate, std::string message) {
+    return {"FATAL", sqlstate, std::move(message), {}, {}};
+}
 
 // ---- builders (append one complete message to `out`) ----
 void append_error_response(std::string& out, const ErrorFields& fields);

@@ -58,7 +58,8 @@ void Server::ConnectQueryJob::on_end(Server& server, bool clean) {
         server.pool_.on_server_login(server);
         return;
     }
-    server.login_failed(fatal(protocol::sqlstate::kConnectionFailure, failure("connect_query")));
+    server.login_failed(
+        protocol::fatal_error(protocol::sqlstate::kConnectionFailure, failure("connect_query")));
 }
 
 void Server::LoginRoleCheckJob::on_end(Server& server, bool clean) {
@@ -68,7 +69,8 @@ void Server::LoginRoleCheckJob::on_end(Server& server, bool clean) {
         server.finish_login_with_role();
         return;
     }
-    server.login_failed(fatal(protocol::sqlstate::kConnectionFailure, failure("role check")));
+    server.login_failed(
+        protocol::fatal_error(protocol::sqlstate::kConnectionFailure, failure("role check")));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -55,10 +55,6 @@ bool deallocates_all(ByteSpan command_complete_body) {
 
 }  // namespace
 
-protocol::ErrorFields Server::fatal(const char* sqlstate, std::string message) {
-    return {"FATAL", sqlstate, std::move(message), {}, {}};
-}
-
 Server::Server(ServerContext& context, Pool& pool)
     : context_(context), pool_(pool), stream_(context, *this), id_(context.next_id()) {
     context_.register_server(*this);
@@ -110,8 +106,9 @@ void Server::on_resolved(int status, const sockaddr* address) {
         return;
     }
     if (address == nullptr) {
-        login_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                           "could not resolve host \"" + host_ + "\": " + uv_strerror(status)),
+        login_failed(protocol::fatal_error(
+                         protocol::sqlstate::kConnectionFailure,
+                         "could not resolve host \"" + host_ + "\": " + uv_strerror(status)),
                      LoginFailureKind::Unreachable, "server DNS lookup failed");
         return;
     }
@@ -138,8 +135,9 @@ void Server::start_connect_to(const sockaddr* address) {
 void Server::on_stream_connected(int status) {
     if (state_ == State::Closing) return;
     if (status != 0) {
-        login_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                           "could not connect to server: " + std::string(uv_strerror(status))),
+        login_failed(protocol::fatal_error(
+                         protocol::sqlstate::kConnectionFailure,
+                         "could not connect to server: " + std::string(uv_strerror(status))),
                      LoginFailureKind::Unreachable);
         return;
     }
@@ -225,21 +223,22 @@ std::size_t Server::handle_login_data(ByteSpan data) {
                     finish_login();
                     return false;
                 case ServerLogin::Step::Kind::Refused:
-                    login_failed(fatal(protocol::sqlstate::kInvalidAuthorization,
-                                       "server login failed: " + step.text));
+                    login_failed(protocol::fatal_error(protocol::sqlstate::kInvalidAuthorization,
+                                                       "server login failed: " + step.text));
                     return false;
                 case ServerLogin::Step::Kind::ServerError:
                     login_failed(step.error, classify_login_failure(step.error.sqlstate));
                     return false;
                 case ServerLogin::Step::Kind::Invalid:
-                    login_failed(fatal(protocol::sqlstate::kProtocolViolation, step.text));
+                    login_failed(
+                        protocol::fatal_error(protocol::sqlstate::kProtocolViolation, step.text));
                     return false;
             }
             return false;
         });
     if (read.invalid) {
-        login_failed(fatal(protocol::sqlstate::kProtocolViolation,
-                           "invalid message from server during login"));
+        login_failed(protocol::fatal_error(protocol::sqlstate::kProtocolViolation,
+                                           "invalid message from server during login"));
     }
     return read.consumed;
 }
@@ -264,13 +263,14 @@ void Server::finish_login_with_role() {
     if (!pool_.on_server_role(*this, role_)) {
         // A standby where the database wants a primary (or the other way round): as libpq
         // does, this host does not serve it; another is tried (core/host_choice.hpp).
-        login_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                           "server at " + host_and_port() + " is " +
-                               (role_.in_hot_standby ? "in hot standby" : "not in hot standby") +
-                               (role_.read_only ? " and read-only" : "") +
-                               ", which target_session_attrs = " +
-                               session_attrs_name(pool_.session_attrs()) + " does not accept"),
-                     LoginFailureKind::WrongRole);
+        login_failed(
+            protocol::fatal_error(
+                protocol::sqlstate::kConnectionFailure,
+                "server at " + host_and_port() + " is " +
+                    (role_.in_hot_standby ? "in hot standby" : "not in hot standby") +
+                    (role_.read_only ? " and read-only" : "") + ", which target_session_attrs = " +
+                    session_attrs_name(pool_.session_attrs()) + " does not accept"),
+            LoginFailureKind::WrongRole);
         return;
     }
     const auto& connect_query = pool_.database().connect_query;
@@ -933,10 +933,14 @@ void Server::note_tether_change(std::uint32_t kinds) {
     if (was != client->tethered()) pool_.on_tether_change();
 }
 
-std::string Server::probe_messages(std::uint32_t kinds) {
+const std::vector<std::string>& Server::custom_settings_to_probe(std::uint32_t kinds) const {
     static const std::vector<std::string> kNoCustomSettings;
-    const auto& custom = client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
-                                                             : kNoCustomSettings;
+    return client_ && (kinds & kStateSettings) ? client_->custom_setting_names()
+                                               : kNoCustomSettings;
+}
+
+std::string Server::probe_messages(std::uint32_t kinds) {
+    const auto& custom = custom_settings_to_probe(kinds);
     std::string sql = build_state_probe(kinds, custom, pool_.user_name());
     std::string out;
     if (sql.empty()) return out;
@@ -1175,13 +1179,9 @@ void Server::run_cleanup(InternalPurpose purpose, const CleanupPlan& plan) {
         // which only passes an idle tracker, closes a backend it had cleaned.
         link_.tracker().on_frontend(protocol::fe::kSync);
     }
-    // The settings a linked client named probe too (a cleanup normally runs with none linked).
-    static const std::vector<std::string> kNoCustomSettings;
-    const auto& custom = client_ && (plan.probe_kinds & kStateSettings)
-                             ? client_->custom_setting_names()
-                             : kNoCustomSettings;
     std::vector<std::string> queries = plan.queries;
-    std::string sql = build_state_probe(plan.probe_kinds, custom, pool_.user_name());
+    std::string sql = build_state_probe(
+        plan.probe_kinds, custom_settings_to_probe(plan.probe_kinds), pool_.user_name());
     const std::uint32_t probed = sql.empty() ? 0 : plan.probe_kinds;
     if (!sql.empty()) queries.push_back(std::move(sql));
     run_internal(std::make_unique<CleanupJob>(purpose), queries, std::move(prefix),
@@ -1208,15 +1208,15 @@ void Server::close(const std::string& reason) {
         pool_.on_replication_login_ended();
         if (Client* client = replication_client_) {
             replication_client_ = nullptr;
-            client->on_replication_server_failed(fatal(protocol::sqlstate::kConnectionFailure,
-                                                       "server connection failed: " + reason));
+            client->on_replication_server_failed(protocol::fatal_error(
+                protocol::sqlstate::kConnectionFailure, "server connection failed: " + reason));
         }
     } else if (logging_in && !login_failed_reported_) {
         login_failed_reported_ = true;
         // The connection broke or timed out before the login completed: worth a quick retry.
         pool_.on_server_login_failed(*this,
-                                     fatal(protocol::sqlstate::kConnectionFailure,
-                                           "server connection failed: " + reason),
+                                     protocol::fatal_error(protocol::sqlstate::kConnectionFailure,
+                                                           "server connection failed: " + reason),
                                      LoginFailureKind::Unreachable);
     }
     if (!logging_in) {

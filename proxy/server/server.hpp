@@ -250,8 +250,6 @@ private:
     class CleanupJob;
     class CatalogCheckJob;
 
-    static protocol::ErrorFields fatal(const char* sqlstate, std::string message);
-
     // Stream::Handler
     std::size_t on_stream_data(protocol::ByteSpan data) override;
     void on_stream_end(int status) override;
@@ -321,6 +319,10 @@ private:
     void note_tether_change(std::uint32_t kinds);
     // The tether's probe for `kinds`, for the linked client.
     void probe_tether(std::uint32_t kinds);
+    // The settings the linked client named beyond the tracked ones, which a probe for `kinds`
+    // reads back too (none without a linked client, or without kStateSettings).
+    [[nodiscard]] const std::vector<std::string>& custom_settings_to_probe(
+        std::uint32_t kinds) const;
     // The probe for `kinds` as messages answered by one ReadyForQuery: prepared once per backend
     // (Parse the first time, then Bind/Execute/Sync), or a simple Query when it cannot be.
     std::string probe_messages(std::uint32_t kinds);

@@ -61,14 +61,6 @@ Answer handle_answer(protocol::ByteSpan data, Stream& stream, const TlsContext& 
 
 namespace pgtether {
 
-namespace {
-
-protocol::ErrorFields server_error(const char* sqlstate, std::string message) {
-    return {"FATAL", sqlstate, std::move(message), {}, {}};
-}
-
-}  // namespace
-
 // Server's side of the negotiation (the rest of Server is in server.cpp).
 
 std::size_t Server::handle_tls_answer(protocol::ByteSpan data) {
@@ -77,7 +69,8 @@ std::size_t Server::handle_tls_answer(protocol::ByteSpan data) {
         case server_tls::Answer::Kind::NeedMore:
             return 0;
         case server_tls::Answer::Kind::Failed:
-            login_failed(server_error(protocol::sqlstate::kConnectionFailure,
+            login_failed(
+                protocol::fatal_error(protocol::sqlstate::kConnectionFailure,
                                       "TLS negotiation with server failed: " + answer.error));
             return data.size();
         case server_tls::Answer::Kind::Plaintext:
@@ -93,8 +86,8 @@ std::size_t Server::handle_tls_answer(protocol::ByteSpan data) {
 void Server::on_stream_tls_ready(const std::string& error) {
     if (state_ == State::Closing) return;
     if (!error.empty()) {
-        login_failed(server_error(protocol::sqlstate::kConnectionFailure,
-                                  "TLS handshake with server failed: " + error));
+        login_failed(protocol::fatal_error(protocol::sqlstate::kConnectionFailure,
+                                           "TLS handshake with server failed: " + error));
         return;
     }
     if (const auto* tls = stream_.tls()) {
